@@ -1,0 +1,53 @@
+"""Shared benchmark plumbing: a private broker, result files, the machine's description."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from frazil.local.broker import LocalBroker
+
+BENCH_DIR = Path(__file__).resolve().parent
+WORK_DIR = BENCH_DIR / "work"
+RESULTS_DIR = BENCH_DIR / "results"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_broker(name: str) -> LocalBroker:
+    """A private broker for one benchmark, on free ports, data under bench/work/."""
+    port, controller = free_port(), free_port()
+    broker = LocalBroker(WORK_DIR / name / "state", port=port, controller_port=controller)
+    broker.up(timeout=120)
+    return broker
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def write_result(name: str, data: dict[str, Any]) -> Path:
+    """Write ``bench/results/<name>.json`` (latest) and a timestamped copy."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    data = {
+        "benchmark": name,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+        **data,
+    }
+    latest = RESULTS_DIR / f"{name}.json"
+    latest.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return latest

@@ -1,0 +1,43 @@
+"""The root Typer application and options shared by every command."""
+
+from __future__ import annotations
+
+import enum
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    name="frazil",
+    help="Exactly-once streaming ingestion from Apache Kafka into Apache Iceberg tables.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+#: Human output goes to stdout through this console; diagnostics go to ``err_console``.
+console = Console()
+err_console = Console(stderr=True)
+
+
+class OutputFormat(str, enum.Enum):
+    """How a command prints its result: for people (``text``) or for scripts (``json``)."""
+
+    text = "text"
+    json = "json"
+
+
+class _Globals:
+    verbose: bool = False
+
+
+GLOBALS = _Globals()
+
+
+@app.callback()
+def _root(
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Show stack traces and Spark/Kafka logs on errors."
+    ),
+) -> None:
+    GLOBALS.verbose = verbose

@@ -1,0 +1,55 @@
+"""Printing run summaries for people."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from frazil.cli.app import console
+from frazil.config.models import FrazilConfig
+from frazil.engine.report import PipelineReport
+
+
+def print_reports(reports: list[PipelineReport], config: FrazilConfig) -> None:
+    """One block per pipeline (narrow terminals stay readable), then how to query."""
+    for r in reports:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        lag = f"{r.freshness_lag_ms / 1000:.1f} s" if r.freshness_lag_ms is not None else "-"
+        offsets = "; ".join(
+            f"{topic}: " + ", ".join(f"{p}→{o}" for p, o in sorted(parts.items()))
+            for topic, parts in sorted(r.offsets.items())
+        )
+        rows = [
+            ("table", f"{config.catalog.name}.{r.table}"),
+            ("records ingested", f"{r.records_ingested:,} in {r.batches} batch(es)"),
+            ("rows in table", f"{r.table_rows:,}"),
+            ("snapshots", str(r.snapshots)),
+            ("data files", str(r.data_files)),
+            ("kafka offsets", offsets or "-"),
+            ("valid through", r.valid_through or "-"),
+            ("last commit", r.last_commit or "-"),
+            ("freshness lag", f"{lag} (commit time − newest Kafka timestamp it made visible)"),
+        ]
+        if r.skipped_batches:
+            rows.append(("replayed batches", f"{r.skipped_batches} already committed, skipped"))
+        if r.resumed_from_table:
+            rows.append(("resumed", "checkpoint had no progress: started from the table's offsets"))
+        for key, value in rows:
+            grid.add_row(key, value)
+        console.print(f"[bold green]✓ {r.pipeline}[/]")
+        console.print(grid)
+    if reports:
+        first = reports[0]
+        console.print("\nQuery it:", highlight=False)
+        console.print(
+            f'  frazil sql -c CONFIG "SELECT type, count(*) FROM '
+            f'{config.catalog.name}.{first.table} GROUP BY type"',
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+        console.print(
+            "  without Spark: PyIceberg or DuckDB, see 'Query without Spark' in the README",
+            highlight=False,
+        )

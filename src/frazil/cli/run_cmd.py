@@ -1,0 +1,66 @@
+"""``frazil run``: run a config's pipelines as one Spark application."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from frazil.cli.app import OutputFormat, app, console, err_console
+from frazil.cli.render import print_reports
+from frazil.config.loader import load_config
+from frazil.engine.batch import CommitEvent
+from frazil.sink.marker import format_ms
+
+
+@app.command()
+def run(
+    config: Path = typer.Option(..., "--config", "-c", help="Path to the frazil YAML config file."),
+    pipeline: list[str] = typer.Option(
+        None, "--pipeline", "-p", help="Run only this pipeline (repeatable). Default: all."
+    ),
+    until_caught_up: bool = typer.Option(
+        False,
+        "--until-caught-up",
+        help="Process everything available at start, then exit 0.",
+    ),
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+) -> None:
+    """Run pipelines: Kafka → decode → Iceberg, exactly once.
+
+    Without --until-caught-up it runs until SIGINT/SIGTERM, then finishes and commits the
+    micro-batch in flight and exits 0.
+    """
+    from frazil.engine.runner import run as run_pipelines
+
+    loaded = load_config(config)
+    quiet = output is OutputFormat.json
+
+    def on_commit(event: CommitEvent) -> None:
+        if quiet:
+            return
+        valid = format_ms(event.valid_through_ms) if event.valid_through_ms else "-"
+        err_console.print(
+            f"[dim]{event.pipeline}[/] batch {event.batch_id}: {event.records:,} records → "
+            f"{event.table} in {event.seconds:.1f}s (total {event.total_records:,}, "
+            f"valid through {valid})",
+            highlight=False,
+        )
+
+    def on_started(names: list[str]) -> None:
+        if not quiet:
+            mode = "until caught up" if until_caught_up else "until SIGINT/SIGTERM"
+            err_console.print(f"running {', '.join(names)} ({mode})", highlight=False)
+
+    reports = run_pipelines(
+        loaded,
+        pipeline_names=pipeline or None,
+        until_caught_up=until_caught_up,
+        on_commit=on_commit,
+        on_started=on_started,
+    )
+    if quiet:
+        console.print_json(json.dumps([r.to_json() for r in reports]))
+    else:
+        print_reports(reports, loaded)

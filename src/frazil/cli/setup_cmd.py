@@ -1,0 +1,23 @@
+"""``frazil setup``: fetch every pinned JVM artifact set ahead of time."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from frazil.cli.app import app, console, err_console
+from frazil.jvm.fetch import artifact_dir, ensure_artifacts, java_executable
+from frazil.jvm.pins import ARTIFACT_SETS
+
+
+@app.command("setup")
+def setup() -> None:
+    """Fetch the pinned Spark and Kafka jars with Maven (once; later runs are instant)."""
+    java_executable()
+    table = Table("set", "jars", "size", "folder", title="JVM artifacts")
+    for name, aset in ARTIFACT_SETS.items():
+        with err_console.status(f"Fetching {name}: {aset.description}..."):
+            jars = ensure_artifacts(name, quiet=True)
+        size = sum(p.stat().st_size for p in jars) / 1024**2
+        err_console.print(f"[green]✓[/] {name}: {len(jars)} jars")
+        table.add_row(name, str(len(jars)), f"{size:.0f} MiB", str(artifact_dir(name)))
+    console.print(table)

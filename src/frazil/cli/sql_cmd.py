@@ -1,0 +1,38 @@
+"""``frazil sql``: run Spark SQL against the config's catalog."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from frazil.cli.app import OutputFormat, app, console
+from frazil.config.loader import load_config
+
+
+@app.command()
+def sql(
+    statement: str = typer.Argument(
+        ..., help='A Spark SQL statement, e.g. "SELECT * FROM lake.db.t".'
+    ),
+    config: Path = typer.Option(..., "--config", "-c", help="Path to the frazil YAML config file."),
+    limit: int = typer.Option(50, "--limit", help="Most rows to print."),
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+) -> None:
+    """Query the Iceberg tables with Spark SQL (the config's catalog is the default one)."""
+    from frazil.engine.session import build_spark
+
+    loaded = load_config(config)
+    spark = build_spark(loaded)
+    result = spark.sql(statement)
+    rows = result.limit(limit).collect()
+    names = result.columns
+    if output is OutputFormat.json:
+        console.print_json(json.dumps([{n: row[n] for n in names} for row in rows], default=str))
+        return
+    table = Table(*names)
+    for row in rows:
+        table.add_row(*["NULL" if v is None else str(v) for v in row])
+    console.print(table)

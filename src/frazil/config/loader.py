@@ -1,0 +1,160 @@
+"""Reading the config file: YAML, ``${VAR}`` substitution, path resolution, exact errors."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from frazil.config.models import FrazilConfig
+from frazil.errors import ConfigError
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+#: Keys whose values are secrets: masked in ``validate`` output and logs.
+_SECRET_KEY = re.compile(r"(password|secret|token|credential|jaas|private|access[._-]?key)", re.I)
+
+
+def _key_path(parts: tuple[str | int, ...]) -> str:
+    path = ""
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "(top level)"
+
+
+def _substitute(node: Any, path: tuple[str | int, ...], problems: list[tuple[str, str]]) -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of the parsed tree."""
+    if isinstance(node, dict):
+        return {key: _substitute(value, (*path, str(key)), problems) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_substitute(value, (*path, index), problems) for index, value in enumerate(node)]
+    if isinstance(node, str):
+
+        def replace(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            value = os.environ.get(name)
+            if value is None:
+                if default is not None:
+                    return default
+                problems.append((_key_path(path), f"environment variable {name} is not set"))
+                return ""
+            return value
+
+        return _ENV_REF.sub(replace, node)
+    return node
+
+
+def _describe(error: dict[str, Any]) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    message = str(error["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    return message
+
+
+def _resolve_paths(data: dict[str, Any], base: Path) -> None:
+    """Make local relative paths absolute against the config file's folder."""
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, str) and value and not _SCHEME.match(value):
+            return str((base / value).resolve())
+        return value
+
+    catalog = data.get("catalog")
+    if isinstance(catalog, dict) and "warehouse" in catalog:
+        catalog["warehouse"] = resolve(catalog["warehouse"])
+    elif catalog is None or isinstance(catalog, dict):
+        data.setdefault("catalog", {})["warehouse"] = resolve("./lake")
+    data["state_dir"] = resolve(data.get("state_dir", "./.frazil"))
+    for pipeline in data.get("pipelines") or []:
+        if isinstance(pipeline, dict) and pipeline.get("checkpoint"):
+            pipeline["checkpoint"] = resolve(pipeline["checkpoint"])
+
+
+def parse_config(
+    data: Any, *, base_dir: Path | None = None, source: str = "config"
+) -> FrazilConfig:
+    """Validate an already-parsed config tree.
+
+    Args:
+        data: The parsed YAML (a mapping).
+        base_dir: Folder that relative paths are resolved against; the working folder if None.
+        source: Name of the file, for messages.
+
+    Raises:
+        ConfigError: With one ``(key path, reason)`` per problem, all of them at once.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys to values")
+    problems: list[tuple[str, str]] = []
+    data = _substitute(data, (), problems)
+    _resolve_paths(data, base_dir or Path.cwd())
+    config: FrazilConfig | None = None
+    try:
+        config = FrazilConfig.model_validate(data)
+    except ValidationError as exc:
+        for error in exc.errors():
+            problems.append((_key_path(tuple(error["loc"])), _describe(dict(error))))
+    if problems or config is None:
+        lines = "\n".join(f"  {key}: {reason}" for key, reason in problems)
+        count = len(problems)
+        raise ConfigError(
+            f"{source}: {count} problem{'s' if count != 1 else ''}\n{lines}", problems
+        )
+    return config
+
+
+def load_config(path: str | Path) -> FrazilConfig:
+    """Load and validate a config file.
+
+    Raises:
+        ConfigError: The file is missing, is not YAML, or does not validate.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{file}: not valid YAML{where}: {problem}") from None
+    return parse_config(data, base_dir=file.resolve().parent, source=str(file))
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a config key holds a secret that must never be printed."""
+    return bool(_SECRET_KEY.search(key))
+
+
+def redacted(config: FrazilConfig) -> dict[str, Any]:
+    """The config as plain data with every secret value replaced by ``***``."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                key: ("***" if is_secret_key(str(key)) and node[key] else walk(node[key]))
+                for key in node
+            }
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        return node
+
+    result: dict[str, Any] = walk(config.model_dump(mode="json", by_alias=True))
+    return result

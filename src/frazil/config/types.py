@@ -1,0 +1,113 @@
+"""The field type language of ``schema:`` blocks, checked without starting Spark.
+
+Types are Spark SQL type names, lower-case aliases accepted: ``string``, ``int``, ``long``,
+``double``, ``boolean``, ``timestamp``, ``date``, ``decimal(10,2)``, ``array<string>``,
+``map<string,long>``, ``struct<a:int,b:string>``. :func:`to_spark_ddl` returns the canonical
+Spark DDL spelling, which Spark's own parser accepts.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SIMPLE: dict[str, str] = {
+    "string": "STRING",
+    "str": "STRING",
+    "varchar": "STRING",
+    "int": "INT",
+    "integer": "INT",
+    "long": "BIGINT",
+    "bigint": "BIGINT",
+    "short": "SMALLINT",
+    "smallint": "SMALLINT",
+    "byte": "TINYINT",
+    "tinyint": "TINYINT",
+    "float": "FLOAT",
+    "double": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "bool": "BOOLEAN",
+    "timestamp": "TIMESTAMP",
+    "timestamp_ntz": "TIMESTAMP_NTZ",
+    "date": "DATE",
+    "binary": "BINARY",
+    "bytes": "BINARY",
+}
+
+_DECIMAL = re.compile(r"^decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class TypeSyntaxError(ValueError):
+    """A type string does not follow the schema type language."""
+
+
+def _split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split on ``sep`` outside of ``<>`` and ``()`` brackets."""
+    parts: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for ch in text:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+            if depth < 0:
+                raise TypeSyntaxError(f"unbalanced brackets in {text!r}")
+        if ch == sep and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    if depth != 0:
+        raise TypeSyntaxError(f"unbalanced brackets in {text!r}")
+    parts.append("".join(current).strip())
+    return parts
+
+
+def to_spark_ddl(type_text: str) -> str:
+    """Check a type string and return its canonical Spark DDL form.
+
+    Args:
+        type_text: A type such as ``long``, ``decimal(10,2)`` or ``array<struct<a:int>>``.
+
+    Returns:
+        The Spark SQL DDL spelling, e.g. ``BIGINT`` or ``ARRAY<STRUCT<a: INT>>``.
+
+    Raises:
+        TypeSyntaxError: The type is unknown or malformed; the message names it.
+    """
+    text = type_text.strip()
+    lower = text.lower()
+    if lower in _SIMPLE:
+        return _SIMPLE[lower]
+    decimal = _DECIMAL.match(lower)
+    if decimal:
+        precision, scale = int(decimal.group(1)), int(decimal.group(2))
+        if not 1 <= precision <= 38 or scale > precision:
+            raise TypeSyntaxError(
+                f"decimal({precision},{scale}) needs 1 <= precision <= 38 and scale <= precision"
+            )
+        return f"DECIMAL({precision},{scale})"
+    for kind in ("array", "map", "struct"):
+        if lower.startswith(kind + "<"):
+            if not text.endswith(">"):
+                raise TypeSyntaxError(f"{type_text!r} is missing its closing '>'")
+            inner = text[len(kind) + 1 : -1]
+            parts = _split_top_level(inner)
+            if kind == "array":
+                if len(parts) != 1:
+                    raise TypeSyntaxError(f"array takes one element type, got {type_text!r}")
+                return f"ARRAY<{to_spark_ddl(parts[0])}>"
+            if kind == "map":
+                if len(parts) != 2:
+                    raise TypeSyntaxError(f"map takes a key and a value type, got {type_text!r}")
+                return f"MAP<{to_spark_ddl(parts[0])}, {to_spark_ddl(parts[1])}>"
+            fields = []
+            for part in parts:
+                name, sep, field_type = part.partition(":")
+                if not sep or not _FIELD_NAME.match(name.strip()):
+                    raise TypeSyntaxError(f"struct field {part!r} must look like name:type")
+                fields.append(f"{name.strip()}: {to_spark_ddl(field_type)}")
+            return f"STRUCT<{', '.join(fields)}>"
+    known = ", ".join(sorted({*_SIMPLE, "decimal(p,s)", "array<T>", "map<K,V>", "struct<...>"}))
+    raise TypeSyntaxError(f"unknown type {type_text!r} (known: {known})")

@@ -1,0 +1,1 @@
+"""Decoding Kafka record values into typed columns (JSON today; Avro and Protobuf next)."""

@@ -1,0 +1,1 @@
+"""Running pipelines on Spark: the session, the micro-batch handler and the runner."""

@@ -1,0 +1,88 @@
+"""What a run did and what the table looks like now, read back from Iceberg metadata."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from frazil.config.models import PipelineConfig
+from frazil.engine.batch import BatchStats
+from frazil.sink.marker import CommitMarker, format_ms, latest_marker
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class PipelineReport:
+    """Summary of one pipeline after a run.
+
+    Attributes:
+        freshness_lag_ms: Commit time of the newest snapshot minus the largest Kafka record
+            timestamp it made visible: how far the table trailed the stream at that commit.
+    """
+
+    pipeline: str
+    table: str
+    records_ingested: int
+    batches: int
+    skipped_batches: int
+    resumed_from_table: bool
+    table_rows: int
+    snapshots: int
+    data_files: int
+    offsets: dict[str, dict[int, int]]
+    valid_through: str | None
+    last_commit: str | None
+    freshness_lag_ms: int | None
+    checked_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for ``--output json``."""
+        data = asdict(self)
+        data["offsets"] = {t: {str(p): o for p, o in ps.items()} for t, ps in self.offsets.items()}
+        return data
+
+
+def table_report(
+    spark: SparkSession,
+    table: str,
+    pipeline: PipelineConfig,
+    stats: BatchStats,
+    resumed_from_table: bool,
+) -> PipelineReport:
+    """Read the table's metadata tables and combine them with the run's counters."""
+    snapshots, last_commit_ms = spark.sql(
+        f"SELECT count(*), max(unix_millis(committed_at)) FROM {table}.snapshots"
+    ).first() or (0, None)
+    files_row = spark.sql(
+        f"SELECT count(*), coalesce(sum(record_count), 0) FROM {table}.files WHERE content = 0"
+    ).first()
+    data_files, rows = (files_row[0], files_row[1]) if files_row else (0, 0)
+    marker: CommitMarker | None = latest_marker(spark, table, pipeline.name)
+    valid_ms = marker.valid_through_ms if marker else None
+    lag = None
+    if marker is not None and valid_ms is not None:
+        commit_ms = spark.sql(
+            f"SELECT max(unix_millis(committed_at)) FROM {table}.snapshots "
+            f"WHERE summary['frazil.pipeline'] = '{pipeline.name}'"
+        ).first()
+        if commit_ms and commit_ms[0] is not None:
+            lag = int(commit_ms[0]) - valid_ms
+    return PipelineReport(
+        pipeline=pipeline.name,
+        table=pipeline.table,
+        records_ingested=stats.records,
+        batches=stats.batches,
+        skipped_batches=stats.skipped_batches,
+        resumed_from_table=resumed_from_table,
+        table_rows=int(rows),
+        snapshots=int(snapshots),
+        data_files=int(data_files),
+        offsets=marker.offsets if marker else {},
+        valid_through=format_ms(valid_ms) if valid_ms is not None else None,
+        last_commit=format_ms(int(last_commit_ms)) if last_commit_ms is not None else None,
+        freshness_lag_ms=lag,
+        checked_at=format_ms(int(time.time() * 1000)),
+    )

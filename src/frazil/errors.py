@@ -1,0 +1,47 @@
+"""The exception hierarchy: every error frazil raises on purpose derives from :class:`FrazilError`.
+
+The CLI prints ``FrazilError`` messages without a stack trace (unless ``--verbose``), so each
+message must say what went wrong and where (config key, topic/partition/offset, file path).
+"""
+
+from __future__ import annotations
+
+
+class FrazilError(Exception):
+    """Root of all errors frazil raises deliberately."""
+
+
+class ConfigError(FrazilError):
+    """The config file is missing, unreadable or invalid.
+
+    Attributes:
+        problems: One ``(key_path, reason)`` pair per problem found.
+    """
+
+    def __init__(self, message: str, problems: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.problems: list[tuple[str, str]] = problems or []
+
+
+class ArtifactError(FrazilError):
+    """A pinned JVM artifact could not be fetched or found in the cache."""
+
+
+class ServiceError(FrazilError):
+    """A local service (the embedded Kafka broker) failed to start, stop or answer."""
+
+
+class KafkaError(FrazilError):
+    """Kafka answered with an error (topic creation, produce, metadata)."""
+
+
+class PipelineError(FrazilError):
+    """A pipeline could not be planned, started or committed."""
+
+
+class CommitError(PipelineError):
+    """An Iceberg commit failed or its snapshot summary is inconsistent."""
+
+
+class DecodeError(PipelineError):
+    """Records could not be decoded; the message names their topic, partition and offset."""

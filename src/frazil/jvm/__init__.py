@@ -1,0 +1,1 @@
+"""JVM side of frazil: pinned artifacts (:mod:`.pins`) and fetching them (:mod:`.fetch`)."""

@@ -1,0 +1,146 @@
+"""The single place where frazil pins its JVM artifacts.
+
+Every jar frazil puts on a JVM classpath (Spark's connectors, the local Kafka broker) comes
+from one of the :data:`ARTIFACT_SETS` below, resolved by Maven into the artifact cache (see
+:mod:`frazil.jvm.fetch`). Bump versions here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+#: Must equal the ``pyspark`` version in pyproject.toml: Spark's connector jars are built
+#: against one exact Spark release.
+SPARK_VERSION = "4.1.3"
+#: ``major.minor`` of Spark, as used in Iceberg's runtime artifact name.
+SPARK_MINOR_VERSION = ".".join(SPARK_VERSION.split(".")[:2])
+#: pyspark 4.x ships Scala 2.13 jars only.
+SCALA_BINARY_VERSION = "2.13"
+ICEBERG_VERSION = "1.11.0"
+KAFKA_VERSION = "4.1.1"
+#: JDBC driver for Iceberg's JdbcCatalog on a local SQLite file.
+SQLITE_JDBC_VERSION = "3.54.1.0"
+#: The log4j2 release kafka-server 4.1.1 itself depends on (log4j-api/log4j-core).
+LOG4J_VERSION = "2.24.3"
+#: spark-sql-kafka 4.1.x depends on spark-token-provider-kafka 4.1.x, which the Maven
+#: repository frazil can reach does not serve. 4.0.0 is served, and every class/method that
+#: spark-sql-kafka 4.1.3 uses from it exists with the same signature (checked with javap).
+#: The only 4.1 incompatibility is in Kerberos delegation-token fetching (log keys moved),
+#: which frazil does not use.
+SPARK_TOKEN_PROVIDER_VERSION = "4.0.0"
+#: What spark-sql-kafka 4.1.3's POM asks for (its Kafka client and connection pool).
+SPARK_KAFKA_CLIENTS_VERSION = "3.9.1"
+COMMONS_POOL2_VERSION = "2.12.1"
+#: Pinned so resolution does not depend on the Maven version installed.
+MAVEN_DEPENDENCY_PLUGIN_VERSION = "3.8.1"
+
+# Bumped when the layout of a fetched set changes, so old cache folders are not reused.
+_CACHE_LAYOUT_VERSION = "1"
+
+
+@dataclass(frozen=True, order=True)
+class Coordinate:
+    """A Maven artifact coordinate ``group:artifact:version`` (jar packaging)."""
+
+    group: str
+    artifact: str
+    version: str
+
+    @classmethod
+    def parse(cls, text: str) -> Coordinate:
+        """Parse ``group:artifact:version``.
+
+        Raises:
+            ValueError: If ``text`` does not have exactly three non-empty parts.
+        """
+        parts = text.split(":")
+        if len(parts) != 3 or not all(parts):
+            raise ValueError(f"not a Maven coordinate group:artifact:version: {text!r}")
+        return cls(parts[0], parts[1], parts[2])
+
+    def __str__(self) -> str:
+        return f"{self.group}:{self.artifact}:{self.version}"
+
+
+@dataclass(frozen=True)
+class ArtifactSet:
+    """A named group of artifacts that is resolved (with transitive deps) as one classpath.
+
+    Attributes:
+        name: Key in :data:`ARTIFACT_SETS` and prefix of the cache folder.
+        description: One line for humans (``frazil setup``).
+        dependencies: Direct dependencies; Maven adds their runtime dependencies.
+        managed: Versions forced on transitive dependencies (Maven dependencyManagement).
+        skip_pyspark_provided: Leave out jars whose artifact pyspark already ships, so the
+            Spark driver never sees two versions of one class.
+    """
+
+    name: str
+    description: str
+    dependencies: tuple[Coordinate, ...]
+    managed: tuple[Coordinate, ...] = ()
+    skip_pyspark_provided: bool = False
+    intransitive: bool = False
+
+    def fingerprint(self) -> str:
+        """Short hash of everything that decides the resolved jars; names the cache folder."""
+        text = "\n".join(
+            [
+                f"layout={_CACHE_LAYOUT_VERSION}",
+                f"plugin={MAVEN_DEPENDENCY_PLUGIN_VERSION}",
+                *(f"dep={c}" for c in self.dependencies),
+                *(f"managed={c}" for c in self.managed),
+                f"intransitive={self.intransitive}",
+            ]
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _c(text: str) -> Coordinate:
+    return Coordinate.parse(text)
+
+
+_S = SCALA_BINARY_VERSION
+
+SPARK_SET = ArtifactSet(
+    name="spark",
+    description="Spark connectors: Kafka source, Iceberg runtime, SQLite JDBC driver",
+    # Listed flat and resolved without transitive dependencies: Spark's parent POM declares
+    # an extra repository whose host is unreachable from many networks, and following Spark's
+    # POMs makes Maven try it first. Everything else these jars need ships inside pyspark
+    # (Scala, Hadoop client, lz4/snappy/zstd, slf4j) or is shaded into the Iceberg runtime.
+    dependencies=(
+        _c(f"org.apache.spark:spark-sql-kafka-0-10_{_S}:{SPARK_VERSION}"),
+        _c(f"org.apache.spark:spark-token-provider-kafka-0-10_{_S}:{SPARK_TOKEN_PROVIDER_VERSION}"),
+        _c(f"org.apache.kafka:kafka-clients:{SPARK_KAFKA_CLIENTS_VERSION}"),
+        _c(f"org.apache.commons:commons-pool2:{COMMONS_POOL2_VERSION}"),
+        _c(
+            f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_MINOR_VERSION}_{_S}:{ICEBERG_VERSION}"
+        ),
+        _c(f"org.xerial:sqlite-jdbc:{SQLITE_JDBC_VERSION}"),
+    ),
+    skip_pyspark_provided=True,
+    intransitive=True,
+)
+
+KAFKA_SET = ArtifactSet(
+    name="kafka",
+    description="Apache Kafka broker (KRaft) for `frazil local`",
+    dependencies=(
+        _c(f"org.apache.kafka:kafka_{_S}:{KAFKA_VERSION}"),
+        # Kafka 4.x logs through log4j2 and slf4j, but its POM brings no slf4j backend:
+        # without this binding slf4j falls back to a no-op logger and broker.log stays
+        # empty. slf4j-api on this classpath is 1.7.x, whose log4j binding is
+        # log4j-slf4j-impl (log4j-slf4j2-impl is for slf4j 2.x and would not bind).
+        _c(f"org.apache.logging.log4j:log4j-core:{LOG4J_VERSION}"),
+        _c(f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J_VERSION}"),
+    ),
+)
+
+#: Every artifact set, by name.
+ARTIFACT_SETS: Mapping[str, ArtifactSet] = MappingProxyType(
+    {s.name: s for s in (SPARK_SET, KAFKA_SET)}
+)

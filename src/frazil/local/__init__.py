@@ -1,0 +1,1 @@
+"""Local development services (a single-node Kafka broker)."""

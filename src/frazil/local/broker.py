@@ -1,0 +1,518 @@
+"""A real Apache Kafka 4.x broker for local development, run as a detached JVM.
+
+The broker runs in KRaft mode as a single combined broker+controller node, listens on
+127.0.0.1 only and keeps everything under ``<state_dir>/kafka/``:
+
+* ``data/``: the log dir (topics and the metadata log),
+* ``server.properties`` and ``log4j2.xml``: rewritten on every start,
+* ``broker.log``: the JVM's stdout/stderr,
+* ``broker.pid``: pid and addresses of the running broker.
+
+The process is detached (own session), so it outlives the CLI command that started it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from frazil.errors import ServiceError
+from frazil.jvm.fetch import java_executable, kafka_classpath
+from frazil.procs import pid_alive
+
+_LOG_TAIL_LINES = 40
+# broker.log is appended to by the JVM and cannot roll itself; rotate it between runs.
+_LOG_ROTATE_BYTES = 16 * 1024 * 1024
+_POLL_INTERVAL_S = 0.1
+
+# Children started by this Python process, kept so they can be reaped (no zombies, no
+# "subprocess still running" warnings) when this process stops them.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+_LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by frazil on every broker start; edits are overwritten. -->
+<!-- No log4j shutdown hook: Kafka logs its own shutdown, which the hook would cut off. -->
+<Configuration status="WARN" shutdownHook="disable">
+  <Appenders>
+    <Console name="STDOUT" target="SYSTEM_OUT">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </Console>
+  </Appenders>
+  <Loggers>
+    <Root level="INFO"><AppenderRef ref="STDOUT"/></Root>
+    <!-- The full config dump on every start and per-request logs drown what matters. -->
+    <Logger name="org.apache.kafka.common.config.AbstractConfig" level="WARN"/>
+    <Logger name="kafka.request.logger" level="WARN"/>
+    <Logger name="state.change.logger" level="WARN"/>
+  </Loggers>
+</Configuration>
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerStatus:
+    """What :meth:`LocalBroker.status` reports.
+
+    Attributes:
+        running: Whether the broker process is alive.
+        pid: Its process id, if running.
+        bootstrap: ``host:port`` clients connect to (of the running broker, if any).
+        state_dir: The frazil state folder the broker lives in.
+        formatted: Whether the storage was formatted (the broker ran at least once).
+        data_bytes: Disk space used by the broker's data folder.
+        log_file: The broker's log.
+    """
+
+    running: bool
+    pid: int | None
+    bootstrap: str
+    state_dir: Path
+    formatted: bool
+    data_bytes: int
+    log_file: Path
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready view (paths as strings)."""
+        data = dataclasses.asdict(self)
+        data["state_dir"] = str(self.state_dir)
+        data["log_file"] = str(self.log_file)
+        return data
+
+
+class LocalBroker:
+    """A single-node Kafka broker (KRaft, broker+controller) under ``state_dir/kafka``.
+
+    Args:
+        state_dir: frazil's state folder; the broker uses its ``kafka`` subfolder.
+        host: Interface to listen on (keep it local).
+        port: Client (PLAINTEXT) port.
+        controller_port: KRaft controller port.
+        heap: JVM maximum heap (``-Xmx``).
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        controller_port: int = 9093,
+        heap: str = "512m",
+    ) -> None:
+        self.state_dir = Path(state_dir).resolve()
+        self.host = host
+        self.port = port
+        self.controller_port = controller_port
+        self.heap = heap
+        self.kafka_dir = self.state_dir / "kafka"
+        self.data_dir = self.kafka_dir / "data"
+        self.config_file = self.kafka_dir / "server.properties"
+        self.log4j_file = self.kafka_dir / "log4j2.xml"
+        self.log_file = self.kafka_dir / "broker.log"
+        self.pid_file = self.kafka_dir / "broker.pid"
+
+    @property
+    def bootstrap(self) -> str:
+        """The ``host:port`` this broker is configured to serve clients on."""
+        return f"{self.host}:{self.port}"
+
+    def up(self, timeout: float = 60) -> str:
+        """Start the broker (formatting its storage on first use) and wait until it answers.
+
+        Idempotent: if this broker is already running, only checks that it answers.
+
+        Args:
+            timeout: Seconds to wait for the broker to answer a metadata request.
+
+        Returns:
+            The bootstrap address ``host:port``.
+
+        Raises:
+            ServiceError: If it is already running on other ports, a port is taken, or the
+                broker exits or does not answer in time (the message has its log's tail).
+            ArtifactError: If the Kafka jars cannot be fetched or Java is missing.
+        """
+        deadline = time.monotonic() + timeout
+        self.kafka_dir.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            running = self._running()
+            if running is not None:
+                pid, bootstrap = running
+                if bootstrap != self.bootstrap:
+                    raise ServiceError(
+                        f"the local Kafka broker in {self.kafka_dir} is already running at "
+                        f"{bootstrap} (pid {pid}); stop it (`frazil local down`) to change ports"
+                    )
+                self._wait_ready(pid, deadline, log_offset=None)
+                return bootstrap
+            self.pid_file.unlink(missing_ok=True)
+            for port in (self.port, self.controller_port):
+                if _port_taken(self.host, port):
+                    raise ServiceError(
+                        f"cannot start the local Kafka broker: {self.host}:{port} is already in "
+                        "use (another broker? pick other ports with --port/--controller-port)"
+                    )
+            classpath = os.pathsep.join(str(p) for p in kafka_classpath())
+            java = java_executable()
+            self._write_config()
+            self._rotate_log()
+            if not (self.data_dir / "meta.properties").is_file():
+                self._format(java, classpath)
+            pid, log_offset = self._spawn(java, classpath)
+            try:
+                self._wait_ready(pid, deadline, log_offset)
+            except BaseException:
+                self._stop(pid, timeout=10)
+                raise
+            return self.bootstrap
+
+    def down(self, timeout: float = 30) -> bool:
+        """Stop the broker: SIGTERM, wait for a clean exit, SIGKILL after ``timeout``.
+
+        Returns:
+            Whether a running broker was stopped (False if none was running).
+        """
+        if not self.kafka_dir.is_dir():
+            return False
+        with self._locked():
+            running = self._running()
+            if running is None:
+                self.pid_file.unlink(missing_ok=True)
+                return False
+            self._stop(running[0], timeout)
+            return True
+
+    def status(self) -> BrokerStatus:
+        """Report whether the broker runs, where, and how much data it holds."""
+        running = self._running()
+        return BrokerStatus(
+            running=running is not None,
+            pid=running[0] if running else None,
+            bootstrap=running[1] if running else self.bootstrap,
+            state_dir=self.state_dir,
+            formatted=(self.data_dir / "meta.properties").is_file(),
+            data_bytes=_tree_size(self.data_dir),
+            log_file=self.log_file,
+        )
+
+    # -- process handling -------------------------------------------------------------
+
+    def _running(self) -> tuple[int, str] | None:
+        """(pid, bootstrap) of the live broker recorded in the pid file, else None."""
+        try:
+            info = json.loads(self.pid_file.read_text())
+            pid, bootstrap = int(info["pid"]), str(info["bootstrap"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return (pid, bootstrap) if self._is_our_broker(pid) else None
+
+    def _is_our_broker(self, pid: int) -> bool:
+        child = _CHILDREN.get(pid)
+        if child is not None:
+            return child.poll() is None
+        # A pid can be reused after a reboot or crash: only trust it if that process is
+        # a Kafka JVM started on our config file.
+        proc_dir = Path(f"/proc/{pid}")
+        try:
+            cmdline = (proc_dir / "cmdline").read_bytes()
+            stat = (proc_dir / "stat").read_text()
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return pid_alive(pid)
+        if stat.rpartition(")")[2].split()[:1] == ["Z"]:
+            return False  # exited, not yet reaped by its parent
+        if not cmdline:
+            # Briefly empty while the process execs; only a zombie stays that way.
+            return True
+        args = cmdline.split(b"\0")
+        return b"kafka.Kafka" in args and str(self.config_file).encode() in args
+
+    def _spawn(self, java: str, classpath: str) -> tuple[int, int]:
+        cmd = [
+            java,
+            f"-Xmx{self.heap}",
+            # Kafka's own launcher defaults (kafka-run-class.sh).
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-XX:InitiatingHeapOccupancyPercent=35",
+            "-XX:+ExplicitGCInvokesConcurrent",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.log4j_file}",
+            "-cp",
+            classpath,
+            "kafka.Kafka",
+            str(self.config_file),
+        ]
+        with self.log_file.open("ab") as log:
+            log.write(f"\n=== frazil: starting Kafka broker at {time.ctime()} ===\n".encode())
+            log.flush()
+            log_offset = log.tell()
+            proc = subprocess.Popen(
+                cmd,
+                cwd=self.kafka_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        _CHILDREN[proc.pid] = proc
+        self.pid_file.write_text(
+            json.dumps(
+                {
+                    "pid": proc.pid,
+                    "bootstrap": self.bootstrap,
+                    "port": self.port,
+                    "controller_port": self.controller_port,
+                }
+            )
+        )
+        return proc.pid, log_offset
+
+    def _wait_ready(self, pid: int, deadline: float, log_offset: int | None) -> None:
+        admin = None
+        while True:
+            if not self._is_our_broker(pid):
+                code = _reap(pid)
+                exit_note = f" with exit code {code}" if code is not None else ""
+                raise ServiceError(
+                    f"the local Kafka broker (pid {pid}) exited{exit_note} while starting; "
+                    f"last lines of {self.log_file}:\n{self._log_tail(log_offset)}"
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ServiceError(
+                    f"the local Kafka broker (pid {pid}) did not answer at {self.bootstrap} "
+                    f"in time; last lines of {self.log_file}:\n{self._log_tail(log_offset)}"
+                )
+            # Only talk Kafka once the port accepts connections: librdkafka prints every
+            # refused connection to stderr.
+            if _port_open(self.host, self.port):
+                if admin is None:
+                    admin = _admin_client(self.bootstrap)
+                if _answers_metadata(admin, min(remaining, 2.0)):
+                    return
+            time.sleep(_POLL_INTERVAL_S)
+
+    def _stop(self, pid: int, timeout: float) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        if not self._wait_exit(pid, timeout):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            if not self._wait_exit(pid, 10):
+                raise ServiceError(f"the local Kafka broker (pid {pid}) did not stop")
+        self.pid_file.unlink(missing_ok=True)
+
+    def _wait_exit(self, pid: int, timeout: float) -> bool:
+        proc = _CHILDREN.get(pid)
+        if proc is not None:
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return False
+            _CHILDREN.pop(pid, None)
+            return True
+        deadline = time.monotonic() + timeout
+        while self._is_our_broker(pid):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_INTERVAL_S)
+        return True
+
+    # -- files ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        # Serializes up/down of one state dir across processes (two CLIs, a test run).
+        with (self.kafka_dir / ".lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _write_config(self) -> None:
+        self.log4j_file.write_text(_LOG4J2_XML)
+        self.config_file.write_text(self._server_properties())
+
+    def _server_properties(self) -> str:
+        client = f"{self.host}:{self.port}"
+        controller = f"{self.host}:{self.controller_port}"
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.bootstrap.servers": controller,
+            "listeners": f"PLAINTEXT://{client},CONTROLLER://{controller}",
+            "advertised.listeners": f"PLAINTEXT://{client},CONTROLLER://{controller}",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "log.dirs": _escape_property(str(self.data_dir)),
+            # One node: every internal topic must make do with one replica.
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "default.replication.factor": "1",
+            # Fewer internal partitions: the first consumer group or transaction creates
+            # them all, which takes seconds at Kafka's default of 50.
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.num.partitions": "1",
+            "share.coordinator.state.topic.num.partitions": "1",
+            # After a crash or SIGKILL the restarted broker waits for the controller to
+            # expire its previous session; the default (9 s) makes that restart slow.
+            "broker.heartbeat.interval.ms": "1000",
+            "broker.session.timeout.ms": "6000",
+            # Consumers in tests and demos should not wait 3 s for a first rebalance.
+            "group.initial.rebalance.delay.ms": "0",
+            "num.partitions": "1",
+            # auto.create.topics.enable stays at Kafka's default (true).
+            # Bounded disk use: a week or 1 GiB per partition, whichever comes first.
+            "log.retention.hours": "168",
+            "log.retention.bytes": str(1024**3),
+            "log.segment.bytes": str(128 * 1024**2),
+            # Sized for a laptop, not a server.
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+        }
+        lines = ["# Written by frazil on every broker start; edits are overwritten."]
+        lines += [f"{key}={value}" for key, value in settings.items()]
+        return "\n".join(lines) + "\n"
+
+    def _format(self, java: str, classpath: str) -> None:
+        # No meta.properties means no usable data: clear leftovers of a failed format.
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        cmd = [
+            java,
+            f"-Dlog4j2.configurationFile={self.log4j_file}",
+            "-cp",
+            classpath,
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            _new_cluster_id(),
+            "--config",
+            str(self.config_file),
+            "--standalone",
+        ]
+        proc = subprocess.run(
+            cmd,
+            cwd=self.kafka_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+            check=False,
+        )
+        with self.log_file.open("ab") as log:
+            log.write(f"\n=== frazil: formatting storage at {time.ctime()} ===\n".encode())
+            log.write(proc.stdout)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stdout.decode(errors="replace").splitlines()[-_LOG_TAIL_LINES:])
+            raise ServiceError(
+                f"formatting the local Kafka broker's storage in {self.data_dir} failed "
+                f"(exit code {proc.returncode}):\n{tail}"
+            )
+
+    def _rotate_log(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            if self.log_file.stat().st_size > _LOG_ROTATE_BYTES:
+                os.replace(self.log_file, self.log_file.with_name(self.log_file.name + ".1"))
+
+    def _log_tail(self, offset: int | None) -> str:
+        try:
+            with self.log_file.open("rb") as log:
+                if offset is not None:
+                    log.seek(offset)
+                text = log.read().decode(errors="replace")
+        except OSError:
+            return "(no log)"
+        lines = text.splitlines()[-_LOG_TAIL_LINES:]
+        return "\n".join(lines) if lines else "(log is empty)"
+
+
+def _new_cluster_id() -> str:
+    # Same format and rules as Kafka's Uuid.randomUuid() (what `kafka-storage random-uuid`
+    # prints): 16 random bytes, URL-safe base64 without padding, never the reserved zero
+    # or metadata-topic ids, never starting with "-" (it would look like a CLI flag).
+    reserved = {bytes(16), bytes(15) + b"\x01"}
+    while True:
+        raw = secrets.token_bytes(16)
+        text = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        if raw not in reserved and not text.startswith("-"):
+            return text
+
+
+def _escape_property(value: str) -> str:
+    return value.replace("\\", "\\\\")
+
+
+def _admin_client(bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def _answers_metadata(admin: Any, timeout: float) -> bool:
+    from confluent_kafka import KafkaException
+
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException:
+        return False
+    return bool(metadata.brokers)
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _port_taken(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Same option Kafka binds with, so sockets lingering in TIME_WAIT do not count.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _reap(pid: int) -> int | None:
+    """Collect the exit code of a child this process started, if it is one."""
+    proc = _CHILDREN.pop(pid, None)
+    if proc is None:
+        return None
+    try:
+        return proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _tree_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            # Allocated blocks, not st_size: Kafka preallocates sparse 10 MiB index files.
+            with contextlib.suppress(OSError):
+                total += (Path(root) / name).stat().st_blocks * 512
+    return total

@@ -1,0 +1,1 @@
+"""Writing to Iceberg: table creation, exactly-once commits, commit markers."""

@@ -1,0 +1,1 @@
+"""Reading Kafka: Spark's Kafka source options and topic/partition discovery."""

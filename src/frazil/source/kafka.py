@@ -1,0 +1,132 @@
+"""Spark Kafka source options for a pipeline, and partition discovery for resuming."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING
+
+from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.errors import KafkaError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: ``TopicOffsets`` maps topic -> partition -> next offset to read (Spark's JSON shape).
+TopicOffsets = dict[str, dict[int, int]]
+
+
+def source_options(
+    config: FrazilConfig, pipeline: PipelineConfig, starting_offsets: TopicOffsets | None = None
+) -> dict[str, str]:
+    """Options for ``spark.readStream.format("kafka")``.
+
+    Args:
+        config: The whole config (for the Kafka connection).
+        pipeline: The pipeline being read.
+        starting_offsets: Exact positions to start from when the checkpoint is new (recovery
+            from offsets stored in the table); otherwise the pipeline's ``starting_offsets``.
+    """
+    options = {
+        "kafka.bootstrap.servers": config.kafka.bootstrap_servers,
+        "includeHeaders": str("headers" in pipeline.kafka_metadata).lower(),
+        # Losing data silently is never acceptable: fail if offsets were deleted under us.
+        "failOnDataLoss": "true",
+    }
+    if pipeline.topics is not None:
+        options["subscribe"] = ",".join(pipeline.topics)
+    else:
+        assert pipeline.topic_pattern is not None
+        options["subscribePattern"] = pipeline.topic_pattern
+    if starting_offsets:
+        options["startingOffsets"] = offsets_to_json(starting_offsets)
+    else:
+        options["startingOffsets"] = pipeline.starting_offsets
+    if pipeline.max_offsets_per_trigger:
+        options["maxOffsetsPerTrigger"] = str(pipeline.max_offsets_per_trigger)
+    if pipeline.min_partitions:
+        options["minPartitions"] = str(pipeline.min_partitions)
+    for key, value in config.kafka.properties.items():
+        options[f"kafka.{key}"] = value
+    return options
+
+
+def offsets_to_json(offsets: TopicOffsets) -> str:
+    """Spark's ``startingOffsets`` JSON: ``{"topic": {"0": 42}}``."""
+    return json.dumps(
+        {topic: {str(p): o for p, o in sorted(parts.items())} for topic, parts in offsets.items()},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+def offsets_from_json(text: str) -> TopicOffsets:
+    """Inverse of :func:`offsets_to_json`."""
+    raw = json.loads(text)
+    return {topic: {int(p): int(o) for p, o in parts.items()} for topic, parts in raw.items()}
+
+
+def merge_offsets(base: TopicOffsets, newer: TopicOffsets) -> TopicOffsets:
+    """Union of two offset maps, keeping the larger offset per partition."""
+    merged = {topic: dict(parts) for topic, parts in base.items()}
+    for topic, parts in newer.items():
+        target = merged.setdefault(topic, {})
+        for partition, offset in parts.items():
+            target[partition] = max(offset, target.get(partition, -1))
+    return merged
+
+
+def list_partitions(config: FrazilConfig, pipeline: PipelineConfig) -> dict[str, list[int]]:
+    """The partitions of the topics the pipeline subscribes to, as Kafka reports them now."""
+    from confluent_kafka.admin import AdminClient
+
+    client_conf: dict[str, str | int | float | bool] = {
+        "bootstrap.servers": config.kafka.bootstrap_servers
+    }
+    client_conf.update(config.kafka.properties)
+    try:
+        metadata = AdminClient(client_conf).list_topics(timeout=15)
+    except Exception as exc:  # confluent_kafka raises KafkaException with a cause inside
+        raise KafkaError(
+            f"cannot list topics at {config.kafka.bootstrap_servers} "
+            f"(kafka.bootstrap_servers): {exc}"
+        ) from None
+    wanted = set(pipeline.topics or [])
+    pattern = re.compile(pipeline.topic_pattern) if pipeline.topic_pattern else None
+
+    def matches(name: str) -> bool:
+        if pattern is not None:
+            return bool(pattern.fullmatch(name))
+        return name in wanted
+
+    return {
+        str(name): sorted(topic.partitions)
+        for name, topic in metadata.topics.items()
+        if matches(str(name)) and not str(name).startswith("__")
+    }
+
+
+def resume_offsets(
+    config: FrazilConfig, pipeline: PipelineConfig, stored: TopicOffsets
+) -> TopicOffsets:
+    """Starting offsets that resume after ``stored``, for every partition subscribed now.
+
+    Partitions without a stored offset start where ``starting_offsets`` says (-2 is Spark's
+    code for earliest, -1 for latest), so a topic that appeared while the pipeline was down is
+    read from its start, as Spark does for partitions it discovers on its own.
+    """
+    default = -2 if pipeline.starting_offsets == "earliest" else -1
+    result: TopicOffsets = {}
+    for topic, partitions in list_partitions(config, pipeline).items():
+        known = stored.get(topic, {})
+        result[topic] = {p: known.get(p, default) for p in partitions}
+    return result
+
+
+def read_stream(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+    """The raw Kafka stream (key, value, topic, partition, offset, timestamp, ...)."""
+    reader = spark.readStream.format("kafka")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    frame: DataFrame = reader.load()
+    return frame

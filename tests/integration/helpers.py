@@ -1,0 +1,55 @@
+"""Shared helpers for integration tests: producing known records, reading tables back."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from frazil.generate.payments import PAYMENTS_SCHEMA, generate_payments
+from frazil.generate.producer import ensure_topic, produce_events
+
+
+def produce_payments(
+    bootstrap: str, topic: str, count: int, seed: int, partitions: int = 4
+) -> list[str]:
+    """Produce ``count`` seeded payments and return their ids (in production order)."""
+    ensure_topic(bootstrap, topic, partitions=partitions)
+    produce_events(bootstrap, topic, count, progress=False, seed=seed)
+    return [json.loads(value)["id"] for _, value in generate_payments(count, seed=seed)]
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int = 4) -> dict[int, int]:
+    """The high watermark (next offset) of every partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "frazil-tests"})
+    try:
+        result = {}
+        for p in range(partitions):
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            result[p] = high
+        return result
+    finally:
+        consumer.close()
+
+
+def payments_pipeline(name: str, topic: str, table: str, **extra: Any) -> dict[str, Any]:
+    pipeline: dict[str, Any] = {
+        "name": name,
+        "topics": [topic],
+        "table": table,
+        "schema": dict(PAYMENTS_SCHEMA),
+        "partition_by": ["days(created_at)"],
+        "trigger": "1s",
+    }
+    pipeline.update(extra)
+    return pipeline
+
+
+def table_ids(spark: Any, table: str) -> list[str]:
+    return [row[0] for row in spark.sql(f"SELECT id FROM lake.{table}").collect()]
+
+
+def frazil_snapshots(spark: Any, table: str) -> list[dict[str, str]]:
+    rows = spark.sql(f"SELECT summary FROM lake.{table}.snapshots ORDER BY committed_at").collect()
+    return [dict(row["summary"]) for row in rows]

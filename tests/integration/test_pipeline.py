@@ -1,0 +1,194 @@
+"""The spine end to end: real broker -> Spark Structured Streaming -> real Iceberg tables."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from frazil.engine.runner import run
+from frazil.errors import DecodeError
+from frazil.generate.producer import ensure_topic
+from tests.integration.helpers import (
+    end_offsets,
+    frazil_snapshots,
+    payments_pipeline,
+    produce_payments,
+    table_ids,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def test_ingests_exactly_once_and_records_offsets(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"pay-{unique}", f"db.pay_{unique}", f"p_{unique}"
+    first = produce_payments(kafka_bootstrap, topic, 3000, seed=1)
+    config = make_config(
+        [payments_pipeline(name, topic, table, kafka_metadata=["partition", "offset", "timestamp"])]
+    )
+
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert sorted(table_ids(spark, table)) == sorted(first)
+    report = reports[0]
+    assert report.records_ingested == 3000
+    assert report.table_rows == 3000
+    ends = end_offsets(kafka_bootstrap, topic)
+    assert report.offsets == {topic: ends}
+    # One commit per micro-batch, each stamped with the marker.
+    snapshots = frazil_snapshots(spark, table)
+    assert len(snapshots) == report.batches
+    last = snapshots[-1]
+    assert last["frazil.pipeline"] == name
+    assert json.loads(last["frazil.offsets"]) == {topic: {str(p): o for p, o in ends.items()}}
+    max_ts = spark.sql(f"SELECT max(unix_millis(_kafka_timestamp)) FROM lake.{table}").first()[0]
+    assert int(last["frazil.valid-through-ms"]) == max_ts
+    # Decoding: the ISO-8601 string became a timestamp, amounts are longs.
+    row = spark.sql(f"SELECT * FROM lake.{table} LIMIT 1").first()
+    assert row["created_at"].year >= 2024
+    assert isinstance(row["amount"], int)
+
+    # A second run picks up only what is new.
+    second = produce_payments(kafka_bootstrap, topic, 1000, seed=2)
+    reports = run(config, until_caught_up=True, spark=spark)
+    assert reports[0].records_ingested == 1000
+    assert sorted(table_ids(spark, table)) == sorted(first + second)
+    batch_ids = [int(s["frazil.batch-id"]) for s in frazil_snapshots(spark, table)]
+    assert batch_ids == sorted(batch_ids) and len(set(batch_ids)) == len(batch_ids)
+
+
+def test_lost_checkpoint_resumes_from_table_offsets(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"ckpt-{unique}", f"db.ckpt_{unique}", f"c_{unique}"
+    first = produce_payments(kafka_bootstrap, topic, 2000, seed=3)
+    config = make_config([payments_pipeline(name, topic, table, max_offsets_per_trigger=700)])
+    run(config, until_caught_up=True, spark=spark)
+    shutil.rmtree(config.checkpoint_for(config.pipelines[0]))
+
+    second = produce_payments(kafka_bootstrap, topic, 1500, seed=4)
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert reports[0].resumed_from_table
+    assert reports[0].records_ingested == 1500
+    ids = table_ids(spark, table)
+    assert len(ids) == len(set(ids)) == 3500
+    assert set(ids) == set(first + second)
+
+
+def test_replayed_batch_is_skipped(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """Crash after the Iceberg commit but before Spark's commit log: the replay is skipped."""
+    topic, table, name = f"replay-{unique}", f"db.replay_{unique}", f"r_{unique}"
+    ids = produce_payments(kafka_bootstrap, topic, 1200, seed=5)
+    config = make_config([payments_pipeline(name, topic, table, max_offsets_per_trigger=500)])
+    run(config, until_caught_up=True, spark=spark)
+    commits = Path(config.checkpoint_for(config.pipelines[0])) / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    for crc in commits.glob(f".{last}.crc"):
+        crc.unlink()
+
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert reports[0].skipped_batches == 1
+    assert reports[0].records_ingested == 0
+    assert sorted(table_ids(spark, table)) == sorted(ids)
+
+
+def test_undecodable_record_stops_without_committing(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"bad-{unique}", f"db.bad_{unique}", f"b_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    good = {
+        "id": "a",
+        "type": "debit",
+        "created_at": "2026-01-01T00:00:00",
+        "document": "1",
+        "payer": "X",
+        "amount": 1,
+    }
+    producer.produce(topic, json.dumps(good).encode(), partition=0)
+    producer.produce(topic, b'{"id": "b", "amount": ', partition=0)
+    producer.produce(topic, json.dumps({**good, "amount": "lots"}).encode(), partition=0)
+    producer.flush(10)
+    config = make_config([payments_pipeline(name, topic, table)])
+
+    with pytest.raises(DecodeError) as info:
+        run(config, until_caught_up=True, spark=spark)
+
+    message = str(info.value)
+    assert "2 record(s)" in message
+    assert f"topic {topic} partition 0 offset 1" in message
+    assert f"topic {topic} partition 0 offset 2" in message
+    assert table_ids(spark, table) == []
+
+
+def test_infers_schema_and_pyiceberg_duckdb_read_it(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, lake_dir: Path
+) -> None:
+    topic, table, name = f"infer-{unique}", f"db.infer_{unique}", f"i_{unique}"
+    ids = produce_payments(kafka_bootstrap, topic, 500, seed=6, partitions=2)
+    pipeline = payments_pipeline(name, topic, table)
+    del pipeline["schema"]
+    del pipeline["partition_by"]
+    config = make_config([pipeline])
+
+    run(config, until_caught_up=True, spark=spark)
+
+    types = dict(spark.table(f"lake.{table}").dtypes)
+    assert types == {
+        "amount": "bigint",
+        "created_at": "timestamp",
+        "document": "string",
+        "id": "string",
+        "payer": "string",
+        "type": "string",
+    }
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    warehouse = lake_dir / "warehouse"
+    catalog = SqlCatalog(
+        "lake", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=warehouse.as_uri()
+    )
+    iceberg_table = catalog.load_table(table)
+    arrow = iceberg_table.scan().to_arrow()
+    assert sorted(arrow.column("id").to_pylist()) == sorted(ids)
+    con = iceberg_table.scan().to_duckdb(table_name="payments")
+    counts = dict(con.sql("SELECT type, count(*) FROM payments GROUP BY type").fetchall())
+    assert sum(counts.values()) == 500
+    assert set(counts) <= {"debit", "credit", "bank_slip"}
+
+
+def test_stop_request_commits_batch_in_flight(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"stop-{unique}", f"db.stop_{unique}", f"s_{unique}"
+    ids = produce_payments(kafka_bootstrap, topic, 2000, seed=7)
+    config = make_config([payments_pipeline(name, topic, table, max_offsets_per_trigger=400)])
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def on_commit(event: Any) -> None:
+        seen.append(event.records)
+        stop.set()
+
+    reports = run(config, spark=spark, stop_event=stop, on_commit=on_commit)
+
+    in_table = table_ids(spark, table)
+    assert len(in_table) == sum(seen) == reports[0].records_ingested
+    assert Counter(in_table).most_common(1)[0][1] == 1
+    # Whatever the stop left behind is picked up by the next run, exactly once.
+    run(config, until_caught_up=True, spark=spark)
+    assert sorted(table_ids(spark, table)) == sorted(ids)

@@ -1,0 +1,78 @@
+"""Pure checks on the pinned JVM artifacts (no Maven, no JVM)."""
+
+from __future__ import annotations
+
+import re
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from frazil.errors import ArtifactError
+from frazil.jvm import pins
+from frazil.jvm.fetch import artifact_dir
+from frazil.jvm.pins import ARTIFACT_SETS, Coordinate
+
+
+def all_coordinates() -> list[Coordinate]:
+    return [c for s in ARTIFACT_SETS.values() for c in (*s.dependencies, *s.managed)]
+
+
+def test_spark_pin_matches_installed_pyspark() -> None:
+    assert version("pyspark") == pins.SPARK_VERSION
+
+
+def test_sets_are_spark_and_kafka() -> None:
+    assert set(ARTIFACT_SETS) == {"spark", "kafka"}
+    assert ARTIFACT_SETS["spark"].skip_pyspark_provided
+    assert not ARTIFACT_SETS["kafka"].skip_pyspark_provided
+
+
+def test_spark_set_pins() -> None:
+    deps = {c.artifact: c.version for c in ARTIFACT_SETS["spark"].dependencies}
+    assert deps["spark-sql-kafka-0-10_2.13"] == pins.SPARK_VERSION
+    assert deps[f"iceberg-spark-runtime-{pins.SPARK_MINOR_VERSION}_2.13"] == pins.ICEBERG_VERSION
+    assert re.fullmatch(r"3\.\d+\.\d+\.\d+", deps["sqlite-jdbc"])
+
+
+def test_kafka_set_pins_broker_and_log_backend() -> None:
+    deps = {c.artifact: c.version for c in ARTIFACT_SETS["kafka"].dependencies}
+    assert deps["kafka_2.13"] == pins.KAFKA_VERSION
+    assert deps["log4j-core"] == deps["log4j-slf4j-impl"] == pins.LOG4J_VERSION
+
+
+def test_scala_suffix_is_consistent() -> None:
+    for c in all_coordinates():
+        suffix = re.search(r"_(\d+\.\d+)$", c.artifact)
+        if suffix:
+            assert suffix.group(1) == pins.SCALA_BINARY_VERSION, c
+
+
+def test_versions_are_concrete() -> None:
+    for c in all_coordinates():
+        assert re.fullmatch(r"\d+(\.\d+)+", c.version), c
+
+
+def test_coordinate_round_trip() -> None:
+    text = "org.apache.kafka:kafka_2.13:4.1.1"
+    assert str(Coordinate.parse(text)) == text
+    with pytest.raises(ValueError):
+        Coordinate.parse("org.apache.kafka:kafka_2.13")
+
+
+def test_fingerprints_are_stable_and_distinct() -> None:
+    spark, kafka = ARTIFACT_SETS["spark"], ARTIFACT_SETS["kafka"]
+    assert spark.fingerprint() == spark.fingerprint()
+    assert spark.fingerprint() != kafka.fingerprint()
+    assert re.fullmatch(r"[0-9a-f]{12}", spark.fingerprint())
+
+
+def test_cache_folder_is_named_after_set_and_fingerprint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("FRAZIL_CACHE_DIR", str(tmp_path))
+    kafka = ARTIFACT_SETS["kafka"]
+    assert artifact_dir("kafka").name == f"kafka-{kafka.fingerprint()}"
+    assert artifact_dir("kafka").parent.name == "jars"
+    with pytest.raises(ArtifactError, match="unknown JVM artifact set"):
+        artifact_dir("nope")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import PipelineConfig
 from frazil.engine.batch import BatchStats
-from frazil.sink.marker import CommitMarker, format_ms, latest_marker
+from frazil.sink.marker import PIPELINE, CommitMarker, format_ms, latest_marker
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,25 +51,30 @@ def table_report(
     pipeline: PipelineConfig,
     stats: BatchStats,
     resumed_from_table: bool,
+    marker: CommitMarker | None = None,
 ) -> PipelineReport:
-    """Read the table's metadata tables and combine them with the run's counters."""
-    snapshots, last_commit_ms = spark.sql(
-        f"SELECT count(*), max(unix_millis(committed_at)) FROM {table}.snapshots"
-    ).first() or (0, None)
+    """Read the table's metadata tables and combine them with the run's counters.
+
+    Args:
+        marker: The pipeline's newest commit marker if the caller already knows it.
+    """
+    quoted = pipeline.name.replace("'", "''")
+    snap = spark.sql(
+        f"SELECT count(*), max(unix_millis(committed_at)), "
+        f"max(CASE WHEN summary['{PIPELINE}'] = '{quoted}' THEN unix_millis(committed_at) END) "
+        f"FROM {table}.snapshots"
+    ).first()
+    snapshots, last_commit_ms, pipeline_commit_ms = snap if snap else (0, None, None)
     files_row = spark.sql(
         f"SELECT count(*), coalesce(sum(record_count), 0) FROM {table}.files WHERE content = 0"
     ).first()
     data_files, rows = (files_row[0], files_row[1]) if files_row else (0, 0)
-    marker: CommitMarker | None = latest_marker(spark, table, pipeline.name)
+    if marker is None:
+        marker = latest_marker(spark, table, pipeline.name)
     valid_ms = marker.valid_through_ms if marker else None
     lag = None
-    if marker is not None and valid_ms is not None:
-        commit_ms = spark.sql(
-            f"SELECT max(unix_millis(committed_at)) FROM {table}.snapshots "
-            f"WHERE summary['frazil.pipeline'] = '{pipeline.name}'"
-        ).first()
-        if commit_ms and commit_ms[0] is not None:
-            lag = int(commit_ms[0]) - valid_ms
+    if valid_ms is not None and pipeline_commit_ms is not None:
+        lag = int(pipeline_commit_ms) - valid_ms
     return PipelineReport(
         pipeline=pipeline.name,
         table=pipeline.table,

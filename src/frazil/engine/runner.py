@@ -112,8 +112,8 @@ def start_pipeline(
             *_metadata_fields(pipeline),
         ]
     )
-    ensure_table(spark, config.catalog.name, pipeline, writer_schema)
-    writer = IcebergTableWriter(spark, table, pipeline.name)
+    _, created = ensure_table(spark, config.catalog.name, pipeline, writer_schema)
+    writer = IcebergTableWriter(spark, table, pipeline.name, new_table=created)
     if writer.last is not None and not checkpoint_has_progress(spark, checkpoint):
         # The checkpoint is new or was lost: resume from the offsets committed to the table.
         starting = resume_offsets(config, pipeline, writer.last.offsets)
@@ -244,7 +244,14 @@ def run(
             _stop_all(runs)
     _raise_first_failure(runs)
     return [
-        table_report(spark, r.table, r.pipeline, r.handler.stats, r.resumed_from_table)
+        table_report(
+            spark,
+            r.table,
+            r.pipeline,
+            r.handler.stats,
+            r.resumed_from_table,
+            marker=r.handler.writer.last,
+        )
         for r in runs
     ]
 

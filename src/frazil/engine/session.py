@@ -62,6 +62,9 @@ def spark_conf(config: FrazilConfig, jars: list[Path]) -> dict[str, str]:
         # Micro-batches are small: a few shuffle partitions keep per-batch overhead low.
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.showConsoleProgress": "false",
+        # Each micro-batch is cached once, for a few seconds, to check it before committing:
+        # compressing that cache costs more CPU than the memory it saves (bench/throughput).
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.sql.streaming.metricsEnabled": "true",
     }
     conf.update(catalog_spark_conf(config.catalog))

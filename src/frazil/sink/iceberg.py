@@ -18,10 +18,14 @@ class IcebergTableWriter:
     marker was committed before a crash and is skipped when Spark replays it.
     """
 
-    def __init__(self, spark: SparkSession, table: str, pipeline: str) -> None:
+    def __init__(
+        self, spark: SparkSession, table: str, pipeline: str, *, new_table: bool = False
+    ) -> None:
         self.table = table
         self.pipeline = pipeline
-        self.last: CommitMarker | None = latest_marker(spark, table, pipeline)
+        self.last: CommitMarker | None = (
+            None if new_table else latest_marker(spark, table, pipeline)
+        )
 
     def already_committed(self, query_id: str, batch_id: int) -> bool:
         """Whether this batch of this query is already in the table."""

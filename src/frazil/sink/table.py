@@ -37,8 +37,11 @@ def table_exists(spark: SparkSession, name: str) -> bool:
 
 def ensure_table(
     spark: SparkSession, catalog: str, pipeline: PipelineConfig, schema: StructType
-) -> str:
-    """Create the pipeline's table (and its namespace) if missing; return its qualified name.
+) -> tuple[str, bool]:
+    """Create the pipeline's table (and its namespace) if missing.
+
+    Returns:
+        The table's qualified name, and whether this call created it.
 
     Raises:
         PipelineError: The table exists but lacks columns the pipeline writes.
@@ -54,7 +57,7 @@ def ensure_table(
                 f"pipeline {pipeline.name!r}: table {pipeline.table} has no column(s) "
                 f"{', '.join(missing)}; schema evolution is not enabled for it"
             )
-        return name
+        return name, False
     columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
     partitioning = ", ".join(p.to_spark_sql() for p in pipeline.partition_fields())
     properties = {**DEFAULT_TABLE_PROPERTIES, **pipeline.table_properties}
@@ -66,4 +69,4 @@ def ensure_table(
         ddl += f" PARTITIONED BY ({partitioning})"
     ddl += f" TBLPROPERTIES ({props_sql})"
     spark.sql(ddl)
-    return name
+    return name, True

@@ -1,0 +1,79 @@
+"""The CLI's contract for people and scripts: exit codes, key paths, JSON, no stack traces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "payments.yaml"
+
+
+def frazil(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "frazil.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+def test_validate_accepts_the_example() -> None:
+    result = frazil("validate", "-c", str(EXAMPLE))
+    assert result.returncode == 0, result.stderr
+    assert "is valid: 1 pipeline(s)" in result.stdout
+    assert "payments" in result.stdout
+
+
+def test_validate_reports_each_problem_and_fails(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(
+        "pipelines:\n"
+        "  - name: p\n"
+        "    topic_pattern: 'payments\\.('\n"
+        "    table: db.t\n"
+        "    partition_by: ['dayz(x)']\n"
+        "    tigger: 1s\n"
+    )
+    result = frazil("validate", "-c", str(config))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "pipelines[0].topic_pattern: invalid regular expression" in result.stderr
+    assert "pipelines[0].partition_by[0]: unknown partition transform 'dayz'" in result.stderr
+    assert "pipelines[0].tigger: unknown key" in result.stderr
+
+
+def test_validate_json_output_and_secret_redaction(tmp_path: Path) -> None:
+    config = tmp_path / "secret.yaml"
+    config.write_text(
+        EXAMPLE.read_text().replace(
+            "kafka:\n", "kafka:\n  properties:\n    sasl.jaas.config: ${FZ_TEST_SECRET}\n"
+        )
+    )
+    import os
+
+    env = {**os.environ, "FZ_TEST_SECRET": "hunter2-secret"}
+    result = frazil("validate", "-c", str(config), "--output", "json", env=env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["valid"] is True
+    assert data["config"]["kafka"]["properties"]["sasl.jaas.config"] == "***"
+    assert "hunter2" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "validate", "generate", "local", "sql", "quickstart"])
+def test_help_is_readable(command: str) -> None:
+    result = frazil(command, "--help")
+    assert result.returncode == 0
+    assert "Usage" in result.stdout
+
+
+def test_missing_config_is_a_clear_error() -> None:
+    result = frazil("run", "-c", "/nonexistent/frazil.yaml")
+    assert result.returncode == 1
+    assert "cannot read config file /nonexistent/frazil.yaml" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,9 +1,11 @@
 """Freshness: per-record latency from Kafka to a committed Iceberg snapshot.
 
-A steady 5,000 events/s is produced for 2 minutes (by a `frazil generate` subprocess) while a
-`frazil run` subprocess ingests with ``trigger: 1s``. For every record:
+A steady 5,000 events/s is produced (by a `frazil generate` subprocess) while a `frazil run`
+subprocess ingests with ``trigger: 1s``: first a warm-up (default 15 s: the JVM compiles the
+micro-batch's code on its first batches), then the measured 2 minutes. For every record:
 latency = commit time of the snapshot that made it visible − its Kafka record timestamp.
-Reported as p50 / p99 / max, for all records and for the steady state (after the first 10 s).
+Reported as p50 / p99 / max over the measured window, and over everything including the cold
+start for reference.
 
 Usage: .venv/bin/python -m bench.freshness [--rate 5000] [--seconds 120]
 """
@@ -36,9 +38,12 @@ def latency_query(table: str, since_ms: int) -> str:
             SELECT _file AS file, unix_millis(_kafka_timestamp) AS ts FROM {table}
         ),
         added AS (
-            SELECT e.data_file.file_path AS file, unix_millis(s.committed_at) AS committed
-            FROM {table}.entries e JOIN {table}.snapshots s ON e.snapshot_id = s.snapshot_id
+            -- all_entries: merged manifests re-list old files as EXISTING, so look at every
+            -- manifest for the entry that ADDED (status 1) each file.
+            SELECT e.data_file.file_path AS file, min(unix_millis(s.committed_at)) AS committed
+            FROM {table}.all_entries e JOIN {table}.snapshots s ON e.snapshot_id = s.snapshot_id
             WHERE e.status = 1
+            GROUP BY e.data_file.file_path
         ),
         lat AS (
             SELECT committed - ts AS ms, ts FROM rows JOIN added USING (file)
@@ -54,6 +59,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=5000)
     parser.add_argument("--seconds", type=int, default=120)
     parser.add_argument("--trigger", default="1s")
+    parser.add_argument("--warmup", type=int, default=15, help="seconds produced before")
     args = parser.parse_args()
     console = Console()
     run_id = uuid.uuid4().hex[:6]
@@ -96,7 +102,7 @@ def main() -> None:
             if line.startswith("running "):
                 break
         time.sleep(3)
-        count = args.rate * args.seconds
+        count = args.rate * (args.warmup + args.seconds)
         produce_started_ms = int(time.time() * 1000)
         subprocess.run(
             [
@@ -125,7 +131,8 @@ def main() -> None:
         spark = build_spark(config)
         table = "lake.bench.fresh"
         results: dict[str, Any] = {}
-        for label, since in (("all", 0), ("steady", produce_started_ms + 10_000)):
+        windows = (("measured", produce_started_ms + args.warmup * 1000), ("all", 0))
+        for label, since in windows:
             row = spark.sql(latency_query(table, since)).first()
             results[label] = {
                 "records": int(row["n"]),
@@ -154,9 +161,11 @@ def main() -> None:
             label,
         )
     console.print(out)
+    assert results["all"]["records"] == total, "every row must be matched to its snapshot"
+    met = results["measured"]["p99_ms"] <= 5000
     console.print(
         f"rows in table {total:,} of {count:,} produced; {snapshots} snapshots; "
-        f"goal p99 ≤ 5 s: {'met' if results['all']['p99_ms'] <= 5000 else 'NOT met'}"
+        f"goal p99 ≤ 5 s over the measured window: {'met' if met else 'NOT met'}"
     )
     path = write_result(
         "freshness",

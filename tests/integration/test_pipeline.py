@@ -192,3 +192,31 @@ def test_stop_request_commits_batch_in_flight(
     # Whatever the stop left behind is picked up by the next run, exactly once.
     run(config, until_caught_up=True, spark=spark)
     assert sorted(table_ids(spark, table)) == sorted(ids)
+
+
+def test_topic_pattern_merges_rotated_topics_into_one_table(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    day1, day2 = f"rot{unique}.20240101", f"rot{unique}.20240102"
+    other = f"rot{unique}.archive"
+    ids = produce_payments(kafka_bootstrap, day1, 300, seed=8, partitions=2)
+    ids += produce_payments(kafka_bootstrap, day2, 200, seed=9, partitions=2)
+    produce_payments(kafka_bootstrap, other, 50, seed=10, partitions=1)
+    pipeline = payments_pipeline(
+        f"rot_{unique}", "unused", f"db.rot_{unique}", kafka_metadata=["topic"]
+    )
+    del pipeline["topics"]
+    pipeline["topic_pattern"] = f"rot{unique}\\.\\d{{8}}"
+    config = make_config([pipeline])
+
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert sorted(table_ids(spark, f"db.rot_{unique}")) == sorted(ids)
+    topics = {
+        row[0]: row[1]
+        for row in spark.sql(
+            f"SELECT _kafka_topic, count(*) FROM lake.db.rot_{unique} GROUP BY _kafka_topic"
+        ).collect()
+    }
+    assert topics == {day1: 300, day2: 200}
+    assert set(reports[0].offsets) == {day1, day2}

@@ -1,0 +1,72 @@
+"""Kafka source options and pipeline selection, without a broker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from frazil.config import FrazilConfig, parse_config
+from frazil.engine.runner import select_pipelines
+from frazil.errors import ConfigError
+from frazil.source.kafka import source_options
+
+
+def _config() -> FrazilConfig:
+    return parse_config(
+        {
+            "kafka": {
+                "bootstrap_servers": "k1:9092,k2:9092",
+                "properties": {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"},
+            },
+            "pipelines": [
+                {
+                    "name": "a",
+                    "topics": ["t1", "t2"],
+                    "table": "db.a",
+                    "max_offsets_per_trigger": 10,
+                },
+                {
+                    "name": "b",
+                    "topic_pattern": "p\\.\\d+",
+                    "table": "db.b",
+                    "min_partitions": 8,
+                    "starting_offsets": "latest",
+                    "kafka_metadata": ["headers"],
+                },
+            ],
+        }
+    )
+
+
+def test_options_pass_client_settings_through() -> None:
+    config = _config()
+    options = source_options(config, config.pipelines[0])
+    assert options["kafka.bootstrap.servers"] == "k1:9092,k2:9092"
+    assert options["kafka.security.protocol"] == "SASL_SSL"
+    assert options["kafka.sasl.mechanism"] == "PLAIN"
+    assert options["subscribe"] == "t1,t2"
+    assert options["startingOffsets"] == "earliest"
+    assert options["maxOffsetsPerTrigger"] == "10"
+    assert options["failOnDataLoss"] == "true"
+    assert options["includeHeaders"] == "false"
+
+
+def test_pattern_pipeline_and_resume_offsets() -> None:
+    config = _config()
+    pipeline = config.pipelines[1]
+    options = source_options(config, pipeline, {"p.1": {0: 5, 1: -2}})
+    assert options["subscribePattern"] == "p\\.\\d+"
+    assert "subscribe" not in options
+    assert json.loads(options["startingOffsets"]) == {"p.1": {"0": 5, "1": -2}}
+    assert options["minPartitions"] == "8"
+    assert options["includeHeaders"] == "true"
+    assert source_options(config, pipeline)["startingOffsets"] == "latest"
+
+
+def test_select_pipelines() -> None:
+    config = _config()
+    assert [p.name for p in select_pipelines(config, None)] == ["a", "b"]
+    assert [p.name for p in select_pipelines(config, ["b"])] == ["b"]
+    with pytest.raises(ConfigError, match="--pipeline zz: no such pipeline"):
+        select_pipelines(config, ["zz"])

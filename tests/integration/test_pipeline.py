@@ -13,8 +13,9 @@ import pytest
 from confluent_kafka import Producer
 
 from frazil.engine.runner import run
-from frazil.errors import DecodeError
+from frazil.errors import DecodeError, KafkaError, PipelineError
 from frazil.generate.producer import ensure_topic
+from frazil.source.kafka import list_partitions
 from tests.integration.helpers import (
     end_offsets,
     frazil_snapshots,
@@ -220,3 +221,18 @@ def test_topic_pattern_merges_rotated_topics_into_one_table(
     }
     assert topics == {day1: 300, day2: 200}
     assert set(reports[0].offsets) == {day1, day2}
+
+
+def test_missing_topic_and_unreachable_kafka_fail_fast(
+    make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    config = make_config([payments_pipeline(f"m_{unique}", f"missing-{unique}", "db.missing")])
+    with pytest.raises(PipelineError, match=r"pipelines\[0\]\.topics: topic\(s\) missing-"):
+        run(config)
+
+    unreachable = make_config(
+        [payments_pipeline(f"u_{unique}", "t", "db.unreachable")],
+        kafka={"bootstrap_servers": "127.0.0.1:1"},
+    )
+    with pytest.raises(KafkaError, match=r"Kafka does not answer at 127\.0\.0\.1:1"):
+        list_partitions(unreachable, unreachable.pipelines[0], timeout=1)

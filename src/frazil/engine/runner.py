@@ -19,7 +19,7 @@ from frazil.engine.report import PipelineReport, table_report
 from frazil.errors import ConfigError, FrazilError, PipelineError
 from frazil.sink.iceberg import IcebergTableWriter
 from frazil.sink.table import ensure_table, qualified, table_exists
-from frazil.source.kafka import read_stream, resume_offsets, source_options
+from frazil.source.kafka import list_partitions, read_stream, resume_offsets, source_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,6 +56,34 @@ def select_pipelines(config: FrazilConfig, names: list[str] | None) -> list[Pipe
             f"--pipeline {', '.join(unknown)}: no such pipeline (defined: {', '.join(known)})"
         )
     return [p for p in config.pipelines if p.name in names]
+
+
+def check_topics(config: FrazilConfig, pipeline: PipelineConfig) -> None:
+    """Fail fast, before Spark starts, if Kafka is unreachable or listed topics are missing.
+
+    Spark's Kafka source would otherwise wait silently for a topic that does not exist.
+
+    Raises:
+        KafkaError: Kafka does not answer at ``kafka.bootstrap_servers``.
+        PipelineError: A topic in ``pipelines[i].topics`` does not exist.
+    """
+    found = list_partitions(config, pipeline)
+    if pipeline.topics is None:
+        if not found:
+            log.warning(
+                "%s: no topic matches /%s/ yet; waiting for one to appear",
+                pipeline.name,
+                pipeline.topic_pattern,
+            )
+        return
+    missing = [t for t in pipeline.topics if t not in found]
+    if missing:
+        index = config.pipelines.index(pipeline)
+        raise PipelineError(
+            f"pipelines[{index}].topics: topic(s) {', '.join(missing)} do not exist at "
+            f"{config.kafka.bootstrap_servers} (create them, e.g. `frazil generate`, or fix "
+            "the name)"
+        )
 
 
 def checkpoint_has_progress(spark: SparkSession, checkpoint: str) -> bool:
@@ -212,6 +240,7 @@ def run(
     """
     selected = select_pipelines(config, pipeline_names)
     for pipeline in selected:
+        check_topics(config, pipeline)
         fence.acquire(config.state_dir, pipeline.name)
     if spark is None:
         from frazil.engine.session import build_spark

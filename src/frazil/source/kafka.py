@@ -76,20 +76,28 @@ def merge_offsets(base: TopicOffsets, newer: TopicOffsets) -> TopicOffsets:
     return merged
 
 
-def list_partitions(config: FrazilConfig, pipeline: PipelineConfig) -> dict[str, list[int]]:
-    """The partitions of the topics the pipeline subscribes to, as Kafka reports them now."""
+def list_partitions(
+    config: FrazilConfig, pipeline: PipelineConfig, timeout: float = 10.0
+) -> dict[str, list[int]]:
+    """The partitions of the topics the pipeline subscribes to, as Kafka reports them now.
+
+    Raises:
+        KafkaError: Kafka did not answer within ``timeout`` seconds.
+    """
     from confluent_kafka.admin import AdminClient
 
     client_conf: dict[str, str | int | float | bool] = {
-        "bootstrap.servers": config.kafka.bootstrap_servers
+        "bootstrap.servers": config.kafka.bootstrap_servers,
+        # Connection failures become one clear error below, not a stream of client log lines.
+        "log_level": 0,
     }
     client_conf.update(config.kafka.properties)
     try:
-        metadata = AdminClient(client_conf).list_topics(timeout=15)
+        metadata = AdminClient(client_conf).list_topics(timeout=timeout)
     except Exception as exc:  # confluent_kafka raises KafkaException with a cause inside
         raise KafkaError(
-            f"cannot list topics at {config.kafka.bootstrap_servers} "
-            f"(kafka.bootstrap_servers): {exc}"
+            f"Kafka does not answer at {config.kafka.bootstrap_servers} "
+            f"(kafka.bootstrap_servers) within {timeout:g}s: {exc}"
         ) from None
     wanted = set(pipeline.topics or [])
     pattern = re.compile(pipeline.topic_pattern) if pipeline.topic_pattern else None

@@ -236,3 +236,27 @@ def test_missing_topic_and_unreachable_kafka_fail_fast(
     )
     with pytest.raises(KafkaError, match=r"Kafka does not answer at 127\.0\.0\.1:1"):
         list_partitions(unreachable, unreachable.pipelines[0], timeout=1)
+
+
+def test_two_pipelines_run_as_one_application(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    a_ids = produce_payments(kafka_bootstrap, f"two-a-{unique}", 400, seed=11, partitions=2)
+    b_ids = produce_payments(kafka_bootstrap, f"two-b-{unique}", 300, seed=12, partitions=3)
+    config = make_config(
+        [
+            payments_pipeline(f"a_{unique}", f"two-a-{unique}", f"db.two_a_{unique}"),
+            payments_pipeline(f"b_{unique}", f"two-b-{unique}", f"db.two_b_{unique}"),
+        ]
+    )
+
+    only_b = run(config, pipeline_names=[f"b_{unique}"], until_caught_up=True, spark=spark)
+    assert [r.pipeline for r in only_b] == [f"b_{unique}"]
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert {r.pipeline: r.records_ingested for r in reports} == {
+        f"a_{unique}": 400,
+        f"b_{unique}": 0,
+    }
+    assert sorted(table_ids(spark, f"db.two_a_{unique}")) == sorted(a_ids)
+    assert sorted(table_ids(spark, f"db.two_b_{unique}")) == sorted(b_ids)

@@ -19,38 +19,18 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bench.baseline_job import start_baseline
 from bench.common import WORK_DIR, start_broker, write_result
 from frazil.config import parse_config
 from frazil.engine.runner import run
 from frazil.engine.session import build_spark
-from frazil.generate.payments import PAYMENTS_SCHEMA, SPARK_SCHEMA_DDL
+from frazil.generate.payments import PAYMENTS_SCHEMA
 from frazil.generate.producer import ensure_topic, produce_events
 
 
 def baseline(spark: Any, bootstrap: str, topic: str, table: str, checkpoint: str) -> int:
-    """The minimal job: Kafka source -> from_json -> writeStream.format("iceberg")."""
-    from pyspark.sql import functions as F
-
-    spark.sql(
-        f"CREATE TABLE {table} ({SPARK_SCHEMA_DDL}) USING iceberg PARTITIONED BY (days(created_at))"
-    )
-    raw = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .load()
-    )
-    parsed = raw.select(F.from_json(F.col("value").cast("string"), SPARK_SCHEMA_DDL).alias("v"))
-    query = (
-        parsed.select("v.*")
-        .writeStream.format("iceberg")
-        .outputMode("append")
-        .trigger(availableNow=True)
-        .option("checkpointLocation", checkpoint)
-        .toTable(table)
-    )
-    query.awaitTermination()
+    """Run the hand-written job until caught up; return the table's row count."""
+    start_baseline(spark, bootstrap, topic, table, checkpoint).awaitTermination()
     return int(spark.sql(f"SELECT count(*) FROM {table}").first()[0])
 
 

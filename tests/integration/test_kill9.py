@@ -1,8 +1,9 @@
 """Exactly-once under kill -9: a `frazil run` subprocess is killed again and again mid-stream.
 
 While 100k+ records are produced on 4 partitions, the pipeline process is SIGKILLed at random
-moments (during JVM start-up, mid-batch, between batches) and restarted; once its Spark
-checkpoint is deleted as well. Then it is stopped with SIGTERM (must exit 0) and drained with
+moments (during JVM start-up, mid-batch, between batches) and restarted: sometimes the Python
+driver alone, sometimes the driver and its Spark JVM together; once its Spark checkpoint is
+deleted as well. Then it is stopped with SIGTERM (must exit 0) and drained with
 --until-caught-up. The table must hold every produced id exactly once.
 """
 
@@ -47,6 +48,7 @@ class FrazilProcess:
             stdin=subprocess.DEVNULL,
             env=env,
             text=True,
+            start_new_session=True,  # its own process group: killpg reaches the JVM too
         )
         self.commits = 0
         self.lines: list[str] = []
@@ -68,8 +70,12 @@ class FrazilProcess:
             time.sleep(0.1)
         return self.commits >= count
 
-    def kill9(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
+    def kill9(self, *, with_jvm: bool) -> None:
+        """SIGKILL the driver alone (its JVM lingers a moment), or driver and JVM at once."""
+        if with_jvm:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        else:
+            self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(30)
 
     def output(self) -> str:
@@ -126,7 +132,8 @@ def test_kill_minus_9_repeatedly_keeps_every_record_exactly_once(
         else:
             assert run.wait_commits(1, timeout=120), run.output()
             time.sleep(rng.uniform(0, 2.5))  # mid-batch or between batches
-        run.kill9()
+        # Alternate: the driver alone, then the whole process group (as a container kill does).
+        run.kill9(with_jvm=kills % 2 == 1)
         kills += 1
         if kills == 2:
             _wait_jvm_gone(state_dir, name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import logging
 
 import typer
 from rich.console import Console
@@ -41,3 +42,12 @@ def _root(
     ),
 ) -> None:
     GLOBALS.verbose = verbose
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    if not verbose:
+        # py4j logs the full Python traceback of a failing foreachBatch call; frazil reports
+        # the error itself (with --verbose the traceback is shown).
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)

@@ -323,6 +323,7 @@ def _raise_first_failure(runs: list[_Running]) -> None:
         text = str(exc)
         if "StopRequested" in text:
             continue
+        log.info("pipeline %s failed:\n%s", r.pipeline.name, text)
         first = text.strip().splitlines()[0] if text.strip() else repr(exc)
         raise PipelineError(f"pipeline {r.pipeline.name!r} failed: {first}")
 

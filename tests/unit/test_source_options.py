@@ -9,7 +9,7 @@ import pytest
 from frazil.config import FrazilConfig, parse_config
 from frazil.engine.runner import select_pipelines
 from frazil.errors import ConfigError
-from frazil.source.kafka import source_options
+from frazil.source.kafka import admin_config, source_options
 
 
 def _config() -> FrazilConfig:
@@ -70,3 +70,36 @@ def test_select_pipelines() -> None:
     assert [p.name for p in select_pipelines(config, ["b"])] == ["b"]
     with pytest.raises(ConfigError, match="--pipeline zz: no such pipeline"):
         select_pipelines(config, ["zz"])
+
+
+def _with_properties(properties: dict[str, str]) -> FrazilConfig:
+    return parse_config(
+        {
+            "kafka": {"properties": properties},
+            "pipelines": [{"name": "a", "topics": ["t"], "table": "db.a"}],
+        }
+    )
+
+
+def test_admin_client_takes_settings_librdkafka_understands() -> None:
+    properties = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "u",
+        "sasl.password": "p",
+    }
+    conf, refused = admin_config(_with_properties(properties))
+    assert refused == []
+    assert {k: conf[k] for k in properties} == properties
+
+
+def test_admin_client_goes_without_java_only_settings() -> None:
+    properties = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+        'required username="u" password="p";',
+    }
+    conf, refused = admin_config(_with_properties(properties))
+    assert refused == list(properties)
+    assert not set(properties) & set(conf)

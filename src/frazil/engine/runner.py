@@ -16,10 +16,16 @@ from frazil.decode.json import decode_json, infer_schema, schema_from_config
 from frazil.engine import fence
 from frazil.engine.batch import BatchHandler, CommitEvent, StopRequested
 from frazil.engine.report import PipelineReport, table_report
-from frazil.errors import ConfigError, FrazilError, PipelineError
+from frazil.errors import ConfigError, FrazilError, KafkaError, PipelineError
 from frazil.sink.iceberg import IcebergTableWriter
 from frazil.sink.table import ensure_table, qualified, table_exists
-from frazil.source.kafka import list_partitions, read_stream, resume_offsets, source_options
+from frazil.source.kafka import (
+    admin_config,
+    list_partitions,
+    read_stream,
+    resume_offsets,
+    source_options,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,13 +67,21 @@ def select_pipelines(config: FrazilConfig, names: list[str] | None) -> list[Pipe
 def check_topics(config: FrazilConfig, pipeline: PipelineConfig) -> None:
     """Fail fast, before Spark starts, if Kafka is unreachable or listed topics are missing.
 
-    Spark's Kafka source would otherwise wait silently for a topic that does not exist.
+    Spark's Kafka source would otherwise wait silently for a topic that does not exist. When
+    ``kafka.properties`` hold settings only Java clients understand (a JAAS config), the check
+    cannot authenticate as Spark will, so a failure to connect is only a warning then.
 
     Raises:
         KafkaError: Kafka does not answer at ``kafka.bootstrap_servers``.
         PipelineError: A topic in ``pipelines[i].topics`` does not exist.
     """
-    found = list_partitions(config, pipeline)
+    try:
+        found = list_partitions(config, pipeline)
+    except KafkaError as exc:
+        if not admin_config(config)[1]:
+            raise
+        log.warning("%s: topics not checked before start: %s", pipeline.name, exc)
+        return
     if pipeline.topics is None:
         if not found:
             log.warning(

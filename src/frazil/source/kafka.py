@@ -76,6 +76,32 @@ def merge_offsets(base: TopicOffsets, newer: TopicOffsets) -> TopicOffsets:
     return merged
 
 
+def admin_config(config: FrazilConfig) -> tuple[dict[str, str | int | float | bool], list[str]]:
+    """Settings for frazil's own (librdkafka) admin client, and the keys it had to leave out.
+
+    ``kafka.properties`` are written for Spark's Java Kafka client; some (a Java JAAS config,
+    JKS trust stores) mean nothing to librdkafka, which refuses them. If librdkafka refuses the
+    set, the client goes without all of them and they are named, so callers can tell an
+    incomplete client from an unreachable Kafka.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    conf: dict[str, str | int | float | bool] = {
+        "bootstrap.servers": config.kafka.bootstrap_servers,
+        # Connection failures become one clear error, not a stream of client log lines.
+        "log_level": 0,
+    }
+    props = dict(config.kafka.properties)
+    try:
+        AdminClient({**conf, **props})
+    except Exception:  # librdkafka rejects settings it cannot use when the client is created
+        # Settings depend on each other (a SASL mechanism needs its credentials), so there is
+        # no telling which one to drop: check without any of them.
+        return conf, list(props)
+    conf.update(props)
+    return conf, []
+
+
 def list_partitions(
     config: FrazilConfig, pipeline: PipelineConfig, timeout: float = 10.0
 ) -> dict[str, list[int]]:
@@ -86,18 +112,18 @@ def list_partitions(
     """
     from confluent_kafka.admin import AdminClient
 
-    client_conf: dict[str, str | int | float | bool] = {
-        "bootstrap.servers": config.kafka.bootstrap_servers,
-        # Connection failures become one clear error below, not a stream of client log lines.
-        "log_level": 0,
-    }
-    client_conf.update(config.kafka.properties)
+    client_conf, refused = admin_config(config)
     try:
         metadata = AdminClient(client_conf).list_topics(timeout=timeout)
     except Exception as exc:  # confluent_kafka raises KafkaException with a cause inside
+        left_out = (
+            f" (without kafka.properties {', '.join(refused)}, which only Java clients use)"
+            if refused
+            else ""
+        )
         raise KafkaError(
             f"Kafka does not answer at {config.kafka.bootstrap_servers} "
-            f"(kafka.bootstrap_servers) within {timeout:g}s: {exc}"
+            f"(kafka.bootstrap_servers) within {timeout:g}s{left_out}: {exc}"
         ) from None
     wanted = set(pipeline.topics or [])
     pattern = re.compile(pipeline.topic_pattern) if pipeline.topic_pattern else None

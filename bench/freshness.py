@@ -28,6 +28,7 @@ from rich.table import Table
 
 from bench.common import WORK_DIR, start_broker, write_result
 from frazil.config import parse_config
+from frazil.config.durations import parse_duration
 from frazil.engine.session import build_spark
 from frazil.generate.payments import PAYMENTS_SCHEMA
 from frazil.generate.producer import ensure_topic
@@ -82,13 +83,7 @@ def _job_command(job: str, work: Path, broker: LocalBroker, topic: str, trigger:
             )
         )
         return [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(config_path)]
-    seconds = (
-        parse_config(
-            {"pipelines": [{"name": "x", "topics": ["x"], "table": "a.b", "trigger": trigger}]}
-        )
-        .pipelines[0]
-        .trigger_seconds()
-    )
+    seconds = parse_duration(trigger)
     return [
         sys.executable, "-m", "bench.baseline_job", "--bootstrap", broker.bootstrap,
         "--topic", topic, "--warehouse", str(work / "lake"), "--table", "lake.bench.fresh",

@@ -1,4 +1,9 @@
-"""Fixtures shared by every test: a real local Kafka broker on free ports."""
+"""Fixtures shared by every test: a real local Kafka broker on free ports.
+
+The one session broker serves a PLAINTEXT listener (``kafka_bootstrap``) and a SASL/PLAIN
+one (``kafka_sasl_bootstrap``, with ``kafka_sasl_properties``) over the same topics, so tests
+can produce over PLAINTEXT and read with credentials without a second broker.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,10 @@ from collections.abc import Iterator
 import pytest
 
 from frazil.local.broker import LocalBroker
+
+# The one user of the session broker's SASL listener.
+SASL_USER = "frazil"
+SASL_PASSWORD = "frazil-secret-pw"
 
 
 def free_ports(count: int) -> list[int]:
@@ -24,10 +33,18 @@ def free_ports(count: int) -> list[int]:
 
 @pytest.fixture(scope="session")
 def local_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
-    """A running :class:`LocalBroker` for the whole session, in its own temp state dir."""
-    port, controller_port = free_ports(2)
+    """A running :class:`LocalBroker` for the whole session, in its own temp state dir.
+
+    It also has a SASL_PLAINTEXT listener (mechanism PLAIN) that accepts only
+    :data:`SASL_USER` with :data:`SASL_PASSWORD`.
+    """
+    port, controller_port, sasl_port = free_ports(3)
     broker = LocalBroker(
-        tmp_path_factory.mktemp("frazil-state"), port=port, controller_port=controller_port
+        tmp_path_factory.mktemp("frazil-state"),
+        port=port,
+        controller_port=controller_port,
+        sasl_port=sasl_port,
+        sasl_users={SASL_USER: SASL_PASSWORD},
     )
     try:
         broker.up(timeout=90)
@@ -40,3 +57,26 @@ def local_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBrok
 def kafka_bootstrap(local_broker: LocalBroker) -> str:
     """Bootstrap address (``127.0.0.1:port``) of the session's real Kafka broker."""
     return local_broker.bootstrap
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl_bootstrap(local_broker: LocalBroker) -> str:
+    """Bootstrap address of the session broker's SASL_PLAINTEXT (PLAIN) listener."""
+    assert local_broker.sasl_bootstrap is not None
+    return local_broker.sasl_bootstrap
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl_properties() -> dict[str, str]:
+    """Java Kafka client properties that log in to ``kafka_sasl_bootstrap``.
+
+    One dict for the whole session: copy it before changing it.
+    """
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{SASL_USER}" password="{SASL_PASSWORD}";'
+        ),
+    }

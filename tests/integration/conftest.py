@@ -11,6 +11,9 @@ import pytest
 
 from frazil.config import FrazilConfig, parse_config
 
+#: A secret in the session's Spark settings, which Spark's UI must never show.
+SPARK_SECRET = "spark-ui-secret-value"
+
 
 @pytest.fixture(scope="session")
 def lake_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -36,10 +39,17 @@ def make_config(lake_dir: Path, kafka_bootstrap: str) -> Callable[..., FrazilCon
 
 
 @pytest.fixture(scope="session")
-def spark(make_config: Callable[..., FrazilConfig]) -> Iterator[Any]:
+def spark(make_config: Callable[..., FrazilConfig], lake_dir: Path) -> Iterator[Any]:
     from frazil.engine.session import build_spark
 
-    config = make_config([{"name": "boot", "topics": ["boot"], "table": "db.boot"}])
+    config = make_config(
+        [{"name": "boot", "topics": ["boot"], "table": "db.boot"}],
+        catalog={
+            "warehouse": str(lake_dir / "warehouse"),
+            # Unused by the local file IO; there so the Spark UI test can look for it.
+            "properties": {"s3.secret-access-key": SPARK_SECRET},
+        },
+    )
     session = build_spark(config)
     yield session
     session.stop()

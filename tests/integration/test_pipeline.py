@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka import Producer
 
+from frazil.engine.events import BatchStarted, CommitEvent
 from frazil.engine.runner import run
 from frazil.errors import DecodeError, KafkaError, PipelineError
 from frazil.generate.producer import ensure_topic
@@ -172,23 +177,30 @@ def test_infers_schema_and_pyiceberg_duckdb_read_it(
     assert set(counts) <= {"debit", "credit", "bank_slip"}
 
 
-def test_stop_request_commits_batch_in_flight(
+def test_stop_request_lets_the_batch_in_flight_commit(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:
     topic, table, name = f"stop-{unique}", f"db.stop_{unique}", f"s_{unique}"
     ids = produce_payments(kafka_bootstrap, topic, 2000, seed=7)
     config = make_config([payments_pipeline(name, topic, table, max_offsets_per_trigger=400)])
     stop = threading.Event()
-    seen: list[int] = []
+    started: list[int] = []
+    committed: list[CommitEvent] = []
 
-    def on_commit(event: Any) -> None:
-        seen.append(event.records)
-        stop.set()
+    def on_event(event: Any) -> None:
+        if isinstance(event, BatchStarted) and not stop.is_set():
+            # Ask to stop while this batch is being read and written, not after its commit.
+            started.append(event.batch_id)
+            stop.set()
+        if isinstance(event, CommitEvent):
+            committed.append(event)
 
-    reports = run(config, spark=spark, stop_event=stop, on_commit=on_commit)
+    reports = run(config, spark=spark, stop_event=stop, on_event=on_event)
 
     in_table = table_ids(spark, table)
-    assert len(in_table) == sum(seen) == reports[0].records_ingested
+    # The batch in flight when the stop came was finished and committed, and nothing after it.
+    assert [e.batch_id for e in committed] == started
+    assert len(in_table) == committed[0].records == reports[0].records_ingested > 0
     assert Counter(in_table).most_common(1)[0][1] == 1
     # Whatever the stop left behind is picked up by the next run, exactly once.
     run(config, until_caught_up=True, spark=spark)
@@ -260,3 +272,59 @@ def test_two_pipelines_run_as_one_application(
     }
     assert sorted(table_ids(spark, f"db.two_a_{unique}")) == sorted(a_ids)
     assert sorted(table_ids(spark, f"db.two_b_{unique}")) == sorted(b_ids)
+
+
+def test_state_checkpoint_and_warehouse_may_be_uris(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    """Nothing builds a local path from a location: file:// URIs go the Hadoop/Iceberg way."""
+    topic, table, name = f"uri-{unique}", f"db.uri_{unique}", f"u_{unique}"
+    ids = produce_payments(kafka_bootstrap, topic, 500, seed=13, partitions=2)
+    checkpoint = (tmp_path / "ckpt").as_uri()
+    config = make_config(
+        [payments_pipeline(name, topic, table, checkpoint=checkpoint, max_offsets_per_trigger=300)],
+        state_dir=(tmp_path / "state").as_uri(),
+    )
+    assert config.state_dir.startswith("file:") and config.pipelines[0].checkpoint == checkpoint
+
+    run(config, until_caught_up=True, spark=spark)
+    assert (tmp_path / "ckpt" / "offsets").is_dir()
+    # Losing the checkpoint at a URI: resumed from the table, through Hadoop's FileSystem.
+    shutil.rmtree(tmp_path / "ckpt")
+    more = produce_payments(kafka_bootstrap, topic, 100, seed=14, partitions=2)
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert reports[0].resumed_from_table and reports[0].records_ingested == 100
+    assert sorted(table_ids(spark, table)) == sorted(ids + more)
+    assert not Path("file:").exists(), "a URI was used as a local path"
+
+
+def test_second_run_of_a_running_pipeline_refuses_to_start(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    topic, table, name = f"twice-{unique}", f"db.twice_{unique}", f"t_{unique}"
+    produce_payments(kafka_bootstrap, topic, 200, seed=15, partitions=1)
+    config = make_config([payments_pipeline(name, topic, table)])
+    config_path = tmp_path / "frazil.yaml"
+    config_path.write_text(yaml.safe_dump(config.model_dump(mode="json", by_alias=True)))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(config_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:
+            if " batch " in line:
+                break
+        with pytest.raises(PipelineError, match=rf"pipeline '{name}' is already running \(pid "):
+            run(config, until_caught_up=True, spark=spark)
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(120) == 0
+    finally:
+        if first.poll() is None:
+            first.kill()
+    # Once the first run has stopped, the pipeline runs again.
+    assert run(config, until_caught_up=True, spark=spark)[0].records_ingested == 0

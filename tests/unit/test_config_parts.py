@@ -7,7 +7,6 @@ import pytest
 from frazil.config.durations import parse_duration
 from frazil.config.partitioning import PartitionField, parse_partition_field
 from frazil.config.types import TypeSyntaxError, to_spark_ddl
-from frazil.sink.marker import CommitMarker, format_ms
 from frazil.source.kafka import merge_offsets, offsets_from_json, offsets_to_json
 
 
@@ -74,15 +73,3 @@ def test_offsets_json_round_trip_and_merge() -> None:
     merged = merge_offsets({"t": {0: 5, 1: 10}}, {"t": {1: 12, 2: 1}, "u": {0: 3}})
     assert merged == {"t": {0: 5, 1: 12, 2: 1}, "u": {0: 3}}
     assert merge_offsets({"t": {0: 9}}, {"t": {0: 3}}) == {"t": {0: 9}}
-
-
-def test_marker_round_trip() -> None:
-    marker = CommitMarker(
-        "payments", "q-1", 7, {"payments": {0: 100, 1: 99}}, 1_700_000_000_123, 42
-    )
-    summary = marker.to_summary()
-    assert summary["frazil.batch-id"] == "7"
-    assert summary["frazil.valid-through"] == "2023-11-14T22:13:20.123Z"
-    assert CommitMarker.from_summary({**summary, "added-records": "42"}) == marker
-    assert CommitMarker.from_summary({"added-records": "1"}) is None
-    assert format_ms(0) == "1970-01-01T00:00:00.000Z"

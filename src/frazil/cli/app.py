@@ -8,6 +8,8 @@ import logging
 import typer
 from rich.console import Console
 
+from frazil.config.secrets import RedactingFilter
+
 app = typer.Typer(
     name="frazil",
     help="Exactly-once streaming ingestion from Apache Kafka into Apache Iceberg tables.",
@@ -47,6 +49,9 @@ def _root(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    for handler in logging.getLogger().handlers:
+        # Secrets of the loaded config never reach a log line, whichever module logs it.
+        handler.addFilter(RedactingFilter())
     if not verbose:
         # py4j logs the full Python traceback of a failing foreachBatch call; frazil reports
         # the error itself (with --verbose the traceback is shown).

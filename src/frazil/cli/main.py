@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from rich.markup import escape
+
 from frazil.cli import (  # noqa: F401  (imported for their command registrations)
     generate_cmd,
     local_cmd,
@@ -14,6 +16,7 @@ from frazil.cli import (  # noqa: F401  (imported for their command registration
     validate_cmd,
 )
 from frazil.cli.app import GLOBALS, app, err_console
+from frazil.config.secrets import scrub
 from frazil.errors import FrazilError
 
 
@@ -24,7 +27,7 @@ def main() -> None:
     except FrazilError as exc:
         if GLOBALS.verbose:
             err_console.print_exception()
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {escape(scrub(str(exc)))}", highlight=False)
         sys.exit(1)
     except KeyboardInterrupt:
         err_console.print("interrupted")

@@ -33,8 +33,8 @@ def print_reports(reports: list[PipelineReport], config: FrazilConfig) -> None:
         ]
         if r.skipped_batches:
             rows.append(("replayed batches", f"{r.skipped_batches} already committed, skipped"))
-        if r.resumed_from_table:
-            rows.append(("resumed", "checkpoint had no progress: started from the table's offsets"))
+        if r.start:
+            rows.append(("start", r.start))
         for key, value in rows:
             grid.add_row(key, value)
         console.print(f"[bold green]✓ {r.pipeline}[/]")

@@ -10,8 +10,8 @@ import typer
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.cli.render import print_reports
 from frazil.config.loader import load_config
-from frazil.engine.batch import CommitEvent
-from frazil.sink.marker import format_ms
+from frazil.engine.events import CommitEvent
+from frazil.engine.progress import format_ms
 
 
 @app.command()
@@ -24,6 +24,13 @@ def run(
         False,
         "--until-caught-up",
         help="Process everything available at start, then exit 0.",
+    ),
+    reset_offsets: str = typer.Option(
+        None,
+        "--reset-offsets",
+        help="Continue from these offsets instead of the table's: earliest, latest, or JSON "
+        'like \'{"topic": {"0": 42}}\' (-2 earliest, -1 latest; unlisted partitions start at '
+        "earliest). Recorded in the table, so later runs go on from there.",
     ),
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
 ) -> None:
@@ -57,6 +64,7 @@ def run(
         loaded,
         pipeline_names=pipeline or None,
         until_caught_up=until_caught_up,
+        reset_offsets=reset_offsets,
         on_commit=on_commit,
         on_started=on_started,
     )

@@ -9,6 +9,7 @@ import typer
 
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.config.loader import load_config, redacted
+from frazil.config.secrets import mask_value
 from frazil.errors import ConfigError
 
 CONFIG_OPTION = typer.Option(..., "--config", "-c", help="Path to the frazil YAML config file.")
@@ -44,7 +45,7 @@ def validate(
         console.print(
             f"  [bold]{pipeline.name}[/]: {source} → {loaded.catalog.name}.{pipeline.table} "
             f"({partitions}); {pipeline.format}, schema {schema}; trigger {pipeline.trigger}; "
-            f"checkpoint {loaded.checkpoint_for(pipeline)}",
+            f"checkpoint {mask_value(loaded.checkpoint_for(pipeline))}",
             highlight=False,
         )
     _ = err_console

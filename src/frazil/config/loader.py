@@ -10,14 +10,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from frazil.config.models import FrazilConfig
+from frazil.config.models import FrazilConfig, is_uri
+from frazil.config.secrets import is_secret_key as is_secret_key
+from frazil.config.secrets import redact_mapping, redact_text, remember, secret_values_in
 from frazil.errors import ConfigError
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-
-#: Keys whose values are secrets: masked in ``validate`` output and logs.
-_SECRET_KEY = re.compile(r"(password|secret|token|credential|jaas|private|access[._-]?key)", re.I)
 
 
 def _key_path(parts: tuple[str | int, ...]) -> str:
@@ -66,18 +64,19 @@ def _describe(error: dict[str, Any]) -> str:
 
 
 def _resolve_paths(data: dict[str, Any], base: Path) -> None:
-    """Make local relative paths absolute against the config file's folder."""
+    """Make local relative paths absolute against the config file's folder; URIs stay as is."""
 
     def resolve(value: Any) -> Any:
-        if isinstance(value, str) and value and not _SCHEME.match(value):
+        if isinstance(value, str) and value and not is_uri(value):
             return str((base / value).resolve())
         return value
 
-    catalog = data.get("catalog")
-    if isinstance(catalog, dict) and "warehouse" in catalog:
-        catalog["warehouse"] = resolve(catalog["warehouse"])
-    elif catalog is None or isinstance(catalog, dict):
-        data.setdefault("catalog", {})["warehouse"] = resolve("./lake")
+    if data.get("catalog") is None:
+        # An empty ``catalog:`` section parses as None: it means all defaults.
+        data["catalog"] = {}
+    catalog = data["catalog"]
+    if isinstance(catalog, dict):
+        catalog["warehouse"] = resolve(catalog.get("warehouse", "./lake"))
     data["state_dir"] = resolve(data.get("state_dir", "./.frazil"))
     for pipeline in data.get("pipelines") or []:
         if isinstance(pipeline, dict) and pipeline.get("checkpoint"):
@@ -109,6 +108,9 @@ def parse_config(
         for error in exc.errors():
             problems.append((_key_path(tuple(error["loc"])), _describe(dict(error))))
     if problems or config is None:
+        # Reasons may quote values (a warehouse URI, a JAAS line): never with their secrets.
+        secrets = secret_values_in(data)
+        problems = [(key, redact_text(reason, secrets)) for key, reason in problems]
         lines = "\n".join(f"  {key}: {reason}" for key, reason in problems)
         count = len(problems)
         raise ConfigError(
@@ -135,26 +137,15 @@ def load_config(path: str | Path) -> FrazilConfig:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{file}: not valid YAML{where}: {problem}") from None
-    return parse_config(data, base_dir=file.resolve().parent, source=str(file))
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether a config key holds a secret that must never be printed."""
-    return bool(_SECRET_KEY.search(key))
+    config = parse_config(data, base_dir=file.resolve().parent, source=str(file))
+    remember(config)
+    return config
 
 
 def redacted(config: FrazilConfig) -> dict[str, Any]:
-    """The config as plain data with every secret value replaced by ``***``."""
+    """The config as plain data that is safe to print.
 
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {
-                key: ("***" if is_secret_key(str(key)) and node[key] else walk(node[key]))
-                for key in node
-            }
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        return node
-
-    result: dict[str, Any] = walk(config.model_dump(mode="json", by_alias=True))
-    return result
+    Values of secret keys become ``***``, and credentials inside other values (URI passwords,
+    ``password=`` parameters) are masked; see :mod:`frazil.config.secrets`.
+    """
+    return redact_mapping(config.model_dump(mode="json", by_alias=True))

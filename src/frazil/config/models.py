@@ -7,17 +7,36 @@ silently ignored. Relative paths are resolved against the config file's folder b
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from collections.abc import Iterable
+from typing import Annotated, Literal, get_args
+from urllib.parse import unquote, urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from frazil.columns import INTERNAL_PREFIX, METADATA_PREFIX
 from frazil.config.durations import parse_duration
 from frazil.config.partitioning import PartitionField, parse_partition_field
+from frazil.config.secrets import mask_value
 from frazil.config.types import TypeSyntaxError, to_spark_ddl
 
 _IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+# A scheme of two or more characters, then ':/': s3a://b/x, file:///x and file:/x are URIs,
+# a relative path such as lake/x (or a Windows drive, C:/x) is not.
+_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
+
+#: Each micro-batch is at least one Iceberg commit: faster triggers pile up snapshots and
+#: metadata files faster than they are worth, and Spark's own per-batch work takes about this.
+MIN_TRIGGER_MS = 100
 
 #: Kafka client options that Spark's Kafka source manages itself and refuses.
 _SPARK_MANAGED_KAFKA_KEYS = {
@@ -30,6 +49,25 @@ _SPARK_MANAGED_KAFKA_KEYS = {
 }
 
 KafkaMetadataColumn = Literal["topic", "partition", "offset", "timestamp", "key", "headers"]
+KAFKA_METADATA_COLUMNS: tuple[str, ...] = get_args(KafkaMetadataColumn)
+
+
+def is_uri(location: str) -> bool:
+    """Whether a location is a URI (``s3a://b/x``, ``file:///x``) rather than a local path."""
+    return bool(_URI.match(location))
+
+
+def is_remote(location: str) -> bool:
+    """Whether a location is a URI on another file system than the local one (not ``file:``)."""
+    match = _URI.match(location)
+    return match is not None and match.group(1).lower() != "file"
+
+
+def local_path(location: str) -> str:
+    """The local path of a ``file:`` URI; any other location unchanged."""
+    if is_uri(location) and not is_remote(location):
+        return unquote(urlsplit(location).path)
+    return location
 
 
 def _check_topic(topic: str) -> str:
@@ -41,9 +79,69 @@ def _check_topic(topic: str) -> str:
     return topic
 
 
-def _check_partition_entry(entry: str) -> str:
-    parse_partition_field(entry)
+def _check_partition_entry(entry: str, info: ValidationInfo) -> str:
+    field = parse_partition_field(entry)
+    # Missing from info.data means schema or kafka_metadata is itself invalid (and reported).
+    if "schema_" in info.data and "kafka_metadata" in info.data:
+        root = field.column.split(".")[0]
+        _check_partition_column(root, info.data["schema_"], info.data["kafka_metadata"])
     return entry
+
+
+def _check_partition_column(
+    root: str, schema: dict[str, str] | None, kafka_metadata: list[str]
+) -> None:
+    if root.startswith(METADATA_PREFIX):
+        _check_metadata_column(root, kafka_metadata)
+        return
+    if schema is None:
+        # Inferred at start: only Kafka metadata columns can be checked before then.
+        return
+    if root not in schema:
+        columns = [*schema, *(f"{METADATA_PREFIX}{name}" for name in kafka_metadata)]
+        raise ValueError(
+            f"partition_by column {root!r} is not in the schema (fields: {', '.join(columns)})"
+        )
+
+
+def _check_metadata_column(column: str, kafka_metadata: list[str]) -> None:
+    name = column[len(METADATA_PREFIX) :]
+    if name in kafka_metadata:
+        return
+    if name in KAFKA_METADATA_COLUMNS:
+        raise ValueError(
+            f"partition_by column {column!r} only exists when kafka_metadata lists {name!r}"
+        )
+    known = ", ".join(f"{METADATA_PREFIX}{m}" for m in KAFKA_METADATA_COLUMNS)
+    raise ValueError(f"partition_by column {column!r} is not a Kafka metadata column ({known})")
+
+
+def _check_field_name(name: str) -> None:
+    if not re.match(_IDENT, name):
+        raise ValueError(f"field name {name!r} must be letters, digits and '_'")
+    # Spark resolves column names case-insensitively, so __FRAZIL_X collides just the same.
+    lowered = name.lower()
+    if lowered.startswith(INTERNAL_PREFIX):
+        raise ValueError(
+            f"field name {name!r}: the prefix {INTERNAL_PREFIX!r} is reserved for "
+            "frazil's internal columns"
+        )
+    if lowered.startswith(METADATA_PREFIX):
+        raise ValueError(
+            f"field name {name!r}: the prefix {METADATA_PREFIX!r} is reserved for "
+            "kafka_metadata columns"
+        )
+
+
+def _check_case_collisions(names: Iterable[str]) -> None:
+    seen: dict[str, str] = {}
+    for name in names:
+        first = seen.setdefault(name.lower(), name)
+        if first != name:
+            raise ValueError(
+                f"fields {first!r} and {name!r} differ only in case, and Spark resolves "
+                "column names case-insensitively"
+            )
 
 
 class _Frozen(BaseModel):
@@ -60,15 +158,36 @@ class CatalogConfig(_Frozen):
     name: Annotated[str, Field(pattern=_IDENT)] = "lake"
     type: Literal["jdbc", "rest", "hadoop"] = "jdbc"
     warehouse: str = "./lake"
-    uri: str | None = None
+    # validate_default: a missing uri is exactly what _check_uri must see.
+    uri: str | None = Field(default=None, validate_default=True)
     properties: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("uri")
+    @classmethod
+    def _check_uri(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value:
+            return value
+        kind, warehouse = info.data.get("type"), info.data.get("warehouse")
+        if kind == "rest":
+            raise ValueError(
+                "required when catalog.type is rest: the REST catalog's endpoint, "
+                "e.g. https://catalog.example.com/api/catalog"
+            )
+        if kind == "jdbc" and isinstance(warehouse, str) and is_remote(warehouse):
+            raise ValueError(
+                f"required when catalog.type is jdbc and catalog.warehouse is remote "
+                f"({mask_value(warehouse)}): the embedded catalog is a SQLite file inside the "
+                "warehouse, which needs a local warehouse; set catalog.uri to a JDBC URL "
+                "(e.g. jdbc:postgresql://host/iceberg) or use catalog.type: rest"
+            )
+        return value
 
     def resolved_uri(self) -> str:
         """The catalog URI; for the embedded JDBC catalog, the SQLite file in the warehouse."""
         if self.uri:
             return self.uri
         if self.type == "jdbc":
-            return f"jdbc:sqlite:{self.warehouse.rstrip('/')}/catalog.db"
+            return f"jdbc:sqlite:{local_path(self.warehouse).rstrip('/')}/catalog.db"
         return ""
 
 
@@ -112,11 +231,12 @@ class PipelineConfig(_Frozen):
     schema_: dict[str, str] | None = Field(default=None, alias="schema")
     timestamp_format: str | None = None
     table: str
+    # Before partition_by: its validator reads the already-validated kafka_metadata.
+    kafka_metadata: list[KafkaMetadataColumn] = Field(default_factory=list)
     partition_by: list[Annotated[str, AfterValidator(_check_partition_entry)]] = Field(
         default_factory=list
     )
     table_properties: dict[str, str] = Field(default_factory=dict)
-    kafka_metadata: list[KafkaMetadataColumn] = Field(default_factory=list)
     trigger: str = "1s"
     checkpoint: str | None = None
 
@@ -145,12 +265,12 @@ class PipelineConfig(_Frozen):
         if not value:
             raise ValueError("must declare at least one field, or be omitted to infer it")
         for field_name, type_text in value.items():
-            if not re.match(_IDENT, field_name):
-                raise ValueError(f"field name {field_name!r} must be letters, digits and '_'")
+            _check_field_name(field_name)
             try:
                 to_spark_ddl(type_text)
             except TypeSyntaxError as exc:
                 raise ValueError(f"field {field_name!r}: {exc}") from None
+        _check_case_collisions(value)
         return value
 
     @field_validator("table")
@@ -166,20 +286,15 @@ class PipelineConfig(_Frozen):
         seconds = parse_duration(value)
         if seconds <= 0:
             raise ValueError("must be longer than zero")
+        # Rounded: 0.1s and 100ms must compare equal despite binary floating point.
+        if round(seconds * 1000, 6) < MIN_TRIGGER_MS:
+            raise ValueError(f"must be at least {MIN_TRIGGER_MS}ms")
         return value
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> PipelineConfig:
         if (self.topics is None) == (self.topic_pattern is None):
             raise ValueError("set exactly one of 'topics' or 'topic_pattern'")
-        if self.schema_ is not None:
-            for field in self.partition_fields():
-                root = field.column.split(".")[0]
-                if root not in self.schema_:
-                    raise ValueError(
-                        f"partition_by column {field.column!r} is not in the schema "
-                        f"(fields: {', '.join(self.schema_)})"
-                    )
         return self
 
     def partition_fields(self) -> list[PartitionField]:

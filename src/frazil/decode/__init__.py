@@ -1,1 +1,1 @@
-"""Decoding Kafka record values into typed columns (JSON today; Avro and Protobuf next)."""
+"""Decoding Kafka record values into typed columns: a registry of formats (JSON today)."""

@@ -1,17 +1,24 @@
-"""JSON decoding with Spark's ``from_json``: the hot path stays in the JVM."""
+"""JSON values with Spark's ``from_json``: the hot path stays in the JVM."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from frazil import columns as c
 from frazil.config.models import PipelineConfig
 from frazil.config.types import to_spark_ddl
-from frazil.decode import columns as c
+from frazil.decode.registry import Capabilities, Format, register
 from frazil.errors import PipelineError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+#: The decoder's corrupt-record field inside the parsed struct (never a column of the batch).
+_CORRUPT = "__frazil_json_corrupt"
+#: Characters of a bad value quoted in its error detail.
+_QUOTED_CHARS = 200
 
 
 def schema_from_config(pipeline: PipelineConfig) -> StructType:
@@ -33,6 +40,8 @@ def infer_schema(
     Raises:
         PipelineError: The topics hold no records to infer from.
     """
+    from pyspark.sql.types import StructType
+
     reader = spark.read.format("kafka")
     for key, value in batch_options.items():
         reader = reader.option(key, value)
@@ -53,47 +62,80 @@ def infer_schema(
     if pipeline.timestamp_format:
         options["timestampFormat"] = pipeline.timestamp_format
     inferred = spark.read.options(**options).json(spark.sparkContext.parallelize(values, 1))
-    schema: StructType = inferred.schema
-    names = [f.name for f in schema.fields if f.name != "_corrupt_record"]
-    if not names:
+    fields = [f for f in inferred.schema.fields if f.name != "_corrupt_record"]
+    if not fields:
         raise PipelineError(
             f"pipeline {pipeline.name!r}: the sampled records are not JSON objects; "
             "declare pipelines[].schema in the config"
         )
-    from pyspark.sql.types import StructType as _StructType
-
-    return _StructType([f for f in schema.fields if f.name != "_corrupt_record"])
+    return StructType(fields)
 
 
-def decode_json(raw: DataFrame, schema: StructType, pipeline: PipelineConfig) -> DataFrame:
-    """Turn raw Kafka rows into the schema's columns plus frazil's bookkeeping columns.
+@dataclass(frozen=True)
+class JsonDecoder:
+    """Decodes JSON objects into ``schema``'s columns.
 
-    Malformed records are kept, not dropped: their raw text lands in the internal corrupt
-    column so the batch handler can name their topic/partition/offset.
+    A value that is not a JSON object (malformed, an array, a string, a number, ``null``,
+    empty) or whose fields do not convert to the declared types is marked with stage
+    ``decode``; a null value (a tombstone) is not an error.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
 
-    with_corrupt = StructType([*schema.fields, StructField(c.CORRUPT, StringType(), True)])
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": c.CORRUPT}
-    if pipeline.timestamp_format:
-        options["timestampFormat"] = pipeline.timestamp_format
-    parsed = F.from_json(F.col("value").cast("string"), with_corrupt, options)
-    metadata = {
-        "topic": F.col("topic"),
-        "partition": F.col("partition"),
-        "offset": F.col("offset"),
-        "timestamp": F.col("timestamp"),
-        "key": F.col("key").cast("string"),
-        "headers": F.col("headers"),
-    }
-    return raw.select(
-        *[parsed[f.name].alias(f.name) for f in schema.fields],
-        *[metadata[m].alias(f"{c.METADATA_PREFIX}{m}") for m in pipeline.kafka_metadata],
-        F.col("topic").alias(c.TOPIC),
-        F.col("partition").alias(c.PARTITION),
-        F.col("offset").alias(c.OFFSET),
-        F.unix_millis(F.col("timestamp")).alias(c.TIMESTAMP_MS),
-        parsed[c.CORRUPT].alias(c.CORRUPT),
-        F.col("value").isNull().alias(c.TOMBSTONE),
+    schema: StructType
+    timestamp_format: str | None = None
+
+    def decode(self, frame: DataFrame) -> DataFrame:
+        """Add the schema's columns; mark records that do not decode."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        with_corrupt = StructType([*self.schema.fields, StructField(_CORRUPT, StringType())])
+        options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+        if self.timestamp_format:
+            options["timestampFormat"] = self.timestamp_format
+        text = F.col(c.VALUE).cast("string")
+        # One select, the parsed struct referenced by every field: Spark evaluates it once
+        # (subexpression elimination); a separate projection would copy each struct again.
+        parsed = F.from_json(text, with_corrupt, options)
+        corrupt = parsed[_CORRUPT]
+        # Only evaluated for bad records: tells a broken document from a type mismatch.
+        is_object = F.from_json(text, "map<string,string>").isNotNull()
+        reason = F.when(is_object, F.lit("a field does not match the schema's type")).otherwise(
+            F.lit("not a JSON object (malformed JSON, an array, a string, a number or null)")
+        )
+        error = (
+            F.when(F.col(c.VALUE).isNull(), F.lit(None))
+            .when(
+                parsed.isNull(),
+                F.struct(
+                    F.lit(c.STAGE_DECODE).alias("stage"),
+                    F.lit("empty value").alias("reason"),
+                    F.lit("").alias("detail"),
+                ),
+            )
+            .when(
+                corrupt.isNotNull(),
+                F.struct(
+                    F.lit(c.STAGE_DECODE).alias("stage"),
+                    reason.alias("reason"),
+                    F.substring(corrupt, 1, _QUOTED_CHARS).alias("detail"),
+                ),
+            )
+        )
+        user = [parsed[f.name].alias(f.name) for f in self.schema.fields]
+        keep = [col for col in frame.columns if col != c.ERROR]
+        return frame.select(
+            *keep,
+            *user,
+            F.coalesce(F.col(c.ERROR), error.cast(c.ERROR_DDL)).alias(c.ERROR),
+        )
+
+
+register(
+    Format(
+        name="json",
+        capabilities=Capabilities(
+            declared_schema=True, inferred_schema=True, schema_per_record=False, keys=False
+        ),
+        build=lambda pipeline, schema: JsonDecoder(schema, pipeline.timestamp_format),
     )
+)

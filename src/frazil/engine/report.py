@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import PipelineConfig
 from frazil.engine.batch import BatchStats
-from frazil.sink.marker import PIPELINE, CommitMarker, format_ms, latest_marker
+from frazil.engine.progress import PIPELINE, Marker, find_marker, format_ms
+from frazil.sink.iceberg import IcebergTable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,6 +30,7 @@ class PipelineReport:
     batches: int
     skipped_batches: int
     resumed_from_table: bool
+    start: str
     table_rows: int
     snapshots: int
     data_files: int
@@ -51,7 +53,9 @@ def table_report(
     pipeline: PipelineConfig,
     stats: BatchStats,
     resumed_from_table: bool,
-    marker: CommitMarker | None = None,
+    *,
+    start_reason: str = "",
+    marker: Marker | None = None,
 ) -> PipelineReport:
     """Read the table's metadata tables and combine them with the run's counters.
 
@@ -70,7 +74,7 @@ def table_report(
     ).first()
     data_files, rows = (files_row[0], files_row[1]) if files_row else (0, 0)
     if marker is None:
-        marker = latest_marker(spark, table, pipeline.name)
+        marker = find_marker(IcebergTable(spark, table), pipeline.name).marker
     valid_ms = marker.valid_through_ms if marker else None
     lag = None
     if valid_ms is not None and pipeline_commit_ms is not None:
@@ -82,6 +86,7 @@ def table_report(
         batches=stats.batches,
         skipped_batches=stats.skipped_batches,
         resumed_from_table=resumed_from_table,
+        start=start_reason,
         table_rows=int(rows),
         snapshots=int(snapshots),
         data_files=int(data_files),

@@ -6,45 +6,42 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from frazil import columns as c
 from frazil.config.models import FrazilConfig, PipelineConfig
-from frazil.decode import columns as c
-from frazil.decode.json import decode_json, infer_schema, schema_from_config
-from frazil.engine import fence
-from frazil.engine.batch import BatchHandler, CommitEvent, StopRequested
+from frazil.decode.json import infer_schema, schema_from_config
+from frazil.decode.registry import decoder_for
+from frazil.engine import fence, progress
+from frazil.engine.batch import BatchHandler, StopRequested, Target
+from frazil.engine.checkpoint import Checkpoint
+from frazil.engine.events import CommitEvent, Event
+from frazil.engine.plan import build_plan
 from frazil.engine.report import PipelineReport, table_report
 from frazil.errors import ConfigError, FrazilError, KafkaError, PipelineError
-from frazil.sink.iceberg import IcebergTableWriter
+from frazil.sink.iceberg import IcebergTable
 from frazil.sink.table import ensure_table, qualified, table_exists
+from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import (
+    TopicOffsets,
     admin_config,
     list_partitions,
     read_stream,
-    resume_offsets,
     source_options,
 )
+from frazil.transform.metadata import metadata_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
-    from pyspark.sql.types import StructField, StructType
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
 #: Records sampled to infer a schema when the config declares none.
 INFER_SAMPLE = 1000
-
-
-@dataclass
-class _Running:
-    pipeline: PipelineConfig
-    table: str
-    handler: BatchHandler
-    query: StreamingQuery
-    resumed_from_table: bool
 
 
 def select_pipelines(config: FrazilConfig, names: list[str] | None) -> list[PipelineConfig]:
@@ -100,17 +97,6 @@ def check_topics(config: FrazilConfig, pipeline: PipelineConfig) -> None:
         )
 
 
-def checkpoint_has_progress(spark: SparkSession, checkpoint: str) -> bool:
-    """Whether Spark has planned any batch in this checkpoint (its offset log is not empty)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(checkpoint.rstrip("/") + "/offsets")
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    if not fs.exists(path):
-        return False
-    return any(status.getPath().getName().isdigit() for status in fs.listStatus(path))
-
-
 def _decode_schema(
     spark: SparkSession, config: FrazilConfig, pipeline: PipelineConfig, table: str
 ) -> StructType:
@@ -131,82 +117,143 @@ def _decode_schema(
     return infer_schema(spark, options, pipeline, INFER_SAMPLE)
 
 
-def start_pipeline(
-    spark: SparkSession,
-    config: FrazilConfig,
-    pipeline: PipelineConfig,
-    *,
-    until_caught_up: bool,
-    on_commit: Callable[[CommitEvent], None] | None = None,
-) -> _Running:
-    """Create the table if needed and start the pipeline's streaming query."""
-    table = qualified(config.catalog.name, pipeline.table)
-    schema = _decode_schema(spark, config, pipeline, table)
-    checkpoint = config.checkpoint_for(pipeline)
-    starting = None
-    resumed = False
+@dataclass
+class PipelineRun:
+    """One pipeline inside the application: its tables, checkpoint, handler and query."""
 
-    from pyspark.sql.types import StructType
+    spark: SparkSession
+    config: FrazilConfig
+    pipeline: PipelineConfig
+    admin: JvmKafkaAdmin
+    until_caught_up: bool
+    on_event: Callable[[Event], None] | None
+    handler: BatchHandler = field(init=False)
+    query: StreamingQuery | None = None
+    start_reason: str = ""
+    resumed_from_table: bool = False
+    restarts: int = 0
 
-    writer_schema = StructType(
-        [
-            *schema.fields,
-            *_metadata_fields(pipeline),
-        ]
-    )
-    _, created = ensure_table(spark, config.catalog.name, pipeline, writer_schema)
-    writer = IcebergTableWriter(spark, table, pipeline.name, new_table=created)
-    if writer.last is not None and not checkpoint_has_progress(spark, checkpoint):
-        # The checkpoint is new or was lost: resume from the offsets committed to the table.
-        starting = resume_offsets(config, pipeline, writer.last.offsets)
-        resumed = True
+    def __post_init__(self) -> None:
+        table = qualified(self.config.catalog.name, self.pipeline.table)
+        schema = _decode_schema(self.spark, self.config, self.pipeline, table)
+        from pyspark.sql.types import StructType
+
+        writer_schema = StructType([*schema.fields, *metadata_fields(self.pipeline)])
+        ensure_table(self.spark, self.config.catalog.name, self.pipeline, writer_schema)
+        plan = build_plan(self.pipeline, decoder_for(self.pipeline, schema))
+        targets = {
+            name: Target(
+                name,
+                qualified(self.config.catalog.name, name),
+                IcebergTable(self.spark, qualified(self.config.catalog.name, name)),
+            )
+            for name in plan.tables
+        }
+        self.handler = BatchHandler(
+            pipeline=self.pipeline,
+            plan=plan,
+            targets=targets,
+            checkpoint=Checkpoint(self.spark, self.config.checkpoint_for(self.pipeline)),
+            # Only a rate-limited read can leave partitions behind their end offset.
+            admin=self.admin if self.pipeline.max_offsets_per_trigger else None,
+            on_event=self.on_event,
+        )
+
+    @property
+    def table(self) -> str:
+        """The pipeline's (first) table, qualified."""
+        return next(iter(self.handler.targets.values())).qualified
+
+    def _state(self) -> progress.TableState:
+        target = next(iter(self.handler.targets.values()))
+        return progress.find_marker(target.table, self.pipeline.name)
+
+    def _resume_offsets(self, marker: progress.Marker | None) -> TopicOffsets:
+        return progress.resume_offsets(marker, self.admin.partitions(self.pipeline))
+
+    def reset(self, spec_text: str) -> TopicOffsets:
+        """Record ``--reset-offsets`` durably in every table, and return where to start."""
+        spec = progress.parse_reset(spec_text)
+        current = self.admin.partitions(self.pipeline)
+        offsets = progress.resolve_reset(
+            spec,
+            current,
+            self.admin.offsets(current, "earliest"),
+            self.admin.offsets(current, "latest"),
+        )
+        marker = progress.reset_marker(self.pipeline.name, spec_text, offsets)
+        for target in self.handler.targets.values():
+            target.table.commit_summary_only(marker.to_summary())
+        self.handler.checkpoint.set_aside()
+        log.warning("%s: offsets reset to %s (%s)", self.pipeline.name, spec_text, offsets)
+        return offsets
+
+    def prepare(self, reset_offsets: str | None) -> TopicOffsets | None:
+        """Reconcile checkpoint and table; the exact starting offsets, or None for the config's."""
+        if reset_offsets is not None:
+            self.start_reason = f"offsets reset to {reset_offsets}"
+            return self.reset(reset_offsets)
+        state = self._state()
+        checkpoint = self.handler.checkpoint
+        committed = checkpoint.committed_offsets()
+        start = progress.decide_start(
+            self.pipeline.name,
+            self.pipeline.table,
+            state,
+            committed[1] if committed else None,
+            checkpoint.has_progress(),
+        )
+        self.start_reason = start.reason
+        if start.set_aside:
+            moved = checkpoint.set_aside()
+            log.warning(
+                "%s: %s; old checkpoint moved to %s", self.pipeline.name, start.reason, moved
+            )
+        if start.from_table:
+            self.resumed_from_table = True
+            log.warning("%s: %s", self.pipeline.name, start.reason)
+            return self._resume_offsets(state.marker)
+        return None
+
+    def start(self, starting: TopicOffsets | None) -> None:
+        """Start the streaming query (raw Kafka rows into the handler)."""
+        options = source_options(self.config, self.pipeline, starting)
+        raw = read_stream(self.spark, options)
+        stream = (
+            raw.writeStream.foreachBatch(self.handler)
+            .queryName(self.pipeline.name)
+            .option("checkpointLocation", self.config.checkpoint_for(self.pipeline))
+        )
+        if self.until_caught_up:
+            stream = stream.trigger(availableNow=True)
+        else:
+            millis = int(self.pipeline.trigger_seconds() * 1000)
+            stream = stream.trigger(processingTime=f"{millis} milliseconds")
+        self.handler.error = None
+        self.handler.closing = False
+        self.query = stream.start()
+        self.handler.set_query_id(str(self.query.id))
+
+    def vanished_topics(self) -> list[str]:
+        """Topics the checkpoint read that Kafka no longer has (deleted, aged out)."""
+        committed = self.handler.checkpoint.committed_offsets()
+        known = set(committed[1]) if committed else set()
+        for target in self.handler.targets.values():
+            if target.last is not None:
+                known |= set(target.last.offsets)
+        return sorted(known - set(self.admin.partitions(self.pipeline)))
+
+    def restart_from_table(self, why: str) -> None:
+        """Set the checkpoint aside and start again from the table's offsets."""
+        self.restarts += 1
+        moved = self.handler.checkpoint.set_aside()
         log.warning(
-            "%s: no checkpoint progress in %s; resuming from the table's offsets",
-            pipeline.name,
-            checkpoint,
+            "%s: %s; restarting from the table's offsets (old checkpoint: %s)",
+            self.pipeline.name,
+            why,
+            moved,
         )
-    raw = read_stream(spark, source_options(config, pipeline, starting))
-    decoded = decode_json(raw, schema, pipeline)
-    handler = BatchHandler(pipeline=pipeline, writer=writer, on_commit=on_commit)
-    stream = (
-        decoded.writeStream.foreachBatch(handler)
-        .queryName(pipeline.name)
-        .option("checkpointLocation", checkpoint)
-    )
-    if until_caught_up:
-        stream = stream.trigger(availableNow=True)
-    else:
-        stream = stream.trigger(
-            processingTime=f"{int(pipeline.trigger_seconds() * 1000)} milliseconds"
-        )
-    query = stream.start()
-    handler.set_query_id(str(query.id))
-    return _Running(pipeline, table, handler, query, resumed)
-
-
-def _metadata_fields(pipeline: PipelineConfig) -> list[StructField]:
-    from pyspark.sql.types import (
-        ArrayType,
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructType,
-        TimestampType,
-    )
-    from pyspark.sql.types import StructField as Field
-
-    types = {
-        "topic": StringType(),
-        "partition": IntegerType(),
-        "offset": LongType(),
-        "timestamp": TimestampType(),
-        "key": StringType(),
-        "headers": ArrayType(
-            StructType([Field("key", StringType()), Field("value", BinaryType())])
-        ),
-    }
-    return [Field(f"{c.METADATA_PREFIX}{m}", types[m]) for m in pipeline.kafka_metadata]
+        self.start(self._resume_offsets(self._state().marker))
 
 
 class _Signals:
@@ -237,7 +284,9 @@ def run(
     *,
     pipeline_names: list[str] | None = None,
     until_caught_up: bool = False,
+    reset_offsets: str | None = None,
     on_commit: Callable[[CommitEvent], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
     on_started: Callable[[list[str]], None] | None = None,
     spark: SparkSession | None = None,
     stop_event: threading.Event | None = None,
@@ -246,6 +295,10 @@ def run(
 
     A stop request lets the micro-batch in flight finish and commit, then stops each query.
 
+    Args:
+        reset_offsets: ``earliest``, ``latest`` or a JSON offsets map: where the selected
+            pipelines continue, recorded durably in their tables (see docs/exactly-once.md).
+
     Returns:
         One report per pipeline, read back from its table.
 
@@ -253,85 +306,106 @@ def run(
         FrazilError: A pipeline failed; the first failure is raised.
     """
     selected = select_pipelines(config, pipeline_names)
+    if reset_offsets is not None:
+        progress.parse_reset(reset_offsets)  # a bad argument fails before Spark starts
     for pipeline in selected:
         check_topics(config, pipeline)
-        fence.acquire(config.state_dir, pipeline.name)
-    if spark is None:
-        from frazil.engine.session import build_spark
 
-        spark = build_spark(config)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
-    for pipeline in selected:
-        fence.record(config.state_dir, pipeline.name, jvm_pid)
+    def dispatch(event: Event) -> None:
+        if on_event is not None:
+            on_event(event)
+        if on_commit is not None and isinstance(event, CommitEvent):
+            on_commit(event)
 
-    runs: list[_Running] = []
-    with _Signals() as signals:
-        stop = stop_event or signals.stop
+    with fence.hold(config.state_dir, [p.name for p in selected]) as run_fence:
+        if spark is None:
+            from frazil.engine.session import build_spark
+
+            spark = build_spark(config, run_token=run_fence.token)
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        run_fence.record_jvm(int(jvm.java.lang.ProcessHandle.current().pid()))
+        admin = JvmKafkaAdmin(spark, config)
+        runs: list[PipelineRun] = []
         try:
-            for pipeline in selected:
-                runs.append(
-                    start_pipeline(
-                        spark,
-                        config,
-                        pipeline,
-                        until_caught_up=until_caught_up,
-                        on_commit=on_commit,
-                    )
+            with _Signals() as signals:
+                stop = stop_event or signals.stop
+                try:
+                    for pipeline in selected:
+                        pipeline_run = PipelineRun(
+                            spark, config, pipeline, admin, until_caught_up, dispatch
+                        )
+                        runs.append(pipeline_run)
+                        pipeline_run.start(pipeline_run.prepare(reset_offsets))
+                    if on_started:
+                        on_started([r.pipeline.name for r in runs])
+                    _wait(runs, stop, signals.stop)
+                finally:
+                    _stop_all(runs)
+            _raise_first_failure(runs)
+            return [
+                table_report(
+                    spark,
+                    r.table,
+                    r.pipeline,
+                    r.handler.stats,
+                    r.resumed_from_table,
+                    start_reason=r.start_reason,
+                    marker=next(iter(r.handler.targets.values())).last,
                 )
-            if on_started:
-                on_started([r.pipeline.name for r in runs])
-            _wait(runs, stop, signals.stop)
+                for r in runs
+            ]
         finally:
-            _stop_all(runs)
-    _raise_first_failure(runs)
-    return [
-        table_report(
-            spark,
-            r.table,
-            r.pipeline,
-            r.handler.stats,
-            r.resumed_from_table,
-            marker=r.handler.writer.last,
-        )
-        for r in runs
-    ]
+            admin.close()
 
 
-def _wait(runs: list[_Running], *stops: threading.Event) -> None:
+def _failed(r: PipelineRun) -> bool:
+    if r.handler.error is not None:
+        return True
+    return r.query is not None and not r.query.isActive and r.query.exception() is not None
+
+
+def _wait(runs: list[PipelineRun], *stops: threading.Event) -> None:
     while True:
         if any(s.is_set() for s in stops):
             return
-        if any(r.handler.error for r in runs):
+        for r in runs:
+            if _failed(r) and r.handler.error is None and r.pipeline.topic_pattern:
+                # Topics matched by a pattern come and go (rotated topics aged out by
+                # retention); Spark's source stops when one disappears. Start again from
+                # the table, whose offsets no longer name them.
+                gone = r.vanished_topics()
+                if gone:
+                    r.restart_from_table(f"topic(s) {', '.join(gone)} no longer exist")
+        if any(_failed(r) for r in runs):
             return
-        active = [r for r in runs if r.query.isActive]
+        active = [r for r in runs if r.query is not None and r.query.isActive]
         if not active:
             return
-        if any(r.query.exception() is not None for r in runs):
-            return
         try:
-            active[0].query.awaitTermination(1)
-        except Exception:  # the query failed: the caller reports why
-            return
+            query = active[0].query
+            assert query is not None
+            query.awaitTermination(1)
+        except Exception:  # the query failed: the loop above decides what to do
+            continue
 
 
-def _stop_all(runs: list[_Running]) -> None:
+def _stop_all(runs: list[PipelineRun]) -> None:
     """Let each in-flight batch finish, then stop the queries."""
     for r in runs:
         r.handler.closing = True
     for r in runs:
         r.handler.wait_idle()
-        if r.query.isActive:
+        if r.query is not None and r.query.isActive:
             r.query.stop()
 
 
-def _raise_first_failure(runs: list[_Running]) -> None:
+def _raise_first_failure(runs: list[PipelineRun]) -> None:
     for r in runs:
         if r.handler.error is not None and not isinstance(r.handler.error, StopRequested):
             raise r.handler.error
     for r in runs:
-        exc = r.query.exception()
+        exc = r.query.exception() if r.query is not None else None
         if exc is None:
             continue
         text = str(exc)
@@ -342,4 +416,4 @@ def _raise_first_failure(runs: list[_Running]) -> None:
         raise PipelineError(f"pipeline {r.pipeline.name!r} failed: {first}")
 
 
-__all__ = ["FrazilError", "run", "select_pipelines", "start_pipeline"]
+__all__ = ["FrazilError", "run", "select_pipelines"]

@@ -7,7 +7,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from frazil.config.models import CatalogConfig, FrazilConfig
+from frazil.config.models import CatalogConfig, FrazilConfig, is_remote, is_uri, local_path
+from frazil.config.secrets import spark_redaction_conf
+from frazil.engine.fence import jvm_option
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,15 +43,24 @@ def catalog_spark_conf(catalog: CatalogConfig) -> dict[str, str]:
 
 
 def _as_uri(location: str) -> str:
-    if "://" in location:
+    if is_uri(location):
         return location
     return Path(location).resolve().as_uri()
 
 
-def spark_conf(config: FrazilConfig, jars: list[Path]) -> dict[str, str]:
-    """Every Spark setting frazil applies, user settings (``spark.conf``) last."""
+def spark_conf(
+    config: FrazilConfig, jars: list[Path], run_token: str | None = None
+) -> dict[str, str]:
+    """Every Spark setting frazil applies, user settings (``spark.conf``) last.
+
+    Args:
+        run_token: Put on the driver JVM's command line (``-Dfrazil.run=…``) so the run fence
+            can tell this run's JVM from any other process that reuses its pid.
+    """
     log_config = resources.files("frazil.engine").joinpath("log4j2.properties")
     java_opts = f"-Dlog4j2.configurationFile={log_config}"
+    if run_token:
+        java_opts += f" {jvm_option(run_token)}"
     conf = {
         "spark.master": config.spark.master,
         "spark.app.name": config.spark.app_name,
@@ -68,23 +79,29 @@ def spark_conf(config: FrazilConfig, jars: list[Path]) -> dict[str, str]:
         "spark.sql.streaming.metricsEnabled": "true",
     }
     conf.update(catalog_spark_conf(config.catalog))
+    # Spark's UI, event log and plan strings mask frazil's secrets too (user settings win).
+    conf.update(spark_redaction_conf())
     conf.update(config.spark.conf)
     return conf
 
 
-def build_spark(config: FrazilConfig) -> SparkSession:
+def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSession:
     """Create (or return the running) SparkSession configured for ``config``.
 
     Fetches the pinned jars first if they are not in the cache yet.
+
+    Args:
+        run_token: The run fence's token for the driver JVM's command line.
     """
     from pyspark.sql import SparkSession
 
     from frazil.jvm.fetch import spark_jars
 
-    if config.catalog.type == "jdbc" and "://" not in config.catalog.warehouse:
-        Path(config.catalog.warehouse).mkdir(parents=True, exist_ok=True)
+    if config.catalog.type == "jdbc" and not is_remote(config.catalog.warehouse):
+        # SQLite creates its file but not the folder around it.
+        Path(local_path(config.catalog.warehouse)).mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder
-    for key, value in spark_conf(config, spark_jars()).items():
+    for key, value in spark_conf(config, spark_jars(), run_token).items():
         builder = builder.config(key, value)
     # Local Spark binds to loopback like every frazil service; workers use the CLI's Python.
     if config.spark.master.startswith("local"):

@@ -4,11 +4,16 @@ The broker runs in KRaft mode as a single combined broker+controller node, liste
 127.0.0.1 only and keeps everything under ``<state_dir>/kafka/``:
 
 * ``data/``: the log dir (topics and the metadata log),
-* ``server.properties`` and ``log4j2.xml``: rewritten on every start,
+* ``server.properties`` and ``log4j2.xml``: rewritten on every start (the properties are
+  private to the user: they hold the SASL passwords when a SASL listener is configured),
 * ``broker.log``: the JVM's stdout/stderr,
 * ``broker.pid``: pid and addresses of the running broker.
 
 The process is detached (own session), so it outlives the CLI command that started it.
+
+Besides its PLAINTEXT client listener the broker can serve an extra ``SASL_PLAINTEXT``
+listener (mechanism PLAIN, users and passwords given to :class:`LocalBroker`), for testing
+clients that authenticate. Inter-broker and controller traffic always stays PLAINTEXT.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ import dataclasses
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +43,15 @@ _LOG_TAIL_LINES = 40
 # broker.log is appended to by the JVM and cannot roll itself; rotate it between runs.
 _LOG_ROTATE_BYTES = 16 * 1024 * 1024
 _POLL_INTERVAL_S = 0.1
+
+# Name of the optional SASL listener; Kafka lower-cases it in per-listener config keys.
+_SASL_LISTENER = "SASL_PLAINTEXT"
+# Kafka's per-listener, per-mechanism JAAS setting (``listener.name.{listener}.{mechanism}.
+# sasl.jaas.config``): a broker-level property, so no JAAS file or JVM flag is needed.
+_SASL_JAAS_KEY = f"listener.name.{_SASL_LISTENER.lower()}.plain.sasl.jaas.config"
+# User names become JAAS option keys (``user_<name>``), which cannot be quoted; Kafka 4.1's
+# JAAS parser ends such a key at anything but letters, digits and ``._-$`` (checked).
+_SASL_USER_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 # Children started by this Python process, kept so they can be reaped (no zombies, no
 # "subprocess still running" warnings) when this process stops them.
@@ -74,6 +89,8 @@ class BrokerStatus:
         formatted: Whether the storage was formatted (the broker ran at least once).
         data_bytes: Disk space used by the broker's data folder.
         log_file: The broker's log.
+        sasl_bootstrap: ``host:port`` of the SASL listener (of the running broker, if any),
+            or None if there is none.
     """
 
     running: bool
@@ -83,6 +100,7 @@ class BrokerStatus:
     formatted: bool
     data_bytes: int
     log_file: Path
+    sasl_bootstrap: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view (paths as strings)."""
@@ -90,6 +108,15 @@ class BrokerStatus:
         data["state_dir"] = str(self.state_dir)
         data["log_file"] = str(self.log_file)
         return data
+
+
+@dataclasses.dataclass(frozen=True)
+class _Running:
+    """The running broker, as recorded in its pid file."""
+
+    pid: int
+    bootstrap: str
+    sasl_bootstrap: str | None
 
 
 class LocalBroker:
@@ -101,6 +128,14 @@ class LocalBroker:
         port: Client (PLAINTEXT) port.
         controller_port: KRaft controller port.
         heap: JVM maximum heap (``-Xmx``).
+        sasl_port: If given, the broker also serves clients on this port with protocol
+            ``SASL_PLAINTEXT`` and SASL mechanism ``PLAIN``.
+        sasl_users: The users the SASL listener accepts (user name -> password); required
+            with ``sasl_port``. Names are limited to letters, digits and ``._-``.
+
+    Raises:
+        ValueError: If only one of ``sasl_port`` and ``sasl_users`` is given, no user is
+            given, a user name is not allowed, or two ports are the same.
     """
 
     def __init__(
@@ -110,12 +145,32 @@ class LocalBroker:
         port: int = 9092,
         controller_port: int = 9093,
         heap: str = "512m",
+        sasl_port: int | None = None,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
+        if (sasl_port is None) != (sasl_users is None):
+            raise ValueError("sasl_port and sasl_users must be given together")
+        if sasl_users is not None:
+            if not sasl_users:
+                raise ValueError("sasl_users must name at least one user")
+            for name in sasl_users:
+                if not _SASL_USER_NAME.fullmatch(name):
+                    raise ValueError(
+                        f"SASL user name {name!r} is not allowed: use letters, digits and ._-"
+                    )
+        ports = [port, controller_port] + ([sasl_port] if sasl_port is not None else [])
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"the broker's ports must differ, got {ports}")
         self.state_dir = Path(state_dir).resolve()
         self.host = host
         self.port = port
         self.controller_port = controller_port
         self.heap = heap
+        self.sasl_port = sasl_port
+        # A private copy: later changes to the caller's mapping must not change the config.
+        self.sasl_users: dict[str, str] | None = (
+            dict(sasl_users) if sasl_users is not None else None
+        )
         self.kafka_dir = self.state_dir / "kafka"
         self.data_dir = self.kafka_dir / "data"
         self.config_file = self.kafka_dir / "server.properties"
@@ -127,6 +182,11 @@ class LocalBroker:
     def bootstrap(self) -> str:
         """The ``host:port`` this broker is configured to serve clients on."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def sasl_bootstrap(self) -> str | None:
+        """The ``host:port`` of the SASL listener, or None if this broker has none."""
+        return f"{self.host}:{self.sasl_port}" if self.sasl_port is not None else None
 
     def up(self, timeout: float = 60) -> str:
         """Start the broker (formatting its storage on first use) and wait until it answers.
@@ -140,8 +200,9 @@ class LocalBroker:
             The bootstrap address ``host:port``.
 
         Raises:
-            ServiceError: If it is already running on other ports, a port is taken, or the
-                broker exits or does not answer in time (the message has its log's tail).
+            ServiceError: If it is already running on other ports or with other SASL users,
+                a port is taken, or the broker exits or does not answer in time (the message
+                has its log's tail).
             ArtifactError: If the Kafka jars cannot be fetched or Java is missing.
         """
         deadline = time.monotonic() + timeout
@@ -149,16 +210,29 @@ class LocalBroker:
         with self._locked():
             running = self._running()
             if running is not None:
-                pid, bootstrap = running
-                if bootstrap != self.bootstrap:
+                if (running.bootstrap, running.sasl_bootstrap) != (
+                    self.bootstrap,
+                    self.sasl_bootstrap,
+                ):
+                    sasl = f" and {running.sasl_bootstrap} (SASL)" if running.sasl_bootstrap else ""
                     raise ServiceError(
                         f"the local Kafka broker in {self.kafka_dir} is already running at "
-                        f"{bootstrap} (pid {pid}); stop it (`frazil local down`) to change ports"
+                        f"{running.bootstrap}{sasl} (pid {running.pid}); stop it "
+                        "(`frazil local down`) to change its listeners"
                     )
-                self._wait_ready(pid, deadline, log_offset=None)
-                return bootstrap
+                if not self._runs_our_sasl_users():
+                    raise ServiceError(
+                        f"the local Kafka broker in {self.kafka_dir} is already running "
+                        f"(pid {running.pid}) with other SASL users or passwords; stop it "
+                        "(`frazil local down`) to change them"
+                    )
+                self._wait_ready(running.pid, deadline, log_offset=None)
+                return running.bootstrap
             self.pid_file.unlink(missing_ok=True)
-            for port in (self.port, self.controller_port):
+            ports = [self.port, self.controller_port]
+            if self.sasl_port is not None:
+                ports.append(self.sasl_port)
+            for port in ports:
                 if _port_taken(self.host, port):
                     raise ServiceError(
                         f"cannot start the local Kafka broker: {self.host}:{port} is already in "
@@ -191,7 +265,7 @@ class LocalBroker:
             if running is None:
                 self.pid_file.unlink(missing_ok=True)
                 return False
-            self._stop(running[0], timeout)
+            self._stop(running.pid, timeout)
             return True
 
     def status(self) -> BrokerStatus:
@@ -199,24 +273,45 @@ class LocalBroker:
         running = self._running()
         return BrokerStatus(
             running=running is not None,
-            pid=running[0] if running else None,
-            bootstrap=running[1] if running else self.bootstrap,
+            pid=running.pid if running else None,
+            bootstrap=running.bootstrap if running else self.bootstrap,
             state_dir=self.state_dir,
             formatted=(self.data_dir / "meta.properties").is_file(),
             data_bytes=_tree_size(self.data_dir),
             log_file=self.log_file,
+            sasl_bootstrap=running.sasl_bootstrap if running else self.sasl_bootstrap,
         )
 
     # -- process handling -------------------------------------------------------------
 
-    def _running(self) -> tuple[int, str] | None:
-        """(pid, bootstrap) of the live broker recorded in the pid file, else None."""
+    def _running(self) -> _Running | None:
+        """The live broker recorded in the pid file, else None."""
         try:
             info = json.loads(self.pid_file.read_text())
             pid, bootstrap = int(info["pid"]), str(info["bootstrap"])
-        except (OSError, ValueError, KeyError, TypeError):
+            # Absent from pid files written before SASL listeners existed: no SASL.
+            sasl = info.get("sasl_bootstrap")
+            sasl_bootstrap = str(sasl) if sasl is not None else None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
-        return (pid, bootstrap) if self._is_our_broker(pid) else None
+        if not self._is_our_broker(pid):
+            return None
+        return _Running(pid, bootstrap, sasl_bootstrap)
+
+    def _runs_our_sasl_users(self) -> bool:
+        """Whether the running broker's config has exactly our SASL users and passwords.
+
+        The config file is only rewritten when the broker starts, so it shows what the
+        running broker uses. Only called once the listeners matched, so both or neither
+        have a SASL listener.
+        """
+        if self.sasl_users is None:
+            return True
+        try:
+            lines = self.config_file.read_text().splitlines()
+        except OSError:
+            return False
+        return self._sasl_jaas_line() in lines
 
     def _is_our_broker(self, pid: int) -> bool:
         child = _CHILDREN.get(pid)
@@ -277,6 +372,8 @@ class LocalBroker:
                     "bootstrap": self.bootstrap,
                     "port": self.port,
                     "controller_port": self.controller_port,
+                    "sasl_port": self.sasl_port,
+                    "sasl_bootstrap": self.sasl_bootstrap,
                 }
             )
         )
@@ -299,11 +396,14 @@ class LocalBroker:
                     f"in time; last lines of {self.log_file}:\n{self._log_tail(log_offset)}"
                 )
             # Only talk Kafka once the port accepts connections: librdkafka prints every
-            # refused connection to stderr.
+            # refused connection to stderr. Readiness is always asked on the PLAINTEXT
+            # listener (no credentials needed); the SASL one only has to accept connections.
             if _port_open(self.host, self.port):
                 if admin is None:
                     admin = _admin_client(self.bootstrap)
-                if _answers_metadata(admin, min(remaining, 2.0)):
+                if _answers_metadata(admin, min(remaining, 2.0)) and (
+                    self.sasl_port is None or _port_open(self.host, self.sasl_port)
+                ):
                     return
             time.sleep(_POLL_INTERVAL_S)
 
@@ -347,18 +447,27 @@ class LocalBroker:
 
     def _write_config(self) -> None:
         self.log4j_file.write_text(_LOG4J2_XML)
-        self.config_file.write_text(self._server_properties())
+        _write_private(self.config_file, self._server_properties())
 
     def _server_properties(self) -> str:
         client = f"{self.host}:{self.port}"
         controller = f"{self.host}:{self.controller_port}"
+        listeners = f"PLAINTEXT://{client},CONTROLLER://{controller}"
+        protocols = "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+        if self.sasl_port is not None:
+            listeners += f",{_SASL_LISTENER}://{self.host}:{self.sasl_port}"
+            protocols += f",{_SASL_LISTENER}:SASL_PLAINTEXT"
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.bootstrap.servers": controller,
-            "listeners": f"PLAINTEXT://{client},CONTROLLER://{controller}",
-            "advertised.listeners": f"PLAINTEXT://{client},CONTROLLER://{controller}",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listeners": listeners,
+            # Each listener advertises itself, so a client bootstrapped on the SASL port
+            # gets the SASL port back in metadata.
+            "advertised.listeners": listeners,
+            "listener.security.protocol.map": protocols,
+            # Replication and controller traffic stay PLAINTEXT, so the broker itself never
+            # needs SASL credentials.
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
             "log.dirs": _escape_property(str(self.data_dir)),
@@ -392,7 +501,24 @@ class LocalBroker:
         }
         lines = ["# Written by frazil on every broker start; edits are overwritten."]
         lines += [f"{key}={value}" for key, value in settings.items()]
+        if self.sasl_users is not None:
+            lines += [
+                # Only PLAIN; Kafka's default (GSSAPI) would need Kerberos.
+                "sasl.enabled.mechanisms=PLAIN",
+                self._sasl_jaas_line(),
+            ]
         return "\n".join(lines) + "\n"
+
+    def _sasl_jaas_line(self) -> str:
+        """The ``server.properties`` line that holds the SASL users and passwords."""
+        assert self.sasl_users is not None
+        # PlainLoginModule's server side accepts each ``user_<name>="<password>"`` option;
+        # no username/password options, as the broker never logs in over SASL itself.
+        users = " ".join(
+            f'user_{name}="{_jaas_quote(password)}"' for name, password in self.sasl_users.items()
+        )
+        jaas = f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+        return f"{_SASL_JAAS_KEY}={_escape_property(jaas)}"
 
     def _format(self, java: str, classpath: str) -> None:
         # No meta.properties means no usable data: clear leftovers of a failed format.
@@ -459,7 +585,35 @@ def _new_cluster_id() -> str:
 
 
 def _escape_property(value: str) -> str:
-    return value.replace("\\", "\\\\")
+    """Escape a value for a Java ``.properties`` file, which Kafka reads as ISO-8859-1."""
+    escapes = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
+    out: list[str] = []
+    for char in value:
+        if char in escapes:
+            out.append(escapes[char])
+        elif " " <= char <= "~":
+            out.append(char)
+        else:
+            # Anything else as \uXXXX UTF-16 code units, so the file is plain ASCII.
+            units = char.encode("utf-16-be")
+            out += [f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2)]
+    if value.startswith(" "):
+        out[0] = "\\ "  # Java drops unescaped leading whitespace of a value
+    return "".join(out)
+
+
+def _jaas_quote(value: str) -> str:
+    """Escape a value for a double-quoted JAAS option (Java's StreamTokenizer rules)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, readable by its owner only (it may hold passwords)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        # The mode of open() only applies to new files; tighten an older one too.
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(text)
 
 
 def _admin_client(bootstrap: str) -> Any:

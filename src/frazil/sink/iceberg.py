@@ -1,41 +1,88 @@
-"""One Iceberg table's exactly-once writer: one commit per micro-batch, stamped with a marker."""
+"""One Iceberg table seen from the driver: snapshot ancestry, appends, marker-only commits.
+
+The handle uses Iceberg's Java API in the Spark driver JVM (through the session's catalog), so
+it reads exactly the metadata Spark writes, whatever the catalog (JDBC, REST, Hadoop).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from frazil.sink.marker import CommitMarker, latest_marker
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-class IcebergTableWriter:
-    """Appends micro-batches to one table, each exactly once.
+@dataclass(frozen=True)
+class SnapshotView:
+    """One snapshot of a table's history; summary entries are read on demand."""
 
-    The writer remembers the newest commit marker of its pipeline in the table (read once at
-    start, then kept up to date). A batch whose (query id, batch id) is not newer than that
-    marker was committed before a crash and is skipped when Spark replays it.
+    snapshot_id: int
+    _summary: Any
+
+    def get(self, key: str) -> str | None:
+        """One snapshot-summary entry, or None."""
+        value = self._summary.get(key)
+        return None if value is None else str(value)
+
+
+class IcebergTable:
+    """A live handle on one table, refreshed on demand.
+
+    Args:
+        spark: The running session.
+        name: The table's qualified name (``catalog.namespace.table``, parts may be backquoted).
     """
 
-    def __init__(
-        self, spark: SparkSession, table: str, pipeline: str, *, new_table: bool = False
-    ) -> None:
-        self.table = table
-        self.pipeline = pipeline
-        self.last: CommitMarker | None = (
-            None if new_table else latest_marker(spark, table, pipeline)
+    def __init__(self, spark: SparkSession, name: str) -> None:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        self.name = name
+        self._table: Any = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            spark._jsparkSession, name
         )
 
-    def already_committed(self, query_id: str, batch_id: int) -> bool:
-        """Whether this batch of this query is already in the table."""
-        last = self.last
-        return last is not None and last.query_id == query_id and batch_id <= last.batch_id
+    def refresh(self) -> None:
+        """Pick up commits made since the last look (by Spark, other runs, maintenance)."""
+        self._table.refresh()
 
-    def commit(self, rows: DataFrame, marker: CommitMarker) -> None:
-        """Append ``rows`` in a single Iceberg commit whose summary carries ``marker``."""
-        writer = rows.writeTo(self.table)
-        for key, value in marker.to_summary().items():
-            writer = writer.option(f"snapshot-property.{key}", value)
-        writer.append()
-        self.last = marker
+    def current_snapshot_id(self) -> int | None:
+        """The id of the table's current snapshot, or None for a table without any."""
+        snapshot = self._table.currentSnapshot()
+        return None if snapshot is None else int(snapshot.snapshotId())
+
+    def ancestry(self) -> Iterator[SnapshotView]:
+        """The current snapshot and its ancestors, newest first, as far as they are kept.
+
+        This is the table's real history: snapshots rolled back or left on other branches are
+        not in it, and no clock is trusted to order it.
+        """
+        snapshot = self._table.currentSnapshot()
+        while snapshot is not None:
+            yield SnapshotView(int(snapshot.snapshotId()), snapshot.summary())
+            parent = snapshot.parentId()
+            snapshot = None if parent is None else self._table.snapshot(parent)
+
+    def total_records(self) -> int:
+        """Live rows in the current snapshot, from its summary (0 for an empty table)."""
+        snapshot = self._table.currentSnapshot()
+        if snapshot is None:
+            return 0
+        value = snapshot.summary().get("total-records")
+        return int(value) if value is not None else 0
+
+    def commit_summary_only(self, summary: dict[str, str]) -> None:
+        """Commit a snapshot that adds no data and carries ``summary`` (progress without rows)."""
+        append = self._table.newFastAppend()
+        for key, value in summary.items():
+            append = append.set(key, value)
+        append.commit()
+
+
+def append_rows(rows: DataFrame, table: str, summary: dict[str, str]) -> None:
+    """Append ``rows`` to ``table`` in one Iceberg commit whose snapshot summary has ``summary``."""
+    writer = rows.writeTo(table)
+    for key, value in summary.items():
+        writer = writer.option(f"snapshot-property.{key}", value)
+    writer.append()

@@ -140,23 +140,6 @@ def list_partitions(
     }
 
 
-def resume_offsets(
-    config: FrazilConfig, pipeline: PipelineConfig, stored: TopicOffsets
-) -> TopicOffsets:
-    """Starting offsets that resume after ``stored``, for every partition subscribed now.
-
-    Partitions without a stored offset start where ``starting_offsets`` says (-2 is Spark's
-    code for earliest, -1 for latest), so a topic that appeared while the pipeline was down is
-    read from its start, as Spark does for partitions it discovers on its own.
-    """
-    default = -2 if pipeline.starting_offsets == "earliest" else -1
-    result: TopicOffsets = {}
-    for topic, partitions in list_partitions(config, pipeline).items():
-        known = stored.get(topic, {})
-        result[topic] = {p: known.get(p, default) for p in partitions}
-    return result
-
-
 def read_stream(spark: SparkSession, options: dict[str, str]) -> DataFrame:
     """The raw Kafka stream (key, value, topic, partition, offset, timestamp, ...)."""
     reader = spark.readStream.format("kafka")

@@ -1,0 +1,49 @@
+"""The column contract of a micro-batch: the columns every plan step reads and writes.
+
+Alongside the user's columns, a batch carries internal columns whose names start with
+``__frazil_`` (reserved: the config refuses schema fields with that prefix). None of them
+reach a table; the writer strips them.
+
+* provenance: :data:`TOPIC`, :data:`PARTITION`, :data:`OFFSET`, :data:`TIMESTAMP_MS`, and the
+  raw :data:`KEY`, :data:`VALUE`, :data:`HEADERS`, :data:`TIMESTAMP` while steps need them;
+* :data:`ERROR`: null, or ``struct<stage, reason, detail>`` set by the first step that could
+  not handle the record (a step marks, it never raises for one record);
+* :data:`TABLE`: the record's target table (``namespace.table``), set by routing;
+* :data:`OP`: what the writer does with the record: :data:`OP_APPEND`, or :data:`OP_SKIP` for
+  records that are deliberately not written (tombstones in append mode).
+"""
+
+from __future__ import annotations
+
+INTERNAL_PREFIX = "__frazil_"
+
+TOPIC = "__frazil_topic"
+PARTITION = "__frazil_partition"
+OFFSET = "__frazil_offset"
+TIMESTAMP_MS = "__frazil_ts_ms"
+KEY = "__frazil_key"
+VALUE = "__frazil_value"
+HEADERS = "__frazil_headers"
+TIMESTAMP = "__frazil_timestamp"
+ERROR = "__frazil_error"
+TABLE = "__frazil_table"
+OP = "__frazil_op"
+
+#: The error struct's type, as Spark DDL.
+ERROR_DDL = "struct<stage:string,reason:string,detail:string>"
+
+OP_APPEND = "append"
+OP_SKIP = "skip"
+
+#: Prefix of the optional Kafka metadata columns that do reach the table (``kafka_metadata``).
+METADATA_PREFIX = "_kafka_"
+
+#: Stages named in :data:`ERROR` (and later in dead-letter records).
+STAGE_DECODE = "decode"
+STAGE_TRANSFORM = "transform"
+STAGE_ROUTE = "route"
+
+
+def is_internal(name: str) -> bool:
+    """Whether a column is frazil's own bookkeeping and must not reach a table."""
+    return name.startswith(INTERNAL_PREFIX)

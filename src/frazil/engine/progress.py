@@ -1,0 +1,445 @@
+"""Exactly-once by offsets: the marker in each snapshot, the offset filter, resuming, resetting.
+
+Every commit frazil makes carries a *marker* in its snapshot summary: for one pipeline, the
+next Kafka offset to read of every partition the pipeline reads (cumulative), the largest Kafka
+timestamp committed per partition, the valid-through mark, the batch id and a commit id.
+
+* The marker of a table is found by walking the current snapshot's ancestry, newest first
+  (:func:`find_marker`); rolled-back snapshots are not in it and no clock is trusted.
+* Before a table is written, rows below its marker for their partition are dropped
+  (:func:`offset_filter`), so a replayed batch, a re-planned range, an old checkpoint or a
+  second run can never add a record twice.
+* At start the table, not the checkpoint, is the source of truth (:func:`decide_start`).
+
+This module holds the rules; the batch handler and the runner apply them.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from frazil.errors import CommitError, ConfigError, PipelineError
+from frazil.source.kafka import TopicOffsets, offsets_from_json, offsets_to_json
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+    from frazil.sink.iceberg import IcebergTable
+
+PIPELINE = "frazil.pipeline"
+QUERY_ID = "frazil.query-id"
+BATCH_ID = "frazil.batch-id"
+COMMIT_ID = "frazil.commit-id"
+OFFSETS = "frazil.offsets"
+MAX_TIMESTAMPS = "frazil.max-timestamps"
+VALID_THROUGH = "frazil.valid-through"
+VALID_THROUGH_MS = "frazil.valid-through-ms"
+RECORDS = "frazil.records"
+RESET = "frazil.reset"
+
+#: Spark's codes for "earliest" and "latest" in ``startingOffsets`` JSON.
+EARLIEST = -2
+LATEST = -1
+
+#: How far back :func:`find_marker` walks before giving up (snapshots of other writers).
+_MAX_WALK = 100_000
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One pipeline's progress as recorded in one snapshot summary.
+
+    Attributes:
+        offsets: Next offset to read per topic-partition, for every partition the pipeline
+            read when this commit was made (topics deleted since have left it).
+        max_timestamps: Largest Kafka timestamp (epoch ms) committed per partition.
+        valid_through_ms: Every record whose Kafka timestamp is at or before this mark is in
+            the table (see :func:`valid_through`).
+        reset: Set on the marker an explicit ``--reset-offsets`` recorded (its argument).
+    """
+
+    pipeline: str
+    offsets: TopicOffsets
+    max_timestamps: TopicOffsets = field(default_factory=dict)
+    valid_through_ms: int | None = None
+    batch_id: int = -1
+    query_id: str = ""
+    records: int = 0
+    commit_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    reset: str | None = None
+
+    def to_summary(self) -> dict[str, str]:
+        """The snapshot-summary entries for this marker."""
+        summary = {
+            PIPELINE: self.pipeline,
+            QUERY_ID: self.query_id,
+            BATCH_ID: str(self.batch_id),
+            COMMIT_ID: self.commit_id,
+            OFFSETS: offsets_to_json(self.offsets),
+            MAX_TIMESTAMPS: offsets_to_json(self.max_timestamps),
+            RECORDS: str(self.records),
+        }
+        if self.valid_through_ms is not None:
+            summary[VALID_THROUGH_MS] = str(self.valid_through_ms)
+            summary[VALID_THROUGH] = format_ms(self.valid_through_ms)
+        if self.reset is not None:
+            summary[RESET] = self.reset
+        return summary
+
+    @classmethod
+    def from_summary(cls, get: Callable[[str], str | None]) -> Marker | None:
+        """Read a marker back through ``get(key)``; None if the snapshot has none."""
+        pipeline = get(PIPELINE)
+        if pipeline is None or get(OFFSETS) is None:
+            return None
+        valid = get(VALID_THROUGH_MS)
+        return cls(
+            pipeline=pipeline,
+            offsets=offsets_from_json(get(OFFSETS) or "{}"),
+            max_timestamps=offsets_from_json(get(MAX_TIMESTAMPS) or "{}"),
+            valid_through_ms=int(valid) if valid else None,
+            batch_id=int(get(BATCH_ID) or -1),
+            query_id=get(QUERY_ID) or "",
+            records=int(get(RECORDS) or 0),
+            commit_id=get(COMMIT_ID) or "",
+            reset=get(RESET),
+        )
+
+
+def format_ms(epoch_ms: int) -> str:
+    """An epoch-milliseconds instant as ISO-8601 UTC, e.g. ``2026-11-22T01:02:03.456Z``."""
+    import datetime as dt
+
+    instant = dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.timezone.utc)
+    return instant.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+
+
+@dataclass(frozen=True)
+class TableState:
+    """What a table says about one pipeline, read in one walk of its ancestry.
+
+    Attributes:
+        marker: The pipeline's newest marker, or None.
+        snapshot_id: The current snapshot when read (the base of the next commit).
+        total_records: Live rows in the table.
+    """
+
+    marker: Marker | None
+    snapshot_id: int | None
+    total_records: int
+
+
+def find_marker(table: IcebergTable, pipeline: str) -> TableState:
+    """The pipeline's newest marker in the table's current ancestry (newest first)."""
+    table.refresh()
+    snapshot_id = table.current_snapshot_id()
+    marker = None
+    for steps, view in enumerate(table.ancestry()):
+        if steps >= _MAX_WALK:
+            break
+        if view.get(PIPELINE) == pipeline:
+            marker = Marker.from_summary(view.get)
+            if marker is not None:
+                break
+    return TableState(marker, snapshot_id, table.total_records())
+
+
+def check_no_interleaving(table: IcebergTable, state: TableState, marker: Marker) -> None:
+    """After a commit: fail if another run of this pipeline committed since ``state`` was read.
+
+    The offset filter makes a second run harmless once the first has committed; two runs
+    writing the same offsets at the same moment are what the run fence prevents. Should both
+    ever happen (a fence bypassed by a second state_dir), this names it instead of going on.
+
+    Raises:
+        CommitError: Another commit of the same pipeline sits between the base and ours.
+    """
+    table.refresh()
+    for steps, view in enumerate(table.ancestry()):
+        if view.snapshot_id == state.snapshot_id or steps >= _MAX_WALK:
+            return
+        if view.get(PIPELINE) == marker.pipeline and view.get(COMMIT_ID) != marker.commit_id:
+            raise CommitError(
+                f"pipeline {marker.pipeline!r}: table {table.name} got a commit of the same "
+                f"pipeline from another run (snapshot {view.snapshot_id}) while batch "
+                f"{marker.batch_id} was written; two runs of one pipeline must not share a "
+                "table at once (give each its own state_dir only if they read other topics)"
+            )
+
+
+def offset_filter(marker: Marker | None) -> Column | None:
+    """A condition keeping rows at or above the marker's offset for their partition.
+
+    Returns None when there is nothing to filter (no marker). Partitions the marker does not
+    know are kept whole.
+    """
+    from pyspark.sql import functions as F
+
+    from frazil import columns as c
+
+    if marker is None or not marker.offsets:
+        return None
+    entries = []
+    for topic, parts in sorted(marker.offsets.items()):
+        for partition, offset in sorted(parts.items()):
+            entries += [F.lit(f"{topic}\x00{partition}"), F.lit(offset)]
+    bounds = F.create_map(*entries)
+    key = F.concat(F.col(c.TOPIC), F.lit("\x00"), F.col(c.PARTITION).cast("string"))
+    return F.col(c.OFFSET) >= F.coalesce(F.try_element_at(bounds, key), F.lit(0))
+
+
+def covered(marker: Marker | None, planned: TopicOffsets) -> bool:
+    """Whether every offset of a batch planned up to ``planned`` is already in the table."""
+    if marker is None or not planned:
+        return False
+    return all(
+        end <= marker.offsets.get(topic, {}).get(partition, EARLIEST)
+        for topic, parts in planned.items()
+        for partition, end in parts.items()
+    )
+
+
+def ahead_of(checkpoint: TopicOffsets, marker: Marker | None) -> list[str]:
+    """Partitions where a checkpoint claims more than the table holds ("topic/partition")."""
+    known = marker.offsets if marker else {}
+    return [
+        f"{topic}/{partition}"
+        for topic, parts in sorted(checkpoint.items())
+        for partition, offset in sorted(parts.items())
+        if offset > max(known.get(topic, {}).get(partition, 0), 0)
+    ]
+
+
+def valid_through(
+    previous: int | None,
+    max_timestamps: TopicOffsets,
+    planned: TopicOffsets,
+    lagging: set[tuple[str, int]],
+) -> int | None:
+    """The valid-through mark after a commit.
+
+    Every record whose Kafka timestamp is at or before the mark is in the table: the minimum,
+    over partitions not yet read to their end offset, of the largest timestamp committed from
+    them. Partitions read to their end hold nothing back; when all are, the mark is the largest
+    committed timestamp. A lagging partition with nothing committed yet keeps the previous mark.
+    The mark never moves back.
+
+    Args:
+        previous: The mark of the previous commit.
+        max_timestamps: Largest committed timestamp per partition, this batch included.
+        planned: The partitions the batch covered.
+        lagging: Partitions whose end offset is below Kafka's latest offset.
+    """
+    partitions = [(t, p) for t, parts in planned.items() for p in parts]
+    if lagging:
+        stamps = [max_timestamps.get(t, {}).get(p) for t, p in partitions if (t, p) in lagging]
+        candidate = None if any(s is None for s in stamps) else min(stamps)  # type: ignore[type-var]
+    else:
+        known = [max_timestamps.get(t, {}).get(p) for t, p in partitions]
+        present = [s for s in known if s is not None]
+        candidate = max(present) if present else None
+    if candidate is None:
+        return previous
+    return candidate if previous is None else max(previous, candidate)
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    """What a batch holds for one partition, after the offset filter."""
+
+    records: int
+    max_timestamp_ms: int | None
+
+
+def next_marker(
+    previous: Marker | None,
+    *,
+    pipeline: str,
+    planned: TopicOffsets,
+    stats: dict[tuple[str, int], PartitionStats],
+    lagging: set[tuple[str, int]],
+    batch_id: int,
+    query_id: str,
+    records: int,
+) -> Marker:
+    """The marker of a commit covering a batch planned up to ``planned``.
+
+    Offsets are those of every planned partition (idle ones included), never below the
+    previous marker; partitions no longer planned (deleted topics) leave the marker.
+    """
+    prev_offsets = previous.offsets if previous else {}
+    prev_stamps = previous.max_timestamps if previous else {}
+    offsets: TopicOffsets = {}
+    stamps: TopicOffsets = {}
+    for topic, parts in planned.items():
+        for partition, end in parts.items():
+            before = prev_offsets.get(topic, {}).get(partition)
+            offsets.setdefault(topic, {})[partition] = end if before is None else max(end, before)
+            seen = stats.get((topic, partition))
+            candidates = [
+                s
+                for s in (
+                    prev_stamps.get(topic, {}).get(partition),
+                    seen.max_timestamp_ms if seen else None,
+                )
+                if s is not None
+            ]
+            if candidates:
+                stamps.setdefault(topic, {})[partition] = max(candidates)
+    return Marker(
+        pipeline=pipeline,
+        offsets=offsets,
+        max_timestamps=stamps,
+        valid_through_ms=valid_through(
+            previous.valid_through_ms if previous else None, stamps, planned, lagging
+        ),
+        batch_id=batch_id,
+        query_id=query_id,
+        records=records,
+    )
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a pipeline's query starts, decided from the table and the checkpoint.
+
+    Attributes:
+        from_table: Start a fresh checkpoint at the table's offsets (:attr:`offsets_source`).
+        set_aside: Move the existing checkpoint out of the way first.
+        use_starting_offsets: Start a fresh checkpoint at the pipeline's ``starting_offsets``.
+        reason: One line for the log and the run report.
+    """
+
+    from_table: bool = False
+    set_aside: bool = False
+    use_starting_offsets: bool = False
+    reason: str = ""
+
+
+def decide_start(
+    pipeline: str,
+    table: str,
+    state: TableState,
+    checkpoint_committed: TopicOffsets | None,
+    checkpoint_has_progress: bool,
+) -> Start:
+    """Reconcile the checkpoint with the table; the table's offsets win.
+
+    Raises:
+        PipelineError: The table holds rows but no marker of this pipeline: starting from
+            ``starting_offsets`` could duplicate or skip records, so the user must choose.
+    """
+    marker = state.marker
+    if marker is None:
+        if state.total_records > 0:
+            raise PipelineError(
+                f"pipeline {pipeline!r}: table {table} holds {state.total_records:,} rows but "
+                f"no progress marker of this pipeline in its snapshot history (the snapshot "
+                "that had it was expired or rolled back, the pipeline was renamed, or another "
+                "writer filled the table). Starting over could duplicate or skip records, so "
+                "frazil will not guess: run once with --reset-offsets earliest, latest or "
+                'a JSON map like \'{"topic": {"0": 42}}\' to say where to continue '
+                "(docs/exactly-once.md)"
+            )
+        if checkpoint_committed and ahead_of(checkpoint_committed, None):
+            return Start(
+                set_aside=True,
+                use_starting_offsets=True,
+                reason="the checkpoint is ahead of the table, which holds nothing of this "
+                "pipeline: started over from starting_offsets",
+            )
+        return Start(reason="new pipeline" if not checkpoint_has_progress else "")
+    if not checkpoint_has_progress:
+        return Start(
+            from_table=True,
+            reason="checkpoint had no progress: started from the table's offsets",
+        )
+    if checkpoint_committed:
+        ahead = ahead_of(checkpoint_committed, marker)
+        if ahead:
+            return Start(
+                from_table=True,
+                set_aside=True,
+                reason=f"checkpoint was ahead of the table ({', '.join(ahead[:4])}"
+                f"{' …' if len(ahead) > 4 else ''}): started from the table's offsets",
+            )
+    return Start()
+
+
+def resume_offsets(marker: Marker | None, current: dict[str, list[int]]) -> TopicOffsets:
+    """Starting offsets for the partitions Kafka has now: the marker's, else earliest.
+
+    Topics in the marker that no longer exist are left out (Spark refuses offsets for
+    partitions it is not assigned); partitions created meanwhile start from earliest, as
+    Spark starts partitions it discovers on its own.
+    """
+    known = marker.offsets if marker else {}
+    return {
+        topic: {p: known.get(topic, {}).get(p, EARLIEST) for p in partitions}
+        for topic, partitions in current.items()
+    }
+
+
+def parse_reset(text: str) -> str | TopicOffsets:
+    """Parse ``--reset-offsets``: ``earliest``, ``latest`` or ``{"topic": {"0": 42}}``.
+
+    In the JSON form -2 means earliest and -1 latest, as in Spark's ``startingOffsets``.
+
+    Raises:
+        ConfigError: Anything else.
+    """
+    if text in ("earliest", "latest"):
+        return text
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict) or not raw:
+            raise ValueError("not a JSON object")
+        result: TopicOffsets = {}
+        for topic, parts in raw.items():
+            if not isinstance(parts, dict):
+                raise ValueError(f"topic {topic!r} must map partitions to offsets")
+            result[str(topic)] = {int(p): int(o) for p, o in parts.items()}
+            if any(o < EARLIEST for o in result[str(topic)].values()):
+                raise ValueError("offsets must be >= -2 (-2 earliest, -1 latest)")
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"--reset-offsets {text!r}: expected earliest, latest or a JSON map like "
+            f'\'{{"topic": {{"0": 42}}}}\' ({exc})'
+        ) from None
+    return result
+
+
+def resolve_reset(
+    spec: str | TopicOffsets,
+    current: dict[str, list[int]],
+    earliest: TopicOffsets,
+    latest: TopicOffsets,
+) -> TopicOffsets:
+    """Concrete offsets for a reset, for every partition Kafka has now.
+
+    Partitions a JSON reset does not list start from earliest.
+    """
+    result: TopicOffsets = {}
+    for topic, partitions in current.items():
+        for partition in partitions:
+            first = earliest.get(topic, {}).get(partition, 0)
+            last = latest.get(topic, {}).get(partition, first)
+            if spec == "earliest":
+                offset = first
+            elif spec == "latest":
+                offset = last
+            else:
+                assert isinstance(spec, dict)
+                wanted = spec.get(topic, {}).get(partition, EARLIEST)
+                offset = first if wanted == EARLIEST else last if wanted == LATEST else wanted
+            result.setdefault(topic, {})[partition] = offset
+    return result
+
+
+def reset_marker(pipeline: str, spec_text: str, offsets: TopicOffsets) -> Marker:
+    """The marker that records a reset durably (a commit without rows carries it)."""
+    return replace(Marker(pipeline=pipeline, offsets=offsets), reset=spec_text)

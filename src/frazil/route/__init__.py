@@ -1,0 +1,1 @@
+"""Routing: sets each record's target table (one table per pipeline today)."""

@@ -1,0 +1,116 @@
+"""Kafka metadata through the JVM's own Kafka client, with the settings Spark's source uses.
+
+Resuming from a table, resetting offsets and telling whether a partition is read to its end
+all need partition lists and offsets from Kafka. They go through the Java ``Admin`` client
+inside the Spark driver JVM, built from exactly the ``kafka.*`` options the Kafka source gets,
+so every security setting Spark accepts (JAAS, OAuth, IAM callback handlers, JKS stores)
+works here too; librdkafka, which understands none of the Java-only settings, is not involved.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.errors import KafkaError
+from frazil.source.kafka import TopicOffsets
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Seconds to wait for one admin request.
+_TIMEOUT_S = 30
+
+
+class JvmKafkaAdmin:
+    """A Java Kafka ``Admin`` client in the Spark driver JVM, for one config.
+
+    Args:
+        spark: The running session (its JVM has kafka-clients through the Kafka source jar).
+        config: The config whose ``kafka`` section Spark's source uses.
+    """
+
+    def __init__(self, spark: SparkSession, config: FrazilConfig) -> None:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        self._jvm = jvm
+        self._bootstrap = config.kafka.bootstrap_servers
+        props = jvm.java.util.Properties()
+        props.put("bootstrap.servers", config.kafka.bootstrap_servers)
+        props.put("request.timeout.ms", str(_TIMEOUT_S * 1000))
+        props.put("default.api.timeout.ms", str(_TIMEOUT_S * 1000))
+        for key, value in config.kafka.properties.items():
+            props.put(key, value)
+        self._admin: Any = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+
+    def close(self) -> None:
+        """Release the client's connections."""
+        self._admin.close()
+
+    def _get(self, future: Any, what: str) -> Any:
+        unit = self._jvm.java.util.concurrent.TimeUnit.SECONDS
+        try:
+            return future.get(_TIMEOUT_S, unit)
+        except Exception as exc:  # py4j wraps the Java ExecutionException / TimeoutException
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            raise KafkaError(
+                f"Kafka at {self._bootstrap} (kafka.bootstrap_servers) did not answer {what}: "
+                f"{first}"
+            ) from None
+
+    def partitions(self, pipeline: PipelineConfig) -> dict[str, list[int]]:
+        """The partitions of the topics the pipeline subscribes to, as Kafka reports them now.
+
+        Topics listed in ``topics`` but missing in Kafka are left out; for ``topic_pattern``
+        the pattern is a Java regex matched against the whole name, as Spark matches it.
+        """
+        names = [str(n) for n in self._get(self._admin.listTopics().names(), "a topic list")]
+        if pipeline.topic_pattern is not None:
+            pattern = re.compile(pipeline.topic_pattern)
+            wanted = sorted(n for n in names if pattern.fullmatch(n))
+        else:
+            present = set(names)
+            wanted = [t for t in pipeline.topics or [] if t in present]
+        if not wanted:
+            return {}
+        collection = self._jvm.java.util.ArrayList()
+        for name in wanted:
+            collection.add(name)
+        described = self._get(
+            self._admin.describeTopics(collection).allTopicNames(), "a topic description"
+        )
+        result: dict[str, list[int]] = {}
+        for name in wanted:
+            description = described.get(name)
+            if description is None:
+                continue
+            result[name] = sorted(int(p.partition()) for p in description.partitions())
+        return result
+
+    def offsets(self, partitions: dict[str, list[int]], spec: str) -> TopicOffsets:
+        """Earliest or latest offsets of the given partitions.
+
+        Args:
+            partitions: topic -> partitions.
+            spec: ``earliest`` or ``latest`` (the next offset to be written).
+        """
+        admin_pkg = self._jvm.org.apache.kafka.clients.admin
+        offset_spec = (
+            admin_pkg.OffsetSpec.earliest() if spec == "earliest" else admin_pkg.OffsetSpec.latest()
+        )
+        request = self._jvm.java.util.HashMap()
+        for topic, parts in partitions.items():
+            for partition in parts:
+                tp = self._jvm.org.apache.kafka.common.TopicPartition(topic, partition)
+                request.put(tp, offset_spec)
+        if request.isEmpty():
+            return {}
+        answer = self._get(self._admin.listOffsets(request).all(), f"{spec} offsets")
+        result: TopicOffsets = {}
+        for entry in answer.entrySet():
+            tp = entry.getKey()
+            result.setdefault(str(tp.topic()), {})[int(tp.partition())] = int(
+                entry.getValue().offset()
+            )
+        return result

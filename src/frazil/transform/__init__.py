@@ -1,0 +1,1 @@
+"""Shaping records between decoding and routing: Kafka metadata columns, the transform chain."""

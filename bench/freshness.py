@@ -35,6 +35,10 @@ from frazil.generate.producer import ensure_topic
 from frazil.local.broker import LocalBroker
 
 
+#: p99 Kafka timestamp → visible in a snapshot, at 5,000 events/s with a 1 s trigger.
+GOAL_P99_MS = 2000
+
+
 def latency_query(table: str, since_ms: int) -> str:
     """Per-record latency: join rows (by data file) to the snapshot that added the file."""
     return f"""
@@ -185,10 +189,9 @@ def main() -> None:
     summary: dict[str, Any] = {}
     if "frazil" in results:
         p99 = results["frazil"]["measured"]["p99_ms"]
-        summary["goal_met"] = p99 <= 5000
-        console.print(
-            f"frazil p99 {p99 / 1000:.2f}s: goal ≤ 5 s {'met' if p99 <= 5000 else 'NOT met'}"
-        )
+        summary["goal_met"] = p99 <= GOAL_P99_MS
+        met = "met" if p99 <= GOAL_P99_MS else "NOT met"
+        console.print(f"frazil p99 {p99 / 1000:.2f}s: goal ≤ {GOAL_P99_MS / 1000:g} s {met}")
     if "frazil" in results and "baseline" in results:
         ratio = results["frazil"]["measured"]["p99_ms"] / results["baseline"]["measured"]["p99_ms"]
         summary["p99_ratio_frazil_to_baseline"] = ratio
@@ -200,7 +203,7 @@ def main() -> None:
             "seconds": args.seconds,
             "warmup_seconds": args.warmup,
             "trigger": args.trigger,
-            "goal_p99_ms": 5000,
+            "goal_p99_ms": GOAL_P99_MS,
             "jobs": results,
             **summary,
         },

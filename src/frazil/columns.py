@@ -15,6 +15,16 @@ reach a table; the writer strips them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+#: A batch under construction: column name → expression over the raw Kafka rows. Steps read
+#: earlier steps' columns as expressions and add or replace entries; the plan turns the final
+#: mapping into one ``select``, so Spark analyses each batch once however many steps it has.
+Projection = dict[str, "Column"]
+
 INTERNAL_PREFIX = "__frazil_"
 
 TOPIC = "__frazil_topic"

@@ -49,6 +49,7 @@ def spark(make_config: Callable[..., FrazilConfig], lake_dir: Path) -> Iterator[
             # Unused by the local file IO; there so the Spark UI test can look for it.
             "properties": {"s3.secret-access-key": SPARK_SECRET},
         },
+        spark={"driver_memory": "1g", "ui": True},  # the secrets test reads the UI
     )
     session = build_spark(config)
     yield session

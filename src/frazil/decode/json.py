@@ -12,7 +12,7 @@ from frazil.decode.registry import Capabilities, Format, register
 from frazil.errors import PipelineError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
 #: The decoder's corrupt-record field inside the parsed struct (never a column of the batch).
@@ -83,7 +83,7 @@ class JsonDecoder:
     schema: StructType
     timestamp_format: str | None = None
 
-    def decode(self, frame: DataFrame) -> DataFrame:
+    def decode(self, batch: c.Projection) -> c.Projection:
         """Add the schema's columns; mark records that do not decode."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import StringType, StructField, StructType
@@ -92,9 +92,10 @@ class JsonDecoder:
         options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
         if self.timestamp_format:
             options["timestampFormat"] = self.timestamp_format
-        text = F.col(c.VALUE).cast("string")
-        # One select, the parsed struct referenced by every field: Spark evaluates it once
-        # (subexpression elimination); a separate projection would copy each struct again.
+        value = batch[c.VALUE]
+        text = value.cast("string")
+        # The parsed struct is referenced by every field, all in the plan's one select: Spark
+        # evaluates it once (subexpression elimination).
         parsed = F.from_json(text, with_corrupt, options)
         corrupt = parsed[_CORRUPT]
         # Only evaluated for bad records: tells a broken document from a type mismatch.
@@ -103,7 +104,7 @@ class JsonDecoder:
             F.lit("not a JSON object (malformed JSON, an array, a string, a number or null)")
         )
         error = (
-            F.when(F.col(c.VALUE).isNull(), F.lit(None))
+            F.when(value.isNull(), F.lit(None))
             .when(
                 parsed.isNull(),
                 F.struct(
@@ -121,13 +122,11 @@ class JsonDecoder:
                 ),
             )
         )
-        user = [parsed[f.name].alias(f.name) for f in self.schema.fields]
-        keep = [col for col in frame.columns if col != c.ERROR]
-        return frame.select(
-            *keep,
-            *user,
-            F.coalesce(F.col(c.ERROR), error.cast(c.ERROR_DDL)).alias(c.ERROR),
-        )
+        result = dict(batch)
+        for f in self.schema.fields:
+            result[f.name] = parsed[f.name]
+        result[c.ERROR] = F.coalesce(batch[c.ERROR], error.cast(c.ERROR_DDL))
+        return result
 
 
 register(

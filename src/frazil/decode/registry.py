@@ -15,8 +15,9 @@ from frazil.config.models import PipelineConfig
 from frazil.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
+
+    from frazil.columns import Projection
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Decoder(Protocol):
         """The user columns this decoder produces."""
         ...
 
-    def decode(self, frame: DataFrame) -> DataFrame:
+    def decode(self, batch: Projection) -> Projection:
         """Add the decoded columns to a batch in the column contract; mark failures."""
         ...
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -21,12 +22,14 @@ from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import TopicOffsets
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, Row
+    from pyspark.sql import Column, DataFrame
 
 log = logging.getLogger(__name__)
 
 #: How many bad records a rejected batch quotes.
 _QUOTED_BAD_RECORDS = 3
+#: Marks the failure of a write that met a record marked bad (see :func:`_guarded`).
+_BAD_RECORD = "frazil-bad-record"
 
 
 class StopRequested(FrazilError):
@@ -53,6 +56,9 @@ class Target:
     qualified: str
     table: IcebergTable
     last: progress.Marker | None = None
+    #: Largest timestamps observed by the last commit, not yet in a marker.
+    pending: dict[tuple[str, int], progress.PartitionStats] = field(default_factory=dict)
+    lagging: set[tuple[str, int]] = field(default_factory=set)
 
 
 @dataclass
@@ -65,15 +71,19 @@ class BatchHandler:
        partition, idle ones included).
     2. Read each table's marker by walking its snapshot ancestry; if the whole range is
        already in every table (a replay), skip the batch without reading it.
-    3. Run the plan: source → decode → metadata → transform → route → mode → prune.
-    4. Drop rows below their table's marker (the offset filter) and cache the rest once.
-    5. One aggregate per table and partition: records, largest Kafka timestamp, errors.
-    6. Any record marked with an error stops the batch before anything is committed, with
-       its stage, topic, partition and offset (a dead-letter queue comes later).
-    7. Per table: append the rows in one Iceberg commit whose summary carries the new
-       marker (offsets of every planned partition, valid-through); a batch with nothing to
-       append still commits the marker, so progress is never lost.
-    8. Check no other run of the pipeline committed meanwhile; report the commit.
+    3. Build the new marker before reading any data: offsets from the planned range,
+       valid-through from what earlier batches observed (a correct lower bound).
+    4. One pass per table: run the plan (source → decode → metadata → transform → route →
+       mode → prune), drop rows below the table's marker (the offset filter), and append in
+       one Iceberg commit whose summary carries the marker, observing records and the
+       largest Kafka timestamp per partition as the rows stream by.
+    5. A record marked with an error fails the write's job, so nothing is committed; the
+       batch is then read once more to name the first bad records (stage, topic, partition,
+       offset) and the pipeline stops (a dead-letter queue comes later).
+    6. Check no other run of the pipeline committed meanwhile; report the commit.
+
+    When the run ends, :meth:`finish` records the last observations (exact valid-through)
+    in a marker without data.
     """
 
     pipeline: PipelineConfig
@@ -86,6 +96,10 @@ class BatchHandler:
     error: FrazilError | None = None
     closing: bool = False
     _query_id: str | None = None
+    #: Column expressions reused from batch to batch (building them costs py4j round trips).
+    _cache: dict[tuple[object, ...], list[Column]] = field(default_factory=dict)
+    #: The last batch handled and its planned end offsets: the next batch starts there.
+    _previous: tuple[int, TopicOffsets] | None = None
     _query_id_set: threading.Event = field(default_factory=threading.Event)
     _busy: threading.Lock = field(default_factory=threading.Lock)
 
@@ -114,8 +128,6 @@ class BatchHandler:
             self.on_event(event)
 
     def _handle(self, batch: DataFrame, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
         self._query_id_set.wait()
         started = time.monotonic()
         self._emit(BatchStarted(self.pipeline.name, batch_id))
@@ -131,47 +143,46 @@ class BatchHandler:
             self.stats.skipped_batches += 1
             self._emit(BatchSkipped(self.pipeline.name, batch_id))
             return
-        frame = self.plan.run(batch)
-        keep = self._keep(states)
-        if keep is not None:
-            frame = frame.where(keep)
-        if len(self.targets) == 1:
-            # One table: its name on every cached row would only cost memory and copies.
-            frame = frame.drop(c.TABLE)
-        cached = frame.persist()
-        try:
-            table = F.col(c.TABLE) if c.TABLE in cached.columns else F.lit(self._only_table)
-            per_partition = (
-                cached.groupBy(table.alias(c.TABLE), F.col(c.TOPIC), F.col(c.PARTITION))
-                .agg(
-                    F.count_if(F.col(c.OP) == c.OP_APPEND).alias("records"),
-                    F.max(c.TIMESTAMP_MS).alias("max_ts"),
-                    F.count(c.ERROR).alias("errors"),
-                )
-                .collect()
-            )
-            if sum(row["errors"] for row in per_partition):
-                raise self._rejected(cached, batch_id, per_partition)
-            lagging = self._lagging(planned)
-            for name, target in self.targets.items():
-                rows = [r for r in per_partition if r[c.TABLE] == name]
-                self._commit(
-                    cached, target, states[name], planned, rows, lagging, batch_id, started
-                )
-        finally:
-            cached.unpersist()
+        start = self._start_offsets(batch_id)
+        keep = self._keep(states, start)
+        lagging = self._lagging(planned)
+        for name, target in self.targets.items():
+            self._write(batch, keep, target, states[name], planned, lagging, batch_id, started)
+        self._previous = (batch_id, planned)
         self.stats.batches += 1
         self.stats.last_batch_id = batch_id
 
-    @property
-    def _only_table(self) -> str:
-        return next(iter(self.targets))
+    def _planned_rows(self, batch: DataFrame, keep: Column | None) -> DataFrame:
+        frame = self.plan.run(batch)
+        return frame if keep is None else frame.where(keep)
 
-    def _keep(self, states: dict[str, progress.TableState]) -> Column | None:
-        """Rows each table does not hold yet: the offset filter, per table."""
+    def _start_offsets(self, batch_id: int) -> TopicOffsets | None:
+        """Where the batch starts: the previous batch's planned end, if known."""
+        if self._previous is not None and self._previous[0] == batch_id - 1:
+            return self._previous[1]
+        if batch_id > 0:
+            try:
+                return self.checkpoint.planned_offsets(batch_id - 1)
+            except PipelineError:  # purged from the offset log: filter to be safe
+                return None
+        return None
+
+    def _keep(
+        self, states: dict[str, progress.TableState], start: TopicOffsets | None
+    ) -> Column | None:
+        """Rows each table does not hold yet: the offset filter, per table.
+
+        In the steady state a batch starts exactly at the markers and the filter is skipped;
+        it applies to replays, re-planned ranges, restored checkpoints and second runs.
+        """
         from pyspark.sql import functions as F
 
-        filters = {name: progress.offset_filter(s.marker) for name, s in states.items()}
+        filters = {
+            name: None
+            if progress.starts_at_or_after(start, s.marker)
+            else progress.offset_filter(s.marker)
+            for name, s in states.items()
+        }
         if all(f is None for f in filters.values()):
             return None
         if len(filters) == 1:
@@ -200,49 +211,76 @@ class BatchHandler:
             if end < latest.get(topic, {}).get(partition, end)
         }
 
-    def _commit(
+    def _write(
         self,
-        cached: DataFrame,
+        batch: DataFrame,
+        keep: Column | None,
         target: Target,
         state: progress.TableState,
         planned: TopicOffsets,
-        rows: list[Row],
         lagging: set[tuple[str, int]],
         batch_id: int,
         started: float,
     ) -> None:
+        """One pass: decode, check and append in a single Spark job, observed as it runs.
+
+        The marker must be in the commit's summary, so it is built before the data is read:
+        offsets from the planned range; largest timestamps from the batches observed before
+        (a correct lower bound for valid-through, made exact by the next commit or at stop).
+        A record marked with an error makes the write's job fail before Iceberg commits
+        anything; only then is the batch read a second time, to name the records.
+        """
+        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        stats = {
-            (r[c.TOPIC], r[c.PARTITION]): progress.PartitionStats(r["records"], r["max_ts"])
-            for r in rows
-        }
-        records = sum(s.records for s in stats.values())
         marker = progress.next_marker(
             state.marker,
             pipeline=self.pipeline.name,
             planned=planned,
-            stats=stats,
+            stats=target.pending if _ours(state, target) else {},
             lagging=lagging,
             batch_id=batch_id,
             query_id=self._query_id or "",
-            records=records,
         )
         if state.marker is not None and marker.offsets == state.marker.offsets:
-            return  # nothing new for this table (its rows were all filtered out)
-        if records:
-            data = cached.where(F.col(c.OP) == c.OP_APPEND)
-            if len(self.targets) > 1:
-                data = data.where(F.col(c.TABLE) == F.lit(target.name))
-            data = data.select(*[col for col in data.columns if not c.is_internal(col)])
+            return  # nothing new for this table
+        wanted = F.col(c.OP) == c.OP_APPEND
+        if keep is not None:
+            wanted = wanted & keep
+        if len(self.targets) > 1:
+            wanted = wanted & (F.col(c.TABLE) == F.lit(target.name))
+        rows = self.plan.run(batch).where(wanted)
+        partitions = tuple((t, p) for t, parts in sorted(planned.items()) for p in sorted(parts))
+        observation = Observation(f"frazil_{uuid.uuid4().hex}")
+        observed = rows.observe(observation, *self._metrics(partitions))
+        data = observed.select(*self._guarded_columns(tuple(observed.columns)))
+        try:
             append_rows(data, target.qualified, marker.to_summary())
-        else:
-            target.table.commit_summary_only(marker.to_summary())
+        except Exception as exc:  # py4j / Spark wrap the job failure; look for our mark
+            if _BAD_RECORD not in str(exc):
+                raise
+            raise self._rejected(self._planned_rows(batch, keep), batch_id) from None
         progress.check_no_interleaving(target.table, state, marker)
+        seen = observation.get
+        records = int(seen.get("records") or 0)
+        target.pending = {
+            tp: progress.PartitionStats(0, int(seen[f"ts_{i}"]))
+            for i, tp in enumerate(partitions)
+            if seen.get(f"ts_{i}") is not None
+        }
         target.last = marker
+        valid = progress.next_marker(
+            marker,
+            pipeline=marker.pipeline,
+            planned=planned,
+            stats=target.pending,
+            lagging=lagging,
+            batch_id=batch_id,
+        ).valid_through_ms
+        target.lagging = lagging
         self.stats.records += records
         self.stats.last_commit_wall_ms = int(time.time() * 1000)
-        self.stats.last_valid_through_ms = marker.valid_through_ms
+        self.stats.last_valid_through_ms = valid
         self._emit(
             CommitEvent(
                 pipeline=self.pipeline.name,
@@ -250,21 +288,78 @@ class BatchHandler:
                 batch_id=batch_id,
                 records=records,
                 total_records=self.stats.records,
-                valid_through_ms=marker.valid_through_ms,
+                valid_through_ms=valid,
                 seconds=time.monotonic() - started,
             )
         )
 
-    def _rejected(
-        self, cached: DataFrame, batch_id: int, per_partition: list[Row]
-    ) -> PipelineError:
+    def _metrics(self, partitions: tuple[tuple[str, int], ...]) -> list[Column]:
+        """Observed while the batch is written: records, largest timestamp per partition."""
+        from pyspark.sql import functions as F
+
+        cached = self._cache.get(("metrics", partitions))
+        if cached is None:
+            cached = [
+                F.count(F.lit(1)).alias("records"),
+                *[
+                    F.max(
+                        F.when(
+                            (F.col(c.TOPIC) == t) & (F.col(c.PARTITION) == p),
+                            F.col(c.TIMESTAMP_MS),
+                        )
+                    ).alias(f"ts_{i}")
+                    for i, (t, p) in enumerate(partitions)
+                ],
+            ]
+            self._cache[("metrics", partitions)] = cached
+        return list(cached)
+
+    def _guarded_columns(self, columns: tuple[str, ...]) -> list[Column]:
+        cached = self._cache.get(("guard", columns))
+        if cached is None:
+            cached = _guarded(list(columns))
+            self._cache[("guard", columns)] = cached
+        return list(cached)
+
+    def finish(self) -> None:
+        """Record what the last batches observed (exact valid-through) in a marker of its own.
+
+        Called once the query has stopped. It commits no data, and only if this run's marker
+        is still the table's newest one of the pipeline.
+        """
+        with self._busy:
+            for target in self.targets.values():
+                last = target.last
+                if last is None or not target.pending:
+                    continue
+                state = progress.find_marker(target.table, self.pipeline.name)
+                if not _ours(state, target):
+                    continue
+                final = progress.next_marker(
+                    last,
+                    pipeline=last.pipeline,
+                    planned=last.offsets,
+                    stats=target.pending,
+                    lagging=target.lagging,
+                    batch_id=last.batch_id,
+                    query_id=last.query_id,
+                )
+                if (final.max_timestamps, final.valid_through_ms) == (
+                    last.max_timestamps,
+                    last.valid_through_ms,
+                ):
+                    continue
+                target.table.commit_summary_only(final.to_summary())
+                target.last, target.pending = final, {}
+
+    def _rejected(self, rows: DataFrame, batch_id: int) -> PipelineError:
         """The error that stops a batch holding marked records, quoting the first ones."""
         from pyspark.sql import functions as F
 
-        total = sum(row["errors"] for row in per_partition)
+        bad_rows = rows.where(F.col(c.ERROR).isNotNull())
+        total = bad_rows.count()
         bad = (
-            cached.where(F.col(c.ERROR).isNotNull())
-            .orderBy(c.TOPIC, c.PARTITION, c.OFFSET)
+            bad_rows.orderBy(c.TOPIC, c.PARTITION, c.OFFSET)
             .select(c.TOPIC, c.PARTITION, c.OFFSET, c.ERROR)
             .limit(_QUOTED_BAD_RECORDS)
             .collect()
@@ -286,3 +381,34 @@ class BatchHandler:
             f"nothing of this batch was committed and the pipeline stopped so no record is "
             f"lost. First ones:\n{quoted}"
         )
+
+
+def _ours(state: progress.TableState, target: Target) -> bool:
+    """Whether the table's newest marker of the pipeline is the one this run committed last."""
+    return (
+        state.marker is not None
+        and target.last is not None
+        and state.marker.commit_id == target.last.commit_id
+    )
+
+
+def _guarded(columns: list[str]) -> list[Column]:
+    """The table's columns, with a check that fails the write on any record marked bad.
+
+    The check rides on the first column's expression, so it costs nothing extra per record
+    and runs inside the write's own job; the message carries the record's coordinates.
+    """
+    from pyspark.sql import functions as F
+
+    names = [col for col in columns if not c.is_internal(col)]
+    first, rest = names[0], names[1:]
+    failure = F.raise_error(
+        F.format_string(
+            f"{_BAD_RECORD} topic %s partition %d offset %d",
+            F.col(c.TOPIC),
+            F.col(c.PARTITION),
+            F.col(c.OFFSET),
+        )
+    )
+    checked = F.when(F.col(c.ERROR).isNotNull(), failure).otherwise(F.col(first))
+    return [checked.alias(first), *[F.col(name) for name in rest]]

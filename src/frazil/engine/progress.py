@@ -38,7 +38,6 @@ OFFSETS = "frazil.offsets"
 MAX_TIMESTAMPS = "frazil.max-timestamps"
 VALID_THROUGH = "frazil.valid-through"
 VALID_THROUGH_MS = "frazil.valid-through-ms"
-RECORDS = "frazil.records"
 RESET = "frazil.reset"
 
 #: Spark's codes for "earliest" and "latest" in ``startingOffsets`` JSON.
@@ -68,7 +67,6 @@ class Marker:
     valid_through_ms: int | None = None
     batch_id: int = -1
     query_id: str = ""
-    records: int = 0
     commit_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     reset: str | None = None
 
@@ -81,7 +79,6 @@ class Marker:
             COMMIT_ID: self.commit_id,
             OFFSETS: offsets_to_json(self.offsets),
             MAX_TIMESTAMPS: offsets_to_json(self.max_timestamps),
-            RECORDS: str(self.records),
         }
         if self.valid_through_ms is not None:
             summary[VALID_THROUGH_MS] = str(self.valid_through_ms)
@@ -104,7 +101,6 @@ class Marker:
             valid_through_ms=int(valid) if valid else None,
             batch_id=int(get(BATCH_ID) or -1),
             query_id=get(QUERY_ID) or "",
-            records=int(get(RECORDS) or 0),
             commit_id=get(COMMIT_ID) or "",
             reset=get(RESET),
         )
@@ -192,6 +188,24 @@ def offset_filter(marker: Marker | None) -> Column | None:
     return F.col(c.OFFSET) >= F.coalesce(F.try_element_at(bounds, key), F.lit(0))
 
 
+def starts_at_or_after(start: TopicOffsets | None, marker: Marker | None) -> bool:
+    """Whether a batch starting at ``start`` holds nothing below the marker (no filter needed).
+
+    Partitions the start does not name (new ones, read from earliest) must be unknown to the
+    marker too.
+    """
+    if marker is None or not marker.offsets:
+        return True
+    if start is None:
+        return False
+    for topic, parts in marker.offsets.items():
+        for partition, offset in parts.items():
+            begin = start.get(topic, {}).get(partition)
+            if begin is None or begin < offset:
+                return False
+    return True
+
+
 def covered(marker: Marker | None, planned: TopicOffsets) -> bool:
     """Whether every offset of a batch planned up to ``planned`` is already in the table."""
     if marker is None or not planned:
@@ -263,8 +277,7 @@ def next_marker(
     stats: dict[tuple[str, int], PartitionStats],
     lagging: set[tuple[str, int]],
     batch_id: int,
-    query_id: str,
-    records: int,
+    query_id: str = "",
 ) -> Marker:
     """The marker of a commit covering a batch planned up to ``planned``.
 
@@ -299,7 +312,6 @@ def next_marker(
         ),
         batch_id=batch_id,
         query_id=query_id,
-        records=records,
     )
 
 

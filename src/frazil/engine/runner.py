@@ -343,6 +343,8 @@ def run(
                 finally:
                     _stop_all(runs)
             _raise_first_failure(runs)
+            for r in runs:
+                r.handler.finish()
             return [
                 table_report(
                     spark,

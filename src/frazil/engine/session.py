@@ -73,6 +73,8 @@ def spark_conf(
         # Micro-batches are small: a few shuffle partitions keep per-batch overhead low.
         "spark.sql.shuffle.partitions": "4",
         "spark.ui.showConsoleProgress": "false",
+        # The web UI costs start-up time and memory on every run; on when asked for.
+        "spark.ui.enabled": str(config.spark.ui).lower(),
         # Each micro-batch is cached once, for a few seconds, to check it before committing:
         # compressing that cache costs more CPU than the memory it saves (bench/throughput).
         "spark.sql.inMemoryColumnarStorage.compressed": "false",

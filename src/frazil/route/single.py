@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from frazil import columns as c
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
 
 
 @dataclass(frozen=True)
@@ -22,8 +18,8 @@ class SingleTableRoute:
         """Every table this route can produce, known before any batch runs."""
         return (self.table,)
 
-    def route(self, frame: DataFrame) -> DataFrame:
+    def route(self, batch: c.Projection) -> c.Projection:
         """Set the table column of every record."""
         from pyspark.sql import functions as F
 
-        return frame.withColumn(c.TABLE, F.lit(self.table))
+        return {**batch, c.TABLE: F.lit(self.table)}

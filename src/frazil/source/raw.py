@@ -2,32 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from frazil import columns as c
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
 
-
-def to_contract(raw: DataFrame) -> DataFrame:
-    """Rename the Kafka source's columns to the contract and add the empty contract columns.
+def to_contract(raw_columns: list[str]) -> c.Projection:
+    """The contract's columns as expressions over the Kafka source's columns.
 
     ``headers`` exists only when the source reads them (``includeHeaders``).
     """
     from pyspark.sql import functions as F
 
-    headers = [F.col("headers").alias(c.HEADERS)] if "headers" in raw.columns else []
-    return raw.select(
-        F.col("key").alias(c.KEY),
-        F.col("value").alias(c.VALUE),
-        *headers,
-        F.col("topic").alias(c.TOPIC),
-        F.col("partition").alias(c.PARTITION),
-        F.col("offset").alias(c.OFFSET),
-        F.col("timestamp").alias(c.TIMESTAMP),
-        F.unix_millis(F.col("timestamp")).alias(c.TIMESTAMP_MS),
-        F.lit(None).cast(c.ERROR_DDL).alias(c.ERROR),
-        F.lit(None).cast("string").alias(c.TABLE),
-        F.lit(None).cast("string").alias(c.OP),
+    projection: c.Projection = {
+        c.KEY: F.col("key"),
+        c.VALUE: F.col("value"),
+    }
+    if "headers" in raw_columns:
+        projection[c.HEADERS] = F.col("headers")
+    projection.update(
+        {
+            c.TOPIC: F.col("topic"),
+            c.PARTITION: F.col("partition"),
+            c.OFFSET: F.col("offset"),
+            c.TIMESTAMP: F.col("timestamp"),
+            c.TIMESTAMP_MS: F.unix_millis(F.col("timestamp")),
+            c.ERROR: F.lit(None).cast(c.ERROR_DDL),
+            c.TABLE: F.lit(None).cast("string"),
+            c.OP: F.lit(None).cast("string"),
+        }
     )
+    return projection

@@ -1,7 +1,8 @@
 """The declared transform chain (flatten, rename, cast, derive, filter, …).
 
 Empty today: the config has no ``transforms:`` key yet. Each transform will be one
-DataFrame → DataFrame function in the JVM that marks records it cannot handle with stage
+function over the batch's column expressions (:data:`frazil.columns.Projection`), in the
+JVM, that marks records it cannot handle with stage
 ``transform`` instead of raising.
 """
 
@@ -12,10 +13,10 @@ from typing import TYPE_CHECKING
 from frazil.config.models import PipelineConfig
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from frazil.columns import Projection
 
 
-def apply_transforms(frame: DataFrame, pipeline: PipelineConfig) -> DataFrame:
+def apply_transforms(batch: Projection, pipeline: PipelineConfig) -> Projection:
     """Apply the pipeline's transforms in order (none are declarable yet)."""
     del pipeline
-    return frame
+    return batch

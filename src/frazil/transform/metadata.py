@@ -8,31 +8,29 @@ from frazil import columns as c
 from frazil.config.models import PipelineConfig
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column
     from pyspark.sql.types import StructField
 
 
-def _sources() -> dict[str, Column]:
-    from pyspark.sql import functions as F
+def _source(batch: c.Projection, name: str) -> Column:
+    if name == "key":
+        return batch[c.KEY].cast("string")
+    column = {
+        "topic": c.TOPIC,
+        "partition": c.PARTITION,
+        "offset": c.OFFSET,
+        "timestamp": c.TIMESTAMP,
+        "headers": c.HEADERS,
+    }[name]
+    return batch[column]
 
-    return {
-        "topic": F.col(c.TOPIC),
-        "partition": F.col(c.PARTITION),
-        "offset": F.col(c.OFFSET),
-        "timestamp": F.col(c.TIMESTAMP),
-        "key": F.col(c.KEY).cast("string"),
-        "headers": F.col(c.HEADERS),
-    }
 
-
-def add_metadata(frame: DataFrame, pipeline: PipelineConfig) -> DataFrame:
+def add_metadata(batch: c.Projection, pipeline: PipelineConfig) -> c.Projection:
     """Add the pipeline's requested Kafka metadata columns from the provenance columns."""
-    if not pipeline.kafka_metadata:
-        return frame
-    sources = _sources()
-    return frame.select(
-        "*", *[sources[m].alias(f"{c.METADATA_PREFIX}{m}") for m in pipeline.kafka_metadata]
-    )
+    result = dict(batch)
+    for name in pipeline.kafka_metadata:
+        result[f"{c.METADATA_PREFIX}{name}"] = _source(batch, name)
+    return result
 
 
 def metadata_fields(pipeline: PipelineConfig) -> list[StructField]:

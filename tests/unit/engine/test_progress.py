@@ -21,7 +21,6 @@ def test_marker_round_trips_through_a_summary() -> None:
         valid_through_ms=1_700_000_000_123,
         batch_id=4,
         query_id="q",
-        records=17,
         commit_id="c1",
     )
     summary = marker.to_summary()
@@ -69,12 +68,11 @@ def test_next_marker_covers_idle_partitions_never_goes_back_and_drops_gone_topic
         lagging=set(),
         batch_id=7,
         query_id="q",
-        records=20,
     )
     assert marker.offsets == {"t": {0: 120, 1: 50, 2: 0}}
     assert marker.max_timestamps == {"t": {0: 1500, 1: 900}}
     assert marker.valid_through_ms == 1500
-    assert (marker.batch_id, marker.records) == (7, 20)
+    assert marker.batch_id == 7
 
 
 def test_valid_through_is_held_back_by_lagging_partitions_only() -> None:
@@ -154,3 +152,13 @@ def test_parse_and_resolve_reset() -> None:
             progress.parse_reset(bad)
     marker = progress.reset_marker("p", "latest", {"t": {0: 50}})
     assert marker.to_summary()["frazil.reset"] == "latest"
+
+
+def test_filter_is_needed_only_when_a_batch_may_start_below_the_marker() -> None:
+    marker = _marker({"t": {0: 10, 1: 5}})
+    assert progress.starts_at_or_after({"t": {0: 10, 1: 5}}, marker)
+    assert progress.starts_at_or_after({"t": {0: 12, 1: 5, 2: 0}}, marker)
+    assert not progress.starts_at_or_after({"t": {0: 9, 1: 5}}, marker)
+    assert not progress.starts_at_or_after({"t": {0: 10}}, marker)  # partition 1 unknown
+    assert not progress.starts_at_or_after(None, marker)
+    assert progress.starts_at_or_after(None, None)

@@ -1,0 +1,324 @@
+"""Side by side with the incumbent: Iceberg's Kafka Connect sink vs `frazil run`, same topic.
+
+One private broker, one pre-produced payments topic (default 5,000,000 records, 4
+partitions). Then, alternating, each round runs
+
+* the Kafka Connect sink (Iceberg 1.11, standalone Connect 4.1 worker) through the peer
+  harness in ``../shared/peers/kafka-connect/run.sh`` (table laid out like frazil's:
+  ``KC_LAYOUT=payments``, 1 s commit interval, 2 tasks by default), and
+* ``frazil run --until-caught-up`` as a subprocess (``trigger: 1s``,
+  ``max_offsets_per_trigger: 500000``, ``days(created_at)``, Parquet zstd),
+
+each from process start into a new table, measured the same way: the end is the commit of
+the snapshot that brings the table to every record (that snapshot's own ``timestamp-ms``),
+CPU seconds are utime+stime of every process of the tool (``/proc``) when that snapshot is
+seen, peak RSS is the sum of their VmHWM. The table is then checked: row count and distinct
+ids equal the records produced.
+
+Usage: .venv/bin/python -m bench.vs_kafka_connect [--records 5000000] [--rounds 2]
+       [--partitions 4] [--kc-tasks 2] [--per-trigger 500000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from bench.common import BENCH_DIR, WORK_DIR, start_broker, write_result
+from frazil.generate.payments import PAYMENTS_SCHEMA
+from frazil.generate.producer import ensure_topic, produce_events
+
+#: The peer harness (not copied into this repository); KC_PEER_DIR overrides where it is.
+PEER = Path(
+    os.environ.get("KC_PEER_DIR", BENCH_DIR.parent.parent / "shared" / "peers" / "kafka-connect")
+)
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _descendants(root: int) -> list[int]:
+    """``root`` and every process below it, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _hwm_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class TableWatch(threading.Thread):
+    """Polls an Iceberg JDBC/SQLite catalog (read-only) for a table's snapshots."""
+
+    def __init__(self, catalog_db: Path, namespace: str, name: str, expected: int, root: int):
+        super().__init__(daemon=True)
+        self.catalog_db, self.namespace, self.name = catalog_db, namespace, name
+        self.expected, self.root = expected, root
+        self.first_commit_ms: int | None = None
+        self.last_commit_ms: int | None = None
+        self.cpu_s: float | None = None
+        self.peak_rss_mib = 0.0
+        self.snapshots: list[dict[str, Any]] = []
+        self.done = threading.Event()
+        self.stop = threading.Event()
+
+    def _metadata(self) -> dict[str, Any] | None:
+        if not self.catalog_db.exists():
+            return None
+        try:
+            con = sqlite3.connect(f"file:{self.catalog_db}?mode=ro", uri=True, timeout=1)
+            try:
+                row = con.execute(
+                    "SELECT metadata_location FROM iceberg_tables "
+                    "WHERE table_namespace = ? AND table_name = ?",
+                    (self.namespace, self.name),
+                ).fetchone()
+            finally:
+                con.close()
+        except sqlite3.Error:
+            return None
+        if not row:
+            return None
+        location = row[0].removeprefix("file:").removeprefix("//")
+        try:
+            data: dict[str, Any] = json.loads(Path(location).read_text())
+        except (OSError, ValueError):
+            return None
+        return data
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            pids = _descendants(self.root)
+            self.peak_rss_mib = max(self.peak_rss_mib, sum(_hwm_mib(p) for p in pids))
+            meta = self._metadata()
+            if meta and meta.get("current-snapshot-id") not in (None, -1):
+                snaps = sorted(meta.get("snapshots", []), key=lambda s: s["timestamp-ms"])
+                data = [s for s in snaps if int(s["summary"].get("added-records", "0")) > 0]
+                if data and self.first_commit_ms is None:
+                    self.first_commit_ms = int(data[0]["timestamp-ms"])
+                current = next(s for s in snaps if s["snapshot-id"] == meta["current-snapshot-id"])
+                if int(current["summary"].get("total-records", "0")) >= self.expected:
+                    self.cpu_s = sum(_cpu_s(p) for p in pids)
+                    self.last_commit_ms = int(data[-1]["timestamp-ms"]) if data else None
+                    self.snapshots = data
+                    self.done.set()
+                    return
+            time.sleep(0.2)
+
+
+def run_frazil(
+    work: Path, bootstrap: str, topic: str, records: int, per_trigger: int
+) -> dict[str, Any]:
+    table = f"frazil_{uuid.uuid4().hex[:6]}"
+    config = {
+        "catalog": {"warehouse": str(work / "lake")},
+        "kafka": {"bootstrap_servers": bootstrap},
+        "state_dir": str(work / "state" / table),
+        "spark": {"driver_memory": "2g"},
+        "pipelines": [
+            {
+                "name": table,
+                "topics": [topic],
+                "table": f"bench.{table}",
+                "schema": dict(PAYMENTS_SCHEMA),
+                "partition_by": ["days(created_at)"],
+                "max_offsets_per_trigger": per_trigger,
+                "trigger": "1s",
+                "table_properties": {"write.parquet.compression-codec": "zstd"},
+            }
+        ],
+    }
+    path = work / f"{table}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    started_ms = int(time.time() * 1000)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(path), "--until-caught-up"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watch = TableWatch(work / "lake" / "catalog.db", "bench", table, records, process.pid)
+    watch.start()
+    _, err = process.communicate(timeout=1800)
+    watch.stop.set()
+    watch.join(5)
+    if process.returncode != 0 or watch.last_commit_ms is None:
+        raise RuntimeError(f"frazil run failed ({process.returncode}):\n{err[-3000:]}")
+    seconds = (watch.last_commit_ms - started_ms) / 1000
+    first = (watch.first_commit_ms or watch.last_commit_ms) - started_ms
+    rows_after_first = records - int(watch.snapshots[0]["summary"]["added-records"])
+    steady = (watch.last_commit_ms - (watch.first_commit_ms or 0)) / 1000
+    return {
+        "tool": "frazil",
+        "table": f"bench.{table}",
+        "seconds": seconds,
+        "first_commit_s": first / 1000,
+        "events_per_s": records / seconds,
+        "events_per_s_after_first_commit": rows_after_first / steady if steady > 0 else None,
+        "cpu_s": watch.cpu_s,
+        "peak_rss_mib": watch.peak_rss_mib,
+        "snapshots": len(watch.snapshots),
+        "warehouse": str(work / "lake"),
+    }
+
+
+def run_kafka_connect(work: Path, bootstrap: str, topic: str, tasks: int) -> dict[str, Any]:
+    table = f"bench.kc_{uuid.uuid4().hex[:6]}"
+    env = {**os.environ, "KC_LAYOUT": "payments", "KC_VERIFY": "0"}
+    done = subprocess.run(
+        [str(PEER / "run.sh"), bootstrap, topic, table, str(work / "kc"), "1000", str(tasks)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"kafka connect run failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return {
+        "tool": "kafka-connect",
+        "table": table,
+        "seconds": result["seconds"],
+        "first_commit_s": result.get("first_commit_s"),
+        "events_per_s": result["events_per_s"],
+        "events_per_s_after_first_commit": result.get("events_per_s_after_first_commit"),
+        "cpu_s": result.get("cpu_s"),
+        "peak_rss_mib": result.get("peak_rss_mib"),
+        "snapshots": result.get("snapshots"),
+        "warehouse": str(work / "kc"),
+    }
+
+
+def verify(run: dict[str, Any], records: int) -> dict[str, int]:
+    """Rows and distinct ids in the table, read with PyIceberg."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    warehouse = Path(run["warehouse"])
+    name = "lake" if run["tool"] == "frazil" else "iceberg"
+    location = warehouse if run["tool"] == "frazil" else warehouse / "warehouse"
+    catalog = SqlCatalog(name, uri=f"sqlite:///{warehouse}/catalog.db", warehouse=location.as_uri())
+    ids = catalog.load_table(run["table"]).scan(selected_fields=("id",)).to_arrow()["id"]
+    return {"rows": len(ids), "distinct_ids": len(set(ids.to_pylist()))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=5_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--kc-tasks", type=int, default=2)
+    parser.add_argument("--per-trigger", type=int, default=500_000)
+    args = parser.parse_args()
+    console = Console()
+    run_id = uuid.uuid4().hex[:6]
+    work = WORK_DIR / f"vs-kc-{run_id}"
+    work.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(PEER / "fetch.sh")], check=True, capture_output=True)
+    broker = start_broker(f"vs-kc-{run_id}")
+    runs: list[dict[str, Any]] = []
+    try:
+        topic = f"vs-kc-{run_id}"
+        ensure_topic(broker.bootstrap, topic, partitions=args.partitions)
+        produce_events(broker.bootstrap, topic, args.records, seed=1)
+        for round_no in range(1, args.rounds + 1):
+            for tool in ("kafka-connect", "frazil"):
+                if tool == "frazil":
+                    result = run_frazil(
+                        work, broker.bootstrap, topic, args.records, args.per_trigger
+                    )
+                else:
+                    result = run_kafka_connect(work, broker.bootstrap, topic, args.kc_tasks)
+                result["round"] = round_no
+                result["verify"] = verify(result, args.records)
+                assert result["verify"] == {"rows": args.records, "distinct_ids": args.records}
+                runs.append(result)
+                console.print(
+                    f"round {round_no} {tool}: {result['seconds']:.1f}s, "
+                    f"{result['events_per_s']:,.0f} events/s, {result['cpu_s']:.1f} CPU s"
+                )
+    finally:
+        broker.down()
+
+    def median(tool: str, key: str) -> float:
+        return statistics.median(float(r[key]) for r in runs if r["tool"] == tool)
+
+    out = Table(title=f"{args.records:,} payments, {args.partitions} partitions, same broker")
+    columns = ("tool", "round", "wall s", "events/s", "after 1st commit", "CPU s", "µCPU/rec",
+               "peak RSS MiB", "snapshots")  # fmt: skip
+    for column in columns:
+        out.add_column(column, justify="right")
+    for r in runs:
+        out.add_row(
+            r["tool"], str(r["round"]), f"{r['seconds']:.1f}", f"{r['events_per_s']:,.0f}",
+            f"{r['events_per_s_after_first_commit'] or 0:,.0f}", f"{r['cpu_s']:.1f}",
+            f"{r['cpu_s'] / args.records * 1e6:.1f}", f"{r['peak_rss_mib']:,.0f}",
+            str(r["snapshots"]),
+        )  # fmt: skip
+    console.print(out)
+    ratios = {
+        "events_per_s": median("frazil", "events_per_s") / median("kafka-connect", "events_per_s"),
+        "events_per_s_after_first_commit": median("frazil", "events_per_s_after_first_commit")
+        / median("kafka-connect", "events_per_s_after_first_commit"),
+        "cpu_s": median("frazil", "cpu_s") / median("kafka-connect", "cpu_s"),
+        "peak_rss": median("frazil", "peak_rss_mib") / median("kafka-connect", "peak_rss_mib"),
+    }
+    for key, value in ratios.items():
+        console.print(f"frazil / kafka-connect, median {key}: [bold]{value:.2f}×[/]")
+    path = write_result(
+        "vs_kafka_connect",
+        {
+            "records": args.records,
+            "partitions": args.partitions,
+            "kc_tasks": args.kc_tasks,
+            "frazil_max_offsets_per_trigger": args.per_trigger,
+            "runs": runs,
+            "ratios_frazil_to_kafka_connect": ratios,
+            "goals": {"events_per_s": 1.0, "cpu_s": 1.0, "after_first_commit": 1.3},
+        },
+    )
+    console.print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

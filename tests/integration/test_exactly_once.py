@@ -221,3 +221,30 @@ def test_deleted_topic_under_a_pattern_leaves_the_marker_and_breaks_nothing(
     assert reports[0].records_ingested == 150
     assert set(reports[0].offsets) == {day2}
     _exactly(spark, f"db.del_{unique}", ids1 + ids2 + more)
+
+
+def test_a_commit_of_another_run_in_between_is_detected(spark: Any, unique: str) -> None:
+    """Two runs writing one pipeline's table at the same moment stop instead of going on."""
+    from frazil.engine import progress
+    from frazil.errors import CommitError
+    from frazil.sink.iceberg import IcebergTable
+
+    name = f"lake.db.race_{unique}"
+    spark.sql(f"CREATE TABLE {name} (id string) USING iceberg")
+    table = IcebergTable(spark, name)
+    pipeline = f"race_{unique}"
+    base = progress.find_marker(table, pipeline)
+    theirs = progress.Marker(pipeline=pipeline, offsets={"t": {0: 10}})
+    ours = progress.Marker(pipeline=pipeline, offsets={"t": {0: 10}})
+    table.commit_summary_only(theirs.to_summary())
+    table.commit_summary_only(ours.to_summary())
+
+    with pytest.raises(CommitError, match=r"got a commit of the same pipeline from another run"):
+        progress.check_no_interleaving(table, base, ours)
+
+    # Without another commit in between, the check passes.
+    later = progress.find_marker(table, pipeline)
+    assert later.marker is not None and later.marker.commit_id == ours.commit_id
+    mine = progress.Marker(pipeline=pipeline, offsets={"t": {0: 12}})
+    table.commit_summary_only(mine.to_summary())
+    progress.check_no_interleaving(table, later, mine)

@@ -34,7 +34,6 @@ from frazil.generate.payments import PAYMENTS_SCHEMA
 from frazil.generate.producer import ensure_topic
 from frazil.local.broker import LocalBroker
 
-
 #: p99 Kafka timestamp → visible in a snapshot, at 5,000 events/s with a 1 s trigger.
 GOAL_P99_MS = 2000
 

@@ -65,7 +65,10 @@ def table_report(
     quoted = pipeline.name.replace("'", "''")
     snap = spark.sql(
         f"SELECT count(*), max(unix_millis(committed_at)), "
-        f"max(CASE WHEN summary['{PIPELINE}'] = '{quoted}' THEN unix_millis(committed_at) END) "
+        f"max(CASE WHEN summary['{PIPELINE}'] = '{quoted}' "
+        # The snapshot that made the newest records visible, not a marker without data.
+        f"AND coalesce(CAST(summary['added-records'] AS BIGINT), 0) > 0 "
+        f"THEN unix_millis(committed_at) END) "
         f"FROM {table}.snapshots"
     ).first()
     snapshots, last_commit_ms, pipeline_commit_ms = snap if snap else (0, None, None)

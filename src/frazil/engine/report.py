@@ -57,27 +57,28 @@ def table_report(
     start_reason: str = "",
     marker: Marker | None = None,
 ) -> PipelineReport:
-    """Read the table's metadata tables and combine them with the run's counters.
+    """Read the table's metadata and combine it with the run's counters.
 
     Args:
         marker: The pipeline's newest commit marker if the caller already knows it.
     """
-    quoted = pipeline.name.replace("'", "''")
-    snap = spark.sql(
-        f"SELECT count(*), max(unix_millis(committed_at)), "
-        f"max(CASE WHEN summary['{PIPELINE}'] = '{quoted}' "
+    handle = IcebergTable(spark, table)
+    # Read from the table's metadata through Iceberg's API: Spark SQL over the metadata tables
+    # took seconds at the end of every run.
+    snapshots = handle.snapshot_count()
+    last_commit_ms = None
+    pipeline_commit_ms = None
+    for view in handle.ancestry():
+        if last_commit_ms is None:
+            last_commit_ms = view.timestamp_ms
         # The snapshot that made the newest records visible, not a marker without data.
-        f"AND coalesce(CAST(summary['added-records'] AS BIGINT), 0) > 0 "
-        f"THEN unix_millis(committed_at) END) "
-        f"FROM {table}.snapshots"
-    ).first()
-    snapshots, last_commit_ms, pipeline_commit_ms = snap if snap else (0, None, None)
-    files_row = spark.sql(
-        f"SELECT count(*), coalesce(sum(record_count), 0) FROM {table}.files WHERE content = 0"
-    ).first()
-    data_files, rows = (files_row[0], files_row[1]) if files_row else (0, 0)
+        if view.get(PIPELINE) == pipeline.name and int(view.get("added-records") or 0) > 0:
+            pipeline_commit_ms = view.timestamp_ms
+            break
+    data_files = handle.current_total("total-data-files")
+    rows = handle.total_records()
     if marker is None:
-        marker = find_marker(IcebergTable(spark, table), pipeline.name).marker
+        marker = find_marker(handle, pipeline.name).marker
     valid_ms = marker.valid_through_ms if marker else None
     lag = None
     if valid_ms is not None and pipeline_commit_ms is not None:

@@ -19,6 +19,7 @@ class SnapshotView:
     """One snapshot of a table's history; summary entries are read on demand."""
 
     snapshot_id: int
+    timestamp_ms: int
     _summary: Any
 
     def get(self, key: str) -> str | None:
@@ -60,17 +61,27 @@ class IcebergTable:
         """
         snapshot = self._table.currentSnapshot()
         while snapshot is not None:
-            yield SnapshotView(int(snapshot.snapshotId()), snapshot.summary())
+            yield SnapshotView(
+                int(snapshot.snapshotId()), int(snapshot.timestampMillis()), snapshot.summary()
+            )
             parent = snapshot.parentId()
             snapshot = None if parent is None else self._table.snapshot(parent)
 
     def total_records(self) -> int:
         """Live rows in the current snapshot, from its summary (0 for an empty table)."""
+        return self.current_total("total-records")
+
+    def current_total(self, key: str) -> int:
+        """A ``total-*`` figure of the current snapshot's summary (0 for an empty table)."""
         snapshot = self._table.currentSnapshot()
         if snapshot is None:
             return 0
-        value = snapshot.summary().get("total-records")
+        value = snapshot.summary().get(key)
         return int(value) if value is not None else 0
+
+    def snapshot_count(self) -> int:
+        """Snapshots kept in the table's metadata (all branches, rolled back ones too)."""
+        return len(list(self._table.snapshots()))
 
     def commit_summary_only(self, summary: dict[str, str]) -> None:
         """Commit a snapshot that adds no data and carries ``summary`` (progress without rows)."""

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
+
 from rich.table import Table
 
 from frazil.cli.app import app, console, err_console
+from frazil.jvm.cds import archive_path, build_archive
 from frazil.jvm.fetch import artifact_dir, ensure_artifacts, java_executable
 from frazil.jvm.pins import ARTIFACT_SETS
 
 
 @app.command("setup")
 def setup() -> None:
-    """Fetch the pinned Spark and Kafka jars with Maven (once; later runs are instant)."""
+    """Fetch the pinned Spark and Kafka jars with Maven, build Spark's class-data archive (once)."""
     java_executable()
     table = Table("set", "jars", "size", "folder", title="JVM artifacts")
     for name, aset in ARTIFACT_SETS.items():
@@ -21,3 +24,19 @@ def setup() -> None:
         err_console.print(f"[green]✓[/] {name}: {len(jars)} jars")
         table.add_row(name, str(len(jars)), f"{size:.0f} MiB", str(artifact_dir(name)))
     console.print(table)
+    _class_data_archive()
+
+
+def _class_data_archive() -> None:
+    path = archive_path()
+    if path.is_file():
+        err_console.print(f"[green]✓[/] class-data archive of the Spark driver: {path}")
+        return
+    with err_console.status("Building a class-data archive of the Spark driver (once)..."):
+        try:
+            built = build_archive()
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            # Only start-up time depends on it: say so and go on.
+            err_console.print(f"[yellow]![/] no class-data archive, Spark starts slower: {exc}")
+            return
+    err_console.print(f"[green]✓[/] class-data archive of the Spark driver: {built}")

@@ -1,0 +1,24 @@
+"""The driver's class-data archive is used when present, silently skipped otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from frazil.jvm import cds
+
+
+def test_options_name_the_archive_only_when_it_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = tmp_path / "spark-driver-x.jsa"
+    monkeypatch.setattr(cds, "archive_path", lambda: archive)
+    assert cds.java_options() == ""
+    archive.write_bytes(b"")
+    options = cds.java_options()
+    assert f"-XX:SharedArchiveFile={archive}" in options
+    # A stale archive must never stop or clutter a start: sharing is best effort, logs off.
+    assert "-Xshare:auto" in options and "-Xlog:cds=off" in options
+    monkeypatch.setenv(cds.CDS_ENV, "0")
+    assert cds.java_options() == ""

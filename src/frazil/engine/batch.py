@@ -103,6 +103,14 @@ class BatchHandler:
     _query_id_set: threading.Event = field(default_factory=threading.Event)
     _busy: threading.Lock = field(default_factory=threading.Lock)
 
+    def new_query(self) -> None:
+        """Forget what belonged to the previous streaming query (a restart from the table)."""
+        self.error = None
+        self.closing = False
+        # Batch ids start again at 0 in a new checkpoint: the old ones say nothing of it.
+        self._previous = None
+        self._query_id_set.clear()
+
     def set_query_id(self, query_id: str) -> None:
         """Record the streaming query's id (stable across restarts of one checkpoint)."""
         self._query_id = query_id
@@ -141,6 +149,7 @@ class BatchHandler:
                 "%s: batch %d is already in its tables, skipping", self.pipeline.name, batch_id
             )
             self.stats.skipped_batches += 1
+            self._previous = (batch_id, planned)
             self._emit(BatchSkipped(self.pipeline.name, batch_id))
             return
         start = self._start_offsets(batch_id)

@@ -229,8 +229,7 @@ class PipelineRun:
         else:
             millis = int(self.pipeline.trigger_seconds() * 1000)
             stream = stream.trigger(processingTime=f"{millis} milliseconds")
-        self.handler.error = None
-        self.handler.closing = False
+        self.handler.new_query()
         self.query = stream.start()
         self.handler.set_query_id(str(self.query.id))
 

@@ -154,7 +154,6 @@ def run_frazil(
         "catalog": {"warehouse": str(work / "lake")},
         "kafka": {"bootstrap_servers": bootstrap},
         "state_dir": str(work / "state" / table),
-        "spark": {"driver_memory": "2g"},
         "pipelines": [
             {
                 "name": table,

@@ -9,7 +9,7 @@ import pytest
 from frazil.config import FrazilConfig, parse_config
 from frazil.engine.runner import select_pipelines
 from frazil.errors import ConfigError
-from frazil.source.kafka import admin_config, source_options
+from frazil.source.kafka import admin_config, source_options, split_options
 
 
 def _config() -> FrazilConfig:
@@ -62,6 +62,36 @@ def test_pattern_pipeline_and_resume_offsets() -> None:
     assert options["minPartitions"] == "8"
     assert options["includeHeaders"] == "true"
     assert source_options(config, pipeline)["startingOffsets"] == "latest"
+
+
+def test_hot_partitions_are_split_to_keep_every_core_busy() -> None:
+    config = _config()
+    limited = source_options(config, config.pipelines[0], parallelism=2)
+    # At least one task per core; no task holds more than a core's share of a full batch.
+    assert limited["minPartitions"] == "2"
+    assert limited["maxRecordsPerPartition"] == "5"
+    odd = parse_config(
+        {
+            "pipelines": [
+                {"name": "a", "topics": ["t"], "table": "db.a", "max_offsets_per_trigger": 7}
+            ]
+        }
+    )
+    assert split_options(odd.pipelines[0], 3) == {
+        "minPartitions": "3",
+        "maxRecordsPerPartition": "3",
+    }
+    unlimited = parse_config({"pipelines": [{"name": "a", "topics": ["t"], "table": "db.a"}]})
+    assert split_options(unlimited.pipelines[0], 4) == {"minPartitions": "4"}
+
+
+def test_min_partitions_set_by_the_user_replaces_the_automatic_split() -> None:
+    config = _config()
+    options = source_options(config, config.pipelines[1], parallelism=2)
+    assert options["minPartitions"] == "8"
+    assert "maxRecordsPerPartition" not in options
+    # Without a parallelism (schema inference, batch reads) nothing is split.
+    assert "minPartitions" not in source_options(config, config.pipelines[0])
 
 
 def test_select_pipelines() -> None:

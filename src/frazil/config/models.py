@@ -214,7 +214,7 @@ class SparkConfig(_Frozen):
 
     master: str = "local[2]"
     app_name: str = "frazil"
-    driver_memory: Annotated[str, Field(pattern=r"^\d+[kmgKMG]$")] = "2g"
+    driver_memory: Annotated[str, Field(pattern=r"^\d+[kmgKMG]$")] = "1g"
     ui: bool = False
     conf: dict[str, str] = Field(default_factory=dict)
 

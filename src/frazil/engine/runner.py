@@ -217,7 +217,9 @@ class PipelineRun:
 
     def start(self, starting: TopicOffsets | None) -> None:
         """Start the streaming query (raw Kafka rows into the handler)."""
-        options = source_options(self.config, self.pipeline, starting)
+        options = source_options(
+            self.config, self.pipeline, starting, self.spark.sparkContext.defaultParallelism
+        )
         raw = read_stream(self.spark, options)
         stream = (
             raw.writeStream.foreachBatch(self.handler)

@@ -33,6 +33,7 @@ def _digest() -> str:
     """What the archive depends on: the JVM binary, pyspark's jars and frazil's pinned jars."""
     java = Path(java_executable()).resolve()
     parts = {
+        "layout": _LAYOUT,
         "java": [str(java), java.stat().st_mtime_ns],
         "pyspark": sorted(p.name for p in pyspark_jars_dir().glob("*.jar")),
         "jars": [str(p) for p in spark_jars()],
@@ -56,47 +57,59 @@ def java_options() -> str:
     return f"-XX:SharedArchiveFile={path} {_QUIET}" if path.is_file() else ""
 
 
-#: A representative run: session with Iceberg, catalog, a table, SQL, a streaming query that
-#: decodes JSON in foreachBatch and appends. Only the classes it loads end up in the archive.
+#: Bumped when what the archive covers changes (the workload, how jars are loaded), so an
+#: archive built the old way is ignored and rebuilt by the next ``frazil setup``.
+_LAYOUT = 2
+
+#: A representative run: frazil's own runner on a private broker, decoding JSON payments into
+#: a partitioned table, as ``frazil run`` does. Only the classes it loads end up in the
+#: archive, so it goes through the real path: Kafka admin and source, the batch plan, the
+#: Iceberg write and commit, the run report.
 _WORKLOAD = r"""
-import sys, tempfile
+import socket, sys
 from pathlib import Path
 from frazil.config import parse_config
-from frazil.engine import session
+from frazil.engine import runner, session
+from frazil.generate.producer import ensure_topic, produce_events
+from frazil.generate.payments import PAYMENTS_SCHEMA
+from frazil.local.broker import LocalBroker
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 work = Path(sys.argv[2])
-config = parse_config({
-    "catalog": {"warehouse": str(work / "lake")},
-    "state_dir": str(work / "state"),
-    "spark": {"driver_memory": "1g"},
-    "pipelines": [{"name": "cds", "topics": ["cds"], "table": "db.cds"}],
-})
-original = session.spark_conf
-def conf(*args, **kwargs):
-    values = original(*args, **kwargs)
-    values["spark.driver.extraJavaOptions"] += " -XX:ArchiveClassesAtExit=" + sys.argv[1]
-    return values
-session.spark_conf = conf
-spark = session.build_spark(config)
-from pyspark.sql import functions as F
-spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.db")
-spark.sql("CREATE TABLE lake.db.cds (id string, amount bigint, at timestamp) USING iceberg "
-          "PARTITIONED BY (days(at))")
-schema = "id string, amount bigint, at timestamp"
-def batch(frame, batch_id):
-    text = F.to_json(F.struct(F.col("value").cast("string").alias("id"),
-                              F.col("value").alias("amount"), F.col("timestamp").alias("at")))
-    parsed = F.from_json(text, schema, {"mode": "PERMISSIVE"})
-    rows = frame.select(parsed["id"].alias("id"), parsed["amount"].alias("amount"),
-                        parsed["at"].alias("at"))
-    rows.writeTo("lake.db.cds").option("snapshot-property.frazil.x", "1").append()
-query = (spark.readStream.format("rate").option("rowsPerSecond", 1000).load()
-         .writeStream.foreachBatch(batch).option("checkpointLocation", str(work / "ckpt"))
-         .trigger(processingTime="500 milliseconds").start())
-query.awaitTermination(6)
-query.stop()
-spark.sql("SELECT count(*) FROM lake.db.cds.snapshots").collect()
-spark.stop()
+broker = LocalBroker(work / "broker", port=free_port(), controller_port=free_port())
+broker.up(timeout=120)
+try:
+    ensure_topic(broker.bootstrap, "cds", partitions=2)
+    produce_events(broker.bootstrap, "cds", 20000, progress=False, seed=1)
+    config = parse_config({
+        "catalog": {"warehouse": str(work / "lake")},
+        "kafka": {"bootstrap_servers": broker.bootstrap},
+        "state_dir": str(work / "state"),
+        "spark": {"driver_memory": "1g"},
+        "pipelines": [{
+            "name": "cds", "topics": ["cds"], "table": "db.cds",
+            "schema": dict(PAYMENTS_SCHEMA), "partition_by": ["days(created_at)"],
+            "kafka_metadata": ["topic", "partition", "offset", "timestamp"],
+            "max_offsets_per_trigger": 5000,
+        }],
+    })
+    original = session.spark_conf
+    def conf(*args, **kwargs):
+        values = original(*args, **kwargs)
+        values["spark.driver.extraJavaOptions"] += " -XX:ArchiveClassesAtExit=" + sys.argv[1]
+        return values
+    session.spark_conf = conf
+    runner.run(config, until_caught_up=True)
+    from pyspark.sql import SparkSession
+    spark = SparkSession.getActiveSession()
+    spark.sql("SELECT count(*) FROM lake.db.cds.snapshots").collect()
+    spark.stop()
+finally:
+    broker.down()
 """
 
 

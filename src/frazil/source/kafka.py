@@ -17,7 +17,10 @@ TopicOffsets = dict[str, dict[int, int]]
 
 
 def source_options(
-    config: FrazilConfig, pipeline: PipelineConfig, starting_offsets: TopicOffsets | None = None
+    config: FrazilConfig,
+    pipeline: PipelineConfig,
+    starting_offsets: TopicOffsets | None = None,
+    parallelism: int | None = None,
 ) -> dict[str, str]:
     """Options for ``spark.readStream.format("kafka")``.
 
@@ -26,6 +29,8 @@ def source_options(
         pipeline: The pipeline being read.
         starting_offsets: Exact positions to start from when the checkpoint is new (recovery
             from offsets stored in the table); otherwise the pipeline's ``starting_offsets``.
+        parallelism: The cores Spark runs tasks on (its default parallelism); when given,
+            hot partitions are split so that no core sits idle (see :func:`split_options`).
     """
     options = {
         "kafka.bootstrap.servers": config.kafka.bootstrap_servers,
@@ -46,8 +51,29 @@ def source_options(
         options["maxOffsetsPerTrigger"] = str(pipeline.max_offsets_per_trigger)
     if pipeline.min_partitions:
         options["minPartitions"] = str(pipeline.min_partitions)
+    elif parallelism is not None:
+        options.update(split_options(pipeline, parallelism))
     for key, value in config.kafka.properties.items():
         options[f"kafka.{key}"] = value
+    return options
+
+
+def split_options(pipeline: PipelineConfig, parallelism: int) -> dict[str, str]:
+    """Kafka source options that keep every core busy when a few partitions carry the traffic.
+
+    Spark reads each Kafka partition's offset range in one task, so a topic with fewer busy
+    partitions than cores leaves cores idle, and a hot partition makes one task the whole
+    batch. Spark can split ranges without a shuffle: ``minPartitions`` (at least as many tasks
+    as cores) and ``maxRecordsPerPartition`` (no task with more than its share of a full
+    batch). Consecutive pieces of one partition are read by separate consumers and land in
+    separate files; the batch's offsets, and so exactly-once, do not change.
+
+    Not applied when the user sets ``pipelines[].min_partitions`` (``1`` turns splitting off).
+    """
+    options = {"minPartitions": str(max(parallelism, 1))}
+    if pipeline.max_offsets_per_trigger:
+        share = -(-pipeline.max_offsets_per_trigger // max(parallelism, 1))
+        options["maxRecordsPerPartition"] = str(share)
     return options
 
 

@@ -1,0 +1,61 @@
+"""Spark settings frazil derives from a config, without starting Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from frazil.config import parse_config
+from frazil.engine import session
+from frazil.engine.session import gc_option, is_local, jar_conf, spark_conf
+
+JARS = [Path("/cache/a.jar"), Path("/cache/b.jar")]
+
+
+def _conf(spark: dict[str, object]) -> dict[str, str]:
+    config = parse_config(
+        {"spark": spark, "pipelines": [{"name": "a", "topics": ["t"], "table": "db.a"}]}
+    )
+    return spark_conf(config, JARS, run_token="tok")
+
+
+def test_local_mode_puts_jars_on_the_driver_classpath() -> None:
+    assert jar_conf("local[2]", JARS) == {
+        "spark.driver.extraClassPath": "/cache/a.jar:/cache/b.jar"
+    }
+    assert jar_conf("local", JARS) == {"spark.driver.extraClassPath": "/cache/a.jar:/cache/b.jar"}
+    # A cluster's executors need the jars shipped to them.
+    assert jar_conf("spark://h:7077", JARS) == {"spark.jars": "/cache/a.jar,/cache/b.jar"}
+    assert is_local("local[*]") and not is_local("localhost") and not is_local("yarn")
+
+
+def test_throughput_collector_by_core_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(session.os, "cpu_count", lambda: 2)
+    assert gc_option("local[2]") == "-XX:+UseSerialGC"
+    assert gc_option("spark://h:7077") == "-XX:+UseParallelGC"
+    monkeypatch.setattr(session.os, "cpu_count", lambda: 16)
+    assert gc_option("local[*]") == "-XX:+UseParallelGC"
+
+
+def test_user_java_options_are_appended_not_replacing_frazils() -> None:
+    conf = _conf({"conf": {"spark.driver.extraJavaOptions": "-XX:+UseG1GC -Dx=1"}})
+    opts = conf["spark.driver.extraJavaOptions"]
+    # The run fence's token and the log settings stay; the user's flags come last and win.
+    assert "-Dfrazil.run=tok" in opts
+    assert "-Dlog4j2.configurationFile=" in opts
+    assert opts.endswith("-XX:+UseG1GC -Dx=1")
+    assert opts.index("-XX:+Use") < opts.index("-XX:+UseG1GC")
+
+
+def test_user_classpath_is_added_after_frazils_jars() -> None:
+    conf = _conf({"conf": {"spark.driver.extraClassPath": "/opt/extra.jar"}})
+    assert conf["spark.driver.extraClassPath"] == "/cache/a.jar:/cache/b.jar:/opt/extra.jar"
+    assert "spark.jars" not in conf
+    remote = _conf({"master": "spark://h:7077"})
+    assert remote["spark.jars"] == "/cache/a.jar,/cache/b.jar"
+    assert "spark.driver.extraClassPath" not in remote
+
+
+def test_default_driver_heap_is_sparks_own() -> None:
+    assert _conf({})["spark.driver.memory"] == "1g"

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from frazil.generate.payments import PAYMENTS_SCHEMA
 from frazil.local.broker import LocalBroker
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -51,3 +52,28 @@ def write_result(name: str, data: dict[str, Any]) -> Path:
     latest = RESULTS_DIR / f"{name}.json"
     latest.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return latest
+
+
+def payments_config(
+    work: Path, bootstrap: str, topic: str, table: str, **pipeline: Any
+) -> dict[str, Any]:
+    """A frazil config reading payments from ``topic`` into ``bench.<table>`` under ``work``.
+
+    The table is laid out as every benchmark's: ``days(created_at)``; ``pipeline`` adds or
+    overrides pipeline settings.
+    """
+    return {
+        "catalog": {"warehouse": str(work / "lake")},
+        "kafka": {"bootstrap_servers": bootstrap},
+        "state_dir": str(work / "state" / table),
+        "pipelines": [
+            {
+                "name": table,
+                "topics": [topic],
+                "table": f"bench.{table}",
+                "schema": dict(PAYMENTS_SCHEMA),
+                "partition_by": ["days(created_at)"],
+                **pipeline,
+            }
+        ],
+    }

@@ -5,15 +5,21 @@ with a 1 s trigger: first a warm-up (default 15 s: the JVM compiles the micro-ba
 its first batches), then the measured 2 minutes. For every record:
 latency = commit time of the snapshot that made it visible − its Kafka record timestamp.
 Reported as p50 / p99 / max over the measured window, and over everything including the cold
-start. Two jobs are measured one after the other in the same run, each on its own topic:
-`frazil run` and the minimal hand-written Structured Streaming job (bench/baseline_job.py).
+start. The jobs are measured one after the other in the same run, each on its own topic:
+`frazil run`, the minimal hand-written Structured Streaming job (bench/baseline_job.py) and
+Iceberg's Kafka Connect sink (``kafka-connect``: the peer harness in
+``../shared/peers/kafka-connect``, 2 tasks, 1 s commit interval, each record's Kafka timestamp
+added by Kafka Connect's own ``InsertField`` transform). Latencies are read the same way for
+every table, with PyIceberg: each data file's rows against the snapshot that added the file.
 
-Usage: .venv/bin/python -m bench.freshness [--rate 5000] [--seconds 120] [--jobs frazil,baseline]
+Usage: .venv/bin/python -m bench.freshness [--rate 5000] [--seconds 120]
+       [--jobs frazil,baseline,kafka-connect]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
@@ -27,9 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.common import WORK_DIR, start_broker, write_result
-from frazil.config import parse_config
 from frazil.config.durations import parse_duration
-from frazil.engine.session import build_spark
 from frazil.generate.payments import PAYMENTS_SCHEMA
 from frazil.generate.producer import ensure_topic
 from frazil.local.broker import LocalBroker
@@ -38,27 +42,49 @@ from frazil.local.broker import LocalBroker
 GOAL_P99_MS = 2000
 
 
-def latency_query(table: str, since_ms: int) -> str:
-    """Per-record latency: join rows (by data file) to the snapshot that added the file."""
-    return f"""
-        WITH rows AS (
-            SELECT _file AS file, unix_millis(_kafka_timestamp) AS ts FROM {table}
-        ),
-        added AS (
-            -- all_entries: merged manifests re-list old files as EXISTING, so look at every
-            -- manifest for the entry that ADDED (status 1) each file.
-            SELECT e.data_file.file_path AS file, min(unix_millis(s.committed_at)) AS committed
-            FROM {table}.all_entries e JOIN {table}.snapshots s ON e.snapshot_id = s.snapshot_id
-            WHERE e.status = 1
-            GROUP BY e.data_file.file_path
-        ),
-        lat AS (
-            SELECT committed - ts AS ms, ts FROM rows JOIN added USING (file)
-        )
-        SELECT count(*) AS n,
-               percentile(ms, 0.5) AS p50, percentile(ms, 0.99) AS p99, max(ms) AS max
-        FROM lat WHERE ts >= {since_ms}
-    """
+def latencies(catalog: str, warehouse: Path, table: str) -> tuple[list[int], list[int]]:
+    """Per-record (Kafka timestamp ms, latency ms): each data file's rows against the commit
+    time of the snapshot that added the file (a manifest entry keeps that snapshot's id even
+    when a later commit merges manifests)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    location = warehouse if catalog == "lake" else warehouse / "warehouse"
+    loaded = SqlCatalog(
+        catalog, uri=f"sqlite:///{warehouse}/catalog.db", warehouse=location.as_uri()
+    ).load_table(table)
+    committed = {s.snapshot_id: s.timestamp_ms for s in loaded.metadata.snapshots}
+    entries = loaded.inspect.entries().to_pylist()
+    stamps: list[int] = []
+    lags: list[int] = []
+    for entry in entries:
+        path = entry["data_file"]["file_path"].removeprefix("file:")
+        column = pq.read_table(path, columns=["_kafka_timestamp"]).column(0)
+        per_ms = 1
+        if pa.types.is_timestamp(column.type):  # frazil's column; the sink's is epoch millis
+            per_ms = {"s": 1, "ms": 1, "us": 1000, "ns": 1_000_000}[column.type.unit]
+            column = pc.cast(column, pa.int64())
+        ts = [v // per_ms for v in column.to_pylist()]
+        at = committed[entry["snapshot_id"]]
+        stamps.extend(ts)
+        lags.extend(at - t for t in ts)
+    return stamps, lags
+
+
+def _summary(stamps: list[int], lags: list[int], since_ms: int) -> dict[str, float]:
+    chosen = sorted(lag for t, lag in zip(stamps, lags, strict=True) if t >= since_ms)
+
+    def percentile(q: float) -> float:  # nearest rank
+        return float(chosen[min(len(chosen) - 1, max(0, round(q * len(chosen)) - 1))])
+
+    return {
+        "records": len(chosen),
+        "p50_ms": percentile(0.5),
+        "p99_ms": percentile(0.99),
+        "max_ms": float(chosen[-1]),
+    }
 
 
 def _job_command(job: str, work: Path, broker: LocalBroker, topic: str, trigger: str) -> list[str]:
@@ -70,7 +96,6 @@ def _job_command(job: str, work: Path, broker: LocalBroker, topic: str, trigger:
                     "catalog": {"warehouse": str(work / "lake")},
                     "kafka": {"bootstrap_servers": broker.bootstrap},
                     "state_dir": str(work / "state"),
-                    "spark": {"driver_memory": "2g"},
                     "pipelines": [
                         {
                             "name": "fresh",
@@ -94,57 +119,90 @@ def _job_command(job: str, work: Path, broker: LocalBroker, topic: str, trigger:
     ]  # fmt: skip
 
 
+def _produce(broker: LocalBroker, topic: str, count: int, rate: int) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "frazil.cli.main", "generate", "-t", topic, "-n", str(count),
+         "-r", str(rate), "-b", broker.bootstrap, "--output", "json"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _kafka_connect(work: Path, broker: LocalBroker, topic: str, count: int, rate: int) -> None:
+    """The sink through the peer harness, which returns once the table holds ``count`` rows."""
+    from bench.vs_kafka_connect import PEER
+
+    extra = work / "sink-extra.properties"
+    extra.write_text(
+        "transforms=kafkaTs\n"
+        "transforms.kafkaTs.type=org.apache.kafka.connect.transforms.InsertField$Value\n"
+        "transforms.kafkaTs.timestamp.field=_kafka_timestamp\n"
+    )
+    env = {
+        **os.environ,
+        "KC_LAYOUT": "payments",
+        "KC_VERIFY": "0",
+        "KC_EXPECTED_RECORDS": str(count),
+        "KC_SINK_EXTRA": str(extra),
+    }
+    sink = subprocess.Popen(
+        [str(PEER / "run.sh"), broker.bootstrap, topic, "bench.fresh", str(work), "1000", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    time.sleep(12)  # the worker starts and joins its consumer group
+    _produce(broker, topic, count, rate)
+    _out, err = sink.communicate(timeout=600)
+    if sink.returncode != 0:
+        raise RuntimeError(f"kafka connect run failed:\n{err[-3000:]}")
+
+
 def measure(job: str, broker: LocalBroker, args: argparse.Namespace) -> dict[str, Any]:
     """Run one job under a steady load and return its latency figures."""
     work = WORK_DIR / f"freshness-{uuid.uuid4().hex[:6]}-{job}"
     work.mkdir(parents=True, exist_ok=True)
     topic = f"fresh-{work.name}"
     ensure_topic(broker.bootstrap, topic, partitions=4)
-    process = subprocess.Popen(
-        _job_command(job, work, broker, topic, args.trigger),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    for line in process.stdout:  # wait until the query runs
-        if line.startswith("running "):
-            break
-    time.sleep(3)
     count = args.rate * (args.warmup + args.seconds)
     produce_started_ms = int(time.time() * 1000)
-    subprocess.run(
-        [sys.executable, "-m", "frazil.cli.main", "generate", "-t", topic, "-n", str(count),
-         "-r", str(args.rate), "-b", broker.bootstrap, "--output", "json"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    time.sleep(8)  # let the last records commit
-    process.send_signal(signal.SIGTERM)
-    process.wait(120)
-    spark = build_spark(
-        parse_config(
-            {
-                "catalog": {"warehouse": str(work / "lake")},
-                "pipelines": [{"name": "x", "topics": ["x"], "table": "bench.fresh"}],
-            }
+    if job == "kafka-connect":
+        # Its warm-up window starts with production, as for the others.
+        produce_started_ms += 12_000
+        _kafka_connect(work, broker, topic, count, args.rate)
+        catalog, warehouse = "iceberg", work
+    else:
+        process = subprocess.Popen(
+            _job_command(job, work, broker, topic, args.trigger),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
-    )
-    table = "lake.bench.fresh"
-    result: dict[str, Any] = {"produced": count}
+        assert process.stdout is not None
+        for line in process.stdout:  # wait until the query runs
+            if line.startswith("running "):
+                break
+        time.sleep(3)
+        produce_started_ms = int(time.time() * 1000)
+        _produce(broker, topic, count, args.rate)
+        time.sleep(8)  # let the last records commit
+        process.send_signal(signal.SIGTERM)
+        process.wait(120)
+        catalog, warehouse = "lake", work / "lake"
+    stamps, lags = latencies(catalog, warehouse, "bench.fresh")
+    result: dict[str, Any] = {"produced": count, "rows_in_table": len(lags)}
     windows = (("measured", produce_started_ms + args.warmup * 1000), ("all", 0))
     for label, since in windows:
-        row = spark.sql(latency_query(table, since)).first()
-        result[label] = {
-            "records": int(row["n"]),
-            "p50_ms": float(row["p50"]),
-            "p99_ms": float(row["p99"]),
-            "max_ms": float(row["max"]),
-        }
-    result["snapshots"] = int(spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0])
-    result["rows_in_table"] = int(spark.sql(f"SELECT count(*) FROM {table}").first()[0])
-    spark.stop()
-    assert result["all"]["records"] == result["rows_in_table"], "every row matched a snapshot"
+        result[label] = _summary(stamps, lags, since)
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    location = warehouse if catalog == "lake" else warehouse / "warehouse"
+    loaded = SqlCatalog(
+        catalog, uri=f"sqlite:///{warehouse}/catalog.db", warehouse=location.as_uri()
+    ).load_table("bench.fresh")
+    result["snapshots"] = len(loaded.metadata.snapshots)
+    assert result["rows_in_table"] == count, f"{job}: {result['rows_in_table']} rows of {count}"
     return result
 
 
@@ -191,10 +249,11 @@ def main() -> None:
         summary["goal_met"] = p99 <= GOAL_P99_MS
         met = "met" if p99 <= GOAL_P99_MS else "NOT met"
         console.print(f"frazil p99 {p99 / 1000:.2f}s: goal ≤ {GOAL_P99_MS / 1000:g} s {met}")
-    if "frazil" in results and "baseline" in results:
-        ratio = results["frazil"]["measured"]["p99_ms"] / results["baseline"]["measured"]["p99_ms"]
-        summary["p99_ratio_frazil_to_baseline"] = ratio
-        console.print(f"p99 frazil / baseline: {ratio:.2f}× (lower is fresher)")
+    for other in ("baseline", "kafka-connect"):
+        if "frazil" in results and other in results:
+            ratio = results["frazil"]["measured"]["p99_ms"] / results[other]["measured"]["p99_ms"]
+            summary[f"p99_ratio_frazil_to_{other.replace('-', '_')}"] = ratio
+            console.print(f"p99 frazil / {other}: {ratio:.2f}× (lower is fresher)")
     path = write_result(
         "freshness",
         {

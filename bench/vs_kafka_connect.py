@@ -38,8 +38,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bench.common import BENCH_DIR, WORK_DIR, start_broker, write_result
-from frazil.generate.payments import PAYMENTS_SCHEMA
+from bench.common import BENCH_DIR, WORK_DIR, payments_config, start_broker, write_result
 from frazil.generate.producer import ensure_topic, produce_events
 
 #: The peer harness (not copied into this repository); KC_PEER_DIR overrides where it is.
@@ -147,26 +146,25 @@ class TableWatch(threading.Thread):
 
 
 def run_frazil(
-    work: Path, bootstrap: str, topic: str, records: int, per_trigger: int
+    work: Path,
+    bootstrap: str,
+    topic: str,
+    records: int,
+    per_trigger: int,
+    pipeline_extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``frazil run --until-caught-up`` from process start to the commit of the last record."""
     table = f"frazil_{uuid.uuid4().hex[:6]}"
-    config = {
-        "catalog": {"warehouse": str(work / "lake")},
-        "kafka": {"bootstrap_servers": bootstrap},
-        "state_dir": str(work / "state" / table),
-        "pipelines": [
-            {
-                "name": table,
-                "topics": [topic],
-                "table": f"bench.{table}",
-                "schema": dict(PAYMENTS_SCHEMA),
-                "partition_by": ["days(created_at)"],
-                "max_offsets_per_trigger": per_trigger,
-                "trigger": "1s",
-                "table_properties": {"write.parquet.compression-codec": "zstd"},
-            }
-        ],
-    }
+    config = payments_config(
+        work,
+        bootstrap,
+        topic,
+        table,
+        max_offsets_per_trigger=per_trigger,
+        trigger="1s",
+        table_properties={"write.parquet.compression-codec": "zstd"},
+        **(pipeline_extra or {}),
+    )
     path = work / f"{table}.yaml"
     path.write_text(yaml.safe_dump(config))
     started_ms = int(time.time() * 1000)

@@ -50,6 +50,10 @@ def test_options_pass_client_settings_through() -> None:
     assert options["maxOffsetsPerTrigger"] == "10"
     assert options["failOnDataLoss"] == "true"
     assert options["includeHeaders"] == "false"
+    # A task reading up to the log end does not wait 500 ms for the broker's parked fetch.
+    assert options["kafka.fetch.max.wait.ms"] == "50"
+    tuned = _with_properties({"fetch.max.wait.ms": "200"})
+    assert source_options(tuned, tuned.pipelines[0])["kafka.fetch.max.wait.ms"] == "200"
 
 
 def test_pattern_pipeline_and_resume_offsets() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import typer
@@ -10,8 +11,10 @@ import typer
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.cli.render import print_reports
 from frazil.config.loader import load_config
-from frazil.engine.events import CommitEvent
+from frazil.engine.events import BatchStarted, CommitEvent, Event
 from frazil.engine.progress import format_ms
+
+log = logging.getLogger("frazil.run")
 
 
 @app.command()
@@ -55,6 +58,11 @@ def run(
             highlight=False,
         )
 
+    def on_event(event: Event) -> None:
+        if isinstance(event, BatchStarted):
+            # With --verbose: when each micro-batch starts (bench/startup.py times the first).
+            log.info("%s: batch %d started", event.pipeline, event.batch_id)
+
     def on_started(names: list[str]) -> None:
         if not quiet:
             mode = "until caught up" if until_caught_up else "until SIGINT/SIGTERM"
@@ -66,6 +74,7 @@ def run(
         until_caught_up=until_caught_up,
         reset_offsets=reset_offsets,
         on_commit=on_commit,
+        on_event=on_event,
         on_started=on_started,
     )
     if quiet:

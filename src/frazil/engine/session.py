@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -67,10 +68,13 @@ def spark_conf(
         # Classes parsed once at setup, mapped at start: seconds off every start.
         java_opts += f" {cds}"
     # The default threshold (~20 MB) triggers a full collection while Spark loads its classes.
-    java_opts += f" {gc_option(config.spark.master)} -XX:MetaspaceSize=256m"
+    user_opts = config.spark.conf.get("spark.driver.extraJavaOptions", "")
+    if not _GC_FLAG.search(user_opts):
+        # The JVM refuses two collectors: one chosen by the user replaces frazil's.
+        java_opts += f" {gc_option(config.spark.master)}"
+    java_opts += " -XX:MetaspaceSize=256m"
     if is_local(config.spark.master):
         java_opts += f" {' '.join(JIT_OPTIONS)}"
-    user_opts = config.spark.conf.get("spark.driver.extraJavaOptions")
     if user_opts:
         # Appended, not replacing ours: the JVM takes the last of repeated flags, so the
         # user's win, and the run fence's token and the log settings stay.
@@ -116,6 +120,9 @@ JIT_OPTIONS = (
     "-XX:Tier4MinInvocationThreshold=5000",
     "-XX:Tier4CompileThreshold=30000",
 )
+
+
+_GC_FLAG = re.compile(r"-XX:\+Use\w*GC\b")
 
 
 def is_local(master: str) -> bool:

@@ -14,6 +14,42 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
+def split_name(name: str) -> list[str]:
+    """``catalog.namespace.table`` into its parts (backquotes, as :func:`qualified` writes
+    them, removed; frazil's names are identifiers, so no part holds a dot)."""
+    return [part.strip("`") for part in name.split(".")]
+
+
+def iceberg_catalog(spark: SparkSession, catalog: str) -> Any:
+    """The Iceberg catalog behind Spark catalog ``catalog`` (a Java ``Catalog``).
+
+    Tables are looked up and created through it directly rather than through Spark SQL: that
+    keeps the SQL parser and analyser out of every start (docs/benchmarks.md).
+    """
+    plugin = spark._jsparkSession.sessionState().catalogManager().catalog(catalog)
+    return plugin.icebergCatalog()
+
+
+def identifier(spark: SparkSession, parts: list[str]) -> Any:
+    """An Iceberg ``TableIdentifier`` for ``namespace..., table``."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return jvm.org.apache.iceberg.catalog.TableIdentifier.of(
+        namespace(spark, parts[:-1]), parts[-1]
+    )
+
+
+def namespace(spark: SparkSession, parts: list[str]) -> Any:
+    """An Iceberg ``Namespace`` of ``parts``."""
+    jvm = spark.sparkContext._jvm
+    gateway = spark.sparkContext._gateway
+    assert jvm is not None and gateway is not None
+    levels = gateway.new_array(jvm.java.lang.String, len(parts))
+    for i, part in enumerate(parts):
+        levels[i] = part
+    return jvm.org.apache.iceberg.catalog.Namespace.of(levels)
+
+
 @dataclass(frozen=True)
 class SnapshotView:
     """One snapshot of a table's history; summary entries are read on demand."""
@@ -37,12 +73,9 @@ class IcebergTable:
     """
 
     def __init__(self, spark: SparkSession, name: str) -> None:
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
+        catalog, *parts = split_name(name)
         self.name = name
-        self._table: Any = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-            spark._jsparkSession, name
-        )
+        self._table: Any = iceberg_catalog(spark, catalog).loadTable(identifier(spark, parts))
 
     def refresh(self) -> None:
         """Pick up commits made since the last look (by Spark, other runs, maintenance)."""

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import PipelineConfig
+from frazil.config.partitioning import PartitionField
 from frazil.errors import PipelineError
+from frazil.sink.iceberg import iceberg_catalog, identifier, namespace
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
 #: Properties of tables frazil creates; ``table_properties`` in the config override them.
 DEFAULT_TABLE_PROPERTIES: dict[str, str] = {
@@ -40,17 +42,30 @@ def ensure_table(
 ) -> tuple[str, bool]:
     """Create the pipeline's table (and its namespace) if missing.
 
+    Goes through Iceberg's catalog API in the driver JVM, as Spark's ``CREATE TABLE`` would
+    (same schema conversion, partition spec and properties), without Spark SQL.
+
     Returns:
         The table's qualified name, and whether this call created it.
 
     Raises:
         PipelineError: The table exists but lacks columns the pipeline writes.
     """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
     name = qualified(catalog, pipeline.table)
-    namespace = qualified(catalog, pipeline.table.rsplit(".", 1)[0])
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
-    if table_exists(spark, name):
-        existing = {f.name for f in spark.table(name).schema.fields}
+    parts = pipeline.table.split(".")
+    ice = iceberg_catalog(spark, catalog)
+    table_id = identifier(spark, parts)
+    ns = namespace(spark, parts[:-1])
+    if not ice.namespaceExists(ns):
+        try:
+            ice.createNamespace(ns)
+        except Exception as exc:  # another run created it meanwhile
+            if "AlreadyExists" not in str(exc):
+                raise
+    if ice.tableExists(table_id):
+        existing = {str(f.name()) for f in ice.loadTable(table_id).schema().columns()}
         missing = [f.name for f in schema.fields if f.name not in existing]
         if missing:
             raise PipelineError(
@@ -58,15 +73,44 @@ def ensure_table(
                 f"{', '.join(missing)}; schema evolution is not enabled for it"
             )
         return name, False
-    columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
-    partitioning = ", ".join(p.to_spark_sql() for p in pipeline.partition_fields())
-    properties = {**DEFAULT_TABLE_PROPERTIES, **pipeline.table_properties}
-    props_sql = ", ".join(
-        f"'{k}' = '{v.replace(chr(39), chr(39) * 2)}'" for k, v in sorted(properties.items())
-    )
-    ddl = f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING iceberg"
-    if partitioning:
-        ddl += f" PARTITIONED BY ({partitioning})"
-    ddl += f" TBLPROPERTIES ({props_sql})"
-    spark.sql(ddl)
+    # Columns are nullable, as in a CREATE TABLE without NOT NULL.
+    java_type = spark._jsparkSession.parseDataType(_nullable(schema).json())
+    iceberg_schema = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(java_type)
+    spec = jvm.org.apache.iceberg.PartitionSpec.builderFor(iceberg_schema)
+    for field in pipeline.partition_fields():
+        spec = _add_partition(spec, field)
+    properties = jvm.java.util.HashMap()
+    for key, value in {**DEFAULT_TABLE_PROPERTIES, **pipeline.table_properties}.items():
+        properties.put(key, value)
+    try:
+        ice.createTable(table_id, iceberg_schema, spec.build(), properties)
+    except Exception as exc:  # created by another run between the check and here
+        if "AlreadyExists" not in str(exc):
+            raise
+        return name, False
     return name, True
+
+
+def _add_partition(spec: Any, field: PartitionField) -> Any:
+    """Add one transform to a Java ``PartitionSpec.Builder`` (Spark's own field names)."""
+    if field.transform == "identity":
+        return spec.identity(field.column)
+    if field.transform == "bucket":
+        return spec.bucket(field.column, field.width)
+    if field.transform == "truncate":
+        return spec.truncate(field.column, field.width)
+    method = {"years": "year", "months": "month", "days": "day", "hours": "hour"}[field.transform]
+    return getattr(spec, method)(field.column)
+
+
+def _nullable(data_type: DataType) -> Any:
+    """``data_type`` with every field, element and value nullable."""
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    if isinstance(data_type, StructType):
+        return StructType([StructField(f.name, _nullable(f.dataType), True) for f in data_type])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_nullable(data_type.elementType), True)
+    if isinstance(data_type, MapType):
+        return MapType(data_type.keyType, _nullable(data_type.valueType), True)
+    return data_type

@@ -12,6 +12,9 @@ from frazil.errors import KafkaError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+#: Kafka consumer setting frazil lowers from Kafka's default (see :func:`source_options`).
+FETCH_MAX_WAIT = "fetch.max.wait.ms"
+
 #: ``TopicOffsets`` maps topic -> partition -> next offset to read (Spark's JSON shape).
 TopicOffsets = dict[str, dict[int, int]]
 
@@ -37,6 +40,10 @@ def source_options(
         "includeHeaders": str("headers" in pipeline.kafka_metadata).lower(),
         # Losing data silently is never acceptable: fail if offsets were deleted under us.
         "failOnDataLoss": "true",
+        # A task whose range ends at the log end otherwise waits for the broker's parked
+        # fetch (Kafka's default 500 ms) before it finishes: up to half a second per wave of
+        # tasks in every batch that catches up (bench/freshness). kafka.properties can override.
+        f"kafka.{FETCH_MAX_WAIT}": "50",
     }
     if pipeline.topics is not None:
         options["subscribe"] = ",".join(pipeline.topics)

@@ -45,7 +45,10 @@ def test_user_java_options_are_appended_not_replacing_frazils() -> None:
     assert "-Dfrazil.run=tok" in opts
     assert "-Dlog4j2.configurationFile=" in opts
     assert opts.endswith("-XX:+UseG1GC -Dx=1")
-    assert opts.index("-XX:+Use") < opts.index("-XX:+UseG1GC")
+    # The JVM refuses two collectors: the user's choice replaces frazil's.
+    assert "-XX:+UseSerialGC" not in opts and "-XX:+UseParallelGC" not in opts
+    plain = _conf({"conf": {"spark.driver.extraJavaOptions": "-Dx=1"}})
+    assert "GC " in plain["spark.driver.extraJavaOptions"]
 
 
 def test_user_classpath_is_added_after_frazils_jars() -> None:

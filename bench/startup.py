@@ -1,0 +1,124 @@
+"""Start-up: from `frazil run` process start to its first micro-batch running.
+
+One private broker and a small payments topic (1,000 records, 4 partitions). Each round runs
+`frazil -v run --until-caught-up` into a new table, with the class-data archive built by
+`frazil setup` and, for comparison, without it (``FRAZIL_CDS=0``), alternating. The times are
+taken from the CLI's own stderr lines as they arrive: the query started (``running ...``), the
+first micro-batch started (``batch N started``, logged with ``--verbose``), the first commit,
+and the process exit.
+
+Usage: .venv/bin/python -m bench.startup [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from bench.common import WORK_DIR, payments_config, start_broker, write_result
+from frazil.generate.producer import ensure_topic, produce_events
+
+#: First micro-batch running within this many seconds of process start, warm cache.
+GOAL_S = 6.0
+
+_MARKS = {
+    "query_started_s": re.compile(r"^running "),
+    "first_batch_s": re.compile(r"batch \d+ started"),
+    "first_commit_s": re.compile(r"batch \d+: [\d,]+ records"),
+}
+
+
+def run_once(work: Path, bootstrap: str, topic: str, cds: bool) -> dict[str, Any]:
+    table = f"startup_{uuid.uuid4().hex[:6]}"
+    config = payments_config(work, bootstrap, topic, table)
+    path = work / f"{table}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "FRAZIL_CDS": "1" if cds else "0"}
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "frazil.cli.main",
+            "-v",
+            "run",
+            "-c",
+            str(path),
+            "--until-caught-up",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stderr is not None
+    seen: dict[str, Any] = {"cds": cds}
+    tail: list[str] = []
+    for line in process.stderr:
+        tail = [*tail[-40:], line]
+        for key, pattern in _MARKS.items():
+            if key not in seen and pattern.search(line):
+                seen[key] = round(time.monotonic() - started, 2)
+    process.wait()
+    seen["exit_s"] = round(time.monotonic() - started, 2)
+    if process.returncode != 0 or "first_batch_s" not in seen:
+        raise RuntimeError(f"frazil run failed ({process.returncode}):\n{''.join(tail)}")
+    return seen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    console = Console()
+    run_id = uuid.uuid4().hex[:6]
+    work = WORK_DIR / f"startup-{run_id}"
+    broker = start_broker(f"startup-{run_id}")
+    runs: list[dict[str, Any]] = []
+    try:
+        topic = f"startup_{run_id}"
+        ensure_topic(broker.bootstrap, topic, partitions=4)
+        produce_events(broker.bootstrap, topic, 1000, seed=1, progress=False)
+        for round_no in range(1, args.rounds + 1):
+            for cds in (True, False):
+                result = {"round": round_no, **run_once(work, broker.bootstrap, topic, cds)}
+                console.print(f"round {round_no} cds={cds}: {result}")
+                runs.append(result)
+    finally:
+        broker.down()
+
+    def median(cds: bool, key: str) -> float:
+        return statistics.median(r[key] for r in runs if r["cds"] is cds and key in r)
+
+    table = Table(title="frazil run: seconds from process start (medians)")
+    for col in ("", "query started", "first batch running", "first commit", "exit"):
+        table.add_column(col, justify="right")
+    summary: dict[str, dict[str, float]] = {}
+    for cds in (True, False):
+        label = "with class-data archive" if cds else "FRAZIL_CDS=0"
+        row = {k: median(cds, k) for k in (*_MARKS, "exit_s")}
+        summary[label] = row
+        table.add_row(label, *(f"{row[k]:.2f}" for k in (*_MARKS, "exit_s")))
+    console.print(table)
+    best = summary["with class-data archive"]["first_batch_s"]
+    console.print(f"first micro-batch running after {best:.2f} s (goal ≤ {GOAL_S:g} s)")
+    path = write_result(
+        "startup", {"goal_s": GOAL_S, "rounds": args.rounds, "medians": summary, "runs": runs}
+    )
+    console.print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

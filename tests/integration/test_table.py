@@ -1,0 +1,96 @@
+"""Creating a pipeline's table through Iceberg's catalog API, as Spark's CREATE TABLE would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from frazil.config import parse_config
+from frazil.errors import PipelineError
+from frazil.sink.iceberg import iceberg_catalog, identifier
+from frazil.sink.table import ensure_table
+
+
+def _pipeline(table: str, partition_by: list[str], **extra: Any) -> Any:
+    return parse_config(
+        {
+            "pipelines": [
+                {
+                    "name": "p",
+                    "topics": ["t"],
+                    "table": table,
+                    "schema": {
+                        "id": "string",
+                        "at": "timestamp",
+                        "local_at": "timestamp_ntz",
+                        "n": "long",
+                        "price": "decimal(10,2)",
+                        "tags": "array<string>",
+                        "attrs": "map<string,int>",
+                        "who": "struct<name:string,age:int>",
+                    },
+                    "partition_by": partition_by,
+                    **extra,
+                }
+            ]
+        }
+    ).pipelines[0]
+
+
+def test_table_is_created_with_specs_types_and_properties(spark: Any, unique: str) -> None:
+    from pyspark.sql.types import StructType
+
+    from frazil.decode.json import schema_from_config
+
+    pipeline = _pipeline(
+        f"deep_{unique}.ns.events",
+        ["days(at)", "bucket(8, id)", "truncate(4, who.name)", "hours(local_at)", "n"],
+        table_properties={"write.parquet.compression-codec": "zstd"},
+    )
+    schema: StructType = schema_from_config(pipeline)
+    name, created = ensure_table(spark, "lake", pipeline, schema)
+    assert created and name == f"`lake`.`deep_{unique}`.`ns`.`events`"
+    table = iceberg_catalog(spark, "lake").loadTable(
+        identifier(spark, [f"deep_{unique}", "ns", "events"])
+    )
+    spec = [(str(f.name()), str(f.transform())) for f in table.spec().fields()]
+    # The same field names and transforms as CREATE TABLE ... PARTITIONED BY (...).
+    assert spec == [
+        ("at_day", "day"),
+        ("id_bucket", "bucket[8]"),
+        ("who.name_trunc", "truncate[4]"),
+        ("local_at_hour", "hour"),
+        ("n", "identity"),
+    ]
+    props = table.properties()
+    assert props.get("write.parquet.compression-codec") == "zstd"
+    assert props.get("write.distribution-mode") == "none"
+    # A reserved property: it becomes the metadata's format version.
+    assert table.operations().current().formatVersion() == 2
+    # Spark reads it back with the declared types, every column nullable as in plain DDL.
+    read = spark.table(name).schema
+    assert [(f.name, f.dataType.simpleString(), f.nullable) for f in read.fields] == [
+        ("id", "string", True),
+        ("at", "timestamp", True),
+        ("local_at", "timestamp_ntz", True),
+        ("n", "bigint", True),
+        ("price", "decimal(10,2)", True),
+        ("tags", "array<string>", True),
+        ("attrs", "map<string,int>", True),
+        ("who", "struct<name:string,age:int>", True),
+    ]
+    # A second start finds it and leaves it alone.
+    assert ensure_table(spark, "lake", pipeline, schema) == (name, False)
+
+
+def test_an_existing_table_without_the_pipelines_columns_is_refused(
+    spark: Any, unique: str
+) -> None:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    spark.sql(f"CREATE TABLE lake.db.narrow_{unique} (id string) USING iceberg")
+    pipeline = _pipeline(f"db.narrow_{unique}", [])
+    schema = StructType([StructField("id", StringType()), StructField("n", LongType())])
+    with pytest.raises(PipelineError, match=r"has no column\(s\) n; schema evolution"):
+        ensure_table(spark, "lake", pipeline, schema)

@@ -16,7 +16,7 @@ seen, peak RSS is the sum of their VmHWM. The table is then checked: row count a
 ids equal the records produced.
 
 Usage: .venv/bin/python -m bench.vs_kafka_connect [--records 5000000] [--rounds 2]
-       [--partitions 4] [--kc-tasks 2] [--per-trigger 500000]
+       [--partitions 4] [--kc-tasks 2] [--per-trigger 500000] [--tag NAME]
 """
 
 from __future__ import annotations
@@ -246,6 +246,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--kc-tasks", type=int, default=2)
     parser.add_argument("--per-trigger", type=int, default=500_000)
+    parser.add_argument("--tag", default="", help="results file suffix: vs_kafka_connect_<tag>")
     args = parser.parse_args()
     console = Console()
     run_id = uuid.uuid4().hex[:6]
@@ -278,7 +279,9 @@ def main() -> None:
         broker.down()
 
     def median(tool: str, key: str) -> float:
-        return statistics.median(float(r[key]) for r in runs if r["tool"] == tool)
+        # A run committed in one snapshot has no rate after its first commit.
+        values = [float(r[key]) for r in runs if r["tool"] == tool and r[key] is not None]
+        return statistics.median(values) if values else float("nan")
 
     out = Table(title=f"{args.records:,} payments, {args.partitions} partitions, same broker")
     columns = ("tool", "round", "wall s", "events/s", "after 1st commit", "CPU s", "µCPU/rec",
@@ -303,7 +306,7 @@ def main() -> None:
     for key, value in ratios.items():
         console.print(f"frazil / kafka-connect, median {key}: [bold]{value:.2f}×[/]")
     path = write_result(
-        "vs_kafka_connect",
+        "vs_kafka_connect" + (f"_{args.tag}" if args.tag else ""),
         {
             "records": args.records,
             "partitions": args.partitions,

@@ -147,10 +147,10 @@ def gc_option(master: str) -> str:
     """The driver JVM's garbage collector: a throughput collector, not the default G1.
 
     A micro-batch lasts seconds, so pauses of tens of milliseconds do not matter while every
-    CPU-second does. G1's concurrent work and write barriers cost ~15% of the CPU on a 2-core
-    machine (docs/benchmarks.md); the serial collector runs the same batches in less CPU and a
-    smaller footprint when the executors share the driver's few cores, the parallel collector
-    when there are more cores or the driver only plans (a cluster).
+    CPU-second does. G1's concurrent work and write barriers made a 2M-record run ~15% slower
+    on a 2-core machine (docs/benchmarks.md); the serial collector runs the same batches in as
+    little CPU and the smallest footprint when the executors share the driver's few cores, the
+    parallel collector when there are more cores or the driver only plans (a cluster).
     """
     if is_local(master) and (os.cpu_count() or 1) <= 2:
         return "-XX:+UseSerialGC"

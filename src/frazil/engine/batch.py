@@ -95,6 +95,9 @@ class BatchHandler:
     stats: BatchStats = field(default_factory=BatchStats)
     error: FrazilError | None = None
     closing: bool = False
+    #: Stop requests (SIGTERM, the caller's event): no batch starts once one is set, even
+    #: before the runner's wait loop has noticed it and set ``closing``.
+    stops: tuple[threading.Event, ...] = ()
     _query_id: str | None = None
     #: Column expressions reused from batch to batch (building them costs py4j round trips).
     _cache: dict[tuple[object, ...], list[Column]] = field(default_factory=dict)
@@ -122,7 +125,7 @@ class BatchHandler:
             pass
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        if self.closing:
+        if self.closing or any(stop.is_set() for stop in self.stops):
             raise StopRequested(f"pipeline {self.pipeline.name!r} is stopping")
         with self._busy:
             try:

@@ -336,6 +336,7 @@ def run(
                         pipeline_run = PipelineRun(
                             spark, config, pipeline, admin, until_caught_up, dispatch
                         )
+                        pipeline_run.handler.stops = (stop, signals.stop)
                         runs.append(pipeline_run)
                         pipeline_run.start(pipeline_run.prepare(reset_offsets))
                     if on_started:

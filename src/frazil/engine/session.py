@@ -79,11 +79,12 @@ def spark_conf(
         # Appended, not replacing ours: the JVM takes the last of repeated flags, so the
         # user's win, and the run fence's token and the log settings stay.
         java_opts += f" {user_opts}"
+    jar_settings = jar_conf(config.spark.master, jars)
     conf = {
         "spark.master": config.spark.master,
         "spark.app.name": config.spark.app_name,
         "spark.driver.memory": config.spark.driver_memory,
-        **jar_conf(config.spark.master, jars),
+        **jar_settings,
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         "spark.sql.defaultCatalog": config.catalog.name,
         "spark.sql.session.timeZone": "UTC",
@@ -99,11 +100,10 @@ def spark_conf(
     conf.update(spark_redaction_conf())
     conf.update(config.spark.conf)
     conf["spark.driver.extraJavaOptions"] = java_opts
+    ours = jar_settings.get("spark.driver.extraClassPath")
     user_classpath = config.spark.conf.get("spark.driver.extraClassPath")
-    if user_classpath and "spark.driver.extraClassPath" in jar_conf(config.spark.master, jars):
-        conf["spark.driver.extraClassPath"] = os.pathsep.join(
-            [jar_conf(config.spark.master, jars)["spark.driver.extraClassPath"], user_classpath]
-        )
+    if ours and user_classpath:
+        conf["spark.driver.extraClassPath"] = os.pathsep.join([ours, user_classpath])
     return conf
 
 

@@ -77,3 +77,20 @@ def payments_config(
             }
         ],
     }
+
+
+def open_table(catalog: str, warehouse: Path, table: str) -> Any:
+    """A PyIceberg handle on a benchmark table.
+
+    Args:
+        catalog: ``lake`` for frazil's tables (the warehouse folder holds ``catalog.db`` and
+            the tables), ``iceberg`` for the Kafka Connect harness's (tables under
+            ``warehouse/``).
+    """
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    warehouse = warehouse.resolve()
+    location = warehouse if catalog == "lake" else warehouse / "warehouse"
+    return SqlCatalog(
+        catalog, uri=f"sqlite:///{warehouse}/catalog.db", warehouse=location.as_uri()
+    ).load_table(table)

@@ -32,7 +32,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bench.common import WORK_DIR, start_broker, write_result
+from bench.common import WORK_DIR, open_table, start_broker, write_result
 from frazil.config.durations import parse_duration
 from frazil.generate.payments import PAYMENTS_SCHEMA
 from frazil.generate.producer import ensure_topic
@@ -42,19 +42,14 @@ from frazil.local.broker import LocalBroker
 GOAL_P99_MS = 2000
 
 
-def latencies(catalog: str, warehouse: Path, table: str) -> tuple[list[int], list[int]]:
-    """Per-record (Kafka timestamp ms, latency ms): each data file's rows against the commit
-    time of the snapshot that added the file (a manifest entry keeps that snapshot's id even
-    when a later commit merges manifests)."""
+def latencies(loaded: Any) -> tuple[list[int], list[int]]:
+    """Per-record (Kafka timestamp ms, latency ms) of a PyIceberg table: each data file's rows
+    against the commit time of the snapshot that added the file (a manifest entry keeps that
+    snapshot's id even when a later commit merges manifests)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-    from pyiceberg.catalog.sql import SqlCatalog
 
-    location = warehouse if catalog == "lake" else warehouse / "warehouse"
-    loaded = SqlCatalog(
-        catalog, uri=f"sqlite:///{warehouse}/catalog.db", warehouse=location.as_uri()
-    ).load_table(table)
     committed = {s.snapshot_id: s.timestamp_ms for s in loaded.metadata.snapshots}
     entries = loaded.inspect.entries().to_pylist()
     stamps: list[int] = []
@@ -190,17 +185,12 @@ def measure(job: str, broker: LocalBroker, args: argparse.Namespace) -> dict[str
         process.send_signal(signal.SIGTERM)
         process.wait(120)
         catalog, warehouse = "lake", work / "lake"
-    stamps, lags = latencies(catalog, warehouse, "bench.fresh")
+    loaded = open_table(catalog, warehouse, "bench.fresh")
+    stamps, lags = latencies(loaded)
     result: dict[str, Any] = {"produced": count, "rows_in_table": len(lags)}
     windows = (("measured", produce_started_ms + args.warmup * 1000), ("all", 0))
     for label, since in windows:
         result[label] = _summary(stamps, lags, since)
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    location = warehouse if catalog == "lake" else warehouse / "warehouse"
-    loaded = SqlCatalog(
-        catalog, uri=f"sqlite:///{warehouse}/catalog.db", warehouse=location.as_uri()
-    ).load_table("bench.fresh")
     result["snapshots"] = len(loaded.metadata.snapshots)
     assert result["rows_in_table"] == count, f"{job}: {result['rows_in_table']} rows of {count}"
     return result

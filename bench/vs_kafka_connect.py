@@ -38,7 +38,14 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bench.common import BENCH_DIR, WORK_DIR, payments_config, start_broker, write_result
+from bench.common import (
+    BENCH_DIR,
+    WORK_DIR,
+    open_table,
+    payments_config,
+    start_broker,
+    write_result,
+)
 from frazil.generate.producer import ensure_topic, produce_events
 
 #: The peer harness (not copied into this repository); KC_PEER_DIR overrides where it is.
@@ -229,13 +236,9 @@ def run_kafka_connect(work: Path, bootstrap: str, topic: str, tasks: int) -> dic
 
 def verify(run: dict[str, Any], records: int) -> dict[str, int]:
     """Rows and distinct ids in the table, read with PyIceberg."""
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    warehouse = Path(run["warehouse"])
-    name = "lake" if run["tool"] == "frazil" else "iceberg"
-    location = warehouse if run["tool"] == "frazil" else warehouse / "warehouse"
-    catalog = SqlCatalog(name, uri=f"sqlite:///{warehouse}/catalog.db", warehouse=location.as_uri())
-    ids = catalog.load_table(run["table"]).scan(selected_fields=("id",)).to_arrow()["id"]
+    catalog = "lake" if run["tool"] == "frazil" else "iceberg"
+    table = open_table(catalog, Path(run["warehouse"]), run["table"])
+    ids = table.scan(selected_fields=("id",)).to_arrow()["id"]
     return {"rows": len(ids), "distinct_ids": len(set(ids.to_pylist()))}
 
 

@@ -12,9 +12,6 @@ from frazil.errors import KafkaError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-#: Kafka consumer setting frazil lowers from Kafka's default (see :func:`source_options`).
-FETCH_MAX_WAIT = "fetch.max.wait.ms"
-
 #: ``TopicOffsets`` maps topic -> partition -> next offset to read (Spark's JSON shape).
 TopicOffsets = dict[str, dict[int, int]]
 
@@ -43,7 +40,7 @@ def source_options(
         # A task whose range ends at the log end otherwise waits for the broker's parked
         # fetch (Kafka's default 500 ms) before it finishes: up to half a second per wave of
         # tasks in every batch that catches up (bench/freshness). kafka.properties can override.
-        f"kafka.{FETCH_MAX_WAIT}": "50",
+        "kafka.fetch.max.wait.ms": "50",
     }
     if pipeline.topics is not None:
         options["subscribe"] = ",".join(pipeline.topics)
@@ -77,9 +74,10 @@ def split_options(pipeline: PipelineConfig, parallelism: int) -> dict[str, str]:
 
     Not applied when the user sets ``pipelines[].min_partitions`` (``1`` turns splitting off).
     """
-    options = {"minPartitions": str(max(parallelism, 1))}
+    cores = max(parallelism, 1)
+    options = {"minPartitions": str(cores)}
     if pipeline.max_offsets_per_trigger:
-        share = -(-pipeline.max_offsets_per_trigger // max(parallelism, 1))
+        share = -(-pipeline.max_offsets_per_trigger // cores)  # ceiling division
         options["maxRecordsPerPartition"] = str(share)
     return options
 

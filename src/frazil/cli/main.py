@@ -9,6 +9,7 @@ from rich.markup import escape
 from frazil.cli import (  # noqa: F401  (imported for their command registrations)
     generate_cmd,
     local_cmd,
+    plan_cmd,
     quickstart_cmd,
     run_cmd,
     setup_cmd,

@@ -9,10 +9,22 @@ import typer
 
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.config.loader import load_config, redacted
-from frazil.config.secrets import mask_value
+from frazil.config.models import FrazilConfig
+from frazil.config.secrets import mask_value, redact_text, secret_values
 from frazil.errors import ConfigError
+from frazil.transform.check import check_transforms, declared_fields
 
 CONFIG_OPTION = typer.Option(..., "--config", "-c", help="Path to the frazil YAML config file.")
+
+
+def transform_problems(config: FrazilConfig) -> list[tuple[str, str]]:
+    """The transforms that do not fit their pipeline's declared schema (none if inferred)."""
+    secrets = secret_values(config)
+    problems: list[tuple[str, str]] = []
+    for index, pipeline in enumerate(config.pipelines):
+        for key, reason in check_transforms(pipeline, declared_fields(pipeline), index=index):
+            problems.append((key, redact_text(reason, secrets)))
+    return problems
 
 
 @app.command()
@@ -20,18 +32,24 @@ def validate(
     config: Path = CONFIG_OPTION,
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
 ) -> None:
-    """Check a config file: every unknown key, wrong type, bad regex or partition transform.
+    """Check a config file: every unknown key, wrong type, bad regex or partition transform,
+    and transforms that refer to fields the declared schema does not have.
 
     Exits 0 when the config is valid, 1 otherwise. Secrets are never printed.
     """
     try:
         loaded = load_config(config)
+        problems = transform_problems(loaded)
+        if problems:
+            lines = "\n".join(f"  {key}: {reason}" for key, reason in problems)
+            count = len(problems)
+            raise ConfigError(
+                f"{config}: {count} problem{'s' if count != 1 else ''}\n{lines}", problems
+            )
     except ConfigError as exc:
         if output is OutputFormat.json:
-            problems = [{"key": key, "reason": reason} for key, reason in exc.problems]
-            console.print_json(
-                json.dumps({"valid": False, "error": str(exc), "problems": problems})
-            )
+            listed = [{"key": key, "reason": reason} for key, reason in exc.problems]
+            console.print_json(json.dumps({"valid": False, "error": str(exc), "problems": listed}))
             raise typer.Exit(1) from None
         raise
     if output is OutputFormat.json:
@@ -42,10 +60,14 @@ def validate(
         source = ", ".join(pipeline.topics) if pipeline.topics else f"/{pipeline.topic_pattern}/"
         partitions = ", ".join(pipeline.partition_by) or "unpartitioned"
         schema = f"{len(pipeline.schema_)} fields" if pipeline.schema_ else "inferred at start"
+        count = len(pipeline.transforms)
+        transforms = f"{count} transform{'s' if count != 1 else ''}"
+        if count and declared_fields(pipeline) is None:
+            transforms += " (checked against the schema at start)"
         console.print(
             f"  [bold]{pipeline.name}[/]: {source} → {loaded.catalog.name}.{pipeline.table} "
-            f"({partitions}); {pipeline.format}, schema {schema}; trigger {pipeline.trigger}; "
-            f"checkpoint {mask_value(loaded.checkpoint_for(pipeline))}",
+            f"({partitions}); {pipeline.format}, schema {schema}; {transforms}; "
+            f"trigger {pipeline.trigger}; checkpoint {mask_value(loaded.checkpoint_for(pipeline))}",
             highlight=False,
         )
     _ = err_console

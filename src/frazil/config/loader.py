@@ -20,7 +20,12 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 def _key_path(parts: tuple[str | int, ...]) -> str:
     path = ""
+    previous: str | int | None = None
     for part in parts:
+        # A transform's tag repeats its one key (transforms[1].cast.cast): say it once.
+        if part == previous and isinstance(part, str):
+            continue
+        previous = part
         if isinstance(part, int):
             path += f"[{part}]"
         else:
@@ -79,8 +84,11 @@ def _resolve_paths(data: dict[str, Any], base: Path) -> None:
         catalog["warehouse"] = resolve(catalog.get("warehouse", "./lake"))
     data["state_dir"] = resolve(data.get("state_dir", "./.frazil"))
     for pipeline in data.get("pipelines") or []:
-        if isinstance(pipeline, dict) and pipeline.get("checkpoint"):
-            pipeline["checkpoint"] = resolve(pipeline["checkpoint"])
+        if not isinstance(pipeline, dict):
+            continue
+        for key in ("checkpoint", "schema_file", "key_schema_file"):
+            if pipeline.get(key):
+                pipeline[key] = resolve(pipeline[key])
 
 
 def parse_config(

@@ -25,6 +25,7 @@ from frazil.columns import INTERNAL_PREFIX, METADATA_PREFIX
 from frazil.config.durations import parse_duration
 from frazil.config.partitioning import PartitionField, parse_partition_field
 from frazil.config.secrets import mask_value
+from frazil.config.transforms import TransformEntry
 from frazil.config.types import TypeSyntaxError, to_spark_ddl
 
 _IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -47,6 +48,11 @@ _SPARK_MANAGED_KAFKA_KEYS = {
     "enable.auto.commit",
     "interceptor.classes",
 }
+
+#: Value and key formats. ``string``/``bytes`` pass the payload through as one column.
+FormatName = Literal["json", "avro", "protobuf", "string", "bytes"]
+#: Formats whose schema can come from a Schema Registry (wire format: magic byte + id).
+REGISTRY_FORMATS = ("json", "avro", "protobuf")
 
 KafkaMetadataColumn = Literal["topic", "partition", "offset", "timestamp", "key", "headers"]
 KAFKA_METADATA_COLUMNS: tuple[str, ...] = get_args(KafkaMetadataColumn)
@@ -82,6 +88,10 @@ def _check_topic(topic: str) -> str:
 def _check_partition_entry(entry: str, info: ValidationInfo) -> str:
     field = parse_partition_field(entry)
     # Missing from info.data means schema or kafka_metadata is itself invalid (and reported).
+    # Transforms rename, drop and derive columns: checked against the resolved table schema
+    # at start (and by frazil plan) instead.
+    if info.data.get("transforms") or "transforms" not in info.data:
+        return entry
     if "schema_" in info.data and "kafka_metadata" in info.data:
         root = field.column.split(".")[0]
         _check_partition_column(root, info.data["schema_"], info.data["kafka_metadata"])
@@ -209,6 +219,35 @@ class KafkaConfig(_Frozen):
         return value
 
 
+class SchemaRegistryConfig(_Frozen):
+    """A Confluent-compatible Schema Registry (Confluent, Apicurio's ``/apis/ccompat/v7``, …).
+
+    ``properties`` pass through to confluent-kafka's ``SchemaRegistryClient``
+    (``ssl.ca.location``, ``basic.auth.user.info``, …).
+    """
+
+    url: Annotated[str, Field(pattern=r"^https?://")]
+    username: str | None = None
+    password: str | None = None
+    properties: dict[str, str] = Field(default_factory=dict)
+    #: Attempts for one request before the pipeline stops (with exponential backoff).
+    retries: Annotated[int, Field(ge=0)] = 5
+    timeout: str = "10s"
+
+    @field_validator("timeout")
+    @classmethod
+    def _check_timeout(cls, value: str) -> str:
+        if parse_duration(value) <= 0:
+            raise ValueError("must be longer than zero")
+        return value
+
+    @model_validator(mode="after")
+    def _check_auth(self) -> SchemaRegistryConfig:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("set both 'username' and 'password', or neither")
+        return self
+
+
 class SparkConfig(_Frozen):
     """The Spark application: ``local[2]`` by default, or a cluster master URL."""
 
@@ -228,12 +267,23 @@ class PipelineConfig(_Frozen):
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     max_offsets_per_trigger: Annotated[int, Field(gt=0)] | None = None
     min_partitions: Annotated[int, Field(gt=0)] | None = None
-    format: Literal["json"] = "json"
+    format: FormatName = "json"
     schema_: dict[str, str] | None = Field(default=None, alias="schema")
+    schema_file: str | None = None
+    subject: str | None = None
+    message: str | None = None
     timestamp_format: str | None = None
+    key_format: FormatName | None = None
+    key_schema: dict[str, str] | None = None
+    key_schema_file: str | None = None
+    key_subject: str | None = None
+    key_message: str | None = None
+    key_column: Annotated[str, Field(pattern=_IDENT)] = "key"
     table: str
-    # Before partition_by: its validator reads the already-validated kafka_metadata.
+    # Before partition_by: its validator reads the already-validated kafka_metadata and
+    # transforms.
     kafka_metadata: list[KafkaMetadataColumn] = Field(default_factory=list)
+    transforms: list[TransformEntry] = Field(default_factory=list)
     partition_by: list[Annotated[str, AfterValidator(_check_partition_entry)]] = Field(
         default_factory=list
     )
@@ -258,7 +308,7 @@ class PipelineConfig(_Frozen):
                 raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
         return value
 
-    @field_validator("schema_")
+    @field_validator("schema_", "key_schema")
     @classmethod
     def _check_schema(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         if value is None:
@@ -296,7 +346,40 @@ class PipelineConfig(_Frozen):
     def _check_cross_fields(self) -> PipelineConfig:
         if (self.topics is None) == (self.topic_pattern is None):
             raise ValueError("set exactly one of 'topics' or 'topic_pattern'")
+        _check_schema_source("", self.format, self.schema_, self.schema_file, self.message)
+        if self.key_format is None:
+            for key in ("key_schema", "key_schema_file", "key_subject", "key_message"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"'{key}' needs 'key_format'")
+        else:
+            _check_schema_source(
+                "key_", self.key_format, self.key_schema, self.key_schema_file, self.key_message
+            )
+        if self.format != "json" and self.timestamp_format is not None:
+            raise ValueError("'timestamp_format' applies to format json only")
         return self
+
+    def value_source(self) -> str:
+        """Where the value schema comes from: declared, file, registry or inferred (json)."""
+        return _source(self.format, self.schema_, self.schema_file, self.subject)
+
+    def key_source(self) -> str | None:
+        """Where the key schema comes from, or None without ``key_format``."""
+        if self.key_format is None:
+            return None
+        return _source(self.key_format, self.key_schema, self.key_schema_file, self.key_subject)
+
+    def value_subject(self) -> str | None:
+        """The registry subject of the value schema (``<first topic>-value`` by default)."""
+        if self.subject:
+            return self.subject
+        return f"{self.topics[0]}-value" if self.topics else None
+
+    def key_subject_name(self) -> str | None:
+        """The registry subject of the key schema (``<first topic>-key`` by default)."""
+        if self.key_subject:
+            return self.key_subject
+        return f"{self.topics[0]}-key" if self.topics else None
 
     def partition_fields(self) -> list[PartitionField]:
         """The parsed ``partition_by`` transforms."""
@@ -307,12 +390,49 @@ class PipelineConfig(_Frozen):
         return parse_duration(self.trigger)
 
 
+def _source(fmt: str, schema: object, schema_file: str | None, subject: str | None) -> str:
+    if fmt in ("string", "bytes"):
+        return "none"
+    if schema is not None:
+        return "declared"
+    if schema_file is not None:
+        return "file"
+    if fmt == "json" and subject is None:
+        return "inferred"
+    return "registry"
+
+
+def _check_schema_source(
+    prefix: str, fmt: str, schema: object, schema_file: str | None, message: str | None
+) -> None:
+    if fmt in ("string", "bytes"):
+        for key, value in (("schema", schema), ("schema_file", schema_file), ("message", message)):
+            if value is not None:
+                raise ValueError(f"'{prefix}{key}' does not apply to {prefix}format {fmt}")
+        return
+    if schema is not None and fmt != "json":
+        raise ValueError(
+            f"'{prefix}schema' declares JSON fields; {prefix}format {fmt} takes "
+            f"'{prefix}schema_file' or the schema registry"
+        )
+    if schema is not None and schema_file is not None:
+        raise ValueError(f"set '{prefix}schema' or '{prefix}schema_file', not both")
+    if message is not None and fmt != "protobuf":
+        raise ValueError(f"'{prefix}message' applies to {prefix}format protobuf only")
+    if fmt == "protobuf" and schema_file is not None and message is None:
+        raise ValueError(
+            f"'{prefix}message' is required with '{prefix}schema_file': the full name of "
+            "the message the records hold (e.g. shop.v1.Order)"
+        )
+
+
 class FrazilConfig(_Frozen):
     """The whole config file."""
 
     catalog: CatalogConfig = Field(default_factory=CatalogConfig)
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    schema_registry: SchemaRegistryConfig | None = None
     state_dir: str = "./.frazil"
     pipelines: Annotated[list[PipelineConfig], Field(min_length=1)]
 
@@ -323,6 +443,22 @@ class FrazilConfig(_Frozen):
             if pipeline.name in seen:
                 raise ValueError(f"pipeline name {pipeline.name!r} is used twice")
             seen.add(pipeline.name)
+        return self
+
+    @model_validator(mode="after")
+    def _registry_when_needed(self) -> FrazilConfig:
+        if self.schema_registry is not None:
+            return self
+        for pipeline in self.pipelines:
+            for what, source in (
+                ("values", pipeline.value_source()),
+                ("keys", pipeline.key_source()),
+            ):
+                if source == "registry":
+                    raise ValueError(
+                        f"pipeline {pipeline.name!r} reads {what} through the schema registry "
+                        "(no schema or schema_file given): set schema_registry.url"
+                    )
         return self
 
     def pipeline(self, name: str) -> PipelineConfig:

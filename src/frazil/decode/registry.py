@@ -1,63 +1,134 @@
-"""The registry of value formats: each format is a decoder step with capability flags.
+"""The registry of formats: each format builds a decoder of one binary column (value or key).
 
-A decoder reads the raw value column of the batch contract, adds the decoded user columns
-and marks records it cannot decode in the error column; it never raises for one record.
-Formats register themselves here; the plan asks for the pipeline's ``format``.
+A decoder turns the raw bytes of a record's value (or key) into a typed column and an error
+column; it never raises for one record. Formats register themselves here; the plan asks for
+the pipeline's ``format`` (and ``key_format``) and places the decoded columns: a value's
+struct fields become the batch's columns, a key becomes one column (``key_column``).
+
+Formats whose records name their writer schema (the Schema Registry wire format: magic byte 0
+and a 4-byte schema id) learn new ids between batches: :meth:`Decoder.learn` reads the ids of
+a batch that met unknown ones, fetches them, and the plan rebuilds its projection.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from frazil.config.models import PipelineConfig
+from frazil.config.models import FrazilConfig, PipelineConfig
 from frazil.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from frazil.columns import Projection
+#: Which of a record's binary columns a decoder reads.
+Part = Literal["value", "key"]
 
 
 @dataclass(frozen=True)
-class Capabilities:
-    """What a format can do.
+class Decoded:
+    """What a decoder makes of one binary column.
 
     Attributes:
-        declared_schema: Decodes with a schema declared in the config (``schema:``).
-        inferred_schema: Can infer a schema from a sample of records.
-        schema_per_record: Each record names its writer schema (Schema Registry wire format),
-            so one batch may need several decodings.
-        keys: Can decode record keys as well (``key_format``).
+        value: The decoded data: a struct of :attr:`Decoder.schema`'s fields, or for a
+            scalar decoder the single field's value itself.
+        error: Null, or the error struct (``columns.ERROR_DDL``) with stage ``decode``. A
+            null input (a tombstone, a record without key) is never an error.
+        fields: The struct's fields as expressions of their own, when cheaper than taking
+            them out of :attr:`value` (which may wrap the decoded struct in a null check).
     """
 
-    declared_schema: bool
-    inferred_schema: bool
-    schema_per_record: bool
-    keys: bool
+    value: Column
+    error: Column
+    fields: dict[str, Column] | None = None
 
 
 class Decoder(Protocol):
-    """A decode step: raw value column in, user columns and error marks out."""
+    """Decodes one binary column of the batch; marks records it cannot decode."""
 
     @property
     def schema(self) -> StructType:
-        """The user columns this decoder produces."""
+        """The decoded shape (the reader schema). A scalar decoder has one field."""
         ...
 
-    def decode(self, batch: Projection) -> Projection:
-        """Add the decoded columns to a batch in the column contract; mark failures."""
+    @property
+    def scalar(self) -> bool:
+        """Whether :meth:`decode` returns the single field's value rather than a struct."""
         ...
+
+    def decode(self, data: Column) -> Decoded:
+        """Expressions that decode ``data`` (a binary column) into :attr:`schema`."""
+        ...
+
+    def version(self) -> object:
+        """Changes when the decoder learned something (new schema ids): replan."""
+        ...
+
+    def learn(self, raw: DataFrame, column: str) -> bool:
+        """Fetch the writer schemas of ``raw[column]`` the decoder does not know yet.
+
+        Called only for a batch that held records marked as undecodable. Returns whether
+        anything was learned (the batch is then planned and written again).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a format needs to build a decoder for one part of a pipeline's records.
+
+    Attributes:
+        spark: The session (schema inference, JVM decoders).
+        config: The whole config (``schema_registry``).
+        pipeline: The pipeline.
+        part: ``value`` or ``key``.
+        table_schema: The columns of the pipeline's existing table, if any: the reader shape
+            a schema-less format falls back to.
+        batch_options: Kafka source options for a batch read (schema inference).
+    """
+
+    spark: SparkSession
+    config: FrazilConfig
+    pipeline: PipelineConfig
+    part: Part
+    table_schema: StructType | None = None
+    batch_options: dict[str, str] | None = None
+
+    @property
+    def format(self) -> str:
+        """The part's format name."""
+        if self.part == "key":
+            assert self.pipeline.key_format is not None
+            return self.pipeline.key_format
+        return self.pipeline.format
+
+    @property
+    def key_path(self) -> str:
+        """The config key of the part's format, for messages (``pipelines[2].key_format``)."""
+        index = self.config.pipelines.index(self.pipeline)
+        return f"pipelines[{index}].{'key_format' if self.part == 'key' else 'format'}"
+
+    def config_key(self, name: str) -> str:
+        """The config key of one of this part's options (``pipelines[0].key_schema_file``)."""
+        index = self.config.pipelines.index(self.pipeline)
+        return f"pipelines[{index}].{'key_' if self.part == 'key' else ''}{name}"
+
+    def option(self, name: str) -> object:
+        """A pipeline key of this part: ``schema_file`` or ``key_schema_file`` etc."""
+        key = f"key_{name}" if self.part == "key" else name
+        if name == "schema" and self.part == "value":
+            key = "schema_"
+        return getattr(self.pipeline, key)
 
 
 @dataclass(frozen=True)
 class Format:
-    """A registered format: its name, capabilities and how to build its decoder."""
+    """A registered format: its name and how to build its decoder."""
 
     name: str
-    capabilities: Capabilities
-    build: Callable[[PipelineConfig, StructType], Decoder]
+    build: Callable[[BuildContext], Decoder]
 
 
 _FORMATS: dict[str, Format] = {}
@@ -83,11 +154,16 @@ def get_format(name: str) -> Format:
         ) from None
 
 
-def decoder_for(pipeline: PipelineConfig, schema: StructType) -> Decoder:
-    """The decoder of the pipeline's ``format`` for ``schema``."""
-    return get_format(pipeline.format).build(pipeline, schema)
+def build_decoder(context: BuildContext) -> Decoder:
+    """The decoder of the context's part (value or key)."""
+    return get_format(context.format).build(context)
 
 
 def _load_builtins() -> None:
     # Importing a format module registers it; done lazily so the registry has no cycle.
-    from frazil.decode import json  # noqa: F401
+    import importlib.util
+
+    from frazil.decode import avro, json, passthrough  # noqa: F401
+
+    if importlib.util.find_spec("frazil.decode.protobuf"):  # TEMPORARY until it lands
+        importlib.import_module("frazil.decode.protobuf")

@@ -271,6 +271,12 @@ class BatchHandler:
         except Exception as exc:  # py4j / Spark wrap the job failure; look for our mark
             if _BAD_RECORD not in str(exc):
                 raise
+            if self.plan.learn(batch):
+                # New writer schemas (registry ids) were fetched: nothing was committed, so
+                # the batch is planned and written again with them.
+                log.info("%s: learned new schemas in batch %d", self.pipeline.name, batch_id)
+                self._write(batch, keep, target, state, planned, lagging, batch_id, started)
+                return
             raise self._rejected(self._planned_rows(batch, keep), batch_id) from None
         progress.check_no_interleaving(target.table, state, marker)
         seen = observation.get

@@ -24,11 +24,12 @@ from frazil.decode.registry import Decoder
 from frazil.route.single import SingleTableRoute
 from frazil.sink.modes import append_mode
 from frazil.source.raw import to_contract
-from frazil.transform.chain import apply_transforms
 from frazil.transform.metadata import add_metadata
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+    from frazil.transform.chain import TransformChain
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,9 @@ class BatchPlan:
     pipeline: str
     steps: tuple[Step, ...]
     tables: tuple[str, ...]
-    _projections: dict[tuple[str, ...], Projection] = field(
+    #: The decoders by raw column (``value``, ``key``): they may learn between batches.
+    decoders: tuple[tuple[str, Decoder], ...] = ()
+    _projections: dict[tuple[object, ...], Projection] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -57,14 +60,25 @@ class BatchPlan:
         Built once per shape of the raw rows and reused: the expressions name columns, not a
         batch, and building them costs py4j round trips on every micro-batch otherwise.
         """
-        key = tuple(raw.columns)
+        columns = tuple(raw.columns)
+        key = (columns, *(d.version() for _, d in self.decoders))
         cached = self._projections.get(key)
         if cached is None:
-            cached = to_contract(list(key))
+            cached = to_contract(list(columns))
             for step in self.steps:
                 cached = step.apply(cached)
             self._projections[key] = cached
         return dict(cached)
+
+    def learn(self, raw: DataFrame) -> bool:
+        """Let the decoders learn what a batch with undecodable records holds (new schema ids).
+
+        Returns whether any decoder learned something: the batch is then planned again.
+        """
+        learned = False
+        for column, decoder in self.decoders:
+            learned = decoder.learn(raw, column) or learned
+        return learned
 
     def run(self, raw: DataFrame) -> DataFrame:
         """Apply every step to a batch of raw Kafka rows (lazily: nothing runs yet)."""
@@ -86,29 +100,80 @@ def _prune(batch: Projection) -> Projection:
     return {k: v for k, v in batch.items() if k not in (c.KEY, c.VALUE, c.HEADERS, c.TIMESTAMP)}
 
 
-def build_plan(pipeline: PipelineConfig, decoder: Decoder) -> BatchPlan:
-    """The plan of one pipeline with the given value decoder."""
+def decode_value(decoder: Decoder, batch: Projection) -> Projection:
+    """Place a decoded value: a struct's fields become columns, a scalar one column."""
+    from pyspark.sql import functions as F
+
+    decoded = decoder.decode(batch[c.VALUE])
+    result = dict(batch)
+    if decoder.scalar:
+        result[decoder.schema.fields[0].name] = decoded.value
+    else:
+        for f in decoder.schema.fields:
+            result[f.name] = (
+                decoded.fields[f.name] if decoded.fields is not None else decoded.value[f.name]
+            )
+    result[c.ERROR] = F.coalesce(batch[c.ERROR], decoded.error)
+    return result
+
+
+def decode_key(decoder: Decoder, column: str, batch: Projection) -> Projection:
+    """Place a decoded key as one column (a struct for record keys)."""
+    from pyspark.sql import functions as F
+
+    decoded = decoder.decode(batch[c.KEY])
+    result = dict(batch)
+    result[column] = decoded.value
+    result[c.ERROR] = F.coalesce(batch[c.ERROR], decoded.error)
+    return result
+
+
+def build_plan(
+    pipeline: PipelineConfig,
+    decoder: Decoder,
+    key_decoder: Decoder | None = None,
+    chain: TransformChain | None = None,
+) -> BatchPlan:
+    """The plan of one pipeline with the given value (and key) decoders and transforms."""
     route = SingleTableRoute(pipeline.table)
     metadata = ", ".join(pipeline.kafka_metadata) or "none"
-    steps = (
+    decoders: list[tuple[str, Decoder]] = [("value", decoder)]
+    steps = [
         Step(
             "decode",
-            f"{pipeline.format} values into {len(decoder.schema.fields)} columns; "
+            f"{pipeline.format} values into {len(decoder.schema.fields)} column(s); "
             "undecodable records marked",
-            decoder.decode,
-        ),
+            lambda batch: decode_value(decoder, batch),
+        )
+    ]
+    if key_decoder is not None:
+        decoders.append(("key", key_decoder))
+        steps.append(
+            Step(
+                "decode key",
+                f"{pipeline.key_format} keys into column {pipeline.key_column!r}; "
+                "undecodable keys marked",
+                lambda batch: decode_key(key_decoder, pipeline.key_column, batch),
+            )
+        )
+    steps.append(
         Step(
             "metadata",
             f"Kafka metadata columns: {metadata}",
             lambda batch: add_metadata(batch, pipeline),
-        ),
-        Step(
-            "transform",
-            "declared transforms (none)",
-            lambda batch: apply_transforms(batch, pipeline),
-        ),
+        )
+    )
+    if chain is not None and pipeline.transforms:
+        steps.append(
+            Step(
+                "transform",
+                f"{len(pipeline.transforms)} declared transform(s)",
+                chain.apply,
+            )
+        )
+    steps += [
         Step("route", f"every record to {pipeline.table}", route.route),
         Step("mode", "append; tombstones skipped", append_mode),
         Step("prune", "drop raw key, value and headers", _prune),
-    )
-    return BatchPlan(pipeline.name, steps, route.tables)
+    ]
+    return BatchPlan(pipeline.name, tuple(steps), route.tables, tuple(decoders))

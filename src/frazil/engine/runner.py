@@ -10,19 +10,17 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from frazil import columns as c
 from frazil.config.models import FrazilConfig, PipelineConfig
-from frazil.decode.json import infer_schema, schema_from_config
-from frazil.decode.registry import decoder_for
 from frazil.engine import fence, progress
 from frazil.engine.batch import BatchHandler, StopRequested, Target
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.events import CommitEvent, Event
 from frazil.engine.plan import build_plan
 from frazil.engine.report import PipelineReport, table_report
+from frazil.engine.shape import resolve_shape
 from frazil.errors import ConfigError, FrazilError, KafkaError, PipelineError
 from frazil.sink.iceberg import IcebergTable
-from frazil.sink.table import ensure_table, qualified, table_exists
+from frazil.sink.table import ensure_table, qualified
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import (
     TopicOffsets,
@@ -31,17 +29,12 @@ from frazil.source.kafka import (
     read_stream,
     source_options,
 )
-from frazil.transform.metadata import metadata_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
-    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
-
-#: Records sampled to infer a schema when the config declares none.
-INFER_SAMPLE = 1000
 
 
 def select_pipelines(config: FrazilConfig, names: list[str] | None) -> list[PipelineConfig]:
@@ -97,26 +90,6 @@ def check_topics(config: FrazilConfig, pipeline: PipelineConfig) -> None:
         )
 
 
-def _decode_schema(
-    spark: SparkSession, config: FrazilConfig, pipeline: PipelineConfig, table: str
-) -> StructType:
-    from pyspark.sql.types import StructType
-
-    if pipeline.schema_ is not None:
-        return schema_from_config(pipeline)
-    if table_exists(spark, table):
-        fields = [
-            f for f in spark.table(table).schema.fields if not f.name.startswith(c.METADATA_PREFIX)
-        ]
-        return StructType(fields)
-    options = {
-        k: v
-        for k, v in source_options(config, pipeline).items()
-        if k not in ("startingOffsets", "maxOffsetsPerTrigger", "minPartitions", "failOnDataLoss")
-    }
-    return infer_schema(spark, options, pipeline, INFER_SAMPLE)
-
-
 @dataclass
 class PipelineRun:
     """One pipeline inside the application: its tables, checkpoint, handler and query."""
@@ -135,12 +108,9 @@ class PipelineRun:
 
     def __post_init__(self) -> None:
         table = qualified(self.config.catalog.name, self.pipeline.table)
-        schema = _decode_schema(self.spark, self.config, self.pipeline, table)
-        from pyspark.sql.types import StructType
-
-        writer_schema = StructType([*schema.fields, *metadata_fields(self.pipeline)])
-        ensure_table(self.spark, self.config.catalog.name, self.pipeline, writer_schema)
-        plan = build_plan(self.pipeline, decoder_for(self.pipeline, schema))
+        shape = resolve_shape(self.spark, self.config, self.pipeline, table)
+        ensure_table(self.spark, self.config.catalog.name, self.pipeline, shape.table_schema)
+        plan = build_plan(self.pipeline, shape.value, shape.key, shape.chain)
         targets = {
             name: Target(
                 name,

@@ -34,6 +34,10 @@ SPARK_TOKEN_PROVIDER_VERSION = "4.0.0"
 #: What spark-sql-kafka 4.1.3's POM asks for (its Kafka client and connection pool).
 SPARK_KAFKA_CLIENTS_VERSION = "3.9.1"
 COMMONS_POOL2_VERSION = "2.12.1"
+#: spark-avro (``from_avro``): the reachable Maven repository serves 4.1.1, not 4.1.3. Same
+#: 4.1 line as pyspark; checked: loads and round-trips every Avro type frazil maps
+#: (tests/integration/test_avro.py). It uses the avro 1.12 jars pyspark ships.
+SPARK_AVRO_VERSION = "4.1.1"
 #: Pinned so resolution does not depend on the Maven version installed.
 MAVEN_DEPENDENCY_PLUGIN_VERSION = "3.8.1"
 
@@ -107,7 +111,7 @@ _S = SCALA_BINARY_VERSION
 
 SPARK_SET = ArtifactSet(
     name="spark",
-    description="Spark connectors: Kafka source, Iceberg runtime, SQLite JDBC driver",
+    description="Spark connectors: Kafka source, Avro, Iceberg runtime, SQLite JDBC driver",
     # Listed flat and resolved without transitive dependencies: Spark's parent POM declares
     # an extra repository whose host is unreachable from many networks, and following Spark's
     # POMs makes Maven try it first. Everything else these jars need ships inside pyspark
@@ -117,6 +121,7 @@ SPARK_SET = ArtifactSet(
         _c(f"org.apache.spark:spark-token-provider-kafka-0-10_{_S}:{SPARK_TOKEN_PROVIDER_VERSION}"),
         _c(f"org.apache.kafka:kafka-clients:{SPARK_KAFKA_CLIENTS_VERSION}"),
         _c(f"org.apache.commons:commons-pool2:{COMMONS_POOL2_VERSION}"),
+        _c(f"org.apache.spark:spark-avro_{_S}:{SPARK_AVRO_VERSION}"),
         _c(
             f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_MINOR_VERSION}_{_S}:{ICEBERG_VERSION}"
         ),

@@ -64,18 +64,25 @@ def ensure_table(
         except Exception as exc:  # another run created it meanwhile
             if "AlreadyExists" not in str(exc):
                 raise
-    if ice.tableExists(table_id):
-        existing = {str(f.name()) for f in ice.loadTable(table_id).schema().columns()}
-        missing = [f.name for f in schema.fields if f.name not in existing]
-        if missing:
-            raise PipelineError(
-                f"pipeline {pipeline.name!r}: table {pipeline.table} has no column(s) "
-                f"{', '.join(missing)}; schema evolution is not enabled for it"
-            )
-        return name, False
     # Columns are nullable, as in a CREATE TABLE without NOT NULL.
     java_type = spark._jsparkSession.parseDataType(_nullable(schema).json())
     iceberg_schema = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(java_type)
+    if ice.tableExists(table_id):
+        table = ice.loadTable(table_id)
+        existing = {str(f.name()) for f in table.schema().columns()}
+        missing = [f.name for f in schema.fields if f.name not in existing]
+        if missing:
+            # New optional columns (a newer registry schema, a new transform): added by name,
+            # as Iceberg's union-by-name does; existing columns and their ids stay.
+            try:
+                table.updateSchema().unionByNameWith(iceberg_schema).commit()
+            except Exception as exc:
+                raise PipelineError(
+                    f"pipeline {pipeline.name!r}: table {pipeline.table} lacks column(s) "
+                    f"{', '.join(missing)} and adding them failed: "
+                    f"{str(exc).splitlines()[0]}"
+                ) from None
+        return name, False
     spec = jvm.org.apache.iceberg.PartitionSpec.builderFor(iceberg_schema)
     for field in pipeline.partition_fields():
         spec = _add_partition(spec, field)

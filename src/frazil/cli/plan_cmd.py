@@ -1,0 +1,88 @@
+"""``frazil plan``: a dry run that shows each pipeline's schemas and transforms."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.tree import Tree
+
+from frazil.cli.app import OutputFormat, app, console, err_console
+from frazil.config.loader import load_config
+from frazil.errors import ConfigError
+
+
+def _schema_tree(title: str, schema: object) -> Tree:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    tree = Tree(title)
+
+    def add(node: Tree, data_type: object) -> None:
+        assert isinstance(data_type, StructType)
+        for f in data_type.fields:
+            inner = f.dataType
+            while isinstance(inner, ArrayType):
+                inner = inner.elementType
+            if isinstance(inner, MapType):
+                inner = inner.valueType
+            label = f"{f.name}: [cyan]{f.dataType.simpleString()}[/]"
+            if isinstance(inner, StructType):
+                add(node.add(f"{f.name}: [cyan]{_kind(f.dataType)}[/]"), inner)
+            else:
+                node.add(label)
+
+    add(tree, schema)
+    return tree
+
+
+def _kind(data_type: object) -> str:
+    from pyspark.sql.types import ArrayType, MapType
+
+    if isinstance(data_type, ArrayType):
+        return f"array<{_kind(data_type.elementType)}>"
+    if isinstance(data_type, MapType):
+        return f"map<{data_type.keyType.simpleString()}, {_kind(data_type.valueType)}>"
+    return "struct"
+
+
+@app.command()
+def plan(
+    config: Path = typer.Option(..., "--config", "-c", help="Path to the frazil YAML config file."),
+    pipeline: list[str] = typer.Option(
+        None, "--pipeline", "-p", help="Only this pipeline (repeatable). Default: all."
+    ),
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+) -> None:
+    """Dry run: resolve each pipeline's source schema, transforms and table schema; no writes.
+
+    Schemas come from where `frazil run` takes them (the config, a schema file, the schema
+    registry, the existing table, or a sample of the topics), so the registry and Kafka must be
+    reachable when the config relies on them.
+    """
+    from frazil.engine.explain import explain
+    from frazil.engine.session import build_spark
+
+    loaded = load_config(config)
+    unknown = sorted(set(pipeline or []) - {p.name for p in loaded.pipelines})
+    if unknown:
+        raise ConfigError(f"no pipeline named {', '.join(map(repr, unknown))} in {config}")
+    with err_console.status("Starting Spark and resolving schemas..."):
+        spark = build_spark(loaded)
+        explanations = explain(spark, loaded, pipeline or [])
+    if output is OutputFormat.json:
+        console.print_json(json.dumps([e.to_json() for e in explanations]))
+        return
+    for e in explanations:
+        state = "exists" if e.table_exists else "will be created"
+        console.print(
+            f"[bold]{e.pipeline}[/] → {e.table} ({state}); {e.value_format} values, schema "
+            f"{e.value_schema_source}" + (f"; {e.key_format} keys" if e.key_format else ""),
+            highlight=False,
+        )
+        console.print(_schema_tree("source columns", e.source_schema))
+        for i, t in enumerate(e.transforms, 1):
+            console.print(f"  {i}. [bold]{t.name}[/]: {t.description}", highlight=False)
+        console.print(_schema_tree("table columns", e.table_schema))
+        console.print("steps: " + " → ".join(name for name, _ in e.steps), highlight=False)
+        console.print()

@@ -1,0 +1,299 @@
+"""Avro values with spark-avro's ``from_avro``: plain (``schema_file``) or Schema Registry.
+
+In the registry's wire format each record names its writer schema (magic byte 0, a 4-byte
+schema id, then the Avro binary). Every writer id known to the decoder gets its own
+``from_avro`` with that writer schema, resolved by Avro's schema resolution to one reader
+shape (the newest version of the subject when the run starts); one ``CASE`` on the 5-byte
+header picks the branch, so each record is decoded once, in the JVM.
+
+Writer ids are prefetched (every version of the subject) when the decoder is built; an id
+met later is fetched when a batch holds it (:meth:`AvroDecoder.learn`), and the batch is
+planned again. An id the registry does not have marks its records ("unknown schema id").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from frazil import columns as c
+from frazil.decode.errors import decode_error, hex_prefix
+from frazil.decode.registry import BuildContext, Decoded, Format, register
+from frazil.decode.schema_registry import RegisteredSchema, SchemaRegistry, header
+from frazil.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+#: Options of every ``from_avro``: a bad record is null (then marked), never an exception;
+#: union members are named by type (``member_int``), not position, so adding a branch to a
+#: union does not move the others.
+_OPTIONS = {"mode": "PERMISSIVE", "enableStableIdentifiersForUnionType": "true"}
+
+
+def avro_spark_type(spark: SparkSession, schema_text: str) -> Any:
+    """The Spark type ``from_avro`` produces for an Avro schema (asked of spark-avro itself)."""
+    from pyspark.sql.avro.functions import from_avro
+
+    empty = spark.createDataFrame([], "data binary")
+    return (
+        empty.select(from_avro("data", schema_text, dict(_OPTIONS)).alias("decoded"))
+        .schema["decoded"]
+        .dataType
+    )
+
+
+def _required_field(schema_text: str) -> str | None:
+    """A field every decoded record has a value for (not a union with null), if any.
+
+    spark-avro's PERMISSIVE mode turns an undecodable record into a struct of nulls, not a
+    null struct: a null in a required field is how a bad record shows.
+    """
+    parsed = json.loads(schema_text)
+    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+        return None
+    for f in parsed.get("fields", []):
+        kind = f["type"]
+        if not (isinstance(kind, list) and "null" in kind):
+            return str(f["name"])
+    return None
+
+
+def _undecoded(value: Column, reader: str, scalar: bool) -> Column:
+    """True for the value of a record spark-avro could not decode."""
+    if scalar:
+        return value.isNull()
+    required = _required_field(reader)
+    if required is None:
+        # Every field is optional: a bad record cannot be told from one whose fields are all
+        # null (see docs/formats.md).
+        return value.isNull()
+    return value.isNull() | value[required].isNull()
+
+
+def _record_fields(schema_text: str) -> set[str] | None:
+    parsed = json.loads(schema_text)
+    if isinstance(parsed, dict) and parsed.get("type") == "record":
+        return {f["name"] for f in parsed.get("fields", [])}
+    return None
+
+
+@dataclass
+class AvroDecoder:
+    """Decodes Avro records (plain or wire format) into one reader shape.
+
+    Attributes:
+        schema: The reader shape as a Spark struct (scalar schemas: one field).
+        scalar: Whether the reader schema is not a record.
+        reader: The reader schema's Avro JSON.
+        registry: The schema registry; None for plain Avro (``schema_file``).
+        writers: Known writer schemas by id (wire format only).
+        reader_id: The registry id of the reader schema, if it has one.
+    """
+
+    schema: StructType
+    scalar: bool
+    reader: str
+    registry: SchemaRegistry | None = None
+    writers: dict[int, RegisteredSchema] = field(default_factory=dict)
+    reader_id: int | None = None
+    _unknown: set[int] = field(default_factory=set)
+
+    def version(self) -> object:
+        """The set of known writer ids: the projection depends on it."""
+        return tuple(sorted(self.writers))
+
+    def learn(self, raw: DataFrame, column: str) -> bool:
+        """Fetch the writer schemas of the batch's ids the decoder does not know yet."""
+        if self.registry is None:
+            return False
+        from pyspark.sql import functions as F
+
+        data = F.col(column)
+        ids = [
+            int(row[0])
+            for row in raw.where(F.substring(data, 1, 1) == F.lit(b"\x00"))
+            .where(F.length(data) >= 5)
+            .select(F.conv(F.hex(F.substring(data, 2, 4)), 16, 10).cast("long"))
+            .distinct()
+            .collect()
+        ]
+        learned = False
+        for schema_id in sorted(set(ids) - set(self.writers)):
+            schema = self.registry.by_id(schema_id)
+            if schema is None or schema.schema_type != "AVRO":
+                self._unknown.add(schema_id)
+                continue
+            self.writers[schema_id] = schema
+            learned = True
+        return learned
+
+    def decode(self, data: Column) -> Decoded:
+        """The decoded value, and the mark of records that do not decode."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import from_avro
+
+        if self.registry is None:
+            plain = from_avro(data, self.reader, dict(_OPTIONS))
+            bad = data.isNotNull() & _undecoded(plain, self.reader, self.scalar)
+            error = F.when(
+                bad,
+                decode_error(
+                    F.lit("not Avro of the schema_file's schema (truncated or corrupt payload)"),
+                    hex_prefix(data),
+                ),
+            )
+            return Decoded(value=plain, error=error.cast(c.ERROR_DDL))
+
+        head = F.substring(data, 1, 5)
+        payload = F.substring(data, 6, 2**31 - 1)
+        reader_fields = _record_fields(self.reader)
+        value: Column | None = None
+        known: Column | None = None
+        newer: list[tuple[int, list[str]]] = []
+        for schema_id, writer in sorted(self.writers.items()):
+            matches = head == F.lit(header(schema_id))
+            known = matches if known is None else known | matches
+            missing = _missing(writer.text, reader_fields)
+            if missing:
+                # Resolution would drop these fields: marked instead, never lost silently.
+                newer.append((schema_id, missing))
+                continue
+            options: dict[str, str] = dict(_OPTIONS)
+            if schema_id != self.reader_id:
+                # Avro schema resolution: the writer's record read as the reader's shape.
+                options["avroSchema"] = self.reader
+            decoded = from_avro(payload, writer.text, options)
+            value = F.when(matches, decoded) if value is None else value.when(matches, decoded)
+        if value is None:
+            value = F.lit(None).cast(self._type())
+        id_text = F.conv(F.hex(F.substring(data, 2, 4)), 16, 10)
+        error = (
+            F.when(data.isNull(), F.lit(None))
+            .when(
+                (F.length(data) < 5) | (F.substring(data, 1, 1) != F.lit(b"\x00")),
+                decode_error(
+                    F.format_string(
+                        "bad magic byte 0x%s (not Schema Registry wire format)",
+                        F.hex(F.substring(data, 1, 1)),
+                    ),
+                    hex_prefix(data),
+                ),
+            )
+            .when(
+                F.lit(True) if known is None else ~known,
+                decode_error(
+                    F.format_string(
+                        f"unknown schema id %s at registry {self.registry.url}", id_text
+                    ),
+                    hex_prefix(data),
+                ),
+            )
+        )
+        for schema_id, missing in newer:
+            error = error.when(
+                head == F.lit(header(schema_id)),
+                decode_error(
+                    F.lit(
+                        f"written with schema id {schema_id}, which has fields the reader "
+                        f"schema (id {self.reader_id}) lacks: {', '.join(missing)}; restart "
+                        "the pipeline to read with the newest schema"
+                    ),
+                    F.lit(""),
+                ),
+            )
+        error = error.when(
+            _undecoded(value, self.reader, self.scalar),
+            decode_error(
+                F.format_string(
+                    "payload does not decode with writer schema id %s (truncated or corrupt)",
+                    id_text,
+                ),
+                hex_prefix(data),
+            ),
+        )
+        return Decoded(value=value, error=error.cast(c.ERROR_DDL))
+
+    def _type(self) -> Any:
+        return self.schema.fields[0].dataType if self.scalar else self.schema
+
+
+def _missing(writer_text: str, reader_fields: set[str] | None) -> list[str]:
+    if reader_fields is None:
+        return []
+    writer_fields = _record_fields(writer_text)
+    if writer_fields is None:
+        return []
+    return sorted(writer_fields - reader_fields)
+
+
+def _shape(spark: SparkSession, reader: str, name: str) -> tuple[StructType, bool]:
+    from pyspark.sql.types import StructField, StructType
+
+    spark_type = avro_spark_type(spark, reader)
+    if isinstance(spark_type, StructType):
+        return spark_type, False
+    return StructType([StructField(name, spark_type, True)]), True
+
+
+def _build(context: BuildContext) -> AvroDecoder:
+    spark, pipeline = context.spark, context.pipeline
+    name = pipeline.key_column if context.part == "key" else "value"
+    schema_file = context.option("schema_file")
+    if schema_file is not None:
+        assert isinstance(schema_file, str)
+        key = context.config_key("schema_file")
+        try:
+            text = Path(schema_file).read_text()
+            _parse_avro(spark, text)
+        except OSError as exc:
+            raise ConfigError(f"{key}: cannot read {schema_file}: {exc}") from None
+        except ValueError as exc:
+            raise ConfigError(f"{key}: {schema_file} is not an Avro schema: {exc}") from None
+        schema, scalar = _shape(spark, text, name)
+        return AvroDecoder(schema=schema, scalar=scalar, reader=text)
+    assert context.config.schema_registry is not None
+    registry = SchemaRegistry(context.config.schema_registry)
+    subject = pipeline.key_subject_name() if context.part == "key" else pipeline.value_subject()
+    if subject is None:
+        raise ConfigError(
+            f"{context.config_key('subject')}: a topic_pattern pipeline names its registry subject"
+        )
+    versions = registry.versions(subject)
+    latest = registry.latest(subject)
+    if latest.schema_type != "AVRO":
+        raise ConfigError(
+            f"{context.key_path}: subject {subject!r} holds a {latest.schema_type} schema, not Avro"
+        )
+    schema, scalar = _shape(spark, latest.text, name)
+    writers = {v.schema_id: v for v in versions if v.schema_type == "AVRO"}
+    writers[latest.schema_id] = latest
+    return AvroDecoder(
+        schema=schema,
+        scalar=scalar,
+        reader=latest.text,
+        registry=registry,
+        writers=writers,
+        reader_id=latest.schema_id,
+    )
+
+
+def _parse_avro(spark: SparkSession, text: str) -> None:
+    """Check a schema with Avro's own parser (the JVM's), raising ValueError with its message."""
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"invalid JSON: {exc}") from None
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    try:
+        jvm.org.apache.avro.Schema.Parser().parse(text)
+    except Exception as exc:  # py4j wraps SchemaParseException
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(message.split(": ", 1)[-1]) from None
+
+
+register(Format(name="avro", build=_build))

@@ -1,0 +1,57 @@
+"""``string`` and ``bytes``: the payload as one column, undecoded (``value`` / ``key``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from frazil import columns as c
+from frazil.decode.registry import BuildContext, Decoded, Format, register
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import StructType
+
+
+@dataclass(frozen=True)
+class PassThrough:
+    """The payload as text (UTF-8; invalid bytes become U+FFFD) or as bytes."""
+
+    name: str
+    binary: bool
+
+    @property
+    def schema(self) -> StructType:
+        """One field named after the part (``value`` or ``key``)."""
+        from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+        return StructType([StructField(self.name, BinaryType() if self.binary else StringType())])
+
+    @property
+    def scalar(self) -> bool:
+        """The payload itself, not a struct."""
+        return True
+
+    def version(self) -> object:
+        """Nothing is learned."""
+        return None
+
+    def learn(self, raw: DataFrame, column: str) -> bool:
+        """Nothing is learned."""
+        del raw, column
+        return False
+
+    def decode(self, data: Column) -> Decoded:
+        """The payload; never an error."""
+        from pyspark.sql import functions as F
+
+        value = data if self.binary else data.cast("string")
+        return Decoded(value=value, error=F.lit(None).cast(c.ERROR_DDL))
+
+
+def _name(context: BuildContext) -> str:
+    return context.pipeline.key_column if context.part == "key" else "value"
+
+
+register(Format("string", lambda context: PassThrough(_name(context), binary=False)))
+register(Format("bytes", lambda context: PassThrough(_name(context), binary=True)))

@@ -1,0 +1,95 @@
+"""``frazil plan``: what each pipeline would do, resolved against the real sources, no writes.
+
+Resolves every pipeline's shape as ``frazil run`` would (schema registry, schema files, the
+existing table, a sample of the topics for inferred JSON) and describes it: the decoded source
+columns, each transform with the columns after it, the table's columns and the batch steps.
+Nothing is created or written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from frazil.config.models import FrazilConfig
+from frazil.engine.plan import build_plan
+from frazil.engine.shape import resolve_shape
+from frazil.sink.table import qualified, table_exists
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+
+@dataclass(frozen=True)
+class TransformStep:
+    """One transform: its name, what it does, and the columns after it."""
+
+    name: str
+    description: str
+    schema: StructType
+
+
+@dataclass(frozen=True)
+class PipelineExplanation:
+    """What ``frazil plan`` prints for one pipeline."""
+
+    pipeline: str
+    table: str
+    table_exists: bool
+    value_format: str
+    value_schema_source: str
+    key_format: str | None
+    source_schema: StructType
+    transforms: tuple[TransformStep, ...]
+    table_schema: StructType
+    steps: tuple[tuple[str, str], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready form (``--output json``); schemas as Spark's JSON schema."""
+        return {
+            "pipeline": self.pipeline,
+            "table": self.table,
+            "table_exists": self.table_exists,
+            "format": self.value_format,
+            "schema_source": self.value_schema_source,
+            "key_format": self.key_format,
+            "source_schema": self.source_schema.jsonValue(),
+            "transforms": [
+                {"name": t.name, "description": t.description, "schema": t.schema.jsonValue()}
+                for t in self.transforms
+            ],
+            "table_schema": self.table_schema.jsonValue(),
+            "steps": [{"step": name, "does": does} for name, does in self.steps],
+        }
+
+
+def explain(
+    spark: SparkSession, config: FrazilConfig, names: list[str]
+) -> list[PipelineExplanation]:
+    """Resolve and describe the named pipelines (all if ``names`` is empty)."""
+    result = []
+    for pipeline in config.pipelines:
+        if names and pipeline.name not in names:
+            continue
+        table = qualified(config.catalog.name, pipeline.table)
+        shape = resolve_shape(spark, config, pipeline, table)
+        plan = build_plan(pipeline, shape.value, shape.key, shape.chain)
+        result.append(
+            PipelineExplanation(
+                pipeline=pipeline.name,
+                table=f"{config.catalog.name}.{pipeline.table}",
+                table_exists=table_exists(spark, table),
+                value_format=pipeline.format,
+                value_schema_source=pipeline.value_source(),
+                key_format=pipeline.key_format,
+                source_schema=shape.source_schema,
+                transforms=tuple(
+                    TransformStep(name, description, schema)
+                    for name, description, schema in shape.chain.describe()
+                ),
+                table_schema=shape.table_schema,
+                steps=tuple(plan.describe()),
+            )
+        )
+    return result

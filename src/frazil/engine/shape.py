@@ -1,0 +1,150 @@
+"""A pipeline's shape: its decoders, its transform chain, and the table schema they make.
+
+Resolved once when the pipeline starts (and by ``frazil plan``): schemas come from the config,
+a schema file, the schema registry, the existing table or a sample of the topics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from frazil import columns as c
+from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.decode.registry import BuildContext, Decoder, build_decoder
+from frazil.errors import ConfigError
+from frazil.source.kafka import source_options
+from frazil.transform.chain import TransformChain, build_chain
+from frazil.transform.metadata import metadata_fields
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructField, StructType
+
+
+@dataclass(frozen=True)
+class PipelineShape:
+    """What a pipeline's records become.
+
+    Attributes:
+        value: The value decoder.
+        key: The key decoder (``key_format``), if any.
+        source_schema: The columns entering the transforms: decoded value fields, the key
+            column, the Kafka metadata columns.
+        chain: The transform chain.
+        table_schema: The table's columns after the transforms.
+    """
+
+    value: Decoder
+    key: Decoder | None
+    source_schema: StructType
+    chain: TransformChain
+
+    @property
+    def table_schema(self) -> StructType:
+        """The table's columns: what the transforms make of the source columns."""
+        return self.chain.schema
+
+
+def _batch_options(config: FrazilConfig, pipeline: PipelineConfig) -> dict[str, str]:
+    return {
+        k: v
+        for k, v in source_options(config, pipeline).items()
+        if k not in ("startingOffsets", "maxOffsetsPerTrigger", "minPartitions", "failOnDataLoss")
+    }
+
+
+def _existing_value_fields(
+    spark: SparkSession, pipeline: PipelineConfig, table: str | None
+) -> StructType | None:
+    """The decoded value columns of an existing table, for an inferred JSON schema.
+
+    Only without transforms: with them, the table's columns are not the decoded shape.
+    """
+    from pyspark.sql.types import StructType
+
+    if table is None or pipeline.transforms:
+        return None
+    from frazil.sink.table import table_exists
+
+    if not table_exists(spark, table):
+        return None
+    skip = {pipeline.key_column} if pipeline.key_format else set()
+    fields = [
+        f
+        for f in spark.table(table).schema.fields
+        if not f.name.startswith(c.METADATA_PREFIX) and f.name not in skip
+    ]
+    return StructType(fields)
+
+
+def resolve_shape(
+    spark: SparkSession, config: FrazilConfig, pipeline: PipelineConfig, table: str | None
+) -> PipelineShape:
+    """Build the pipeline's decoders and transform chain.
+
+    Args:
+        spark: The session.
+        config: The whole config.
+        pipeline: The pipeline.
+        table: The pipeline's qualified table name, whose columns an inferred JSON schema
+            keeps; None to always infer (``frazil plan`` without a catalog lookup).
+
+    Raises:
+        ConfigError: A schema source or a transform does not fit.
+        PipelineError: The registry or the topics could not give a schema.
+    """
+    from pyspark.sql.types import StructField, StructType
+
+    value = build_decoder(
+        BuildContext(
+            spark,
+            config,
+            pipeline,
+            "value",
+            table_schema=_existing_value_fields(spark, pipeline, table),
+            batch_options=_batch_options(config, pipeline),
+        )
+    )
+    fields: list[StructField] = list(value.schema.fields)
+    key: Decoder | None = None
+    if pipeline.key_format is not None:
+        key = build_decoder(
+            BuildContext(
+                spark, config, pipeline, "key", batch_options=_batch_options(config, pipeline)
+            )
+        )
+        key_type = key.schema.fields[0].dataType if key.scalar else key.schema
+        fields.append(StructField(pipeline.key_column, key_type, True))
+    fields.extend(metadata_fields(pipeline))
+    _check_unique(pipeline, fields)
+    source = StructType(fields)
+    chain = build_chain(spark, pipeline, source)
+    _check_partitions(config, pipeline, chain.schema)
+    return PipelineShape(value=value, key=key, source_schema=source, chain=chain)
+
+
+def _check_partitions(config: FrazilConfig, pipeline: PipelineConfig, schema: StructType) -> None:
+    """Partition columns must be table columns: known only now for inferred, registry and
+    transformed schemas."""
+    index = config.pipelines.index(pipeline)
+    columns = {f.name for f in schema.fields}
+    for j, field in enumerate(pipeline.partition_fields()):
+        root = field.column.split(".")[0]
+        if root not in columns:
+            raise ConfigError(
+                f"pipelines[{index}].partition_by[{j}]: column {root!r} is not in the table "
+                f"(columns: {', '.join(f.name for f in schema.fields)})"
+            )
+
+
+def _check_unique(pipeline: PipelineConfig, fields: list[StructField]) -> None:
+    seen: dict[str, str] = {}
+    for f in fields:
+        first = seen.setdefault(f.name.lower(), f.name)
+        if first != f.name or sum(1 for g in fields if g.name.lower() == f.name.lower()) > 1:
+            raise ConfigError(
+                f"pipeline {pipeline.name!r}: column {f.name!r} comes twice (the value's "
+                f"fields, the key column {pipeline.key_column!r} and Kafka metadata share "
+                "one namespace; set key_column to another name)"
+            )

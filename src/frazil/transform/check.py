@@ -1,0 +1,172 @@
+"""The static check of a pipeline's transforms, without Spark (``frazil validate``).
+
+When the config declares the schema, the columns entering the transforms are known by name
+and type: each transform is planned over them in order (:mod:`frazil.transform.fields`), so a
+rename of a field that does not exist, or a flatten whose columns collide, is reported before
+anything starts. A derived column's type is unknown here: it is tracked by name only, and
+whatever reads it is taken on trust (the start of ``frazil run`` checks it with Spark).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from frazil.columns import METADATA_PREFIX
+from frazil.config.models import PipelineConfig
+from frazil.config.transforms import (
+    Cast,
+    Derive,
+    Drop,
+    Flatten,
+    FlattenOptions,
+    ParseJson,
+    ParseJsonOptions,
+    ParseTimestamp,
+    ParseTimestampOptions,
+    Rename,
+    Transform,
+    transform_name,
+)
+from frazil.transform.fields import (
+    Field,
+    Fields,
+    PathError,
+    field_from_ddl,
+    plan_drop,
+    plan_flatten,
+    plan_parse_json,
+    plan_parse_timestamp,
+    plan_rename,
+    plan_replace,
+    put,
+)
+
+#: The types of the ``kafka_metadata`` columns (as :func:`~frazil.transform.metadata.
+#: metadata_fields` makes them), in the config's type language.
+METADATA_TYPES = {
+    "topic": "string",
+    "partition": "int",
+    "offset": "long",
+    "timestamp": "timestamp",
+    "key": "string",
+    "headers": "array<struct<key:string,value:binary>>",
+}
+
+#: Type text of a column whose type a static check cannot know.
+UNKNOWN = "?"
+
+
+def declared_fields(pipeline: PipelineConfig) -> dict[str, str] | None:
+    """The columns entering the transforms, name → type text, if the config declares them.
+
+    The value's ``schema`` fields, the key column (``key_format``), then the Kafka metadata
+    columns, in the order the plan adds them. None when the value schema is not declared
+    (inferred, a schema file, the registry): then only the start of ``frazil run`` can check.
+    A type this function cannot tell (an Avro key) is :data:`UNKNOWN`.
+    """
+    if pipeline.schema_ is None:
+        return None
+    fields = dict(pipeline.schema_)
+    if pipeline.key_format is not None:
+        if pipeline.key_format == "string":
+            key_type = "string"
+        elif pipeline.key_format == "bytes":
+            key_type = "binary"
+        elif pipeline.key_format == "json" and pipeline.key_schema:
+            inner = ",".join(f"{name}:{t}" for name, t in pipeline.key_schema.items())
+            key_type = f"struct<{inner}>"
+        else:
+            key_type = UNKNOWN
+        fields[pipeline.key_column] = key_type
+    for name in pipeline.kafka_metadata:
+        fields[f"{METADATA_PREFIX}{name}"] = METADATA_TYPES[name]
+    return fields
+
+
+def check_transforms(
+    pipeline: PipelineConfig, fields: dict[str, str] | None, *, index: int | None = None
+) -> list[tuple[str, str]]:
+    """Check that each transform fits the columns the ones before it leave.
+
+    Args:
+        pipeline: The pipeline.
+        fields: The columns entering the transforms, name → type text (see
+            :func:`declared_fields`); a type that does not parse is unknown. None: nothing
+            can be checked.
+        index: The pipeline's position in the config, for key paths such as
+            ``pipelines[0].transforms[1].rename``; without it they start at ``transforms``.
+
+    Returns:
+        ``(key path, reason)`` per problem, in order. After a problem the check goes on as if
+        the failing entry were not there, so one mistake is reported once.
+    """
+    if fields is None:
+        return []
+    prefix = "" if index is None else f"pipelines[{index}]."
+    columns: Fields = tuple(field_from_ddl(name, t) for name, t in fields.items())
+    problems: list[tuple[str, str]] = []
+    for i, transform in enumerate(pipeline.transforms):
+        key = f"{prefix}transforms[{i}].{transform_name(transform)}"
+        columns, reasons = plan(columns, transform)
+        problems.extend((key, reason) for reason in reasons)
+    return problems
+
+
+def plan(columns: Fields, transform: Transform) -> tuple[Fields, list[str]]:
+    """The columns after one transform, and the reasons of the entries that do not fit."""
+    reasons: list[str] = []
+    for entry in _entries(transform):
+        try:
+            columns = entry(columns)
+        except PathError as exc:
+            reasons.append(str(exc))
+    return columns, reasons
+
+
+def _entries(transform: Transform) -> list[Callable[[Fields], Fields]]:
+    """One planner per entry of the transform, applied in order."""
+    if isinstance(transform, Flatten):
+        return [partial(_flatten, options=transform.flatten)]
+    if isinstance(transform, ParseTimestamp):
+        return [partial(_parse_timestamp, options=transform.parse_timestamp)]
+    if isinstance(transform, ParseJson):
+        return [partial(_parse_json, options=transform.parse_json)]
+    if isinstance(transform, Rename):
+        return [partial(_rename, old=old, new=new) for old, new in transform.rename.items()]
+    if isinstance(transform, Drop):
+        return [partial(_drop, path=path) for path in transform.drop]
+    if isinstance(transform, Cast):
+        return [partial(_cast, path=path, type_text=t) for path, t in transform.cast.items()]
+    if isinstance(transform, Derive):
+        return [partial(_derive, name=name) for name in transform.derive]
+    return []  # filter keeps the columns as they are
+
+
+def _flatten(columns: Fields, options: FlattenOptions) -> Fields:
+    return plan_flatten(columns, options.separator, options.max_depth)[0]
+
+
+def _parse_timestamp(columns: Fields, options: ParseTimestampOptions) -> Fields:
+    return plan_parse_timestamp(columns, options)[0]
+
+
+def _parse_json(columns: Fields, options: ParseJsonOptions) -> Fields:
+    return plan_parse_json(columns, options)[0]
+
+
+def _rename(columns: Fields, old: str, new: str) -> Fields:
+    return plan_rename(columns, old, new)[0]
+
+
+def _drop(columns: Fields, path: str) -> Fields:
+    return plan_drop(columns, path)[0]
+
+
+def _cast(columns: Fields, path: str, type_text: str) -> Fields:
+    return plan_replace(columns, path, field_from_ddl("", type_text))[0]
+
+
+def _derive(columns: Fields, name: str) -> Fields:
+    # The expression's type is Spark's to say: tracked by name only.
+    return put(columns, Field(name, None))[0]

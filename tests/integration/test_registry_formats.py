@@ -1,0 +1,275 @@
+"""Schema Registry wire format end to end: a real registry (Apicurio), broker and Iceberg.
+
+Producers use confluent-kafka's own serializers (AvroSerializer, JSONSerializer), which
+register the schemas under the TopicNameStrategy subjects as Confluent's clients do.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from frazil.decode.schema_registry import RegistryUnavailableError, header
+from frazil.engine.runner import run
+from frazil.errors import DecodeError
+from frazil.generate.producer import ensure_topic
+from tests.integration.test_avro import (
+    ALL_TYPES,
+    ALL_TYPES_TABLE,
+    all_types_record,
+    avro_bytes,
+    check_all_types_row,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _order_schema(extra: list[dict[str, Any]]) -> str:
+    return json.dumps(
+        {
+            "type": "record",
+            "name": "Order",
+            "namespace": "shop",
+            "fields": [
+                {"name": "id", "type": "string"},
+                {"name": "amount", "type": "long"},
+                *extra,
+            ],
+        }
+    )
+
+
+V1 = _order_schema([])
+V2 = _order_schema([{"name": "currency", "type": "string", "default": "JPY"}])
+V3 = _order_schema(
+    [
+        {"name": "currency", "type": "string", "default": "JPY"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+    ]
+)
+KEY = json.dumps(
+    {"type": "record", "name": "OrderKey", "namespace": "shop",
+     "fields": [{"name": "shop", "type": "string"}, {"name": "seq", "type": "int"}]}
+)  # fmt: skip
+
+
+def _produce(
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[bytes | None, bytes | None]],
+    partitions: int = 2,
+) -> None:
+    ensure_topic(bootstrap, topic, partitions=partitions)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for n, (key, value) in enumerate(records):
+        producer.produce(topic, key=key, value=value, partition=n % partitions)
+    assert producer.flush(30) == 0
+
+
+def _avro(client: SchemaRegistryClient, schema: str, topic: str, field: str = "value") -> Any:
+    serializer = AvroSerializer(client, schema, conf={"auto.register.schemas": True})
+    part = MessageField.VALUE if field == "value" else MessageField.KEY
+    return lambda record: serializer(record, SerializationContext(topic, part))
+
+
+def test_three_avro_versions_decode_into_the_newest_shape_with_record_keys(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    topic, table = f"orders-{unique}", f"db.orders_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    writers = [_avro(client, v, topic) for v in (V1, V2, V3)]
+    key = _avro(client, KEY, topic, "key")
+    records = []
+    for n in range(300):
+        version = n % 3
+        value: dict[str, Any] = {"id": f"o{n}", "amount": n}
+        if version >= 1:
+            value["currency"] = "EUR"
+        if version == 2:
+            value["note"] = f"n{n}"
+        records.append((key({"shop": "kyoto", "seq": n}), writers[version](value)))
+    records.append((key({"shop": "kyoto", "seq": 300}), None))  # a tombstone: skipped
+    _produce(kafka_bootstrap, topic, records)
+    ids = {client.get_latest_version(f"{topic}-value").version}
+    assert ids == {3}
+    config = make_config(
+        [{"name": f"o_{unique}", "topics": [topic], "table": table, "format": "avro",
+          "key_format": "avro", "kafka_metadata": ["offset"]}],
+        schema_registry={"url": schema_registry_url},
+    )  # fmt: skip
+
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert reports[0].records_ingested == 300
+    rows = {r["id"]: r.asDict(recursive=True) for r in spark.table(f"lake.{table}").collect()}
+    assert len(rows) == 300
+    for n in range(300):
+        row = rows[f"o{n}"]
+        version = n % 3
+        assert row["amount"] == n
+        # v1 records get the reader's default; v3's optional field is null for older writers.
+        assert row["currency"] == ("JPY" if version == 0 else "EUR")
+        assert row["note"] == (f"n{n}" if version == 2 else None)
+        assert row["key"] == {"shop": "kyoto", "seq": n}
+    columns = [f.name for f in spark.table(f"lake.{table}").schema]
+    assert columns == ["id", "amount", "currency", "note", "key", "_kafka_offset"]
+
+
+def test_avro_registry_maps_every_type(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    topic, table = f"types-{unique}", f"db.types_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    write = _avro(client, json.dumps(ALL_TYPES), topic)
+    _produce(kafka_bootstrap, topic, [(None, write(all_types_record(n))) for n in range(20)])
+    config = make_config(
+        [{"name": f"t_{unique}", "topics": [topic], "table": table, "format": "avro"}],
+        schema_registry={"url": schema_registry_url},
+    )
+
+    run(config, until_caught_up=True, spark=spark)
+
+    types = {f.name: f.dataType.simpleString() for f in spark.table(f"lake.{table}").schema}
+    assert types == ALL_TYPES_TABLE
+    rows = {r["id"]: r.asDict() for r in spark.table(f"lake.{table}").collect()}
+    for n in range(20):
+        check_all_types_row(rows[f"r{n}"], n)
+
+
+def test_an_id_first_met_in_a_batch_is_fetched_and_the_batch_replanned(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    # The older shape lives under another subject (RecordNameStrategy-style producers): the
+    # pipeline's subject does not list it, so its id is unknown until a batch holds it.
+    topic, table = f"learn-{unique}", f"db.learn_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    reader_id = client.register_schema(f"{topic}-value", Schema(V2, "AVRO"))
+    other_id = client.register_schema(f"other-{unique}", Schema(V1, "AVRO"))
+    assert other_id != reader_id
+    values = [
+        header(reader_id) + avro_bytes(json.loads(V2), {"id": "a", "amount": 1, "currency": "EUR"}),
+        header(other_id) + avro_bytes(json.loads(V1), {"id": "b", "amount": 2}),
+    ]
+    _produce(kafka_bootstrap, topic, [(None, v) for v in values], partitions=1)
+    config = make_config(
+        [{"name": f"l_{unique}", "topics": [topic], "table": table, "format": "avro"}],
+        schema_registry={"url": schema_registry_url},
+    )
+
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert reports[0].records_ingested == 2
+    rows = sorted(
+        (r["id"], r["amount"], r["currency"]) for r in spark.table(f"lake.{table}").collect()
+    )
+    assert rows == [("a", 1, "EUR"), ("b", 2, "JPY")]
+
+
+def test_unknown_ids_and_bad_magic_bytes_stop_the_batch_with_their_reason(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    topic, table = f"bad-{unique}", f"db.bad_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    good = _avro(client, V1, topic)({"id": "a", "amount": 1})
+    values = [
+        good,
+        header(987654) + good[5:],
+        b'{"id": "json, not avro"}',
+        good[:8],
+    ]
+    _produce(kafka_bootstrap, topic, [(None, v) for v in values], partitions=1)
+    config = make_config(
+        [{"name": f"b_{unique}", "topics": [topic], "table": table, "format": "avro"}],
+        schema_registry={"url": schema_registry_url},
+    )
+
+    with pytest.raises(DecodeError) as caught:
+        run(config, until_caught_up=True, spark=spark)
+
+    message = str(caught.value)
+    assert "3 record(s) in batch 0" in message
+    assert (
+        f"topic {topic} partition 0 offset 1: decode: unknown schema id 987654 at registry "
+        f"{schema_registry_url}"
+    ) in message
+    assert "offset 2: decode: bad magic byte 0x7B (not Schema Registry wire format)" in message
+    assert "offset 3: decode: payload does not decode with writer schema id" in message
+    assert spark.table(f"lake.{table}").count() == 0
+
+
+def test_json_schema_from_the_registry_and_wire_format(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    topic, table = f"js-{unique}", f"db.js_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Event",
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "count": {"type": "integer"},
+            "at": {"type": "string", "format": "date-time"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "attrs": {"type": "object", "additionalProperties": {"type": "number"}},
+            "who": {"type": "object", "properties": {"name": {"type": ["null", "string"]}}},
+        },
+    }
+    serializer = JSONSerializer(json.dumps(schema), client, conf={"auto.register.schemas": True})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    records = [
+        serializer(
+            {"id": f"e{n}", "count": n, "at": "2026-01-02T03:04:05Z", "tags": ["a", "b"],
+             "attrs": {"x": 1.5}, "who": {"name": "Ann"}},
+            ctx,
+        )
+        for n in range(10)
+    ]  # fmt: skip
+    assert records[0][:1] == b"\x00"
+    _produce(kafka_bootstrap, topic, [(None, v) for v in records])
+    config = make_config(
+        [{"name": f"j_{unique}", "topics": [topic], "table": table, "subject": f"{topic}-value"}],
+        schema_registry={"url": schema_registry_url},
+    )
+
+    run(config, until_caught_up=True, spark=spark)
+
+    types = {f.name: f.dataType.simpleString() for f in spark.table(f"lake.{table}").schema}
+    assert types == {
+        "id": "string", "count": "bigint", "at": "timestamp", "tags": "array<string>",
+        "attrs": "map<string,double>", "who": "struct<name:string>",
+    }  # fmt: skip
+    row = spark.table(f"lake.{table}").where("id = 'e3'").first().asDict(recursive=True)
+    assert row["count"] == 3 and row["tags"] == ["a", "b"] and row["attrs"] == {"x": 1.5}
+    assert row["who"] == {"name": "Ann"} and row["at"].isoformat() == "2026-01-02T03:04:05"
+
+
+def test_unreachable_registry_stops_before_anything_is_written(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    from tests.conftest import free_ports
+
+    topic, table = f"down-{unique}", f"db.down_{unique}"
+    _produce(kafka_bootstrap, topic, [(None, b"\x00\x00\x00\x00\x01x")], partitions=1)
+    (port,) = free_ports(1)
+    url = f"http://127.0.0.1:{port}"
+    config = make_config(
+        [{"name": f"d_{unique}", "topics": [topic], "table": table, "format": "avro"}],
+        schema_registry={"url": url, "retries": 2, "timeout": "2s"},
+    )
+
+    with pytest.raises(RegistryUnavailableError) as caught:
+        run(config, until_caught_up=True, spark=spark)
+
+    assert str(caught.value).startswith(
+        f"schema registry at {url} did not answer the request for subject '{topic}-value' "
+        "after 3 attempt(s)"
+    )
+    assert not spark.catalog.tableExists(f"lake.{table}")

@@ -80,3 +80,19 @@ def kafka_sasl_properties() -> dict[str, str]:
             f'username="{SASL_USER}" password="{SASL_PASSWORD}";'
         ),
     }
+
+
+@pytest.fixture(scope="session")
+def schema_registry_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a real Confluent-compatible Schema Registry (Apicurio) for the session.
+
+    Started only by tests that ask for it; in-memory, so every session starts empty.
+    """
+    from frazil.local.registry import LocalRegistry
+
+    (port,) = free_ports(1)
+    registry = LocalRegistry(tmp_path_factory.mktemp("registry-state"), port=port)
+    try:
+        yield registry.up(timeout=180)
+    finally:
+        registry.down()

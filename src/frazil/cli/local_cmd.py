@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 from pathlib import Path
 from typing import Annotated
@@ -11,6 +12,7 @@ import typer
 from frazil import paths
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.local.broker import LocalBroker
+from frazil.local.registry import LocalRegistry
 
 local_app = typer.Typer(
     help="Run a real single-node Kafka broker on 127.0.0.1 for development and tests.",
@@ -30,8 +32,23 @@ StateDir = Annotated[
 ]
 
 
+RegistryPort = Annotated[
+    int, typer.Option("--registry-port", help="HTTP port of the local schema registry.")
+]
+
+
+class Service(str, enum.Enum):
+    """Services ``frazil local up`` can start next to the broker."""
+
+    schema_registry = "schema-registry"
+
+
 def _broker(state_dir: Path | None, port: int, controller_port: int) -> LocalBroker:
     return LocalBroker(state_dir or paths.state_dir(), port=port, controller_port=controller_port)
+
+
+def _registry(state_dir: Path | None, port: int) -> LocalRegistry:
+    return LocalRegistry(state_dir or paths.state_dir(), port=port)
 
 
 @local_app.command("up")
@@ -42,13 +59,30 @@ def up(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for the broker to answer.")
     ] = 60.0,
+    with_: Annotated[
+        list[Service] | None,
+        typer.Option(
+            "--with",
+            help="Also start this service: schema-registry (Apicurio Registry, "
+            "Confluent-compatible API).",
+        ),
+    ] = None,
+    registry_port: RegistryPort = 8081,
 ) -> None:
-    """Start the broker (fetching Kafka on first use) and print its bootstrap address."""
+    """Start the broker (fetching Kafka on first use) and print its bootstrap address.
+
+    With --with schema-registry, also start a local Schema Registry and print its URL on
+    a second line: the value of the config's schema_registry.url.
+    """
     broker = _broker(state_dir, port, controller_port)
     with err_console.status("Starting the local Kafka broker..."):
         bootstrap = broker.up(timeout=timeout)
-    # Only the address on stdout, so scripts can do BOOTSTRAP=$(frazil local up).
+    # Only addresses on stdout, so scripts can do BOOTSTRAP=$(frazil local up).
     console.print(bootstrap, highlight=False)
+    if Service.schema_registry in (with_ or []):
+        with err_console.status("Starting the local schema registry..."):
+            url = _registry(state_dir, registry_port).up(timeout=max(timeout, 120.0))
+        console.print(url, highlight=False)
 
 
 @local_app.command("down")
@@ -59,11 +93,14 @@ def down(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for a clean exit before killing.")
     ] = 30.0,
+    registry_port: RegistryPort = 8081,
 ) -> None:
-    """Stop the broker; its data is kept for the next start."""
+    """Stop the broker (its data is kept for the next start) and the schema registry."""
     broker = _broker(state_dir, port, controller_port)
     with err_console.status("Stopping the local Kafka broker..."):
         stopped = broker.down(timeout=timeout)
+    if _registry(state_dir, registry_port).down(timeout=timeout):
+        err_console.print("schema registry stopped")
     console.print("stopped" if stopped else "not running")
 
 
@@ -72,14 +109,16 @@ def status(
     port: Port = 9092,
     controller_port: ControllerPort = 9093,
     state_dir: StateDir = None,
+    registry_port: RegistryPort = 8081,
     output: Annotated[
         OutputFormat, typer.Option("--output", "-o", help="Print as text or as JSON.")
     ] = OutputFormat.text,
 ) -> None:
     """Show whether the broker runs, its address, pid and data size."""
     st = _broker(state_dir, port, controller_port).status()
+    registry = _registry(state_dir, registry_port).status()
     if output is OutputFormat.json:
-        typer.echo(json.dumps(st.as_dict()))
+        typer.echo(json.dumps({**st.as_dict(), "schema_registry": registry.as_dict()}))
         return
     state = "[green]running[/]" if st.running else "[yellow]stopped[/]"
     console.print(f"broker:    {state}")
@@ -90,3 +129,5 @@ def status(
     data = f"{st.data_bytes / 1024**2:.1f} MiB" if st.formatted else "(not formatted yet)"
     console.print(f"data:      {data}", highlight=False)
     console.print(f"log:       {st.log_file}", highlight=False)
+    if registry.running:
+        console.print(f"schema registry: [green]running[/] at {registry.url}", highlight=False)

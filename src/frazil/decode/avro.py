@@ -148,14 +148,14 @@ class AvroDecoder:
             )
             return Decoded(value=plain, error=error.cast(c.ERROR_DDL))
 
-        head = F.substring(data, 1, 5)
         payload = F.substring(data, 6, 2**31 - 1)
         reader_fields = _record_fields(self.reader)
         value: Column | None = None
         known: Column | None = None
         newer: list[tuple[int, list[str]]] = []
         for schema_id, writer in sorted(self.writers.items()):
-            matches = head == F.lit(header(schema_id))
+            # startswith compares in place (no copy of the header per record and branch).
+            matches = F.startswith(data, F.lit(header(schema_id)))
             known = matches if known is None else known | matches
             missing = _missing(writer.text, reader_fields)
             if missing:
@@ -174,7 +174,7 @@ class AvroDecoder:
         error = (
             F.when(data.isNull(), F.lit(None))
             .when(
-                (F.length(data) < 5) | (F.substring(data, 1, 1) != F.lit(b"\x00")),
+                (F.length(data) < 5) | ~F.startswith(data, F.lit(b"\x00")),
                 decode_error(
                     F.format_string(
                         "bad magic byte 0x%s (not Schema Registry wire format)",
@@ -195,7 +195,7 @@ class AvroDecoder:
         )
         for schema_id, missing in newer:
             error = error.when(
-                head == F.lit(header(schema_id)),
+                F.startswith(data, F.lit(header(schema_id))),
                 decode_error(
                     F.lit(
                         f"written with schema id {schema_id}, which has fields the reader "

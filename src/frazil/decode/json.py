@@ -55,7 +55,8 @@ def _text(data: Column) -> Column:
     """The JSON text of a value, without a Schema Registry wire-format header."""
     from pyspark.sql import functions as F
 
-    header = F.substring(data, 1, 1) == F.lit(b"\x00")
+    # startswith compares in place; substring would copy a byte array per record.
+    header = F.startswith(data, F.lit(b"\x00"))
     return F.when(header, F.substring(data, 6, 2**31 - 1)).otherwise(data).cast("string")
 
 

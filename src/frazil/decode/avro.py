@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
+from frazil.decode import wire
 from frazil.decode.errors import decode_error, hex_prefix
 from frazil.decode.registry import BuildContext, Decoded, Format, register
-from frazil.decode.schema_registry import RegisteredSchema, SchemaRegistry, header
+from frazil.decode.schema_registry import RegisteredSchema, SchemaRegistry
 from frazil.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -110,17 +111,7 @@ class AvroDecoder:
         """Fetch the writer schemas of the batch's ids the decoder does not know yet."""
         if self.registry is None:
             return False
-        from pyspark.sql import functions as F
-
-        data = F.col(column)
-        ids = [
-            int(row[0])
-            for row in raw.where(F.substring(data, 1, 1) == F.lit(b"\x00"))
-            .where(F.length(data) >= 5)
-            .select(F.conv(F.hex(F.substring(data, 2, 4)), 16, 10).cast("long"))
-            .distinct()
-            .collect()
-        ]
+        ids = wire.ids_in(raw, column)
         learned = False
         for schema_id in sorted(set(ids) - set(self.writers)):
             schema = self.registry.by_id(schema_id)
@@ -148,15 +139,11 @@ class AvroDecoder:
             )
             return Decoded(value=plain, error=error.cast(c.ERROR_DDL))
 
-        payload = F.substring(data, 6, 2**31 - 1)
         reader_fields = _record_fields(self.reader)
+        body = wire.payload(data)
         value: Column | None = None
-        known: Column | None = None
         newer: list[tuple[int, list[str]]] = []
         for schema_id, writer in sorted(self.writers.items()):
-            # startswith compares in place (no copy of the header per record and branch).
-            matches = F.startswith(data, F.lit(header(schema_id)))
-            known = matches if known is None else known | matches
             missing = _missing(writer.text, reader_fields)
             if missing:
                 # Resolution would drop these fields: marked instead, never lost silently.
@@ -166,36 +153,15 @@ class AvroDecoder:
             if schema_id != self.reader_id:
                 # Avro schema resolution: the writer's record read as the reader's shape.
                 options["avroSchema"] = self.reader
-            decoded = from_avro(payload, writer.text, options)
-            value = F.when(matches, decoded) if value is None else value.when(matches, decoded)
+            decoded = from_avro(body, writer.text, options)
+            m = wire.matches(data, schema_id)
+            value = F.when(m, decoded) if value is None else value.when(m, decoded)
         if value is None:
             value = F.lit(None).cast(self._type())
-        id_text = F.conv(F.hex(F.substring(data, 2, 4)), 16, 10)
-        error = (
-            F.when(data.isNull(), F.lit(None))
-            .when(
-                (F.length(data) < 5) | ~F.startswith(data, F.lit(b"\x00")),
-                decode_error(
-                    F.format_string(
-                        "bad magic byte 0x%s (not Schema Registry wire format)",
-                        F.hex(F.substring(data, 1, 1)),
-                    ),
-                    hex_prefix(data),
-                ),
-            )
-            .when(
-                F.lit(True) if known is None else ~known,
-                decode_error(
-                    F.format_string(
-                        f"unknown schema id %s at registry {self.registry.url}", id_text
-                    ),
-                    hex_prefix(data),
-                ),
-            )
-        )
+        error = wire.header_errors(data, sorted(self.writers), self.registry.url)
         for schema_id, missing in newer:
             error = error.when(
-                F.startswith(data, F.lit(header(schema_id))),
+                wire.matches(data, schema_id),
                 decode_error(
                     F.lit(
                         f"written with schema id {schema_id}, which has fields the reader "
@@ -210,7 +176,7 @@ class AvroDecoder:
             decode_error(
                 F.format_string(
                     "payload does not decode with writer schema id %s (truncated or corrupt)",
-                    id_text,
+                    wire.schema_id_text(data),
                 ),
                 hex_prefix(data),
             ),

@@ -161,9 +161,4 @@ def build_decoder(context: BuildContext) -> Decoder:
 
 def _load_builtins() -> None:
     # Importing a format module registers it; done lazily so the registry has no cycle.
-    import importlib.util
-
-    from frazil.decode import avro, json, passthrough  # noqa: F401
-
-    if importlib.util.find_spec("frazil.decode.protobuf"):  # TEMPORARY until it lands
-        importlib.import_module("frazil.decode.protobuf")
+    from frazil.decode import avro, json, passthrough, protobuf  # noqa: F401

@@ -134,8 +134,10 @@ def ensure_artifacts(name: str, *, quiet: bool = False) -> list[Path]:
 
 
 def spark_jars() -> list[Path]:
-    """Jars to add to pyspark's classpath (``spark.jars``): Kafka source, Iceberg, SQLite."""
-    return ensure_artifacts("spark")
+    """Jars to add to pyspark's classpath: Kafka source, Avro, Iceberg, SQLite, frazil's own."""
+    from frazil.jvm.build import frazil_jar
+
+    return [*ensure_artifacts("spark"), frazil_jar()]
 
 
 def kafka_classpath() -> list[Path]:

@@ -38,6 +38,10 @@ COMMONS_POOL2_VERSION = "2.12.1"
 #: 4.1 line as pyspark; checked: loads and round-trips every Avro type frazil maps
 #: (tests/integration/test_avro.py). It uses the avro 1.12 jars pyspark ships.
 SPARK_AVRO_VERSION = "4.1.1"
+#: protobuf-java for frazil's own Protobuf decoder (src/frazil/jvm/java): the reachable Maven
+#: repository serves no spark-protobuf at all. pyspark ships no unshaded protobuf-java (Spark
+#: and Hadoop shade theirs), so this one does not clash.
+PROTOBUF_JAVA_VERSION = "4.33.1"
 #: Apicurio Registry, a Confluent-compatible Schema Registry (``/apis/ccompat/v7``) for
 #: ``frazil local up --with schema-registry`` and the tests. 3.0.9 starts in ~5 s on Java 17.
 APICURIO_VERSION = "3.0.9"
@@ -114,7 +118,9 @@ _S = SCALA_BINARY_VERSION
 
 SPARK_SET = ArtifactSet(
     name="spark",
-    description="Spark connectors: Kafka source, Avro, Iceberg runtime, SQLite JDBC driver",
+    description=(
+        "Spark connectors: Kafka source, Avro, protobuf-java, Iceberg runtime, SQLite JDBC driver"
+    ),
     # Listed flat and resolved without transitive dependencies: Spark's parent POM declares
     # an extra repository whose host is unreachable from many networks, and following Spark's
     # POMs makes Maven try it first. Everything else these jars need ships inside pyspark
@@ -125,6 +131,7 @@ SPARK_SET = ArtifactSet(
         _c(f"org.apache.kafka:kafka-clients:{SPARK_KAFKA_CLIENTS_VERSION}"),
         _c(f"org.apache.commons:commons-pool2:{COMMONS_POOL2_VERSION}"),
         _c(f"org.apache.spark:spark-avro_{_S}:{SPARK_AVRO_VERSION}"),
+        _c(f"com.google.protobuf:protobuf-java:{PROTOBUF_JAVA_VERSION}"),
         _c(
             f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_MINOR_VERSION}_{_S}:{ICEBERG_VERSION}"
         ),
@@ -147,6 +154,7 @@ KAFKA_SET = ArtifactSet(
         _c(f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J_VERSION}"),
     ),
 )
+
 
 @dataclass(frozen=True)
 class AppArchive:

@@ -1,0 +1,376 @@
+"""Protobuf values, decoded in the JVM by frazil's own Spark UDF (src/frazil/jvm/java).
+
+spark-protobuf is not available from the Maven repository frazil can reach, so frazil ships a
+small Java decoder (protobuf-java's ``DynamicMessage`` walked into Spark rows) compiled once at
+setup. Each writer schema gets its own UDF instance; it fills the reader shape by field name,
+so several schema versions decode into one shape.
+
+Schemas come from a ``schema_file`` (``.proto``, compiled with protoc from grpcio-tools; or a
+``.desc``/``.pb`` descriptor set) with ``message``, for plain Protobuf; or from the Schema
+Registry, for its wire format (magic byte, schema id, message indexes): each schema's
+``.proto`` text and its references are compiled with protoc the same way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from frazil import columns as c
+from frazil.decode import wire
+from frazil.decode.errors import decode_error, hex_prefix
+from frazil.decode.registry import BuildContext, Decoded, Format, register
+from frazil.decode.schema_registry import RegisteredSchema, SchemaRegistry
+from frazil.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+_DECODER_CLASS = "dev.frazil.spark.ProtobufDecoder"
+_names = itertools.count()
+
+
+@dataclass(frozen=True)
+class Descriptors:
+    """A compiled schema: a serialized ``FileDescriptorSet`` and the name of its own file."""
+
+    data: bytes
+    root: str
+
+
+def _protoc_include() -> Path:
+    import grpc_tools
+
+    return Path(grpc_tools.__file__).parent / "_proto"
+
+
+def compile_proto(files: dict[str, str], root: str) -> Descriptors:
+    """Compile ``.proto`` sources (import name → text) with protoc into a descriptor set.
+
+    Raises:
+        ValueError: protoc refused the sources; the message is protoc's.
+    """
+    with tempfile.TemporaryDirectory(prefix="frazil-protoc-") as work:
+        base = Path(work)
+        for name, text in files.items():
+            path = base / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        out = base / "set.desc"
+        proc = subprocess.run(
+            [sys.executable, "-m", "grpc_tools.protoc", f"-I{base}", f"-I{_protoc_include()}",
+             "--include_imports", f"--descriptor_set_out={out}", str(base / root)],
+            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            lines = (proc.stderr or proc.stdout).strip().replace(f"{base}/", "").splitlines()
+            # protoc's logging library prints a start-up notice first.
+            raise ValueError("\n".join(ln for ln in lines if "absl::InitializeLog" not in ln))
+        return Descriptors(out.read_bytes(), root)
+
+
+def _load_file(path: Path, message: str | None, key: str) -> Descriptors:
+    """A ``schema_file``: a ``.proto`` (compiled, its folder on the import path) or a set."""
+    from google.protobuf import descriptor_pb2
+
+    try:
+        if path.suffix == ".proto":
+            folder = path.parent
+            sources = {
+                p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*.proto")
+            }
+            return compile_proto(sources, path.relative_to(folder).as_posix())
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{key}: cannot read {path}: {exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{key}: protoc cannot compile {path}: {exc}") from None
+    files = descriptor_pb2.FileDescriptorSet()
+    try:
+        files.ParseFromString(data)
+    except Exception:  # protobuf's DecodeError
+        raise ConfigError(f"{key}: {path} is neither a .proto file nor a descriptor set") from None
+    for file in files.file:
+        prefix = f"{file.package}." if file.package else ""
+        if message and message.startswith(prefix):
+            top = message[len(prefix) :].split(".")[0]
+            if any(m.name == top for m in file.message_type):
+                return Descriptors(data, file.name)
+    names = [f.name for f in files.file]
+    raise ConfigError(f"{key}: no file of {path} ({', '.join(names)}) defines {message!r}")
+
+
+def _jvm_decoders(spark: SparkSession) -> Any:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return jvm
+
+
+def spark_schema(spark: SparkSession, compiled: Descriptors, message: str | None) -> StructType:
+    """The reader shape of ``message`` (the root file's first message if None), from the JVM.
+
+    Raises:
+        ValueError: No such message; the message lists the file's messages.
+    """
+    from pyspark.sql.types import StructType
+
+    jvm = _jvm_decoders(spark)
+    helper = getattr(jvm.dev.frazil.spark, "ProtobufDecoder$Descriptors")
+    try:
+        text = helper.sparkSchemaJson(compiled.data, compiled.root, message)
+    except Exception:
+        names = list(helper.messageNames(compiled.data, compiled.root))
+        raise ValueError(
+            f"no message {message!r} in {compiled.root} (messages: {', '.join(names)})"
+        ) from None
+    import json
+
+    return StructType.fromJson(json.loads(text))
+
+
+def _register_udf(
+    spark: SparkSession,
+    compiled: Descriptors,
+    message: str | None,
+    reader: StructType,
+    wire_format: bool,
+) -> str:
+    """Register one decoder instance as a session UDF; returns its name."""
+    jvm = _jvm_decoders(spark)
+    decoder = jvm.dev.frazil.spark.ProtobufDecoder(
+        compiled.data, compiled.root, message, reader.json(), wire_format
+    )
+    result = (
+        f'{{"type":"struct","fields":[{{"name":"data","type":{reader.json()},"nullable":true,'
+        '"metadata":{}},{"name":"error","type":"string","nullable":true,"metadata":{}}]}'
+    )
+    name = f"frazil_protobuf_{next(_names)}_{uuid.uuid4().hex[:6]}"
+    spark._jsparkSession.udf().register(name, decoder, spark._jsparkSession.parseDataType(result))
+    return name
+
+
+@dataclass
+class ProtobufDecoder:
+    """Decodes Protobuf values (plain or wire format) into one reader shape.
+
+    Attributes:
+        spark: The session the UDFs are registered in.
+        schema: The reader shape.
+        message: The message's full name (plain), or the reader's message (registry).
+        plain_udf: The UDF of plain Protobuf (``schema_file``).
+        registry: The schema registry (wire format).
+        udfs: The UDF of each known writer schema id (wire format).
+    """
+
+    spark: SparkSession
+    schema: StructType
+    message: str | None
+    plain_udf: str | None = None
+    registry: SchemaRegistry | None = None
+    udfs: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def scalar(self) -> bool:
+        """A message decodes into a struct."""
+        return False
+
+    def version(self) -> object:
+        """The known writer ids: the projection depends on them."""
+        return tuple(sorted(self.udfs))
+
+    def add_writer(self, schema: RegisteredSchema) -> bool:
+        """Compile a writer schema and register its UDF; False if it does not compile."""
+        assert self.registry is not None
+        try:
+            compiled = _compile_registered(self.registry, schema)
+        except ValueError:
+            return False
+        self.udfs[schema.schema_id] = _register_udf(
+            self.spark, compiled, None, self.schema, wire_format=True
+        )
+        return True
+
+    def learn(self, raw: DataFrame, column: str) -> bool:
+        """Fetch and compile the writer schemas of the batch's ids not known yet."""
+        if self.registry is None:
+            return False
+        learned = False
+        for schema_id in sorted(wire.ids_in(raw, column) - set(self.udfs)):
+            schema = self.registry.by_id(schema_id)
+            if schema is not None and schema.schema_type == "PROTOBUF":
+                learned = self.add_writer(schema) or learned
+        return learned
+
+    def decode(self, data: Column) -> Decoded:
+        """The decoded struct, and the mark of records that do not decode."""
+        from pyspark.sql import functions as F
+
+        if self.plain_udf is not None:
+            result = F.call_function(self.plain_udf, data)
+            error = F.when(
+                result["error"].isNotNull(), decode_error(result["error"], hex_prefix(data))
+            )
+            return Decoded(value=result["data"], error=error.cast(c.ERROR_DDL))
+        assert self.registry is not None
+        result_type = f"struct<data:{self.schema.simpleString()},error:string>"
+        value: Column | None = None
+        for schema_id, name in sorted(self.udfs.items()):
+            m = wire.matches(data, schema_id)
+            decoded = F.call_function(name, data)
+            value = F.when(m, decoded) if value is None else value.when(m, decoded)
+        if value is None:
+            value = F.lit(None).cast(result_type)
+        error = wire.header_errors(data, sorted(self.udfs), self.registry.url).when(
+            value["error"].isNotNull(),
+            decode_error(
+                F.format_string("schema id %s: %s", wire.schema_id_text(data), value["error"]),
+                hex_prefix(data),
+            ),
+        )
+        return Decoded(value=value["data"], error=error.cast(c.ERROR_DDL))
+
+
+def _compile_registered(registry: SchemaRegistry, schema: RegisteredSchema) -> Descriptors:
+    """A registry schema as a descriptor set: ``.proto`` text, or a serialized descriptor.
+
+    Confluent's registry answers with ``.proto`` text; others (Apicurio) return what the
+    producer registered, which confluent-kafka's serializers send as a base64
+    ``FileDescriptorProto``. Both work, as do references in either form.
+    """
+    from google.protobuf import descriptor_pb2
+
+    references = registry.referenced(schema)
+    serialized = _serialized(schema.text)
+    if serialized is None:
+        root = f"frazil_schema_{schema.schema_id}.proto"
+        files = {**references, root: schema.text}
+        # Well-known types come with protoc; a registry may list them as references too.
+        files = {
+            n: t for n, t in files.items() if not n.startswith("google/protobuf/") or n == root
+        }
+        return compile_proto(files, root)
+    protos = {serialized.name: serialized}
+    pending = list(serialized.dependency)
+    while pending:
+        name = pending.pop()
+        if name in protos:
+            continue
+        text = references.get(name)
+        dependency = _serialized(text) if text is not None else _well_known(name)
+        if dependency is None:
+            raise ValueError(f"schema id {schema.schema_id} imports {name}, which is not usable")
+        protos[name] = dependency
+        pending.extend(dependency.dependency)
+    files = descriptor_pb2.FileDescriptorSet(file=list(protos.values()))
+    return Descriptors(files.SerializeToString(), serialized.name)
+
+
+def _serialized(text: str) -> Any:
+    """The ``FileDescriptorProto`` a base64 schema string holds, or None for ``.proto`` text."""
+    import base64
+    import binascii
+
+    from google.protobuf import descriptor_pb2
+
+    if "syntax" in text or "message " in text or "edition" in text:
+        return None
+    try:
+        proto = descriptor_pb2.FileDescriptorProto()
+        proto.ParseFromString(base64.b64decode(text, validate=True))
+    except (binascii.Error, ValueError, Exception):  # protobuf raises its own DecodeError
+        return None
+    return proto if proto.name else None
+
+
+def _well_known(name: str) -> Any:
+    """A ``google/protobuf/*.proto`` file from the protobuf package's own descriptors."""
+    import importlib
+
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    if not name.startswith("google/protobuf/"):
+        return None
+    module = name.removeprefix("google/protobuf/").removesuffix(".proto") + "_pb2"
+    try:
+        importlib.import_module(f"google.protobuf.{module}")
+        found = descriptor_pool.Default().FindFileByName(name)
+    except (ImportError, KeyError):
+        return None
+    proto = descriptor_pb2.FileDescriptorProto()
+    found.CopyToProto(proto)
+    return proto
+
+
+def _only_message(compiled: Descriptors, key: str) -> str:
+    """The full name of the schema's one top-level message.
+
+    Raises:
+        ConfigError: The schema defines several: the config must name the records' one.
+    """
+    from google.protobuf import descriptor_pb2
+
+    files = descriptor_pb2.FileDescriptorSet()
+    files.ParseFromString(compiled.data)
+    root = next(f for f in files.file if f.name == compiled.root)
+    prefix = f"{root.package}." if root.package else ""
+    names = [f"{prefix}{m.name}" for m in root.message_type]
+    if len(names) == 1:
+        return names[0]
+    raise ConfigError(
+        f"{key}: the registry schema defines {len(names)} top-level messages "
+        f"({', '.join(names)}); set {key.rsplit('.', 1)[-1]} to the records' message"
+    )
+
+
+def _build(context: BuildContext) -> ProtobufDecoder:
+    spark, pipeline = context.spark, context.pipeline
+    message = context.option("message")
+    assert message is None or isinstance(message, str)
+    schema_file = context.option("schema_file")
+    if schema_file is not None:
+        assert isinstance(schema_file, str)
+        key = context.config_key("schema_file")
+        compiled = _load_file(Path(schema_file), message, key)
+        try:
+            reader = spark_schema(spark, compiled, message)
+        except ValueError as exc:
+            raise ConfigError(f"{context.config_key('message')}: {exc}") from None
+        udf = _register_udf(spark, compiled, message, reader, wire_format=False)
+        return ProtobufDecoder(spark, reader, message, plain_udf=udf)
+    assert context.config.schema_registry is not None
+    registry = SchemaRegistry(context.config.schema_registry)
+    subject = pipeline.key_subject_name() if context.part == "key" else pipeline.value_subject()
+    if subject is None:
+        raise ConfigError(
+            f"{context.config_key('subject')}: a topic_pattern pipeline names its registry subject"
+        )
+    versions = registry.versions(subject)
+    latest = registry.latest(subject)
+    if latest.schema_type != "PROTOBUF":
+        raise ConfigError(
+            f"{context.key_path}: subject {subject!r} holds a {latest.schema_type} schema, "
+            "not Protobuf"
+        )
+    try:
+        compiled = _compile_registered(registry, latest)
+        message = message or _only_message(compiled, context.config_key("message"))
+        reader = spark_schema(spark, compiled, message)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{context.key_path}: subject {subject!r} version {latest.version}: {exc}"
+        ) from None
+    decoder = ProtobufDecoder(spark, reader, message, registry=registry)
+    for version in [*versions, latest]:
+        if version.schema_type == "PROTOBUF" and version.schema_id not in decoder.udfs:
+            decoder.add_writer(version)
+    return decoder
+
+
+register(Format(name="protobuf", build=_build))

@@ -1,0 +1,85 @@
+"""The Schema Registry wire format in a batch: magic byte 0, a 4-byte schema id, the payload.
+
+Shared by the registry-backed decoders: which ids a batch holds, and the marks of records that
+are not in the wire format or name an id the decoder does not know.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from frazil.decode.errors import decode_error, hex_prefix
+from frazil.decode.schema_registry import HEADER_BYTES, header
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+
+def matches(data: Column, schema_id: int) -> Column:
+    """Whether a value carries ``schema_id`` (compared in place, no copy per record)."""
+    from pyspark.sql import functions as F
+
+    return F.startswith(data, F.lit(header(schema_id)))
+
+
+def schema_id_text(data: Column) -> Column:
+    """The value's schema id as text (for messages)."""
+    from pyspark.sql import functions as F
+
+    return F.conv(F.hex(F.substring(data, 2, 4)), 16, 10)
+
+
+def payload(data: Column) -> Column:
+    """The bytes after the 5-byte header."""
+    from pyspark.sql import functions as F
+
+    return F.substring(data, HEADER_BYTES + 1, 2**31 - 1)
+
+
+def ids_in(raw: DataFrame, column: str) -> set[int]:
+    """The schema ids the wire-format values of ``raw[column]`` carry (one Spark job)."""
+    from pyspark.sql import functions as F
+
+    data = F.col(column)
+    rows = (
+        raw.where(F.startswith(data, F.lit(b"\x00")) & (F.length(data) >= HEADER_BYTES))
+        .select(schema_id_text(data).cast("long"))
+        .distinct()
+        .collect()
+    )
+    return {int(row[0]) for row in rows}
+
+
+def header_errors(data: Column, known: list[int], registry_url: str) -> Column:
+    """The error of values that are null (none), not wire format, or of an unknown id.
+
+    Returns a ``when`` chain that callers extend with their own decoding failures.
+    """
+    from pyspark.sql import functions as F
+
+    known_any: Column | None = None
+    for schema_id in known:
+        m = matches(data, schema_id)
+        known_any = m if known_any is None else known_any | m
+    return (
+        F.when(data.isNull(), F.lit(None))
+        .when(
+            (F.length(data) < HEADER_BYTES) | ~F.startswith(data, F.lit(b"\x00")),
+            decode_error(
+                F.format_string(
+                    "bad magic byte 0x%s (not Schema Registry wire format)",
+                    F.hex(F.substring(data, 1, 1)),
+                ),
+                hex_prefix(data),
+            ),
+        )
+        .when(
+            F.lit(True) if known_any is None else ~known_any,
+            decode_error(
+                F.format_string(
+                    f"unknown schema id %s at registry {registry_url}", schema_id_text(data)
+                ),
+                hex_prefix(data),
+            ),
+        )
+    )

@@ -1,0 +1,102 @@
+"""frazil's own JVM classes (src/frazil/jvm/java), compiled into a jar in the cache once.
+
+They are compiled with ``javac`` against pyspark's jars and the pinned protobuf-java, at
+``frazil setup`` or when a session first needs them; the jar is named by a hash of the sources
+and of the versions they compile against, so an upgrade builds a new one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from frazil.errors import ArtifactError
+from frazil.jvm.fetch import ensure_artifacts, java_executable, pyspark_jars_dir
+from frazil.jvm.pins import PROTOBUF_JAVA_VERSION, SPARK_VERSION
+from frazil.paths import cache_dir
+
+#: The Java sources, shipped inside the package.
+SOURCES = Path(__file__).parent / "java"
+_JAR = "frazil-jvm.jar"
+
+
+def _sources() -> list[Path]:
+    return sorted(SOURCES.rglob("*.java"))
+
+
+def _digest() -> str:
+    digest = hashlib.sha256(f"spark={SPARK_VERSION} protobuf={PROTOBUF_JAVA_VERSION}".encode())
+    for source in _sources():
+        digest.update(str(source.relative_to(SOURCES)).encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def frazil_jar() -> Path:
+    """The jar of frazil's JVM classes, compiled on first use.
+
+    Raises:
+        ArtifactError: No ``javac`` (a JDK) is found, or compiling fails.
+    """
+    target = cache_dir() / "jars" / f"frazil-jvm-{_digest()}" / _JAR
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(target.parent / ".lock"):
+        if not target.is_file():
+            _compile(target)
+    return target
+
+
+def _javac() -> str:
+    java = Path(java_executable()).resolve()
+    candidate = java.parent / "javac"
+    if os.access(candidate, os.X_OK):
+        return str(candidate)
+    found = shutil.which("javac")
+    if found is None:
+        raise ArtifactError(
+            "javac not found: frazil compiles its Protobuf decoder once with a JDK; install "
+            "one (e.g. `apt-get install openjdk-17-jdk-headless`) or set JAVA_HOME to a JDK"
+        )
+    return found
+
+
+def _compile(target: Path) -> None:
+    protobuf = [j for j in ensure_artifacts("spark", quiet=True) if "protobuf-java" in j.name]
+    classpath = os.pathsep.join([str(pyspark_jars_dir() / "*"), *map(str, protobuf)])
+    with tempfile.TemporaryDirectory(prefix="frazil-javac-") as work:
+        classes = Path(work) / "classes"
+        cmd = [_javac(), "-nowarn", "--release", "17", "-cp", classpath, "-d", str(classes)]
+        proc = subprocess.run(
+            [*cmd, *map(str, _sources())],
+            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise ArtifactError(
+                f"compiling frazil's JVM classes failed:\n{(proc.stdout + proc.stderr)[-3000:]}"
+            )
+        partial = target.with_suffix(".partial")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
+            for path in sorted(classes.rglob("*.class")):
+                jar.write(path, str(path.relative_to(classes)))
+        os.replace(partial, target)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

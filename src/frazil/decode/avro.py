@@ -142,6 +142,7 @@ class AvroDecoder:
         reader_fields = _record_fields(self.reader)
         body = wire.payload(data)
         value: Column | None = None
+        single: Column | None = None
         newer: list[tuple[int, list[str]]] = []
         for schema_id, writer in sorted(self.writers.items()):
             missing = _missing(writer.text, reader_fields)
@@ -156,8 +157,15 @@ class AvroDecoder:
             decoded = from_avro(body, writer.text, options)
             m = wire.matches(data, schema_id)
             value = F.when(m, decoded) if value is None else value.when(m, decoded)
+            single = decoded
         if value is None:
             value = F.lit(None).cast(self._type())
+        elif single is not None and len(self.writers) - len(newer) == 1:
+            # One writer: decoded unconditionally. Spark rewrites a one-branch CASE so that
+            # each column extracts its field inside the branch, and then runs from_avro once
+            # per column. A record of another id decodes to nothing useful here, but its
+            # header marks it as an error whatever its value.
+            value = single
         error = wire.header_errors(data, sorted(self.writers), self.registry.url)
         for schema_id, missing in newer:
             error = error.when(

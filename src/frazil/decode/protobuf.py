@@ -135,18 +135,8 @@ def spark_schema(spark: SparkSession, compiled: Descriptors, message: str | None
     return StructType.fromJson(json.loads(text))
 
 
-def _register_udf(
-    spark: SparkSession,
-    compiled: Descriptors,
-    message: str | None,
-    reader: StructType,
-    wire_format: bool,
-) -> str:
-    """Register one decoder instance as a session UDF; returns its name."""
-    jvm = _jvm_decoders(spark)
-    decoder = jvm.dev.frazil.spark.ProtobufDecoder(
-        compiled.data, compiled.root, message, reader.json(), wire_format
-    )
+def _register(spark: SparkSession, decoder: Any, reader: StructType) -> str:
+    """Register a Java decoder instance as a session UDF; returns its name."""
     result = (
         f'{{"type":"struct","fields":[{{"name":"data","type":{reader.json()},"nullable":true,'
         '"metadata":{}},{"name":"error","type":"string","nullable":true,"metadata":{}}]}'
@@ -154,6 +144,36 @@ def _register_udf(
     name = f"frazil_protobuf_{next(_names)}_{uuid.uuid4().hex[:6]}"
     spark._jsparkSession.udf().register(name, decoder, spark._jsparkSession.parseDataType(result))
     return name
+
+
+def plain_udf(spark: SparkSession, compiled: Descriptors, message: str, reader: StructType) -> str:
+    """The UDF decoding plain ``message`` values into ``reader``."""
+    java = _jvm_decoders(spark).dev.frazil.spark.ProtobufDecoder
+    return _register(spark, java(compiled.data, compiled.root, message, reader.json()), reader)
+
+
+def wire_udf(
+    spark: SparkSession, writers: dict[int, Descriptors], reader: StructType, registry_url: str
+) -> str:
+    """One UDF decoding the wire format of every known writer id into ``reader``.
+
+    One instance for all ids (it picks the writer by the value's id) so that each record is
+    decoded by a single call: a ``CASE`` over one UDF per id made Spark call the UDF once per
+    column it feeds.
+    """
+    jvm = _jvm_decoders(spark)
+    ids = sorted(writers)
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None
+    java_ids = gateway.new_array(jvm.int, len(ids))
+    byte_arrays = gateway.new_array(jvm.byte, len(ids), 0)
+    roots = gateway.new_array(jvm.java.lang.String, len(ids))
+    for i, schema_id in enumerate(ids):
+        java_ids[i] = schema_id
+        byte_arrays[i] = writers[schema_id].data
+        roots[i] = writers[schema_id].root
+    java = jvm.dev.frazil.spark.ProtobufDecoder
+    return _register(spark, java(java_ids, byte_arrays, roots, reader.json(), registry_url), reader)
 
 
 @dataclass
@@ -164,17 +184,17 @@ class ProtobufDecoder:
         spark: The session the UDFs are registered in.
         schema: The reader shape.
         message: The message's full name (plain), or the reader's message (registry).
-        plain_udf: The UDF of plain Protobuf (``schema_file``).
+        udf: The UDF decoding every known writer (or the plain message).
         registry: The schema registry (wire format).
-        udfs: The UDF of each known writer schema id (wire format).
+        writers: The compiled schema of each known writer id (wire format).
     """
 
     spark: SparkSession
     schema: StructType
     message: str | None
-    plain_udf: str | None = None
+    udf: str = ""
     registry: SchemaRegistry | None = None
-    udfs: dict[int, str] = field(default_factory=dict)
+    writers: dict[int, Descriptors] = field(default_factory=dict)
 
     @property
     def scalar(self) -> bool:
@@ -182,59 +202,43 @@ class ProtobufDecoder:
         return False
 
     def version(self) -> object:
-        """The known writer ids: the projection depends on them."""
-        return tuple(sorted(self.udfs))
+        """The UDF in use: a new one is registered when writers are learned."""
+        return self.udf
 
-    def add_writer(self, schema: RegisteredSchema) -> bool:
-        """Compile a writer schema and register its UDF; False if it does not compile."""
+    def add_writers(self, schemas: list[RegisteredSchema]) -> bool:
+        """Compile writer schemas and register a UDF knowing them; False if none compiled."""
         assert self.registry is not None
-        try:
-            compiled = _compile_registered(self.registry, schema)
-        except ValueError:
-            return False
-        self.udfs[schema.schema_id] = _register_udf(
-            self.spark, compiled, None, self.schema, wire_format=True
-        )
-        return True
+        added = False
+        for schema in schemas:
+            if schema.schema_type != "PROTOBUF" or schema.schema_id in self.writers:
+                continue
+            try:
+                self.writers[schema.schema_id] = _compile_registered(self.registry, schema)
+            except ValueError:
+                continue  # its records stay marked: unknown schema id
+            added = True
+        if added or not self.udf:
+            self.udf = wire_udf(self.spark, self.writers, self.schema, self.registry.url)
+        return added
 
     def learn(self, raw: DataFrame, column: str) -> bool:
         """Fetch and compile the writer schemas of the batch's ids not known yet."""
         if self.registry is None:
             return False
-        learned = False
-        for schema_id in sorted(wire.ids_in(raw, column) - set(self.udfs)):
+        found = []
+        for schema_id in sorted(wire.ids_in(raw, column) - set(self.writers)):
             schema = self.registry.by_id(schema_id)
-            if schema is not None and schema.schema_type == "PROTOBUF":
-                learned = self.add_writer(schema) or learned
-        return learned
+            if schema is not None:
+                found.append(schema)
+        return self.add_writers(found)
 
     def decode(self, data: Column) -> Decoded:
         """The decoded struct, and the mark of records that do not decode."""
         from pyspark.sql import functions as F
 
-        if self.plain_udf is not None:
-            result = F.call_function(self.plain_udf, data)
-            error = F.when(
-                result["error"].isNotNull(), decode_error(result["error"], hex_prefix(data))
-            )
-            return Decoded(value=result["data"], error=error.cast(c.ERROR_DDL))
-        assert self.registry is not None
-        result_type = f"struct<data:{self.schema.simpleString()},error:string>"
-        value: Column | None = None
-        for schema_id, name in sorted(self.udfs.items()):
-            m = wire.matches(data, schema_id)
-            decoded = F.call_function(name, data)
-            value = F.when(m, decoded) if value is None else value.when(m, decoded)
-        if value is None:
-            value = F.lit(None).cast(result_type)
-        error = wire.header_errors(data, sorted(self.udfs), self.registry.url).when(
-            value["error"].isNotNull(),
-            decode_error(
-                F.format_string("schema id %s: %s", wire.schema_id_text(data), value["error"]),
-                hex_prefix(data),
-            ),
-        )
-        return Decoded(value=value["data"], error=error.cast(c.ERROR_DDL))
+        result = F.call_function(self.udf, data)
+        error = F.when(result["error"].isNotNull(), decode_error(result["error"], hex_prefix(data)))
+        return Decoded(value=result["data"], error=error.cast(c.ERROR_DDL))
 
 
 def _compile_registered(registry: SchemaRegistry, schema: RegisteredSchema) -> Descriptors:
@@ -342,8 +346,10 @@ def _build(context: BuildContext) -> ProtobufDecoder:
             reader = spark_schema(spark, compiled, message)
         except ValueError as exc:
             raise ConfigError(f"{context.config_key('message')}: {exc}") from None
-        udf = _register_udf(spark, compiled, message, reader, wire_format=False)
-        return ProtobufDecoder(spark, reader, message, plain_udf=udf)
+        assert message is not None
+        return ProtobufDecoder(
+            spark, reader, message, udf=plain_udf(spark, compiled, message, reader)
+        )
     assert context.config.schema_registry is not None
     registry = SchemaRegistry(context.config.schema_registry)
     subject = pipeline.key_subject_name() if context.part == "key" else pipeline.value_subject()
@@ -367,9 +373,8 @@ def _build(context: BuildContext) -> ProtobufDecoder:
             f"{context.key_path}: subject {subject!r} version {latest.version}: {exc}"
         ) from None
     decoder = ProtobufDecoder(spark, reader, message, registry=registry)
-    for version in [*versions, latest]:
-        if version.schema_type == "PROTOBUF" and version.schema_id not in decoder.udfs:
-            decoder.add_writer(version)
+    decoder.writers[latest.schema_id] = compiled
+    decoder.add_writers([v for v in versions if v.schema_id != latest.schema_id])
     return decoder
 
 

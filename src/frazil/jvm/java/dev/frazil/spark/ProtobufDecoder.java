@@ -40,60 +40,81 @@ import org.apache.spark.sql.types.StructType;
  * throws for one record.
  */
 public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
-  private static final long serialVersionUID = 1L;
+  private static final long serialVersionUID = 2L;
 
-  private final byte[] descriptorSet;
-  private final String rootFile;
+  private final int[] ids;
+  private final byte[][] descriptorSets;
+  private final String[] rootFiles;
   private final String messageName;
   private final String readerSchemaJson;
-  private final boolean wireFormat;
+  private final String registryUrl;
 
-  private transient Descriptor plainMessage;
-  private transient FileDescriptor root;
   private transient StructType reader;
-  private transient Map<Descriptor, RowConverter> converters;
-  private transient Map<String, Descriptor> byIndexes;
+  private transient Map<Integer, Writer> writers;
+  private transient Writer plain;
 
   /**
-   * @param descriptorSet a serialized {@code FileDescriptorSet} holding the root file and all
-   *     its imports
+   * A decoder of plain Protobuf: every value is one {@code messageName} message.
+   *
+   * @param descriptorSet a serialized {@code FileDescriptorSet} with the root file and its
+   *     imports
    * @param rootFile the name of the schema's own file in the set
-   * @param messageName the full name of the message (plain Protobuf); ignored with the wire
-   *     format, whose records name their message by index
+   * @param messageName the full name of the message
    * @param readerSchemaJson the reader shape, as Spark's JSON form of a {@code StructType}
-   * @param wireFormat whether values carry the Schema Registry header and message indexes
    */
   public ProtobufDecoder(
-      byte[] descriptorSet,
-      String rootFile,
-      String messageName,
-      String readerSchemaJson,
-      boolean wireFormat) {
-    this.descriptorSet = descriptorSet;
-    this.rootFile = rootFile;
+      byte[] descriptorSet, String rootFile, String messageName, String readerSchemaJson) {
+    this.ids = new int[] {-1};
+    this.descriptorSets = new byte[][] {descriptorSet};
+    this.rootFiles = new String[] {rootFile};
     this.messageName = messageName;
     this.readerSchemaJson = readerSchemaJson;
-    this.wireFormat = wireFormat;
+    this.registryUrl = null;
+  }
+
+  /**
+   * A decoder of the Schema Registry wire format for the known writer schemas: each value's
+   * schema id picks the writer, its message indexes the message. One instance handles every
+   * id, so a record is decoded by one call whatever its writer.
+   *
+   * @param ids the known schema ids
+   * @param descriptorSets each id's serialized {@code FileDescriptorSet}
+   * @param rootFiles each id's own file in its set
+   * @param readerSchemaJson the reader shape, as Spark's JSON form of a {@code StructType}
+   * @param registryUrl the registry's URL, for the message of an unknown id
+   */
+  public ProtobufDecoder(
+      int[] ids,
+      byte[][] descriptorSets,
+      String[] rootFiles,
+      String readerSchemaJson,
+      String registryUrl) {
+    this.ids = ids;
+    this.descriptorSets = descriptorSets;
+    this.rootFiles = rootFiles;
+    this.messageName = null;
+    this.readerSchemaJson = readerSchemaJson;
+    this.registryUrl = registryUrl;
   }
 
   private void init() {
     if (reader != null) {
       return;
     }
-    try {
-      root = Descriptors.load(descriptorSet, rootFile);
-    } catch (Exception e) {
-      throw new IllegalArgumentException("cannot load the descriptor set: " + e.getMessage(), e);
+    StructType shape = (StructType) DataType.fromJson(readerSchemaJson);
+    Map<Integer, Writer> byId = new HashMap<>();
+    for (int i = 0; i < ids.length; i++) {
+      byId.put(ids[i], new Writer(descriptorSets[i], rootFiles[i], shape));
     }
-    reader = (StructType) DataType.fromJson(readerSchemaJson);
-    converters = new HashMap<>();
-    byIndexes = new HashMap<>();
-    if (!wireFormat) {
-      plainMessage = Descriptors.find(root, messageName);
-      if (plainMessage == null) {
-        throw new IllegalArgumentException("no message " + messageName + " in " + rootFile);
+    if (registryUrl == null) {
+      plain = byId.get(-1);
+      plain.plainMessage = Descriptors.find(plain.root, messageName);
+      if (plain.plainMessage == null) {
+        throw new IllegalArgumentException("no message " + messageName + " in " + rootFiles[0]);
       }
     }
+    writers = byId;
+    reader = shape;
   }
 
   @Override
@@ -103,34 +124,46 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
     }
     init();
     try {
-      Descriptor message = plainMessage;
-      CodedInputStream in;
-      if (wireFormat) {
-        if (data.length < 5 || data[0] != 0) {
-          return failure("bad magic byte (not Schema Registry wire format)");
-        }
-        in = CodedInputStream.newInstance(data, 5, data.length - 5);
-        int count = in.readSInt32();
-        int[] indexes;
-        if (count == 0) {
-          indexes = new int[] {0};
-        } else if (count < 0 || count > 100) {
-          return failure("invalid message-index array (count " + count + ")");
-        } else {
-          indexes = new int[count];
-          for (int i = 0; i < count; i++) {
-            indexes[i] = in.readSInt32();
-          }
-        }
-        message = messageAt(indexes);
-        if (message == null) {
-          return failure("message index " + java.util.Arrays.toString(indexes) + " not in schema");
-        }
-      } else {
-        in = CodedInputStream.newInstance(data);
+      if (plain != null) {
+        return decoded(plain, plain.plainMessage, CodedInputStream.newInstance(data));
       }
-      DynamicMessage parsed = DynamicMessage.parseFrom(message, in);
-      return RowFactory.create(converter(message).convert(parsed), null);
+      if (data.length > 0 && data[0] == 0 && data.length < 5) {
+        return failure("value of " + data.length + " byte(s) is too short for the wire format");
+      }
+      if (data.length < 5 || data[0] != 0) {
+        return failure(
+            String.format(
+                "bad magic byte 0x%02X (not Schema Registry wire format)",
+                data.length == 0 ? 0 : data[0] & 0xff));
+      }
+      int id =
+          ((data[1] & 0xff) << 24) | ((data[2] & 0xff) << 16) | ((data[3] & 0xff) << 8)
+              | (data[4] & 0xff);
+      Writer writer = writers.get(id);
+      if (writer == null) {
+        return failure(
+            "unknown schema id " + Integer.toUnsignedString(id) + " at registry " + registryUrl);
+      }
+      CodedInputStream in = CodedInputStream.newInstance(data, 5, data.length - 5);
+      int count = in.readSInt32();
+      int[] indexes;
+      if (count == 0) {
+        indexes = new int[] {0};
+      } else if (count < 0 || count > 100) {
+        return failure("schema id " + id + ": invalid message-index array (count " + count + ")");
+      } else {
+        indexes = new int[count];
+        for (int i = 0; i < count; i++) {
+          indexes[i] = in.readSInt32();
+        }
+      }
+      Descriptor message = writer.messageAt(indexes);
+      if (message == null) {
+        return failure(
+            "schema id " + id + ": message index " + java.util.Arrays.toString(indexes)
+                + " not in schema");
+      }
+      return decoded(writer, message, in);
     } catch (java.io.IOException e) {
       String why = e.getMessage() == null ? "invalid Protobuf" : e.getMessage();
       return failure("invalid or truncated Protobuf: " + firstSentence(why));
@@ -139,28 +172,53 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
     }
   }
 
-  private RowConverter converter(Descriptor message) {
-    return converters.computeIfAbsent(message, m -> new RowConverter(m, reader, 0));
+  private static Row decoded(Writer writer, Descriptor message, CodedInputStream in)
+      throws java.io.IOException {
+    DynamicMessage parsed = DynamicMessage.parseFrom(message, in);
+    return RowFactory.create(writer.converter(message).convert(parsed), null);
   }
 
-  private Descriptor messageAt(int[] indexes) {
-    String key = java.util.Arrays.toString(indexes);
-    Descriptor cached = byIndexes.get(key);
-    if (cached != null) {
-      return cached;
+  /** One writer schema: its files, and the converters of its messages to the reader shape. */
+  static final class Writer {
+    final FileDescriptor root;
+    final StructType reader;
+    final Map<Descriptor, RowConverter> converters = new HashMap<>();
+    final Map<String, Descriptor> byIndexes = new HashMap<>();
+    Descriptor plainMessage;
+
+    Writer(byte[] set, String rootFile, StructType reader) {
+      try {
+        this.root = Descriptors.load(set, rootFile);
+      } catch (Exception e) {
+        throw new IllegalArgumentException(
+            "cannot load the descriptor set of " + rootFile + ": " + e.getMessage(), e);
+      }
+      this.reader = reader;
     }
-    if (indexes[0] < 0 || indexes[0] >= root.getMessageTypes().size()) {
-      return null;
+
+    RowConverter converter(Descriptor message) {
+      return converters.computeIfAbsent(message, m -> new RowConverter(m, reader, 0));
     }
-    Descriptor current = root.getMessageTypes().get(indexes[0]);
-    for (int i = 1; i < indexes.length; i++) {
-      if (indexes[i] < 0 || indexes[i] >= current.getNestedTypes().size()) {
+
+    Descriptor messageAt(int[] indexes) {
+      String key = java.util.Arrays.toString(indexes);
+      Descriptor cached = byIndexes.get(key);
+      if (cached != null) {
+        return cached;
+      }
+      if (indexes[0] < 0 || indexes[0] >= root.getMessageTypes().size()) {
         return null;
       }
-      current = current.getNestedTypes().get(indexes[i]);
+      Descriptor current = root.getMessageTypes().get(indexes[0]);
+      for (int i = 1; i < indexes.length; i++) {
+        if (indexes[i] < 0 || indexes[i] >= current.getNestedTypes().size()) {
+          return null;
+        }
+        current = current.getNestedTypes().get(indexes[i]);
+      }
+      byIndexes.put(key, current);
+      return current;
     }
-    byIndexes.put(key, current);
-    return current;
   }
 
   private static Row failure(String reason) {

@@ -273,4 +273,3 @@ def test_unreachable_registry_stops_before_anything_is_written(
         "after 3 attempt(s)"
     )
     assert not spark.catalog.tableExists(f"lake.{table}")
-

@@ -7,6 +7,7 @@ import subprocess
 from rich.table import Table
 
 from frazil.cli.app import app, console, err_console
+from frazil.jvm.build import frazil_jar
 from frazil.jvm.cds import archive_path, build_archive
 from frazil.jvm.fetch import artifact_dir, ensure_artifacts, java_executable
 from frazil.jvm.pins import ARTIFACT_SETS
@@ -14,7 +15,7 @@ from frazil.jvm.pins import ARTIFACT_SETS
 
 @app.command("setup")
 def setup() -> None:
-    """Fetch the pinned Spark and Kafka jars with Maven, build Spark's class-data archive (once)."""
+    """Fetch the pinned JVM jars, compile frazil's own, build Spark's class-data archive (once)."""
     java_executable()
     table = Table("set", "jars", "size", "folder", title="JVM artifacts")
     for name, aset in ARTIFACT_SETS.items():
@@ -24,6 +25,9 @@ def setup() -> None:
         err_console.print(f"[green]✓[/] {name}: {len(jars)} jars")
         table.add_row(name, str(len(jars)), f"{size:.0f} MiB", str(artifact_dir(name)))
     console.print(table)
+    with err_console.status("Compiling frazil's JVM classes (the Protobuf decoder)..."):
+        jar = frazil_jar()
+    err_console.print(f"[green]✓[/] frazil's JVM classes: {jar}")
     _class_data_archive()
 
 

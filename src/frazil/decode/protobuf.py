@@ -1,14 +1,16 @@
 """Protobuf values, decoded in the JVM by frazil's own Spark UDF (src/frazil/jvm/java).
 
 spark-protobuf is not available from the Maven repository frazil can reach, so frazil ships a
-small Java decoder (protobuf-java's ``DynamicMessage`` walked into Spark rows) compiled once at
-setup. Each writer schema gets its own UDF instance; it fills the reader shape by field name,
-so several schema versions decode into one shape.
+small Java decoder (a direct ``CodedInputStream`` walk into Spark rows, on protobuf-java)
+compiled once at setup. One UDF instance knows every writer schema met so far and picks each
+record's by its schema id; it fills the reader shape by field name, so several schema
+versions decode into one shape. The type mapping is the Java side's (``ProtobufTypes``): the
+plan asks it for the reader shape, so the two cannot disagree.
 
 Schemas come from a ``schema_file`` (``.proto``, compiled with protoc from grpcio-tools; or a
 ``.desc``/``.pb`` descriptor set) with ``message``, for plain Protobuf; or from the Schema
 Registry, for its wire format (magic byte, schema id, message indexes): each schema's
-``.proto`` text and its references are compiled with protoc the same way.
+``.proto`` text (or base64 descriptor) and its references are compiled the same way.
 """
 
 from __future__ import annotations
@@ -76,11 +78,18 @@ def compile_proto(files: dict[str, str], root: str) -> Descriptors:
         return Descriptors(out.read_bytes(), root)
 
 
-def _load_file(path: Path, message: str | None, key: str) -> Descriptors:
-    """A ``schema_file``: a ``.proto`` (compiled, its folder on the import path) or a set."""
+def _load_file(path: Path, message: str | None, key: str, message_key: str) -> Descriptors:
+    """A ``schema_file``: a ``.proto`` (compiled, its folder on the import path) or a set.
+
+    Raises:
+        ConfigError: The file cannot be read or compiled (naming ``key``), or a descriptor
+            set defines no ``message`` (naming ``message_key``, listing its messages).
+    """
     from google.protobuf import descriptor_pb2
 
     try:
+        if not path.is_file():
+            raise FileNotFoundError("no such file")
         if path.suffix == ".proto":
             folder = path.parent
             sources = {
@@ -96,15 +105,34 @@ def _load_file(path: Path, message: str | None, key: str) -> Descriptors:
     try:
         files.ParseFromString(data)
     except Exception:  # protobuf's DecodeError
-        raise ConfigError(f"{key}: {path} is neither a .proto file nor a descriptor set") from None
+        files.Clear()
+    if not files.file:
+        raise ConfigError(f"{key}: {path} is neither a .proto file nor a descriptor set")
     for file in files.file:
-        prefix = f"{file.package}." if file.package else ""
-        if message and message.startswith(prefix):
-            top = message[len(prefix) :].split(".")[0]
-            if any(m.name == top for m in file.message_type):
-                return Descriptors(data, file.name)
-    names = [f.name for f in files.file]
-    raise ConfigError(f"{key}: no file of {path} ({', '.join(names)}) defines {message!r}")
+        if message is not None and message in _message_names(file):
+            return Descriptors(data, file.name)
+    names = [n for f in files.file for n in _message_names(f)]
+    raise ConfigError(
+        f"{message_key}: no message {message!r} in {path.name} (messages: {', '.join(names)})"
+    )
+
+
+def _message_names(file: Any) -> list[str]:
+    """The full names of a ``FileDescriptorProto``'s messages, nested ones too (no map entries)."""
+    prefix = f"{file.package}." if file.package else ""
+    names: list[str] = []
+
+    def collect(message: Any, scope: str) -> None:
+        if message.options.map_entry:
+            return
+        name = f"{scope}{message.name}"
+        names.append(name)
+        for nested in message.nested_type:
+            collect(nested, f"{name}.")
+
+    for message in file.message_type:
+        collect(message, prefix)
+    return names
 
 
 def _jvm_decoders(spark: SparkSession) -> Any:
@@ -116,22 +144,29 @@ def _jvm_decoders(spark: SparkSession) -> Any:
 def spark_schema(spark: SparkSession, compiled: Descriptors, message: str | None) -> StructType:
     """The reader shape of ``message`` (the root file's first message if None), from the JVM.
 
+    The mapping lives in one place, the Java decoder's (``ProtobufTypes``), so the plan's
+    schema and the decoded rows cannot disagree.
+
     Raises:
         ValueError: No such message; the message lists the file's messages.
     """
-    from pyspark.sql.types import StructType
-
-    jvm = _jvm_decoders(spark)
-    helper = getattr(jvm.dev.frazil.spark, "ProtobufDecoder$Descriptors")
-    try:
-        text = helper.sparkSchemaJson(compiled.data, compiled.root, message)
-    except Exception:
-        names = list(helper.messageNames(compiled.data, compiled.root))
-        raise ValueError(
-            f"no message {message!r} in {compiled.root} (messages: {', '.join(names)})"
-        ) from None
     import json
 
+    from google.protobuf import descriptor_pb2
+    from pyspark.sql.types import StructType
+
+    files = descriptor_pb2.FileDescriptorSet()
+    files.ParseFromString(compiled.data)
+    root = next(f for f in files.file if f.name == compiled.root)
+    names = _message_names(root)
+    if (message is None and not root.message_type) or (
+        message is not None and message not in names
+    ):
+        raise ValueError(
+            f"no message {message!r} in {compiled.root} (messages: {', '.join(names) or 'none'})"
+        )
+    helper = getattr(_jvm_decoders(spark).dev.frazil.spark, "ProtobufDecoder$Descriptors")
+    text = helper.sparkSchemaJson(compiled.data, compiled.root, message)
     return StructType.fromJson(json.loads(text))
 
 
@@ -341,7 +376,7 @@ def _build(context: BuildContext) -> ProtobufDecoder:
     if schema_file is not None:
         assert isinstance(schema_file, str)
         key = context.config_key("schema_file")
-        compiled = _load_file(Path(schema_file), message, key)
+        compiled = _load_file(Path(schema_file), message, key, context.config_key("message"))
         try:
             reader = spark_schema(spark, compiled, message)
         except ValueError as exc:

@@ -1,46 +1,46 @@
 package dev.frazil.spark;
 
-import com.google.protobuf.ByteString;
 import com.google.protobuf.CodedInputStream;
 import com.google.protobuf.DescriptorProtos.FileDescriptorProto;
 import com.google.protobuf.DescriptorProtos.FileDescriptorSet;
 import com.google.protobuf.Descriptors.Descriptor;
-import com.google.protobuf.Descriptors.EnumValueDescriptor;
-import com.google.protobuf.Descriptors.FieldDescriptor;
 import com.google.protobuf.Descriptors.FileDescriptor;
-import com.google.protobuf.DynamicMessage;
-import com.google.protobuf.Message;
+import com.google.protobuf.InvalidProtocolBufferException;
+import java.io.IOException;
 import java.io.Serializable;
-import java.math.BigDecimal;
-import java.time.Instant;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
 import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
  * Decodes Protobuf messages into Spark rows, in the JVM: a Spark Java UDF over the record's
  * bytes that returns {@code struct<data: <reader shape>, error: string>}.
  *
- * <p>One instance decodes one writer schema (a descriptor set and its root file). The reader
- * shape is a Spark struct whose fields are filled <em>by name</em> from the writer's message,
- * so several writer versions of one message decode into one shape. With the Schema Registry
- * wire format, the magic byte, the schema id and the message-index array are read first and
- * the indexes pick the message inside the root file.
+ * <p>The reader shape is a Spark struct whose fields are filled <em>by name</em> from the
+ * writer's message, so several writer versions of one message decode into one shape: fields
+ * the writer lacks are null, writer fields the reader lacks are skipped. An instance decodes
+ * either plain Protobuf of one message, or the Schema Registry wire format for every known
+ * writer id (magic byte 0, the 4-byte big-endian schema id, the message-index array, then the
+ * message; the id picks the writer schema, the indexes the message inside its file), so each
+ * record costs one call whatever its writer.
  *
- * <p>The type mapping is {@link ProtobufTypes}'s. Any failure (truncated or invalid payload,
- * an unknown message index) gives a null {@code data} and a short {@code error}; the UDF never
- * throws for one record.
+ * <p>Messages are read straight off the wire by {@link MessageReader}, with the type mapping
+ * of {@link ProtobufTypes}. Descriptors and readers are built once per JVM and schema. Any
+ * failure (bad magic byte, unknown id, a message index not in the schema, a truncated or
+ * invalid payload) gives a null {@code data} and a short {@code error} such as "truncated
+ * message at byte 17"; the UDF never throws for one record.
  */
 public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
-  private static final long serialVersionUID = 2L;
+  private static final long serialVersionUID = 3L;
 
   private final int[] ids;
   private final byte[][] descriptorSets;
@@ -49,9 +49,10 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
   private final String readerSchemaJson;
   private final String registryUrl;
 
-  private transient StructType reader;
-  private transient Map<Integer, Writer> writers;
-  private transient Writer plain;
+  /** Built on first use in each JVM (an instance arrives serialized in every task). */
+  private transient volatile Writer[] writers;
+
+  private transient MessageReader plainReader;
 
   /**
    * A decoder of plain Protobuf: every value is one {@code messageName} message.
@@ -89,32 +90,45 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
       String[] rootFiles,
       String readerSchemaJson,
       String registryUrl) {
-    this.ids = ids;
-    this.descriptorSets = descriptorSets;
-    this.rootFiles = rootFiles;
+    int[] order = sortedOrder(ids);
+    this.ids = new int[ids.length];
+    this.descriptorSets = new byte[ids.length][];
+    this.rootFiles = new String[ids.length];
+    for (int i = 0; i < order.length; i++) {
+      this.ids[i] = ids[order[i]];
+      this.descriptorSets[i] = descriptorSets[order[i]];
+      this.rootFiles[i] = rootFiles[order[i]];
+    }
     this.messageName = null;
     this.readerSchemaJson = readerSchemaJson;
     this.registryUrl = registryUrl;
   }
 
-  private void init() {
-    if (reader != null) {
-      return;
-    }
-    StructType shape = (StructType) DataType.fromJson(readerSchemaJson);
-    Map<Integer, Writer> byId = new HashMap<>();
-    for (int i = 0; i < ids.length; i++) {
-      byId.put(ids[i], new Writer(descriptorSets[i], rootFiles[i], shape));
-    }
-    if (registryUrl == null) {
-      plain = byId.get(-1);
-      plain.plainMessage = Descriptors.find(plain.root, messageName);
-      if (plain.plainMessage == null) {
-        throw new IllegalArgumentException("no message " + messageName + " in " + rootFiles[0]);
+  private static int[] sortedOrder(int[] ids) {
+    return java.util.stream.IntStream.range(0, ids.length)
+        .boxed()
+        .sorted((a, b) -> Integer.compare(ids[a], ids[b]))
+        .mapToInt(Integer::intValue)
+        .toArray();
+  }
+
+  private Writer[] writers() {
+    Writer[] known = writers;
+    if (known == null) {
+      known = new Writer[ids.length];
+      for (int i = 0; i < ids.length; i++) {
+        known[i] = Writer.cached(descriptorSets[i], rootFiles[i], readerSchemaJson);
       }
+      if (registryUrl == null) {
+        plainReader = known[0].plain(messageName);
+        if (plainReader == null) {
+          throw new IllegalArgumentException(
+              "no message " + messageName + " in " + rootFiles[0]);
+        }
+      }
+      writers = known; // volatile: publishes plainReader too
     }
-    writers = byId;
-    reader = shape;
+    return known;
   }
 
   @Override
@@ -122,71 +136,76 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
     if (data == null) {
       return null;
     }
-    init();
+    Writer[] known = writers();
+    if (registryUrl == null) {
+      return decode(plainReader, CodedInputStream.newInstance(data), 0);
+    }
+    if (data.length == 0) {
+      return failure("empty value (not Schema Registry wire format)");
+    }
+    if (data[0] != 0) {
+      return failure(
+          String.format(
+              "bad magic byte 0x%02X (not Schema Registry wire format)", data[0] & 0xff));
+    }
+    if (data.length < 5) {
+      return failure("value of " + data.length + " byte(s) is too short for the wire format");
+    }
+    int id =
+        ((data[1] & 0xff) << 24) | ((data[2] & 0xff) << 16) | ((data[3] & 0xff) << 8)
+            | (data[4] & 0xff);
+    int at = java.util.Arrays.binarySearch(ids, id);
+    if (at < 0) {
+      return failure(
+          "unknown schema id " + Integer.toUnsignedString(id) + " at registry " + registryUrl);
+    }
+    Writer writer = known[at];
+    CodedInputStream in = CodedInputStream.newInstance(data, 5, data.length - 5);
+    MessageReader message;
     try {
-      if (plain != null) {
-        return decoded(plain, plain.plainMessage, CodedInputStream.newInstance(data));
-      }
-      if (data.length > 0 && data[0] == 0 && data.length < 5) {
-        return failure("value of " + data.length + " byte(s) is too short for the wire format");
-      }
-      if (data.length < 5 || data[0] != 0) {
-        return failure(
-            String.format(
-                "bad magic byte 0x%02X (not Schema Registry wire format)",
-                data.length == 0 ? 0 : data[0] & 0xff));
-      }
-      int id =
-          ((data[1] & 0xff) << 24) | ((data[2] & 0xff) << 16) | ((data[3] & 0xff) << 8)
-              | (data[4] & 0xff);
-      Writer writer = writers.get(id);
-      if (writer == null) {
-        return failure(
-            "unknown schema id " + Integer.toUnsignedString(id) + " at registry " + registryUrl);
-      }
-      CodedInputStream in = CodedInputStream.newInstance(data, 5, data.length - 5);
-      int count = in.readSInt32();
-      int[] indexes;
-      if (count == 0) {
-        indexes = new int[] {0};
-      } else if (count < 0 || count > 100) {
-        return failure("schema id " + id + ": invalid message-index array (count " + count + ")");
-      } else {
-        indexes = new int[count];
-        for (int i = 0; i < count; i++) {
-          indexes[i] = in.readSInt32();
-        }
-      }
-      Descriptor message = writer.messageAt(indexes);
-      if (message == null) {
-        return failure(
-            "schema id " + id + ": message index " + java.util.Arrays.toString(indexes)
-                + " not in schema");
-      }
-      return decoded(writer, message, in);
-    } catch (java.io.IOException e) {
-      String why = e.getMessage() == null ? "invalid Protobuf" : e.getMessage();
-      return failure("invalid or truncated Protobuf: " + firstSentence(why));
-    } catch (RuntimeException e) {
-      return failure("cannot decode: " + e);
+      message = writer.messageAt(in);
+    } catch (InvalidProtocolBufferException e) {
+      return failure(
+          "schema id " + id + ": " + MessageReader.describe(e, 5 + in.getTotalBytesRead()));
+    } catch (IOException e) {
+      return failure("schema id " + id + ": " + e.getMessage());
+    }
+    if (message == null) {
+      return failure(
+          "schema id " + id + ": message index " + Writer.indexes(data) + " not in schema");
+    }
+    return decode(message, in, 5);
+  }
+
+  /** The decoded row, or the failure of a payload that is not a valid message. */
+  private static Row decode(MessageReader message, CodedInputStream in, int base) {
+    try {
+      return RowFactory.create(message.read(in), null);
+    } catch (InvalidProtocolBufferException e) {
+      return failure(MessageReader.describe(e, base + in.getTotalBytesRead()));
+    } catch (IOException | RuntimeException e) {
+      // Conversions of odd values (a timestamp beyond Instant's range …): never throw.
+      return failure("cannot decode at byte " + (base + in.getTotalBytesRead()) + ": " + e);
     }
   }
 
-  private static Row decoded(Writer writer, Descriptor message, CodedInputStream in)
-      throws java.io.IOException {
-    DynamicMessage parsed = DynamicMessage.parseFrom(message, in);
-    return RowFactory.create(writer.converter(message).convert(parsed), null);
-  }
-
-  /** One writer schema: its files, and the converters of its messages to the reader shape. */
+  /**
+   * One writer schema: its files, and the readers of its messages into the reader shape.
+   * Shared by every decoder instance of the JVM with the same schema and shape (tasks each
+   * deserialize their own instance; the descriptors are built once).
+   */
   static final class Writer {
+    private static final int CACHE_LIMIT = 1024;
+    private static final Map<String, Writer> CACHE = new ConcurrentHashMap<>();
+
     final FileDescriptor root;
     final StructType reader;
-    final Map<Descriptor, RowConverter> converters = new HashMap<>();
-    final Map<String, Descriptor> byIndexes = new HashMap<>();
-    Descriptor plainMessage;
+    private final Map<Descriptor, MessageReader> readers = new ConcurrentHashMap<>();
+    private final Map<String, MessageReader> byName = new ConcurrentHashMap<>();
+    /** The root file's first message: what the single-byte index array [0] names. */
+    private final MessageReader first;
 
-    Writer(byte[] set, String rootFile, StructType reader) {
+    private Writer(byte[] set, String rootFile, StructType reader) {
       try {
         this.root = Descriptors.load(set, rootFile);
       } catch (Exception e) {
@@ -194,136 +213,98 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
             "cannot load the descriptor set of " + rootFile + ": " + e.getMessage(), e);
       }
       this.reader = reader;
+      this.first = root.getMessageTypes().isEmpty() ? null : reader(root.getMessageTypes().get(0));
     }
 
-    RowConverter converter(Descriptor message) {
-      return converters.computeIfAbsent(message, m -> new RowConverter(m, reader, 0));
-    }
-
-    Descriptor messageAt(int[] indexes) {
-      String key = java.util.Arrays.toString(indexes);
-      Descriptor cached = byIndexes.get(key);
-      if (cached != null) {
-        return cached;
+    static Writer cached(byte[] set, String rootFile, String readerJson) {
+      String key = digest(set, rootFile, readerJson);
+      Writer writer = CACHE.get(key);
+      if (writer == null) {
+        if (CACHE.size() >= CACHE_LIMIT) {
+          CACHE.clear(); // schemas of long-gone queries; rebuilt on demand
+        }
+        writer = new Writer(set, rootFile, (StructType) DataType.fromJson(readerJson));
+        CACHE.put(key, writer);
       }
-      if (indexes[0] < 0 || indexes[0] >= root.getMessageTypes().size()) {
+      return writer;
+    }
+
+    private static String digest(byte[] set, String rootFile, String readerJson) {
+      try {
+        MessageDigest sha = MessageDigest.getInstance("SHA-256");
+        sha.update(set);
+        sha.update((byte) 0);
+        sha.update(rootFile.getBytes(StandardCharsets.UTF_8));
+        sha.update((byte) 0);
+        sha.update(readerJson.getBytes(StandardCharsets.UTF_8));
+        return java.util.HexFormat.of().formatHex(sha.digest());
+      } catch (java.security.NoSuchAlgorithmException e) {
+        throw new IllegalStateException(e);
+      }
+    }
+
+    MessageReader reader(Descriptor message) {
+      return readers.computeIfAbsent(message, m -> MessageReader.of(m, reader, 0));
+    }
+
+    MessageReader plain(String fullName) {
+      return byName.computeIfAbsent(
+          fullName,
+          n -> {
+            Descriptor d = Descriptors.find(root, n);
+            return d == null ? null : reader(d);
+          });
+    }
+
+    /**
+     * Reads the message-index array after the schema id and returns the reader of the message
+     * it names (null when the schema has no such message): a zigzag count, then that many
+     * zigzag indexes, top-level message first; a count of 0 means [0].
+     */
+    MessageReader messageAt(CodedInputStream in) throws IOException {
+      int count = in.readSInt32();
+      if (count == 0) {
+        return first;
+      }
+      if (count < 0 || count > 100) {
         return null;
       }
-      Descriptor current = root.getMessageTypes().get(indexes[0]);
-      for (int i = 1; i < indexes.length; i++) {
-        if (indexes[i] < 0 || indexes[i] >= current.getNestedTypes().size()) {
+      Descriptor current = null;
+      for (int i = 0; i < count; i++) {
+        int index = in.readSInt32();
+        List<Descriptor> choices =
+            current == null ? root.getMessageTypes() : current.getNestedTypes();
+        if (index < 0 || index >= choices.size()) {
           return null;
         }
-        current = current.getNestedTypes().get(indexes[i]);
+        current = choices.get(index);
       }
-      byIndexes.put(key, current);
-      return current;
+      return reader(current);
+    }
+
+    /** The message-index array of a wire-format value, as text (for messages). */
+    static String indexes(byte[] data) {
+      CodedInputStream in = CodedInputStream.newInstance(data, 5, data.length - 5);
+      List<Integer> out = new ArrayList<>();
+      try {
+        int count = in.readSInt32();
+        if (count == 0) {
+          out.add(0);
+        } else if (count < 0 || count > 100) {
+          return "array of count " + count;
+        }
+        for (int i = 0; i < count; i++) {
+          out.add(in.readSInt32());
+        }
+      } catch (IOException e) {
+        return out + " (truncated)";
+      }
+      return out.toString();
     }
   }
 
   private static Row failure(String reason) {
     return RowFactory.create(null, reason);
-  }
-
-  private static String firstSentence(String text) {
-    int dot = text.indexOf(". ");
-    return dot > 0 ? text.substring(0, dot) : text;
-  }
-
-  /** Fills a reader struct from a message, field by field, by name. */
-  static final class RowConverter {
-    private final FieldDescriptor[] fields;
-    private final ValueConverter[] values;
-
-    RowConverter(Descriptor message, StructType target, int depth) {
-      StructField[] targetFields = target.fields();
-      fields = new FieldDescriptor[targetFields.length];
-      values = new ValueConverter[targetFields.length];
-      for (int i = 0; i < targetFields.length; i++) {
-        FieldDescriptor field = message.findFieldByName(targetFields[i].name());
-        fields[i] = field;
-        if (field != null) {
-          values[i] = ProtobufTypes.converter(field, targetFields[i].dataType(), depth);
-        }
-      }
-    }
-
-    Row convert(Message message) {
-      Object[] out = new Object[fields.length];
-      for (int i = 0; i < fields.length; i++) {
-        FieldDescriptor field = fields[i];
-        if (field == null) {
-          continue;
-        }
-        if (field.isRepeated()) {
-          out[i] = values[i].convert(message.getField(field));
-        } else if (field.hasPresence() && !message.hasField(field)) {
-          out[i] = null;
-        } else {
-          out[i] = values[i].convert(message.getField(field));
-        }
-      }
-      return RowFactory.create(out);
-    }
-  }
-
-  /** Converts one field's protobuf-java value into what Spark's row converters take. */
-  interface ValueConverter extends Serializable {
-    Object convert(Object value);
-  }
-
-  static Object enumName(Object value) {
-    EnumValueDescriptor e = (EnumValueDescriptor) value;
-    return e.getIndex() >= 0 && e.getType().findValueByNumber(e.getNumber()) != null
-        ? e.getName()
-        : Integer.toString(e.getNumber());
-  }
-
-  static Object unsigned64(Object value) {
-    return new BigDecimal(Long.toUnsignedString((Long) value));
-  }
-
-  static Object bytes(Object value) {
-    return ((ByteString) value).toByteArray();
-  }
-
-  static Object timestamp(Message m) {
-    FieldDescriptor seconds = m.getDescriptorForType().findFieldByName("seconds");
-    FieldDescriptor nanos = m.getDescriptorForType().findFieldByName("nanos");
-    return Instant.ofEpochSecond((Long) m.getField(seconds), (Integer) m.getField(nanos));
-  }
-
-  static Object durationMicros(Message m) {
-    FieldDescriptor seconds = m.getDescriptorForType().findFieldByName("seconds");
-    FieldDescriptor nanos = m.getDescriptorForType().findFieldByName("nanos");
-    return (Long) m.getField(seconds) * 1_000_000L + (Integer) m.getField(nanos) / 1_000;
-  }
-
-  static List<Object> list(Object value, ValueConverter element) {
-    List<?> in = (List<?>) value;
-    List<Object> out = new ArrayList<>(in.size());
-    for (Object item : in) {
-      out.add(element.convert(item));
-    }
-    return out;
-  }
-
-  static Map<Object, Object> map(
-      Object value, FieldDescriptor keyField, FieldDescriptor valueField, ValueConverter values) {
-    List<?> entries = (List<?>) value;
-    Map<Object, Object> out = new LinkedHashMap<>();
-    for (Object entry : entries) {
-      Message e = (Message) entry;
-      Object key = e.getField(keyField);
-      Object v = e.getField(valueField);
-      if (valueField.getJavaType() == FieldDescriptor.JavaType.MESSAGE && !e.hasField(valueField)) {
-        v = null;
-      } else {
-        v = values.convert(v);
-      }
-      out.put(ProtobufTypes.keyString(keyField, key), v);
-    }
-    return out;
   }
 
   /** Loading descriptor sets and finding messages (shared with {@link ProtobufTypes}). */
@@ -393,25 +374,6 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
         throw new IllegalArgumentException("no message " + fullName + " in " + rootFile);
       }
       return ProtobufTypes.struct(message, 0).json();
-    }
-
-    /** The full names of every message in a file (nested ones too), for error messages. */
-    public static String[] messageNames(byte[] set, String rootFile) throws Exception {
-      List<String> names = new ArrayList<>();
-      for (Descriptor d : load(set, rootFile).getMessageTypes()) {
-        collect(d, names);
-      }
-      return names.toArray(new String[0]);
-    }
-
-    private static void collect(Descriptor d, List<String> names) {
-      if (d.getOptions().getMapEntry()) {
-        return;
-      }
-      names.add(d.getFullName());
-      for (Descriptor nested : d.getNestedTypes()) {
-        collect(nested, names);
-      }
     }
   }
 }

@@ -6,29 +6,56 @@ import com.google.protobuf.Message;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.DecimalType;
-import org.apache.spark.sql.types.MapType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * The Protobuf → Spark type mapping (docs/formats.md has it as a table), and the value
- * converters that go with it.
+ * The Protobuf → Spark type mapping (docs/formats.md has it too): the reader shape a message
+ * decodes into, and what {@link MessageReader} puts in the row for each type.
  *
- * <ul>
- *   <li>int32, sint32, sfixed32 → int; int64, sint64, sfixed64 → bigint; uint32, fixed32 →
- *       bigint; uint64, fixed64 → decimal(20,0); float, double, bool, string; bytes → binary;
- *   <li>enum → string (the value's name; a number the schema does not know → the number);
- *   <li>message → struct; repeated → array; map&lt;K,V&gt; → map&lt;string,V&gt; (keys as text);
- *   <li>google.protobuf.Timestamp → timestamp; Duration → bigint microseconds (Iceberg has no
- *       interval type); wrappers (Int32Value, StringValue, …) → the nullable scalar;
- *       Struct, Value, ListValue → string (JSON); Any → struct&lt;type_url, value&gt;;
- *   <li>a message nested deeper than {@link #MAX_DEPTH} (recursive types) → binary (the
- *       serialized sub-message).
- * </ul>
+ * <table>
+ *   <caption>Protobuf → Spark</caption>
+ *   <tr><th>Protobuf</th><th>Spark type</th><th>Java object in the row</th></tr>
+ *   <tr><td>int32, sint32, sfixed32</td><td>int</td><td>Integer</td></tr>
+ *   <tr><td>int64, sint64, sfixed64</td><td>bigint</td><td>Long</td></tr>
+ *   <tr><td>uint32, fixed32</td><td>bigint (unsigned)</td><td>Long</td></tr>
+ *   <tr><td>uint64, fixed64</td><td>decimal(20,0) (unsigned)</td><td>BigDecimal</td></tr>
+ *   <tr><td>float / double</td><td>float / double</td><td>Float / Double</td></tr>
+ *   <tr><td>bool</td><td>boolean</td><td>Boolean</td></tr>
+ *   <tr><td>string</td><td>string</td><td>String</td></tr>
+ *   <tr><td>bytes</td><td>binary</td><td>byte[]</td></tr>
+ *   <tr><td>enum</td><td>string: the value's name; an open enum's unknown number as text (a
+ *       closed proto2 enum drops it, as protobuf-java)</td><td>String</td></tr>
+ *   <tr><td>message (and proto2 group)</td><td>struct</td><td>Row</td></tr>
+ *   <tr><td>repeated T</td><td>array&lt;T&gt;; unset: empty</td><td>java.util.List</td></tr>
+ *   <tr><td>map&lt;K, V&gt;</td><td>map&lt;string, V&gt;: integer and bool keys as text;
+ *       unset: empty</td><td>java.util.Map</td></tr>
+ *   <tr><td>oneof members, proto3 optional, proto2 singular fields</td><td>nullable: null
+ *       when unset</td><td>(the member's type)</td></tr>
+ *   <tr><td>other proto3 scalars when unset</td><td>their default (0, "", false, empty bytes,
+ *       the enum's first value), as protobuf itself reads them</td><td>(the type's)</td></tr>
+ *   <tr><td>message fields when unset</td><td>null</td><td>null</td></tr>
+ *   <tr><td>google.protobuf.Timestamp</td><td>timestamp</td><td>java.time.Instant</td></tr>
+ *   <tr><td>google.protobuf.Duration</td><td>bigint, microseconds (Iceberg has no interval
+ *       type)</td><td>Long</td></tr>
+ *   <tr><td>wrappers (Int32Value, Int64Value, UInt32Value, UInt64Value, FloatValue,
+ *       DoubleValue, BoolValue, StringValue, BytesValue)</td><td>the wrapped scalar's type,
+ *       null when unset</td><td>(the scalar's)</td></tr>
+ *   <tr><td>google.protobuf.Struct, Value, ListValue</td><td>string (JSON text)</td>
+ *       <td>String</td></tr>
+ *   <tr><td>google.protobuf.Any</td><td>struct&lt;type_url: string, value: binary&gt; (the
+ *       packed message's schema is not known to the reader)</td><td>Row</td></tr>
+ *   <tr><td>a message nested deeper than {@link #MAX_DEPTH} levels (recursive types)</td>
+ *       <td>binary: the serialized sub-message (a proto2 group that deep: null)</td>
+ *       <td>byte[]</td></tr>
+ * </table>
+ *
+ * <p>When the reader shape (another schema version) has another type than the writer's field:
+ * int widens to bigint, float to double, any scalar becomes text for a string; any other
+ * difference reads as null.
  */
 public final class ProtobufTypes {
   /** Message nesting kept as structs; deeper (recursive) messages stay serialized bytes. */
@@ -110,118 +137,9 @@ public final class ProtobufTypes {
     return struct(message, depth);
   }
 
-  private static boolean isWrapper(String name) {
+  static boolean isWrapper(String name) {
     return name.startsWith("google.protobuf.") && name.endsWith("Value")
         && !name.equals("google.protobuf.Value");
-  }
-
-  /** A converter of {@code field}'s values into the reader's {@code target} type. */
-  static ProtobufDecoder.ValueConverter converter(FieldDescriptor field, DataType target, int depth) {
-    if (field.isMapField()) {
-      if (!(target instanceof MapType)) {
-        return v -> null;
-      }
-      Descriptor entry = field.getMessageType();
-      FieldDescriptor keyField = entry.findFieldByName("key");
-      FieldDescriptor valueField = entry.findFieldByName("value");
-      ProtobufDecoder.ValueConverter values =
-          singleConverter(valueField, ((MapType) target).valueType(), depth + 1);
-      return v -> ProtobufDecoder.map(v, keyField, valueField, values);
-    }
-    if (field.isRepeated()) {
-      if (!(target instanceof ArrayType)) {
-        return v -> null;
-      }
-      ProtobufDecoder.ValueConverter element =
-          singleConverter(field, ((ArrayType) target).elementType(), depth);
-      return v -> ProtobufDecoder.list(v, element);
-    }
-    return singleConverter(field, target, depth);
-  }
-
-  private static ProtobufDecoder.ValueConverter singleConverter(
-      FieldDescriptor field, DataType target, int depth) {
-    DataType natural = single(field, depth);
-    ProtobufDecoder.ValueConverter base = naturalConverter(field, target, depth);
-    if (natural.sameType(target) || natural instanceof StructType) {
-      return base;
-    }
-    // The reader's type differs (another schema version): widen numbers, else null.
-    if (target.sameType(DataTypes.LongType) && natural.sameType(DataTypes.IntegerType)) {
-      return v -> v == null ? null : ((Integer) base.convert(v)).longValue();
-    }
-    if (target.sameType(DataTypes.DoubleType) && natural.sameType(DataTypes.FloatType)) {
-      return v -> v == null ? null : ((Float) base.convert(v)).doubleValue();
-    }
-    if (target.sameType(DataTypes.StringType)) {
-      return v -> {
-        Object out = base.convert(v);
-        return out == null ? null : out.toString();
-      };
-    }
-    return v -> null;
-  }
-
-  private static ProtobufDecoder.ValueConverter naturalConverter(
-      FieldDescriptor field, DataType target, int depth) {
-    switch (field.getType()) {
-      case UINT32:
-      case FIXED32:
-        return v -> Integer.toUnsignedLong((Integer) v);
-      case UINT64:
-      case FIXED64:
-        return ProtobufDecoder::unsigned64;
-      case BYTES:
-        return ProtobufDecoder::bytes;
-      case ENUM:
-        return ProtobufDecoder::enumName;
-      case MESSAGE:
-      case GROUP:
-        return messageConverter(field.getMessageType(), target, depth + 1);
-      default:
-        return v -> v;
-    }
-  }
-
-  private static ProtobufDecoder.ValueConverter messageConverter(
-      Descriptor message, DataType target, int depth) {
-    String name = message.getFullName();
-    switch (name) {
-      case "google.protobuf.Timestamp":
-        return v -> ProtobufDecoder.timestamp((Message) v);
-      case "google.protobuf.Duration":
-        return v -> ProtobufDecoder.durationMicros((Message) v);
-      case "google.protobuf.Struct":
-      case "google.protobuf.Value":
-      case "google.protobuf.ListValue":
-        return v -> json((Message) v);
-      default:
-        break;
-    }
-    if (isWrapper(name)) {
-      FieldDescriptor value = message.findFieldByName("value");
-      ProtobufDecoder.ValueConverter inner = naturalConverter(value, target, depth);
-      return v -> inner.convert(((Message) v).getField(value));
-    }
-    if (!(target instanceof StructType)) {
-      return v -> ((Message) v).toByteArray();
-    }
-    ProtobufDecoder.RowConverter rows =
-        new ProtobufDecoder.RowConverter(message, (StructType) target, depth);
-    return v -> rows.convert((Message) v);
-  }
-
-  static String keyString(FieldDescriptor keyField, Object key) {
-    switch (keyField.getType()) {
-      case UINT32:
-      case FIXED32:
-        return Long.toString(Integer.toUnsignedLong((Integer) key));
-      case UINT64:
-      case FIXED64:
-        return Long.toUnsignedString((Long) key);
-      default:
-        return String.valueOf(key);
-    }
   }
 
   /** google.protobuf.Struct / Value / ListValue as JSON text. */
@@ -279,7 +197,13 @@ public final class ProtobufTypes {
           return;
         case "number_value":
           double n = (Double) v;
-          out.append(n == Math.rint(n) && Math.abs(n) < 1e15 ? Long.toString((long) n) : Double.toString(n));
+          if (Double.isNaN(n) || Double.isInfinite(n)) {
+            quote(Double.toString(n), out); // not JSON numbers: text, as proto3's JSON mapping
+          } else if (n == Math.rint(n) && Math.abs(n) < 1e15) {
+            out.append((long) n);
+          } else {
+            out.append(n);
+          }
           return;
         case "string_value":
           quote((String) v, out);

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from frazil.config import parse_config
-from frazil.errors import PipelineError
 from frazil.sink.iceberg import iceberg_catalog, identifier
 from frazil.sink.table import ensure_table
 
@@ -84,13 +81,21 @@ def test_table_is_created_with_specs_types_and_properties(spark: Any, unique: st
     assert ensure_table(spark, "lake", pipeline, schema) == (name, False)
 
 
-def test_an_existing_table_without_the_pipelines_columns_is_refused(
-    spark: Any, unique: str
-) -> None:
+def test_an_existing_table_gains_the_pipelines_new_columns_by_name(spark: Any, unique: str) -> None:
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     spark.sql(f"CREATE TABLE lake.db.narrow_{unique} (id string) USING iceberg")
+    spark.sql(f"INSERT INTO lake.db.narrow_{unique} VALUES ('a')")
     pipeline = _pipeline(f"db.narrow_{unique}", [])
-    schema = StructType([StructField("id", StringType()), StructField("n", LongType())])
-    with pytest.raises(PipelineError, match=r"has no column\(s\) n; schema evolution"):
-        ensure_table(spark, "lake", pipeline, schema)
+    schema = StructType([StructField("n", LongType()), StructField("id", StringType())])
+
+    _, created = ensure_table(spark, "lake", pipeline, schema)
+
+    assert not created
+    table = spark.table(f"lake.db.narrow_{unique}")
+    # Added as an optional column after the existing ones; the existing row reads null.
+    assert [(f.name, f.dataType.simpleString()) for f in table.schema] == [
+        ("id", "string"),
+        ("n", "bigint"),
+    ]
+    assert [tuple(r) for r in table.collect()] == [("a", None)]

@@ -229,19 +229,8 @@ def _build(context: BuildContext) -> AvroDecoder:
             raise ConfigError(f"{key}: {schema_file} is not an Avro schema: {exc}") from None
         schema, scalar = _shape(spark, text, name)
         return AvroDecoder(schema=schema, scalar=scalar, reader=text)
-    assert context.config.schema_registry is not None
-    registry = SchemaRegistry(context.config.schema_registry)
-    subject = pipeline.key_subject_name() if context.part == "key" else pipeline.value_subject()
-    if subject is None:
-        raise ConfigError(
-            f"{context.config_key('subject')}: a topic_pattern pipeline names its registry subject"
-        )
-    versions = registry.versions(subject)
-    latest = registry.latest(subject)
-    if latest.schema_type != "AVRO":
-        raise ConfigError(
-            f"{context.key_path}: subject {subject!r} holds a {latest.schema_type} schema, not Avro"
-        )
+    found = wire.subject_schemas(context, "AVRO", "Avro", all_versions=True)
+    registry, versions, latest = found.registry, found.versions, found.latest
     schema, scalar = _shape(spark, latest.text, name)
     writers = {v.schema_id: v for v in versions if v.schema_type == "AVRO"}
     writers[latest.schema_id] = latest

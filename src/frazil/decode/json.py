@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 from frazil import columns as c
 from frazil.config.models import PipelineConfig
 from frazil.config.types import to_spark_ddl
+from frazil.decode import wire
 from frazil.decode.errors import decode_error
 from frazil.decode.json_schema import json_schema_to_spark
 from frazil.decode.registry import BuildContext, Decoded, Format, register
-from frazil.decode.schema_registry import SchemaRegistry
 from frazil.errors import ConfigError, PipelineError
 
 if TYPE_CHECKING:
@@ -183,20 +183,8 @@ def _build(context: BuildContext) -> JsonDecoder:
         return JsonDecoder(json_schema_to_spark(document, schema_file), timestamp_format)
     source = pipeline.key_source() if context.part == "key" else pipeline.value_source()
     if source == "registry":
-        assert context.config.schema_registry is not None
-        registry = SchemaRegistry(context.config.schema_registry)
-        subject = pipeline.key_subject_name() if context.part == "key" else pipeline.value_subject()
-        if subject is None:
-            raise ConfigError(
-                f"{context.key_path}: a topic_pattern pipeline names its registry subject "
-                "with 'subject' (or 'key_subject')"
-            )
-        latest = registry.latest(subject)
-        if latest.schema_type != "JSON":
-            raise ConfigError(
-                f"{context.key_path}: subject {subject!r} holds a {latest.schema_type} schema, "
-                "not a JSON Schema"
-            )
+        found = wire.subject_schemas(context, "JSON", "a JSON Schema")
+        subject, latest = found.subject, found.latest
         where = f"subject {subject!r} version {latest.version} (id {latest.schema_id})"
         return JsonDecoder(json_schema_to_spark(json.loads(latest.text), where), timestamp_format)
     # Inferred: the existing table's shape keeps the decoded columns stable across restarts.

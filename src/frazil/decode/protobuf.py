@@ -369,7 +369,7 @@ def _only_message(compiled: Descriptors, key: str) -> str:
 
 
 def _build(context: BuildContext) -> ProtobufDecoder:
-    spark, pipeline = context.spark, context.pipeline
+    spark = context.spark
     message = context.option("message")
     assert message is None or isinstance(message, str)
     schema_file = context.option("schema_file")
@@ -385,20 +385,13 @@ def _build(context: BuildContext) -> ProtobufDecoder:
         return ProtobufDecoder(
             spark, reader, message, udf=plain_udf(spark, compiled, message, reader)
         )
-    assert context.config.schema_registry is not None
-    registry = SchemaRegistry(context.config.schema_registry)
-    subject = pipeline.key_subject_name() if context.part == "key" else pipeline.value_subject()
-    if subject is None:
-        raise ConfigError(
-            f"{context.config_key('subject')}: a topic_pattern pipeline names its registry subject"
-        )
-    versions = registry.versions(subject)
-    latest = registry.latest(subject)
-    if latest.schema_type != "PROTOBUF":
-        raise ConfigError(
-            f"{context.key_path}: subject {subject!r} holds a {latest.schema_type} schema, "
-            "not Protobuf"
-        )
+    found = wire.subject_schemas(context, "PROTOBUF", "Protobuf", all_versions=True)
+    registry, versions, latest, subject = (
+        found.registry,
+        found.versions,
+        found.latest,
+        found.subject,
+    )
     try:
         compiled = _compile_registered(registry, latest)
         message = message or _only_message(compiled, context.config_key("message"))

@@ -6,10 +6,18 @@ are not in the wire format or name an id the decoder does not know.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from frazil.decode.errors import decode_error, hex_prefix
-from frazil.decode.schema_registry import HEADER_BYTES, header
+from frazil.decode.registry import BuildContext
+from frazil.decode.schema_registry import (
+    HEADER_BYTES,
+    RegisteredSchema,
+    SchemaRegistry,
+    header,
+)
+from frazil.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -83,3 +91,47 @@ def header_errors(data: Column, known: list[int], registry_url: str) -> Column:
             ),
         )
     )
+
+
+@dataclass(frozen=True)
+class SubjectSchemas:
+    """A pipeline part's registry subject: the client, the newest version, all versions."""
+
+    registry: SchemaRegistry
+    subject: str
+    latest: RegisteredSchema
+    versions: tuple[RegisteredSchema, ...]
+
+
+def subject_schemas(
+    context: BuildContext, schema_type: str, what: str, *, all_versions: bool = False
+) -> SubjectSchemas:
+    """The registry schemas of the context's part (value or key subject).
+
+    Args:
+        context: The decoder's build context (its config has ``schema_registry``).
+        schema_type: The registry's type the format needs (``AVRO``, ``PROTOBUF``, ``JSON``).
+        what: The format's name for messages (``Avro``, ``a JSON Schema`` …).
+        all_versions: Also fetch every version of the subject (writer schemas to prefetch).
+
+    Raises:
+        ConfigError: No subject can be named, or it holds another type of schema.
+        SubjectNotFoundError: The subject is not in the registry.
+        RegistryUnavailableError: The registry did not answer after every retry.
+    """
+    assert context.config.schema_registry is not None
+    pipeline = context.pipeline
+    registry = SchemaRegistry(context.config.schema_registry)
+    subject = pipeline.key_subject_name() if context.part == "key" else pipeline.value_subject()
+    if subject is None:
+        raise ConfigError(
+            f"{context.config_key('subject')}: a topic_pattern pipeline names its registry subject"
+        )
+    versions = tuple(registry.versions(subject)) if all_versions else ()
+    latest = registry.latest(subject)
+    if latest.schema_type != schema_type:
+        raise ConfigError(
+            f"{context.key_path}: subject {subject!r} holds a {latest.schema_type} schema, "
+            f"not {what}"
+        )
+    return SubjectSchemas(registry, subject, latest, versions)

@@ -76,3 +76,25 @@ def test_cache_folder_is_named_after_set_and_fingerprint(
     assert artifact_dir("kafka").parent.name == "jars"
     with pytest.raises(ArtifactError, match="unknown JVM artifact set"):
         artifact_dir("nope")
+
+
+def test_schema_registry_app_pin() -> None:
+    app = pins.SCHEMA_REGISTRY_APP
+    assert str(app.coordinate) == f"io.apicurio:apicurio-registry-app:{pins.APICURIO_VERSION}"
+    # What `mvn dependency:get -Dartifact=...` takes: G:A:V:type:classifier.
+    assert str(app) == f"io.apicurio:apicurio-registry-app:{pins.APICURIO_VERSION}:tar.gz:all"
+    # 3.0.x: later 3.x releases need Java 21, frazil supports Java 17.
+    assert re.fullmatch(r"3\.0\.\d+", pins.APICURIO_VERSION)
+    assert app.main_jar == f"apicurio-registry-app-{pins.APICURIO_VERSION}-runner.jar"
+    # An application, not a classpath: no artifact set may pull it in.
+    assert all(c.artifact != app.coordinate.artifact for c in all_coordinates())
+
+
+def test_app_cache_folder_is_named_after_artifact_and_version(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from frazil.jvm.apps import app_dir
+
+    monkeypatch.setenv("FRAZIL_CACHE_DIR", str(tmp_path))
+    folder = app_dir(pins.SCHEMA_REGISTRY_APP)
+    assert folder == tmp_path / "apps" / f"apicurio-registry-app-{pins.APICURIO_VERSION}"

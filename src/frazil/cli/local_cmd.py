@@ -1,4 +1,4 @@
-"""``frazil local up|down|status``: the local single-node Kafka broker."""
+"""``frazil local up|down|status``: the local single-node Kafka broker and schema registry."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def status(
         OutputFormat, typer.Option("--output", "-o", help="Print as text or as JSON.")
     ] = OutputFormat.text,
 ) -> None:
-    """Show whether the broker runs, its address, pid and data size."""
+    """Show whether the broker (and the schema registry) runs, its address, pid and data size."""
     st = _broker(state_dir, port, controller_port).status()
     registry = _registry(state_dir, registry_port).status()
     if output is OutputFormat.json:
@@ -129,5 +129,9 @@ def status(
     data = f"{st.data_bytes / 1024**2:.1f} MiB" if st.formatted else "(not formatted yet)"
     console.print(f"data:      {data}", highlight=False)
     console.print(f"log:       {st.log_file}", highlight=False)
+    # The registry only shows once it was started here (`frazil local up --with ...`).
     if registry.running:
-        console.print(f"schema registry: [green]running[/] at {registry.url}", highlight=False)
+        console.print(f"registry:  [green]running[/] at {registry.url}", highlight=False)
+        console.print(f"           pid {registry.pid}, log {registry.log_file}", highlight=False)
+    elif registry.registry_dir.is_dir():
+        console.print("registry:  [yellow]stopped[/]")

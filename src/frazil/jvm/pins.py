@@ -2,7 +2,9 @@
 
 Every jar frazil puts on a JVM classpath (Spark's connectors, the local Kafka broker) comes
 from one of the :data:`ARTIFACT_SETS` below, resolved by Maven into the artifact cache (see
-:mod:`frazil.jvm.fetch`). Bump versions here and nowhere else.
+:mod:`frazil.jvm.fetch`); packaged applications (the local Schema Registry,
+:data:`SCHEMA_REGISTRY_APP`) are fetched by Maven and unpacked there too (see
+:mod:`frazil.jvm.apps`). Bump versions here and nowhere else.
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ SPARK_AVRO_VERSION = "4.1.1"
 #: and Hadoop shade theirs), so this one does not clash.
 PROTOBUF_JAVA_VERSION = "4.33.1"
 #: Apicurio Registry, a Confluent-compatible Schema Registry (``/apis/ccompat/v7``) for
-#: ``frazil local up --with schema-registry`` and the tests. 3.0.9 starts in ~5 s on Java 17.
+#: ``frazil local up --with schema-registry`` and the tests (:data:`SCHEMA_REGISTRY_APP`).
+#: The newest 3.x that runs on Java 17: 3.3.3 (also served) is compiled for Java 21 (class
+#: file 65) and stops with UnsupportedClassVersionError. 3.0.9 answers ~3 s after start
+#: here, ~1.5 s with its CDS archive (frazil.local.registry).
 APICURIO_VERSION = "3.0.9"
 #: Pinned so resolution does not depend on the Maven version installed.
 MAVEN_DEPENDENCY_PLUGIN_VERSION = "3.8.1"
@@ -177,10 +182,14 @@ class AppArchive:
         return f"{c.group}:{c.artifact}:{c.version}:{self.extension}:{self.classifier}"
 
 
+#: Apicurio Registry as Maven Central ships it: a Quarkus application, not a jar set (its
+#: own ``lib/`` next to the runner jar), so it is fetched and unpacked by frazil.jvm.apps.
 SCHEMA_REGISTRY_APP = AppArchive(
     coordinate=_c(f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}"),
     classifier="all",
     extension="tar.gz",
+    # 3.0.9 is packaged as a Quarkus "legacy jar"; later ones (3.3.3 checked) use the
+    # fast-jar layout, whose launcher is quarkus-run.jar.
     main_jar=f"apicurio-registry-app-{APICURIO_VERSION}-runner.jar",
 )
 

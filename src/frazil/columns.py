@@ -8,7 +8,8 @@ reach a table; the writer strips them.
   raw :data:`KEY`, :data:`VALUE`, :data:`HEADERS`, :data:`TIMESTAMP` while steps need them;
 * :data:`ERROR`: null, or ``struct<stage, reason, detail>`` set by the first step that could
   not handle the record (a step marks, it never raises for one record);
-* :data:`TABLE`: the record's target table (``namespace.table``), set by routing;
+* :data:`TABLE`: the record's target tables (``array<string>`` of ``namespace.table``; empty:
+  none), set by routing;
 * :data:`OP`: what the writer does with the record: :data:`OP_APPEND`, or :data:`OP_SKIP` for
   records that are deliberately not written (tombstones in append mode).
 """
@@ -52,6 +53,7 @@ METADATA_PREFIX = "_kafka_"
 STAGE_DECODE = "decode"
 STAGE_TRANSFORM = "transform"
 STAGE_ROUTE = "route"
+STAGE_SCHEMA = "schema"
 
 
 def is_internal(name: str) -> bool:

@@ -5,8 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from frazil.config import parse_config
+from frazil.sink.evolution import NAME_MAPPING
 from frazil.sink.iceberg import iceberg_catalog, identifier
 from frazil.sink.table import ensure_table
+
+
+def _ensure(spark: Any, pipeline: Any, schema: Any) -> tuple[str, bool]:
+    return ensure_table(spark, "lake", pipeline.settings_for(pipeline.table), schema, pipeline.name)
 
 
 def _pipeline(table: str, partition_by: list[str], **extra: Any) -> Any:
@@ -46,7 +51,7 @@ def test_table_is_created_with_specs_types_and_properties(spark: Any, unique: st
         table_properties={"write.parquet.compression-codec": "zstd"},
     )
     schema: StructType = schema_from_config(pipeline)
-    name, created = ensure_table(spark, "lake", pipeline, schema)
+    name, created = _ensure(spark, pipeline, schema)
     assert created and name == f"`lake`.`deep_{unique}`.`ns`.`events`"
     table = iceberg_catalog(spark, "lake").loadTable(
         identifier(spark, [f"deep_{unique}", "ns", "events"])
@@ -78,24 +83,43 @@ def test_table_is_created_with_specs_types_and_properties(spark: Any, unique: st
         ("who", "struct<name:string,age:int>", True),
     ]
     # A second start finds it and leaves it alone.
-    assert ensure_table(spark, "lake", pipeline, schema) == (name, False)
+    assert _ensure(spark, pipeline, schema) == (name, False)
 
 
-def test_an_existing_table_gains_the_pipelines_new_columns_by_name(spark: Any, unique: str) -> None:
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
+def test_an_existing_table_is_given_a_name_mapping(spark: Any, unique: str) -> None:
+    from pyspark.sql.types import StringType, StructField, StructType
 
     spark.sql(f"CREATE TABLE lake.db.narrow_{unique} (id string) USING iceberg")
-    spark.sql(f"INSERT INTO lake.db.narrow_{unique} VALUES ('a')")
     pipeline = _pipeline(f"db.narrow_{unique}", [])
-    schema = StructType([StructField("n", LongType()), StructField("id", StringType())])
+    schema = StructType([StructField("id", StringType())])
 
-    _, created = ensure_table(spark, "lake", pipeline, schema)
+    _, created = _ensure(spark, pipeline, schema)
 
     assert not created
-    table = spark.table(f"lake.db.narrow_{unique}")
-    # Added as an optional column after the existing ones; the existing row reads null.
-    assert [(f.name, f.dataType.simpleString()) for f in table.schema] == [
-        ("id", "string"),
-        ("n", "bigint"),
+    table = iceberg_catalog(spark, "lake").loadTable(identifier(spark, ["db", f"narrow_{unique}"]))
+    # Iceberg's default mapping: field id 1 is known as "id" (renames keep old names).
+    assert '"names":["id"]' in str(table.properties().get(NAME_MAPPING)).replace(" ", "")
+
+
+def test_sort_order_identifier_fields_and_format_version(spark: Any, unique: str) -> None:
+    from frazil.decode.json import schema_from_config
+
+    pipeline = _pipeline(
+        f"db.sorted_{unique}",
+        ["days(at)"],
+        sort_by=["n desc", "id asc nulls last"],
+        identifier_fields=["id"],
+        table_properties={"format-version": "3", "write.format.default": "orc"},
+    )
+    _ensure(spark, pipeline, schema_from_config(pipeline))
+
+    table = iceberg_catalog(spark, "lake").loadTable(identifier(spark, ["db", f"sorted_{unique}"]))
+    order = [
+        (str(table.schema().findColumnName(f.sourceId())), str(f.direction()), str(f.nullOrder()))
+        for f in table.sortOrder().fields()
     ]
-    assert [tuple(r) for r in table.collect()] == [("a", None)]
+    assert order == [("n", "DESC", "NULLS LAST"), ("id", "ASC", "NULLS LAST")]
+    assert [str(n) for n in table.schema().identifierFieldNames()] == ["id"]
+    assert table.schema().findField("id").isRequired()
+    assert table.operations().current().formatVersion() == 3
+    assert table.properties().get("write.format.default") == "orc"

@@ -100,7 +100,11 @@ def test_partition_column_must_be_in_schema() -> None:
 
 def test_missing_required_keys() -> None:
     problems = _problems({"pipelines": [{"name": "p", "topics": ["t"]}]})
-    assert ("pipelines[0].table", "required key is missing") in problems
+    assert (
+        "pipelines[0]",
+        "set exactly one of 'table' (every record to one table) or 'route' (records to tables "
+        "by field or topic)",
+    ) in problems
     assert _problems({}) == [("pipelines", "required key is missing")]
 
 

@@ -65,7 +65,8 @@ def validate(
         if count and declared_fields(pipeline) is None:
             transforms += " (checked against the schema at start)"
         console.print(
-            f"  [bold]{pipeline.name}[/]: {source} → {loaded.catalog.name}.{pipeline.table} "
+            f"  [bold]{pipeline.name}[/]: {source} → "
+            f"{loaded.catalog.name}.{pipeline.describe_target()} "
             f"({partitions}); {pipeline.format}, schema {schema}; {transforms}; "
             f"trigger {pipeline.trigger}; checkpoint {mask_value(loaded.checkpoint_for(pipeline))}",
             highlight=False,

@@ -18,12 +18,19 @@ from frazil.errors import ConfigError
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
+_ROUTE_TAGS = ("static", "dynamic", "topic")
+
+
 def _key_path(parts: tuple[str | int, ...]) -> str:
     path = ""
     previous: str | int | None = None
     for part in parts:
         # A transform's tag repeats its one key (transforms[1].cast.cast): say it once.
         if part == previous and isinstance(part, str):
+            continue
+        # A route's tag names its kind, not a key (route.static.tables): leave it out.
+        if previous == "route" and part in _ROUTE_TAGS:
+            previous = None
             continue
         previous = part
         if isinstance(part, int):

@@ -24,7 +24,14 @@ from pydantic import (
 from frazil.columns import INTERNAL_PREFIX, METADATA_PREFIX
 from frazil.config.durations import parse_duration
 from frazil.config.partitioning import PartitionField, parse_partition_field
+from frazil.config.routing import (
+    EvolutionPolicy,
+    RouteConfig,
+    StaticRoute,
+    check_table_name,
+)
 from frazil.config.secrets import mask_value
+from frazil.config.sorting import SortField, parse_sort_field
 from frazil.config.transforms import TransformEntry
 from frazil.config.types import TypeSyntaxError, to_spark_ddl
 
@@ -258,8 +265,59 @@ class SparkConfig(_Frozen):
     conf: dict[str, str] = Field(default_factory=dict)
 
 
+def _check_sort_entry(entry: str) -> str:
+    parse_sort_field(entry)
+    return entry
+
+
+def _check_partition_text(entry: str) -> str:
+    parse_partition_field(entry)
+    return entry
+
+
+def _check_identifier(name: str) -> str:
+    if not re.match(_IDENT, name):
+        raise ValueError(f"{name!r} must be a top-level column name")
+    return name
+
+
+class TableSettings(_Frozen):
+    """Settings of one table, overriding the pipeline's (``pipelines[].tables.<name>``).
+
+    Unset keys take the pipeline's value; ``table_properties`` are merged over the
+    pipeline's.
+    """
+
+    partition_by: list[Annotated[str, AfterValidator(_check_partition_text)]] | None = None
+    sort_by: list[Annotated[str, AfterValidator(_check_sort_entry)]] | None = None
+    identifier_fields: list[Annotated[str, AfterValidator(_check_identifier)]] | None = None
+    table_properties: dict[str, str] = Field(default_factory=dict)
+    schema_evolution: EvolutionPolicy | None = None
+    aliases: dict[str, str] | None = None
+
+
+class ResolvedTable(_Frozen):
+    """What one table of a pipeline gets: the pipeline's settings with the table's overrides."""
+
+    name: str
+    partition_by: list[str]
+    sort_by: list[str]
+    identifier_fields: list[str]
+    table_properties: dict[str, str]
+    schema_evolution: EvolutionPolicy
+    aliases: dict[str, str]
+
+    def partition_fields(self) -> list[PartitionField]:
+        """The parsed ``partition_by`` transforms."""
+        return [parse_partition_field(entry) for entry in self.partition_by]
+
+    def sort_fields(self) -> list[SortField]:
+        """The parsed ``sort_by`` fields."""
+        return [parse_sort_field(entry) for entry in self.sort_by]
+
+
 class PipelineConfig(_Frozen):
-    """One stream: Kafka topics, how to decode them, and the Iceberg table they land in."""
+    """One stream: Kafka topics, how to decode them, and the Iceberg table(s) they land in."""
 
     name: Annotated[str, Field(pattern=_IDENT)]
     topics: list[Annotated[str, AfterValidator(_check_topic)]] | None = None
@@ -279,7 +337,8 @@ class PipelineConfig(_Frozen):
     key_subject: str | None = None
     key_message: str | None = None
     key_column: Annotated[str, Field(pattern=_IDENT)] = "key"
-    table: str
+    table: str | None = None
+    route: RouteConfig | None = None
     # Before partition_by: its validator reads the already-validated kafka_metadata and
     # transforms.
     kafka_metadata: list[KafkaMetadataColumn] = Field(default_factory=list)
@@ -287,7 +346,15 @@ class PipelineConfig(_Frozen):
     partition_by: list[Annotated[str, AfterValidator(_check_partition_entry)]] = Field(
         default_factory=list
     )
+    sort_by: list[Annotated[str, AfterValidator(_check_sort_entry)]] = Field(default_factory=list)
+    identifier_fields: list[Annotated[str, AfterValidator(_check_identifier)]] = Field(
+        default_factory=list
+    )
     table_properties: dict[str, str] = Field(default_factory=dict)
+    schema_evolution: EvolutionPolicy = "evolve"
+    #: Source field → table column, for fields whose name differs from their column's.
+    aliases: dict[str, str] = Field(default_factory=dict)
+    tables: dict[str, TableSettings] = Field(default_factory=dict)
     trigger: str = "1s"
     checkpoint: str | None = None
 
@@ -326,9 +393,16 @@ class PipelineConfig(_Frozen):
 
     @field_validator("table")
     @classmethod
-    def _check_table(cls, value: str) -> str:
-        if not _TABLE.match(value):
+    def _check_table(cls, value: str | None) -> str | None:
+        if value is not None and not _TABLE.match(value):
             raise ValueError(f"{value!r} must be namespace.table, e.g. db.payments")
+        return value
+
+    @field_validator("tables")
+    @classmethod
+    def _check_tables(cls, value: dict[str, TableSettings]) -> dict[str, TableSettings]:
+        for name in value:
+            check_table_name(name)
         return value
 
     @field_validator("trigger")
@@ -346,6 +420,11 @@ class PipelineConfig(_Frozen):
     def _check_cross_fields(self) -> PipelineConfig:
         if (self.topics is None) == (self.topic_pattern is None):
             raise ValueError("set exactly one of 'topics' or 'topic_pattern'")
+        if (self.table is None) == (self.route is None):
+            raise ValueError(
+                "set exactly one of 'table' (every record to one table) or 'route' "
+                "(records to tables by field or topic)"
+            )
         _check_schema_source("", self.format, self.schema_, self.schema_file, self.message)
         if self.key_format is None:
             for key in ("key_schema", "key_schema_file", "key_subject", "key_message"):
@@ -384,6 +463,49 @@ class PipelineConfig(_Frozen):
     def partition_fields(self) -> list[PartitionField]:
         """The parsed ``partition_by`` transforms."""
         return [parse_partition_field(entry) for entry in self.partition_by]
+
+    @property
+    def routed(self) -> bool:
+        """Whether records go to tables by a route (rather than all to ``table``)."""
+        return self.route is not None
+
+    def static_tables(self) -> list[str]:
+        """The tables known from the config alone: ``table``, or those the route names."""
+        if self.table is not None:
+            return [self.table]
+        assert self.route is not None
+        return self.route.table_names()
+
+    def describe_target(self) -> str:
+        """``table``, or a short description of the route, for messages and reports."""
+        if self.table is not None:
+            return self.table
+        route = self.route
+        if isinstance(route, StaticRoute):
+            return f"{len(route.table_names())} table(s) by {route.field}"
+        assert route is not None
+        if hasattr(route, "topic"):
+            return f"{route.table} by topic"
+        return route.table
+
+    def settings_for(self, table: str) -> ResolvedTable:
+        """One table's settings: the pipeline's, with ``tables.<table>`` over them."""
+        own = self.tables.get(table, TableSettings())
+        return ResolvedTable(
+            name=table,
+            partition_by=list(
+                own.partition_by if own.partition_by is not None else self.partition_by
+            ),
+            sort_by=list(own.sort_by if own.sort_by is not None else self.sort_by),
+            identifier_fields=list(
+                own.identifier_fields
+                if own.identifier_fields is not None
+                else self.identifier_fields
+            ),
+            table_properties={**self.table_properties, **own.table_properties},
+            schema_evolution=own.schema_evolution or self.schema_evolution,
+            aliases=dict(own.aliases if own.aliases is not None else self.aliases),
+        )
 
     def trigger_seconds(self) -> float:
         """The trigger interval in seconds."""

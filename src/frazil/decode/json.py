@@ -10,6 +10,7 @@ zero byte, so the header is recognised and skipped whatever the schema source.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ from frazil.errors import ConfigError, PipelineError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
 #: The decoder's corrupt-record field inside the parsed struct (never a column of the batch).
 _CORRUPT = "__frazil_json_corrupt"
@@ -105,17 +106,35 @@ def infer_schema(
     return StructType(fields)
 
 
-@dataclass(frozen=True)
+#: Reason of a record holding fields the (inferred) schema does not have yet; the decoder
+#: learns them from the batch (:meth:`JsonDecoder.learn`).
+NEW_FIELDS = "fields not in the schema yet"
+#: Records sampled from a batch to learn new fields from.
+LEARN_SAMPLE = 10_000
+
+
+@dataclass
 class JsonDecoder:
     """Decodes JSON objects into ``schema``'s fields.
 
     A value that is not a JSON object (malformed, an array, a string, a number, ``null``,
     empty) or whose fields do not convert to the declared types is marked with stage
     ``decode``; a null value (a tombstone) is not an error.
+
+    Attributes:
+        schema: The fields decoded.
+        timestamp_format: The format of timestamp strings, if not ISO-8601.
+        evolving: The schema was inferred and may grow: a record with a field the schema
+            does not have (at any depth: structs, list elements, map values) is marked, and
+            :meth:`learn` adds the batch's new fields before the batch is planned again.
+        strict: Fields the schema does not have are errors (``schema_evolution: freeze``).
     """
 
     schema: StructType
     timestamp_format: str | None = None
+    evolving: bool = False
+    strict: bool = False
+    _version: int = 0
 
     @property
     def scalar(self) -> bool:
@@ -123,13 +142,36 @@ class JsonDecoder:
         return False
 
     def version(self) -> object:
-        """The schema is fixed for the run."""
-        return None
+        """Grows with each learned shape."""
+        return self._version
 
     def learn(self, raw: DataFrame, column: str) -> bool:
-        """Nothing to learn: the schema does not depend on the records."""
-        del raw, column
-        return False
+        """Add the fields of the batch's records that the schema does not have yet."""
+        from pyspark.sql import functions as F
+
+        if not self.evolving:
+            return False
+        text = _text(F.col(column))
+        values = [
+            r[0]
+            for r in raw.where(F.col(column).isNotNull() & unknown_fields(text, self.schema))
+            .select(text)
+            .limit(LEARN_SAMPLE)
+            .collect()
+        ]
+        if not values:
+            return False
+        spark = raw.sparkSession
+        options = {"inferTimestamp": "true", "prefersDecimal": "false"}
+        if self.timestamp_format:
+            options["timestampFormat"] = self.timestamp_format
+        found = spark.read.options(**options).json(spark.sparkContext.parallelize(values, 1))
+        merged = merge_fields(self.schema, found.schema)
+        if merged == self.schema:
+            return False
+        self.schema = merged
+        self._version += 1
+        return True
 
     def decode(self, data: Column) -> Decoded:
         """The parsed struct, and the mark of records that do not decode."""
@@ -156,6 +198,16 @@ class JsonDecoder:
                 decode_error(reason, F.substring(corrupt, 1, _QUOTED_CHARS)),
             )
         )
+        if self.evolving or self.strict:
+            why = (
+                "fields not in the table's schema (schema_evolution: freeze)"
+                if self.strict
+                else NEW_FIELDS
+            )
+            error = error.when(
+                unknown_fields(text, self.schema),
+                decode_error(F.lit(why), F.substring(text, 1, _QUOTED_CHARS)),
+            )
         # A null key or value (tombstone) decodes to null, not to a struct of nulls.
         value = F.when(
             data.isNotNull(), F.struct(*[parsed[f.name].alias(f.name) for f in self.schema.fields])
@@ -164,14 +216,83 @@ class JsonDecoder:
         return Decoded(value=value, error=error.cast(c.ERROR_DDL), fields=fields)
 
 
+def _path(name: str) -> str:
+    return "$['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
+
+
+def unknown_fields(text: Column, schema: StructType) -> Column:
+    """True for a JSON object holding a field ``schema`` lacks, at any depth (structs, list
+    elements, map values). Each level is parsed again, only where the schema nests."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    names = [f.name for f in schema.fields]
+    condition = F.exists(F.json_object_keys(text), lambda k: ~k.isin(names))
+    for f in schema.fields:
+        data_type = f.dataType
+        if isinstance(data_type, StructType):
+            sub = F.get_json_object(text, _path(f.name))
+            condition = condition | unknown_fields(sub, data_type)
+        elif isinstance(data_type, ArrayType) and isinstance(data_type.elementType, StructType):
+            element = data_type.elementType
+            items = F.from_json(F.get_json_object(text, _path(f.name)), "array<string>")
+            condition = condition | F.exists(items, _nested(element))
+        elif isinstance(data_type, MapType) and isinstance(data_type.valueType, StructType):
+            value_type = data_type.valueType
+            entries = F.from_json(F.get_json_object(text, _path(f.name)), "map<string,string>")
+            condition = condition | F.exists(F.map_values(entries), _nested(value_type))
+    return F.coalesce(condition, F.lit(False))
+
+
+def _nested(schema: StructType) -> Callable[[Column], Column]:
+    def check(item: Column) -> Column:
+        return unknown_fields(item, schema)
+
+    return check
+
+
+def merge_fields(old: StructType, new: StructType) -> StructType:
+    """``old`` with the fields of ``new`` it lacks added, at any depth; existing types stay."""
+    from pyspark.sql.types import StructField, StructType
+
+    fields = list(old.fields)
+    index = {f.name.lower(): i for i, f in enumerate(fields)}
+    for f in new.fields:
+        if f.name == "_corrupt_record":
+            continue
+        i = index.get(f.name.lower())
+        if i is None:
+            fields.append(StructField(f.name, f.dataType, True))
+            continue
+        merged = _merge_type(fields[i].dataType, f.dataType)
+        fields[i] = StructField(fields[i].name, merged, fields[i].nullable)
+    return StructType(fields)
+
+
+def _merge_type(old: DataType, new: DataType) -> DataType:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(old, StructType) and isinstance(new, StructType):
+        return merge_fields(old, new)
+    if isinstance(old, ArrayType) and isinstance(new, ArrayType):
+        return ArrayType(_merge_type(old.elementType, new.elementType), old.containsNull)
+    if isinstance(old, MapType) and isinstance(new, MapType):
+        return MapType(
+            old.keyType, _merge_type(old.valueType, new.valueType), old.valueContainsNull
+        )
+    return old
+
+
 def _build(context: BuildContext) -> JsonDecoder:
     pipeline = context.pipeline
     declared = context.option("schema")
     schema_file = context.option("schema_file")
     timestamp_format = pipeline.timestamp_format if context.part == "value" else None
+    freeze = pipeline.schema_evolution == "freeze" and context.part == "value"
     if declared is not None:
         assert isinstance(declared, dict)
-        return JsonDecoder(schema_from_fields(declared), timestamp_format)
+        # A declared schema is the contract: other fields are ignored, or errors under freeze.
+        return JsonDecoder(schema_from_fields(declared), timestamp_format, strict=freeze)
     if schema_file is not None:
         assert isinstance(schema_file, str)
         try:
@@ -187,14 +308,16 @@ def _build(context: BuildContext) -> JsonDecoder:
         subject, latest = found.subject, found.latest
         where = f"subject {subject!r} version {latest.version} (id {latest.schema_id})"
         return JsonDecoder(json_schema_to_spark(json.loads(latest.text), where), timestamp_format)
-    # Inferred: the existing table's shape keeps the decoded columns stable across restarts.
+    # Inferred: the existing table's shape keeps the decoded columns stable across restarts;
+    # fields met later are learned batch by batch (or refused under freeze).
+    evolving = context.part == "value" and not freeze
     if context.table_schema is not None:
-        return JsonDecoder(context.table_schema, timestamp_format)
+        return JsonDecoder(context.table_schema, timestamp_format, evolving, freeze)
     assert context.batch_options is not None
     schema = infer_schema(
         context.spark, context.batch_options, pipeline, INFER_SAMPLE, column=context.part
     )
-    return JsonDecoder(schema, timestamp_format)
+    return JsonDecoder(schema, timestamp_format, evolving, freeze)
 
 
 register(Format(name="json", build=_build))

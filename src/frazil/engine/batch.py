@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.config.models import PipelineConfig
 from frazil.engine import progress
 from frazil.engine.checkpoint import Checkpoint
-from frazil.engine.events import BatchSkipped, BatchStarted, CommitEvent, Event
+from frazil.engine.events import BatchSkipped, BatchStarted, CommitEvent, Event, SchemaEvolved
 from frazil.engine.plan import BatchPlan
+from frazil.engine.tables import TableSet, Target
 from frazil.errors import DecodeError, FrazilError, PipelineError
-from frazil.sink.iceberg import IcebergTable, append_rows
+from frazil.sink.evolution import TableView, compare, evolve, write_columns
+from frazil.sink.iceberg import append_rows
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import TopicOffsets
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +35,17 @@ log = logging.getLogger(__name__)
 _QUOTED_BAD_RECORDS = 3
 #: Marks the failure of a write that met a record marked bad (see :func:`_guarded`).
 _BAD_RECORD = "frazil-bad-record"
+#: How often a batch may learn new schemas and be planned again before it is rejected.
+_MAX_LEARN = 3
+#: Tables a routed batch writes at once: Iceberg's commits (driver-side metadata work) of
+#: some overlap with the others' Spark jobs.
+FANOUT_THREADS = 4
+#: A routed table that gets no records still gets a marker this often (seconds), so that a
+#: restart from the tables never replays far for it.
+IDLE_MARKER_SECONDS = 60.0
+#: Test hook: ``<table>:<seconds>`` sleeps after committing that table (a kill -9 between
+#: two tables' commits).
+_PAUSE_ENV = "FRAZIL_TEST_PAUSE_AFTER_COMMIT"
 
 
 class StopRequested(FrazilError):
@@ -43,22 +59,13 @@ class BatchStats:
     batches: int = 0
     skipped_batches: int = 0
     records: int = 0
+    #: Records a route matched to no table, with ``default: skip``.
+    unmatched: int = 0
+    #: Schema changes made to tables (one line each).
+    evolutions: list[str] = field(default_factory=list)
     last_batch_id: int | None = None
     last_commit_wall_ms: int | None = None
     last_valid_through_ms: int | None = None
-
-
-@dataclass
-class Target:
-    """A table the pipeline writes: its config name, qualified name and live handle."""
-
-    name: str
-    qualified: str
-    table: IcebergTable
-    last: progress.Marker | None = None
-    #: Largest timestamps observed by the last commit, not yet in a marker.
-    pending: dict[tuple[str, int], progress.PartitionStats] = field(default_factory=dict)
-    lagging: set[tuple[str, int]] = field(default_factory=set)
 
 
 @dataclass
@@ -71,16 +78,25 @@ class BatchHandler:
        partition, idle ones included).
     2. Read each table's marker by walking its snapshot ancestry; if the whole range is
        already in every table (a replay), skip the batch without reading it.
-    3. Build the new marker before reading any data: offsets from the planned range,
-       valid-through from what earlier batches observed (a correct lower bound).
-    4. One pass per table: run the plan (source → decode → metadata → transform → route →
-       mode → prune), drop rows below the table's marker (the offset filter), and append in
-       one Iceberg commit whose summary carries the marker, observing records and the
-       largest Kafka timestamp per partition as the rows stream by.
-    5. A record marked with an error fails the write's job, so nothing is committed; the
-       batch is then read once more to name the first bad records (stage, topic, partition,
-       offset) and the pipeline stops (a dead-letter queue comes later).
-    6. Check no other run of the pipeline committed meanwhile; report the commit.
+    3. Build each table's new marker before reading any data: offsets from the planned
+       range, valid-through from what earlier batches observed (a correct lower bound).
+    4. Run the plan (source → decode → metadata → transform → route → mode → prune).
+       One table: one pass that decodes, checks and appends in a single Spark job. Several
+       tables (a route): the planned batch is cached, one aggregation counts its records
+       per table (and finds marked records), tables seen for the first time are created,
+       then the tables are written concurrently from the cache.
+    5. Before a table's write, the batch's columns are matched to the table's by field id;
+       new fields and promotions evolve the table in a commit of their own, and the rows
+       are conformed to the table's shape (:mod:`frazil.sink.evolution`).
+    6. Each table is appended in one Iceberg commit whose summary carries its marker; rows
+       below the table's marker are dropped first (the offset filter), so a batch replayed
+       after a crash between two tables' commits writes each record once to each table.
+    7. A record marked with an error fails the write's job (or the aggregation), so nothing
+       of it is committed. If a decoder can learn from the batch (a new schema id, a new
+       JSON field), the batch is planned again; otherwise the first bad records are named
+       (stage, topic, partition, offset) and the pipeline stops (a dead-letter queue comes
+       later).
+    8. Check no other run of the pipeline committed meanwhile; report the commit.
 
     When the run ends, :meth:`finish` records the last observations (exact valid-through)
     in a marker without data.
@@ -90,6 +106,9 @@ class BatchHandler:
     plan: BatchPlan
     targets: dict[str, Target]
     checkpoint: Checkpoint
+    tables: TableSet | None = None
+    #: Rebuilds the plan once decoders learned a new shape (new columns through the chain).
+    replan: Callable[[], BatchPlan] | None = None
     admin: JvmKafkaAdmin | None = None
     on_event: Callable[[Event], None] | None = None
     stats: BatchStats = field(default_factory=BatchStats)
@@ -105,6 +124,7 @@ class BatchHandler:
     _previous: tuple[int, TopicOffsets] | None = None
     _query_id_set: threading.Event = field(default_factory=threading.Event)
     _busy: threading.Lock = field(default_factory=threading.Lock)
+    _stats_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def new_query(self) -> None:
         """Forget what belonged to the previous streaming query (a restart from the table)."""
@@ -138,6 +158,11 @@ class BatchHandler:
         if self.on_event is not None:
             self.on_event(event)
 
+    @property
+    def routed(self) -> bool:
+        """Whether records fan out to several tables."""
+        return not self.plan.single
+
     def _handle(self, batch: DataFrame, batch_id: int) -> None:
         self._query_id_set.wait()
         started = time.monotonic()
@@ -147,7 +172,7 @@ class BatchHandler:
             name: progress.find_marker(t.table, self.pipeline.name)
             for name, t in self.targets.items()
         }
-        if planned and all(progress.covered(s.marker, planned) for s in states.values()):
+        if planned and states and all(progress.covered(s.marker, planned) for s in states.values()):
             log.warning(
                 "%s: batch %d is already in its tables, skipping", self.pipeline.name, batch_id
             )
@@ -155,18 +180,156 @@ class BatchHandler:
             self._previous = (batch_id, planned)
             self._emit(BatchSkipped(self.pipeline.name, batch_id))
             return
-        start = self._start_offsets(batch_id)
-        keep = self._keep(states, start)
-        lagging = self._lagging(planned)
-        for name, target in self.targets.items():
-            self._write(batch, keep, target, states[name], planned, lagging, batch_id, started)
+        context = _BatchContext(
+            batch=batch,
+            batch_id=batch_id,
+            planned=planned,
+            start=self._start_offsets(batch_id),
+            lagging=self._lagging(planned),
+            started=started,
+        )
+        if self.routed:
+            self._fan_out(context, states)
+        else:
+            name, target = next(iter(self.targets.items()))
+            self._write_one(context, target, states[name])
         self._previous = (batch_id, planned)
         self.stats.batches += 1
         self.stats.last_batch_id = batch_id
 
-    def _planned_rows(self, batch: DataFrame, keep: Column | None) -> DataFrame:
-        frame = self.plan.run(batch)
-        return frame if keep is None else frame.where(keep)
+    def _learned(self, batch: DataFrame, batch_id: int, attempt: int) -> bool:
+        """Let the decoders learn from a batch with marked records; replan if they did."""
+        if attempt >= _MAX_LEARN or not self.plan.learn(batch):
+            return False
+        log.info("%s: learned new schemas in batch %d", self.pipeline.name, batch_id)
+        if self.replan is not None:
+            self.plan = self.replan()
+        return True
+
+    def _write_one(
+        self, ctx: _BatchContext, target: Target, state: progress.TableState, attempt: int = 0
+    ) -> None:
+        """One table: decode, check and append in a single Spark job, observed as it runs."""
+        frame = self.plan.run(ctx.batch)
+        try:
+            self._write(ctx, frame, target, state, None)
+        except _BadRecords as bad:
+            if self._learned(ctx.batch, ctx.batch_id, attempt):
+                # Nothing was committed: plan and write the batch again with what was learned.
+                self._write_one(ctx, target, state, attempt + 1)
+                return
+            raise self._rejected(bad.rows, ctx.batch_id) from None
+
+    def _fan_out(
+        self, ctx: _BatchContext, states: dict[str, progress.TableState], attempt: int = 0
+    ) -> None:
+        """Several tables: decode once into a cache, then write the tables concurrently."""
+        from pyspark import StorageLevel
+
+        frame = self.plan.run(ctx.batch).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            summary = _summarise(frame)
+            if summary.bad:
+                if self._learned(ctx.batch, ctx.batch_id, attempt):
+                    frame.unpersist()
+                    self._fan_out(ctx, states, attempt + 1)
+                    return
+                raise self._rejected(frame, ctx.batch_id)
+            with self._stats_lock:
+                self.stats.unmatched += summary.unmatched
+            user = _user_schema(frame.schema)
+            for name in summary.tables:
+                if name not in self.targets:
+                    self.targets[name] = self._create(name, user, summary.with_values[name])
+                    states[name] = progress.find_marker(
+                        self.targets[name].table, self.pipeline.name
+                    )
+            names = list(summary.tables)
+            pause = _pause()
+            with ThreadPoolExecutor(max_workers=max(1, min(len(names), FANOUT_THREADS))) as pool:
+                futures = [
+                    pool.submit(
+                        self._write_routed,
+                        ctx,
+                        frame,
+                        self.targets[n],
+                        states[n],
+                        summary.with_values[n],
+                        pause,
+                    )
+                    for n in names
+                ]
+                errors = [f.exception() for f in futures]
+            first = next((e for e in errors if e is not None), None)
+            if isinstance(first, _BadRecords):
+                raise self._rejected(first.rows, ctx.batch_id)
+            if first is not None:
+                raise first
+            self._mark_idle(ctx, states, set(names))
+        finally:
+            frame.unpersist()
+
+    def _write_routed(
+        self,
+        ctx: _BatchContext,
+        frame: DataFrame,
+        target: Target,
+        state: progress.TableState,
+        with_values: set[str],
+        pause: tuple[str, float] | None,
+    ) -> None:
+        self._write(ctx, frame, target, state, with_values)
+        if pause is not None and pause[0] == target.name:
+            time.sleep(pause[1])
+
+    def _create(self, name: str, user: StructType, with_values: set[str]) -> Target:
+        """Create a table seen for the first time, with the columns its records hold."""
+        from pyspark.sql.types import StructType
+
+        assert self.tables is not None
+        settings = self.pipeline.settings_for(name)
+        needed = set(with_values)
+        needed |= {p.column.split(".")[0] for p in settings.partition_fields()}
+        needed |= {s.column.split(".")[0] for s in settings.sort_fields()}
+        needed |= set(settings.identifier_fields)
+        fields = [f for f in user.fields if f.name in needed] or list(user.fields)
+        return self.tables.create(name, StructType(fields))
+
+    def _mark_idle(
+        self, ctx: _BatchContext, states: dict[str, progress.TableState], written: set[str]
+    ) -> None:
+        """Give tables without records in this batch a marker now and then."""
+        now = time.monotonic()
+        for name, target in self.targets.items():
+            if name in written:
+                continue
+            if target.committed_at is not None and now - target.committed_at < IDLE_MARKER_SECONDS:
+                continue
+            state = states.get(name)
+            if state is None or (state.marker is not None and state.marker.offsets == ctx.planned):
+                continue
+            self._commit_marker_only(target, state, ctx.planned, ctx.lagging, ctx.batch_id)
+
+    def _commit_marker_only(
+        self,
+        target: Target,
+        state: progress.TableState,
+        planned: TopicOffsets,
+        lagging: set[tuple[str, int]],
+        batch_id: int,
+    ) -> None:
+        marker = progress.next_marker(
+            state.marker,
+            pipeline=self.pipeline.name,
+            planned=planned,
+            stats={},
+            lagging=lagging,
+            batch_id=batch_id,
+            query_id=self._query_id or "",
+        )
+        target.table.commit_summary_only(marker.to_summary())
+        target.last = marker
+        target.committed_at = time.monotonic()
 
     def _start_offsets(self, batch_id: int) -> TopicOffsets | None:
         """Where the batch starts: the previous batch's planned end, if known."""
@@ -178,34 +341,6 @@ class BatchHandler:
             except PipelineError:  # purged from the offset log: filter to be safe
                 return None
         return None
-
-    def _keep(
-        self, states: dict[str, progress.TableState], start: TopicOffsets | None
-    ) -> Column | None:
-        """Rows each table does not hold yet: the offset filter, per table.
-
-        In the steady state a batch starts exactly at the markers and the filter is skipped;
-        it applies to replays, re-planned ranges, restored checkpoints and second runs.
-        """
-        from pyspark.sql import functions as F
-
-        filters = {
-            name: None
-            if progress.starts_at_or_after(start, s.marker)
-            else progress.offset_filter(s.marker)
-            for name, s in states.items()
-        }
-        if all(f is None for f in filters.values()):
-            return None
-        if len(filters) == 1:
-            return next(iter(filters.values()))
-        condition = None
-        for name, f in filters.items():
-            clause = F.col(c.TABLE) == F.lit(name)
-            if f is not None:
-                clause = clause & f
-            condition = clause if condition is None else condition | clause
-        return condition
 
     def _lagging(self, planned: TopicOffsets) -> set[tuple[str, int]]:
         """Partitions the batch did not read to their end offset.
@@ -223,24 +358,87 @@ class BatchHandler:
             if end < latest.get(topic, {}).get(partition, end)
         }
 
+    def _view(self, target: Target) -> TableView:
+        """The table's columns, re-read only when its schema changed."""
+        java = target.table.java
+        schema_id = int(java.schema().schemaId())
+        if (
+            target.view is None
+            or target.view.schema_id != schema_id
+            or target.view.mapping_text != _mapping_text(java)
+        ):
+            target.view = TableView.read(self._spark(), java)
+        return target.view
+
+    def _spark(self) -> SparkSession:
+        assert self.tables is not None, "a BatchHandler writes through its TableSet"
+        return self.tables.spark
+
+    def _adapt(
+        self,
+        frame: DataFrame,
+        schema: StructType,
+        target: Target,
+        batch_id: int,
+        with_values: set[str] | None,
+    ) -> DataFrame:
+        """The batch in the table's shape, after evolving the table if the batch needs it."""
+        user = _user_schema(schema)
+        view = self._view(target)
+        diff = compare(user, view, target.settings, with_values=with_values)
+        if diff.desired is not None:
+            changes = tuple(diff.additions)
+            evolve(
+                self._spark(),
+                target.table.java,
+                diff.desired,
+                diff.additions,
+                pipeline=self.pipeline.name,
+                batch_id=batch_id,
+                name=target.name,
+            )
+            target.table.refresh()
+            view = self._view(target)
+            diff = compare(user, view, target.settings, with_values=with_values)
+            with self._stats_lock:
+                self.stats.evolutions.extend(f"{target.name}: {change}" for change in changes)
+            self._emit(SchemaEvolved(self.pipeline.name, target.name, batch_id, changes))
+        if diff.dropped:
+            log.info(
+                "%s: column(s) %s were dropped from %s; not writing them",
+                self.pipeline.name,
+                ", ".join(diff.dropped),
+                target.name,
+            )
+        key = (
+            "write",
+            schema.json(),
+            view.schema_id,
+            view.mapping_text,
+            tuple(sorted(diff.columns.items())),
+            tuple(m.path for m in diff.mismatches),
+        )
+        columns = self._cache.get(key)
+        if columns is None:
+            columns = write_columns(schema, view, diff, target.name)
+            self._cache[key] = columns
+        return frame.select(*columns)
+
     def _write(
         self,
-        batch: DataFrame,
-        keep: Column | None,
+        ctx: _BatchContext,
+        frame: DataFrame,
         target: Target,
         state: progress.TableState,
-        planned: TopicOffsets,
-        lagging: set[tuple[str, int]],
-        batch_id: int,
-        started: float,
+        with_values: set[str] | None,
     ) -> None:
-        """One pass: decode, check and append in a single Spark job, observed as it runs.
+        """Append the table's rows of the batch in one commit carrying the table's marker.
 
         The marker must be in the commit's summary, so it is built before the data is read:
         offsets from the planned range; largest timestamps from the batches observed before
         (a correct lower bound for valid-through, made exact by the next commit or at stop).
         A record marked with an error makes the write's job fail before Iceberg commits
-        anything; only then is the batch read a second time, to name the records.
+        anything (:class:`_BadRecords`).
         """
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
@@ -248,36 +446,39 @@ class BatchHandler:
         marker = progress.next_marker(
             state.marker,
             pipeline=self.pipeline.name,
-            planned=planned,
+            planned=ctx.planned,
             stats=target.pending if _ours(state, target) else {},
-            lagging=lagging,
-            batch_id=batch_id,
+            lagging=ctx.lagging,
+            batch_id=ctx.batch_id,
             query_id=self._query_id or "",
         )
         if state.marker is not None and marker.offsets == state.marker.offsets:
             return  # nothing new for this table
         wanted = F.col(c.OP) == c.OP_APPEND
+        keep = (
+            None
+            if progress.starts_at_or_after(ctx.start, state.marker)
+            else progress.offset_filter(state.marker)
+        )
         if keep is not None:
             wanted = wanted & keep
-        if len(self.targets) > 1:
-            wanted = wanted & (F.col(c.TABLE) == F.lit(target.name))
-        rows = self.plan.run(batch).where(wanted)
-        partitions = tuple((t, p) for t, parts in sorted(planned.items()) for p in sorted(parts))
+        if with_values is not None:
+            wanted = wanted & F.array_contains(F.col(c.TABLE), F.lit(target.name))
+        schema = self.plan.schema_of(ctx.batch)
+        rows = self._adapt(frame.where(wanted), schema, target, ctx.batch_id, with_values)
+        partitions = tuple(
+            (t, p) for t, parts in sorted(ctx.planned.items()) for p in sorted(parts)
+        )
         observation = Observation(f"frazil_{uuid.uuid4().hex}")
         observed = rows.observe(observation, *self._metrics(partitions))
         data = observed.select(*self._guarded_columns(tuple(observed.columns)))
+        options = {"check-nullability": "false"} if target.view and target.view.required else {}
         try:
-            append_rows(data, target.qualified, marker.to_summary())
+            append_rows(data, target.qualified, marker.to_summary(), options)
         except Exception as exc:  # py4j / Spark wrap the job failure; look for our mark
             if _BAD_RECORD not in str(exc):
                 raise
-            if self.plan.learn(batch):
-                # New writer schemas (registry ids) were fetched: nothing was committed, so
-                # the batch is planned and written again with them.
-                log.info("%s: learned new schemas in batch %d", self.pipeline.name, batch_id)
-                self._write(batch, keep, target, state, planned, lagging, batch_id, started)
-                return
-            raise self._rejected(self._planned_rows(batch, keep), batch_id) from None
+            raise _BadRecords(rows) from None
         progress.check_no_interleaving(target.table, state, marker)
         seen = observation.get
         records = int(seen.get("records") or 0)
@@ -287,27 +488,30 @@ class BatchHandler:
             if seen.get(f"ts_{i}") is not None
         }
         target.last = marker
+        target.committed_at = time.monotonic()
         valid = progress.next_marker(
             marker,
             pipeline=marker.pipeline,
-            planned=planned,
+            planned=ctx.planned,
             stats=target.pending,
-            lagging=lagging,
-            batch_id=batch_id,
+            lagging=ctx.lagging,
+            batch_id=ctx.batch_id,
         ).valid_through_ms
-        target.lagging = lagging
-        self.stats.records += records
-        self.stats.last_commit_wall_ms = int(time.time() * 1000)
-        self.stats.last_valid_through_ms = valid
+        target.lagging = ctx.lagging
+        with self._stats_lock:
+            self.stats.records += records
+            self.stats.last_commit_wall_ms = int(time.time() * 1000)
+            self.stats.last_valid_through_ms = valid
+            total = self.stats.records
         self._emit(
             CommitEvent(
                 pipeline=self.pipeline.name,
                 table=target.name,
-                batch_id=batch_id,
+                batch_id=ctx.batch_id,
                 records=records,
-                total_records=self.stats.records,
+                total_records=total,
                 valid_through_ms=valid,
-                seconds=time.monotonic() - started,
+                seconds=time.monotonic() - ctx.started,
             )
         )
 
@@ -343,11 +547,23 @@ class BatchHandler:
         """Record what the last batches observed (exact valid-through) in a marker of its own.
 
         Called once the query has stopped. It commits no data, and only if this run's marker
-        is still the table's newest one of the pipeline.
+        is still the table's newest one of the pipeline. A routed table that got no records
+        in the last batches gets a marker of the last batch's offsets.
         """
         with self._busy:
             for target in self.targets.values():
                 last = target.last
+                if (
+                    self.routed
+                    and self._previous is not None
+                    and (last is None or last.offsets != self._previous[1])
+                ):
+                    state = progress.find_marker(target.table, self.pipeline.name)
+                    if state.marker is None or state.marker.offsets != self._previous[1]:
+                        self._commit_marker_only(
+                            target, state, self._previous[1], target.lagging, self._previous[0]
+                        )
+                    continue
                 if last is None or not target.pending:
                     continue
                 state = progress.find_marker(target.table, self.pipeline.name)
@@ -399,6 +615,91 @@ class BatchHandler:
             f"nothing of this batch was committed and the pipeline stopped so no record is "
             f"lost. First ones:\n{quoted}"
         )
+
+
+class _BadRecords(Exception):
+    """A write met records marked bad; ``rows`` are the rows it wrote from."""
+
+    def __init__(self, rows: DataFrame) -> None:
+        super().__init__("bad records")
+        self.rows = rows
+
+
+@dataclass(frozen=True)
+class _BatchContext:
+    """What every table's write of one batch shares."""
+
+    batch: DataFrame
+    batch_id: int
+    planned: TopicOffsets
+    start: TopicOffsets | None
+    lagging: set[tuple[str, int]]
+    started: float
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """One aggregation over a routed batch."""
+
+    bad: int
+    unmatched: int
+    #: Tables with records to append, in first-seen order.
+    tables: tuple[str, ...]
+    #: Per table: the user columns holding a value in at least one of its records.
+    with_values: dict[str, set[str]]
+
+
+def _user_schema(schema: StructType) -> StructType:
+    from pyspark.sql.types import StructType
+
+    return StructType([f for f in schema.fields if not c.is_internal(f.name)])
+
+
+def _summarise(frame: DataFrame) -> _Summary:
+    """Count a routed batch's records per table, its marked and unmatched records, and
+    which columns hold values per table, in one Spark job over the cached batch."""
+    from pyspark.sql import functions as F
+
+    user = [n for n in frame.columns if not c.is_internal(n)]
+    flags = frame.select(
+        F.explode_outer(F.col(c.TABLE)).alias("t"),
+        F.col(c.ERROR).isNotNull().cast("int").alias("bad"),
+        (F.col(c.TABLE).isNull() & F.col(c.ERROR).isNull()).cast("int").alias("unmatched"),
+        (F.col(c.OP) == F.lit(c.OP_APPEND)).cast("int").alias("append"),
+        *[F.col(n).isNotNull().cast("int").alias(f"v{i}") for i, n in enumerate(user)],
+    )
+    rows = (
+        flags.groupBy("t")
+        .agg(
+            F.sum("bad").alias("bad"),
+            F.sum("unmatched").alias("unmatched"),
+            F.sum("append").alias("append"),
+            *[F.max(f"v{i}").alias(f"v{i}") for i in range(len(user))],
+        )
+        .collect()
+    )
+    bad = sum(int(r["bad"] or 0) for r in rows)
+    unmatched = sum(int(r["unmatched"] or 0) for r in rows)
+    tables = sorted(r["t"] for r in rows if r["t"] is not None and int(r["append"] or 0) > 0)
+    with_values = {
+        r["t"]: {n for i, n in enumerate(user) if r[f"v{i}"]} for r in rows if r["t"] is not None
+    }
+    return _Summary(bad, unmatched, tuple(tables), with_values)
+
+
+def _mapping_text(java_table: Any) -> str | None:
+    from frazil.sink.evolution import NAME_MAPPING
+
+    value = java_table.properties().get(NAME_MAPPING)
+    return None if value is None else str(value)
+
+
+def _pause() -> tuple[str, float] | None:
+    value = os.environ.get(_PAUSE_ENV)
+    if not value or ":" not in value:
+        return None
+    table, seconds = value.rsplit(":", 1)
+    return table, float(seconds)
 
 
 def _ours(state: progress.TableState, target: Target) -> bool:

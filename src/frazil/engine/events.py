@@ -22,6 +22,16 @@ class BatchSkipped:
 
 
 @dataclass(frozen=True)
+class SchemaEvolved:
+    """A table's schema was changed for a micro-batch, before its write."""
+
+    pipeline: str
+    table: str
+    batch_id: int
+    changes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CommitEvent:
     """A table was committed for a micro-batch."""
 
@@ -34,4 +44,4 @@ class CommitEvent:
     seconds: float
 
 
-Event = BatchStarted | BatchSkipped | CommitEvent
+Event = BatchStarted | BatchSkipped | SchemaEvolved | CommitEvent

@@ -72,14 +72,16 @@ def explain(
     for pipeline in config.pipelines:
         if names and pipeline.name not in names:
             continue
-        table = qualified(config.catalog.name, pipeline.table)
+        table = (
+            qualified(config.catalog.name, pipeline.table) if pipeline.table is not None else None
+        )
         shape = resolve_shape(spark, config, pipeline, table)
         plan = build_plan(pipeline, shape.value, shape.key, shape.chain)
         result.append(
             PipelineExplanation(
                 pipeline=pipeline.name,
-                table=f"{config.catalog.name}.{pipeline.table}",
-                table_exists=table_exists(spark, table),
+                table=f"{config.catalog.name}.{pipeline.describe_target()}",
+                table_exists=table is not None and table_exists(spark, table),
                 value_format=pipeline.format,
                 value_schema_source=pipeline.value_source(),
                 key_format=pipeline.key_format,

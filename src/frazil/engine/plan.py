@@ -21,13 +21,14 @@ from frazil import columns as c
 from frazil.columns import Projection
 from frazil.config.models import PipelineConfig
 from frazil.decode.registry import Decoder
-from frazil.route.single import SingleTableRoute
+from frazil.route.rules import Route, build_route
 from frazil.sink.modes import append_mode
 from frazil.source.raw import to_contract
 from frazil.transform.metadata import add_metadata
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
     from frazil.transform.chain import TransformChain
 
@@ -50,9 +51,26 @@ class BatchPlan:
     tables: tuple[str, ...]
     #: The decoders by raw column (``value``, ``key``): they may learn between batches.
     decoders: tuple[tuple[str, Decoder], ...] = ()
+    #: Whether every record goes to one table (no fan-out).
+    single: bool = True
     _projections: dict[tuple[object, ...], Projection] = field(
         default_factory=dict, compare=False, repr=False
     )
+    _schemas: dict[tuple[object, ...], StructType] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def _key(self, raw: DataFrame) -> tuple[object, ...]:
+        return (tuple(raw.columns), *(d.version() for _, d in self.decoders))
+
+    def schema_of(self, raw: DataFrame) -> StructType:
+        """The planned batch's schema (internal columns included), cached like the plan."""
+        key = self._key(raw)
+        cached = self._schemas.get(key)
+        if cached is None:
+            cached = self.run(raw).schema
+            self._schemas[key] = cached
+        return cached
 
     def project(self, raw: DataFrame) -> Projection:
         """The batch's columns after every step, as expressions over the raw Kafka rows.
@@ -61,7 +79,7 @@ class BatchPlan:
         batch, and building them costs py4j round trips on every micro-batch otherwise.
         """
         columns = tuple(raw.columns)
-        key = (columns, *(d.version() for _, d in self.decoders))
+        key = self._key(raw)
         cached = self._projections.get(key)
         if cached is None:
             cached = to_contract(list(columns))
@@ -128,14 +146,29 @@ def decode_key(decoder: Decoder, column: str, batch: Projection) -> Projection:
     return result
 
 
+def route_step(route: Route, pipeline: PipelineConfig, batch: Projection) -> Projection:
+    """Run the route, naming the config key when its field is not a column."""
+    from frazil.errors import ConfigError
+
+    try:
+        return route.route(batch)
+    except KeyError as exc:
+        columns = ", ".join(n for n in batch if not c.is_internal(n))
+        raise ConfigError(
+            f"pipeline {pipeline.name!r}: route.field {exc.args[0]!r} is not a column of the "
+            f"batch after transforms (columns: {columns})"
+        ) from None
+
+
 def build_plan(
     pipeline: PipelineConfig,
     decoder: Decoder,
     key_decoder: Decoder | None = None,
     chain: TransformChain | None = None,
+    route: Route | None = None,
 ) -> BatchPlan:
     """The plan of one pipeline with the given value (and key) decoders and transforms."""
-    route = SingleTableRoute(pipeline.table)
+    route = route or build_route(pipeline)
     metadata = ", ".join(pipeline.kafka_metadata) or "none"
     decoders: list[tuple[str, Decoder]] = [("value", decoder)]
     steps = [
@@ -172,8 +205,8 @@ def build_plan(
             )
         )
     steps += [
-        Step("route", f"every record to {pipeline.table}", route.route),
+        Step("route", route.describe(), lambda batch: route_step(route, pipeline, batch)),
         Step("mode", "append; tombstones skipped", append_mode),
         Step("prune", "drop raw key, value and headers", _prune),
     ]
-    return BatchPlan(pipeline.name, tuple(steps), route.tables, tuple(decoders))
+    return BatchPlan(pipeline.name, tuple(steps), route.tables, tuple(decoders), route.single)

@@ -144,6 +144,41 @@ def find_marker(table: IcebergTable, pipeline: str) -> TableState:
     return TableState(marker, snapshot_id, table.total_records())
 
 
+def merge_markers(markers: list[Marker | None], *, lowest: bool) -> Marker | None:
+    """One marker standing for several tables' markers of a pipeline.
+
+    ``lowest``: per partition the smallest offset (where every table is complete: a restart
+    from the tables starts there, and each table's offset filter drops what it holds);
+    otherwise the largest (how far any table got: a checkpoint beyond it is ahead of all of
+    them). A partition missing from a marker counts as not read at all.
+    """
+    present = [m for m in markers if m is not None]
+    if not present:
+        return None
+    partitions = {(t, p) for m in present for t, parts in m.offsets.items() for p in parts}
+    offsets: TopicOffsets = {}
+    for topic, partition in sorted(partitions):
+        values = [m.offsets.get(topic, {}).get(partition) for m in present]
+        if lowest:
+            if any(v is None for v in values):
+                continue  # some table has nothing of it: read it from its start
+            value = min(v for v in values if v is not None)
+        else:
+            value = max(v for v in values if v is not None)
+        offsets.setdefault(topic, {})[partition] = value
+    valid = [m.valid_through_ms for m in present]
+    return Marker(
+        pipeline=present[0].pipeline,
+        offsets=offsets,
+        valid_through_ms=(
+            min(v for v in valid if v is not None)
+            if lowest and all(v is not None for v in valid)
+            else None
+        ),
+        batch_id=max(m.batch_id for m in present),
+    )
+
+
 def check_no_interleaving(table: IcebergTable, state: TableState, marker: Marker) -> None:
     """After a commit: fail if another run of this pipeline committed since ``state`` was read.
 

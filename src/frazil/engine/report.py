@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import PipelineConfig
@@ -39,6 +39,12 @@ class PipelineReport:
     last_commit: str | None
     freshness_lag_ms: int | None
     checked_at: str
+    #: Rows per table written by the pipeline (a routed pipeline has several).
+    tables: dict[str, int] = field(default_factory=dict)
+    #: Records a route matched to no table (``default: skip``), not written.
+    unmatched_skipped: int = 0
+    #: Schema changes this run made to its tables.
+    schema_changes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``--output json``."""
@@ -56,6 +62,7 @@ def table_report(
     *,
     start_reason: str = "",
     marker: Marker | None = None,
+    name: str | None = None,
 ) -> PipelineReport:
     """Read the table's metadata and combine it with the run's counters.
 
@@ -85,7 +92,7 @@ def table_report(
         lag = int(pipeline_commit_ms) - valid_ms
     return PipelineReport(
         pipeline=pipeline.name,
-        table=pipeline.table,
+        table=name or pipeline.describe_target(),
         records_ingested=stats.records,
         batches=stats.batches,
         skipped_batches=stats.skipped_batches,
@@ -99,4 +106,46 @@ def table_report(
         last_commit=format_ms(int(last_commit_ms)) if last_commit_ms is not None else None,
         freshness_lag_ms=lag,
         checked_at=format_ms(int(time.time() * 1000)),
+        tables={name or pipeline.describe_target(): int(rows)},
+        unmatched_skipped=stats.unmatched,
+        schema_changes=list(stats.evolutions),
+    )
+
+
+def combine_reports(
+    pipeline: PipelineConfig, stats: BatchStats, parts: list[PipelineReport], start: str
+) -> PipelineReport:
+    """One report of a routed pipeline from its tables' reports.
+
+    Offsets and valid-through are the lowest over the tables (what every table holds);
+    the freshness lag is the largest.
+    """
+    offsets: dict[str, dict[int, int]] = {}
+    for part in parts:
+        for topic, partitions in part.offsets.items():
+            for p, o in partitions.items():
+                known = offsets.setdefault(topic, {})
+                known[p] = min(o, known.get(p, o))
+    valid = [p.valid_through for p in parts if p.valid_through is not None]
+    commits = [p.last_commit for p in parts if p.last_commit is not None]
+    lags = [p.freshness_lag_ms for p in parts if p.freshness_lag_ms is not None]
+    return PipelineReport(
+        pipeline=pipeline.name,
+        table=pipeline.describe_target(),
+        records_ingested=stats.records,
+        batches=stats.batches,
+        skipped_batches=stats.skipped_batches,
+        resumed_from_table=any(p.resumed_from_table for p in parts),
+        start=start,
+        table_rows=sum(p.table_rows for p in parts),
+        snapshots=sum(p.snapshots for p in parts),
+        data_files=sum(p.data_files for p in parts),
+        offsets=offsets,
+        valid_through=min(valid) if len(valid) == len(parts) and valid else None,
+        last_commit=max(commits) if commits else None,
+        freshness_lag_ms=max(lags) if lags else None,
+        checked_at=format_ms(int(time.time() * 1000)),
+        tables={t: n for p in parts for t, n in p.tables.items()},
+        unmatched_skipped=stats.unmatched,
+        schema_changes=list(stats.evolutions),
     )

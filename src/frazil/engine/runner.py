@@ -12,15 +12,16 @@ from typing import TYPE_CHECKING
 
 from frazil.config.models import FrazilConfig, PipelineConfig
 from frazil.engine import fence, progress
-from frazil.engine.batch import BatchHandler, StopRequested, Target
+from frazil.engine.batch import BatchHandler, StopRequested
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.events import CommitEvent, Event
-from frazil.engine.plan import build_plan
-from frazil.engine.report import PipelineReport, table_report
-from frazil.engine.shape import resolve_shape
+from frazil.engine.plan import BatchPlan, build_plan
+from frazil.engine.report import PipelineReport, combine_reports, table_report
+from frazil.engine.shape import resolve_shape, source_schema
+from frazil.engine.tables import TableSet
 from frazil.errors import ConfigError, FrazilError, KafkaError, PipelineError
-from frazil.sink.iceberg import IcebergTable
-from frazil.sink.table import ensure_table, qualified
+from frazil.route.rules import build_route
+from frazil.sink.table import qualified
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import (
     TopicOffsets,
@@ -29,6 +30,7 @@ from frazil.source.kafka import (
     read_stream,
     source_options,
 )
+from frazil.transform.chain import build_chain
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -107,36 +109,77 @@ class PipelineRun:
     restarts: int = 0
 
     def __post_init__(self) -> None:
-        table = qualified(self.config.catalog.name, self.pipeline.table)
-        shape = resolve_shape(self.spark, self.config, self.pipeline, table)
-        ensure_table(self.spark, self.config.catalog.name, self.pipeline, shape.table_schema)
-        plan = build_plan(self.pipeline, shape.value, shape.key, shape.chain)
-        targets = {
-            name: Target(
-                name,
-                qualified(self.config.catalog.name, name),
-                IcebergTable(self.spark, qualified(self.config.catalog.name, name)),
-            )
-            for name in plan.tables
-        }
+        catalog = self.config.catalog.name
+        pipeline = self.pipeline
+        single = pipeline.table
+        table = qualified(catalog, single) if single is not None else None
+        shape = resolve_shape(self.spark, self.config, pipeline, table)
+        route = build_route(pipeline)
+        tables = TableSet(self.spark, catalog, pipeline, route)
+        if single is not None:
+            # One table: created with the whole schema before the first batch. A routed
+            # pipeline creates each table when records for it first arrive.
+            tables.create(single, shape.table_schema)
+        plan = build_plan(pipeline, shape.value, shape.key, shape.chain, route)
+
+        def replan() -> BatchPlan:
+            # The decoders learned new fields: the chain is checked against the new columns.
+            source = source_schema(pipeline, shape.value, shape.key)
+            chain = build_chain(self.spark, pipeline, source)
+            return build_plan(pipeline, shape.value, shape.key, chain, route)
+
         self.handler = BatchHandler(
             pipeline=self.pipeline,
             plan=plan,
-            targets=targets,
+            targets=tables.known(),
             checkpoint=Checkpoint(self.spark, self.config.checkpoint_for(self.pipeline)),
+            tables=tables,
+            replan=replan,
             # Only a rate-limited read can leave partitions behind their end offset.
             admin=self.admin if self.pipeline.max_offsets_per_trigger else None,
             on_event=self.on_event,
         )
 
-    @property
-    def table(self) -> str:
-        """The pipeline's (first) table, qualified."""
-        return next(iter(self.handler.targets.values())).qualified
+    def _states(self) -> list[progress.TableState]:
+        return [
+            progress.find_marker(t.table, self.pipeline.name) for t in self.handler.targets.values()
+        ]
 
     def _state(self) -> progress.TableState:
-        target = next(iter(self.handler.targets.values()))
-        return progress.find_marker(target.table, self.pipeline.name)
+        """The tables' state for deciding where to start: one table's own; for several, the
+        furthest marker (a checkpoint beyond it is ahead of every table)."""
+        states = self._states()
+        if len(states) == 1:
+            return states[0]
+        return progress.TableState(
+            progress.merge_markers([s.marker for s in states], lowest=False),
+            None,
+            sum(s.total_records for s in states),
+        )
+
+    def _resume_marker(self) -> progress.Marker | None:
+        """Where a restart from the tables starts: where every table is complete."""
+        return progress.merge_markers([s.marker for s in self._states()], lowest=True)
+
+    def report(self) -> PipelineReport:
+        """The run's report, read back from the pipeline's table(s)."""
+        handler = self.handler
+        parts = [
+            table_report(
+                self.spark,
+                t.qualified,
+                self.pipeline,
+                handler.stats,
+                self.resumed_from_table,
+                start_reason=self.start_reason,
+                marker=t.last,
+                name=t.name,
+            )
+            for t in handler.targets.values()
+        ]
+        if self.pipeline.table is not None and len(parts) == 1:
+            return parts[0]
+        return combine_reports(self.pipeline, handler.stats, parts, self.start_reason)
 
     def _resume_offsets(self, marker: progress.Marker | None) -> TopicOffsets:
         return progress.resume_offsets(marker, self.admin.partitions(self.pipeline))
@@ -168,7 +211,7 @@ class PipelineRun:
         committed = checkpoint.committed_offsets()
         start = progress.decide_start(
             self.pipeline.name,
-            self.pipeline.table,
+            self.pipeline.describe_target(),
             state,
             committed[1] if committed else None,
             checkpoint.has_progress(),
@@ -182,7 +225,7 @@ class PipelineRun:
         if start.from_table:
             self.resumed_from_table = True
             log.warning("%s: %s", self.pipeline.name, start.reason)
-            return self._resume_offsets(state.marker)
+            return self._resume_offsets(self._resume_marker())
         return None
 
     def start(self, starting: TopicOffsets | None) -> None:
@@ -224,7 +267,7 @@ class PipelineRun:
             why,
             moved,
         )
-        self.start(self._resume_offsets(self._state().marker))
+        self.start(self._resume_offsets(self._resume_marker()))
 
 
 class _Signals:
@@ -317,18 +360,7 @@ def run(
             _raise_first_failure(runs)
             for r in runs:
                 r.handler.finish()
-            return [
-                table_report(
-                    spark,
-                    r.table,
-                    r.pipeline,
-                    r.handler.stats,
-                    r.resumed_from_table,
-                    start_reason=r.start_reason,
-                    marker=next(iter(r.handler.targets.values())).last,
-                )
-                for r in runs
-            ]
+            return [r.report() for r in runs]
         finally:
             admin.close()
 

@@ -63,7 +63,7 @@ def _existing_value_fields(
     """
     from pyspark.sql.types import StructType
 
-    if table is None or pipeline.transforms:
+    if table is None or pipeline.transforms or pipeline.route is not None:
         return None
     from frazil.sink.table import table_exists
 
@@ -94,7 +94,6 @@ def resolve_shape(
         ConfigError: A schema source or a transform does not fit.
         PipelineError: The registry or the topics could not give a schema.
     """
-    from pyspark.sql.types import StructField, StructType
 
     value = build_decoder(
         BuildContext(
@@ -106,7 +105,6 @@ def resolve_shape(
             batch_options=_batch_options(config, pipeline),
         )
     )
-    fields: list[StructField] = list(value.schema.fields)
     key: Decoder | None = None
     if pipeline.key_format is not None:
         key = build_decoder(
@@ -114,14 +112,43 @@ def resolve_shape(
                 spark, config, pipeline, "key", batch_options=_batch_options(config, pipeline)
             )
         )
+    source = source_schema(pipeline, value, key)
+    chain = build_chain(spark, pipeline, source)
+    _check_partitions(config, pipeline, chain.schema)
+    _check_route(config, pipeline, chain.schema)
+    return PipelineShape(value=value, key=key, source_schema=source, chain=chain)
+
+
+def source_schema(pipeline: PipelineConfig, value: Decoder, key: Decoder | None) -> StructType:
+    """The columns entering the transforms: the value's fields, the key, Kafka metadata.
+
+    Raises:
+        ConfigError: Two of them share a name.
+    """
+    from pyspark.sql.types import StructField, StructType
+
+    fields: list[StructField] = list(value.schema.fields)
+    if key is not None:
         key_type = key.schema.fields[0].dataType if key.scalar else key.schema
         fields.append(StructField(pipeline.key_column, key_type, True))
     fields.extend(metadata_fields(pipeline))
     _check_unique(pipeline, fields)
-    source = StructType(fields)
-    chain = build_chain(spark, pipeline, source)
-    _check_partitions(config, pipeline, chain.schema)
-    return PipelineShape(value=value, key=key, source_schema=source, chain=chain)
+    return StructType(fields)
+
+
+def _check_route(config: FrazilConfig, pipeline: PipelineConfig, schema: StructType) -> None:
+    """A route's field must be a column of the table schema (after transforms)."""
+    path = getattr(pipeline.route, "field", None)
+    if not isinstance(path, str):
+        return
+    index = config.pipelines.index(pipeline)
+    root = path.split(".")[0]
+    columns = [f.name for f in schema.fields]
+    if root not in columns:
+        raise ConfigError(
+            f"pipelines[{index}].route.field: column {root!r} is not in the records after "
+            f"decoding and transforms (columns: {', '.join(columns)})"
+        )
 
 
 def _check_partitions(config: FrazilConfig, pipeline: PipelineConfig, schema: StructType) -> None:
@@ -129,12 +156,35 @@ def _check_partitions(config: FrazilConfig, pipeline: PipelineConfig, schema: St
     transformed schemas."""
     index = config.pipelines.index(pipeline)
     columns = {f.name for f in schema.fields}
+    listed = ", ".join(f.name for f in schema.fields)
     for j, field in enumerate(pipeline.partition_fields()):
         root = field.column.split(".")[0]
         if root not in columns:
             raise ConfigError(
                 f"pipelines[{index}].partition_by[{j}]: column {root!r} is not in the table "
-                f"(columns: {', '.join(f.name for f in schema.fields)})"
+                f"(columns: {listed})"
+            )
+    for name, own in pipeline.tables.items():
+        for key, entries in (("partition_by", own.partition_by), ("sort_by", own.sort_by)):
+            for j, entry in enumerate(entries or []):
+                root = entry.split("(")[-1].split(",")[-1].strip(" )").split()[0].split(".")[0]
+                if root not in columns:
+                    raise ConfigError(
+                        f"pipelines[{index}].tables.{name}.{key}[{j}]: column {root!r} is not "
+                        f"in the table (columns: {listed})"
+                    )
+    for j, entry in enumerate(pipeline.sort_by):
+        root = entry.split()[0].split(".")[0]
+        if root not in columns:
+            raise ConfigError(
+                f"pipelines[{index}].sort_by[{j}]: column {root!r} is not in the table "
+                f"(columns: {listed})"
+            )
+    for j, ident in enumerate(pipeline.identifier_fields):
+        if ident not in columns:
+            raise ConfigError(
+                f"pipelines[{index}].identifier_fields[{j}]: column {ident!r} is not in the "
+                f"table (columns: {listed})"
             )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from frazil import columns as c
@@ -18,8 +19,26 @@ class SingleTableRoute:
         """Every table this route can produce, known before any batch runs."""
         return (self.table,)
 
+    @property
+    def dynamic(self) -> bool:
+        """The one table is known up front."""
+        return False
+
+    @property
+    def single(self) -> bool:
+        """Every record goes to one table: the batch needs no fan-out."""
+        return True
+
+    def names(self) -> re.Pattern[str] | None:
+        """No table names beyond :attr:`tables`."""
+        return None
+
+    def describe(self) -> str:
+        """One line for ``frazil plan``."""
+        return f"every record to {self.table}"
+
     def route(self, batch: c.Projection) -> c.Projection:
         """Set the table column of every record."""
         from pyspark.sql import functions as F
 
-        return {**batch, c.TABLE: F.lit(self.table)}
+        return {**batch, c.TABLE: F.array(F.lit(self.table))}

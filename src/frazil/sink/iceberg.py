@@ -77,6 +77,11 @@ class IcebergTable:
         self.name = name
         self._table: Any = iceberg_catalog(spark, catalog).loadTable(identifier(spark, parts))
 
+    @property
+    def java(self) -> Any:
+        """The Java ``Table`` (for schema and property updates)."""
+        return self._table
+
     def refresh(self) -> None:
         """Pick up commits made since the last look (by Spark, other runs, maintenance)."""
         self._table.refresh()
@@ -124,9 +129,16 @@ class IcebergTable:
         append.commit()
 
 
-def append_rows(rows: DataFrame, table: str, summary: dict[str, str]) -> None:
-    """Append ``rows`` to ``table`` in one Iceberg commit whose snapshot summary has ``summary``."""
+def append_rows(
+    rows: DataFrame, table: str, summary: dict[str, str], options: dict[str, str] | None = None
+) -> None:
+    """Append ``rows`` to ``table`` in one Iceberg commit whose snapshot summary has ``summary``.
+
+    ``options`` are Iceberg write options (``check-nullability``).
+    """
     writer = rows.writeTo(table)
+    for key, value in (options or {}).items():
+        writer = writer.option(key, value)
     for key, value in summary.items():
         writer = writer.option(f"snapshot-property.{key}", value)
     writer.append()

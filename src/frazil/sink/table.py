@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
-from frazil.config.models import PipelineConfig
+from frazil.config.models import ResolvedTable
 from frazil.config.partitioning import PartitionField
 from frazil.errors import PipelineError
 from frazil.sink.iceberg import iceberg_catalog, identifier, namespace
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,25 +41,41 @@ def table_exists(spark: SparkSession, name: str) -> bool:
 
 
 def ensure_table(
-    spark: SparkSession, catalog: str, pipeline: PipelineConfig, schema: StructType
+    spark: SparkSession,
+    catalog: str,
+    settings: ResolvedTable,
+    schema: StructType,
+    pipeline: str,
 ) -> tuple[str, bool]:
-    """Create the pipeline's table (and its namespace) if missing.
+    """Create a table (and its namespace) if missing, with the table's settings.
 
     Goes through Iceberg's catalog API in the driver JVM, as Spark's ``CREATE TABLE`` would
-    (same schema conversion, partition spec and properties), without Spark SQL.
+    (same schema conversion, partition spec, sort order and properties), without Spark SQL.
+    Columns are optional, except identifier fields, which Iceberg requires to be required.
+    Tables get Iceberg's default name mapping, so that renamed columns keep their former
+    names as aliases (see :mod:`frazil.sink.evolution`); an existing table without one is
+    given one.
 
     Returns:
         The table's qualified name, and whether this call created it.
 
     Raises:
-        PipelineError: The table exists but lacks columns the pipeline writes.
+        PipelineError: A partition, sort or identifier column is not in the schema.
     """
+    from frazil.sink.evolution import NAME_MAPPING, name_mapping_json
+
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    name = qualified(catalog, pipeline.table)
-    parts = pipeline.table.split(".")
+    name = qualified(catalog, settings.name)
+    parts = settings.name.split(".")
     ice = iceberg_catalog(spark, catalog)
     table_id = identifier(spark, parts)
+    if ice.tableExists(table_id):
+        table = ice.loadTable(table_id)
+        if table.properties().get(NAME_MAPPING) is None:
+            mapping = name_mapping_json(spark, table.schema())
+            table.updateProperties().set(NAME_MAPPING, mapping).commit()
+        return name, False
     ns = namespace(spark, parts[:-1])
     if not ice.namespaceExists(ns):
         try:
@@ -64,38 +83,89 @@ def ensure_table(
         except Exception as exc:  # another run created it meanwhile
             if "AlreadyExists" not in str(exc):
                 raise
-    # Columns are nullable, as in a CREATE TABLE without NOT NULL.
-    java_type = spark._jsparkSession.parseDataType(_nullable(schema).json())
-    iceberg_schema = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(java_type)
-    if ice.tableExists(table_id):
-        table = ice.loadTable(table_id)
-        existing = {str(f.name()) for f in table.schema().columns()}
-        missing = [f.name for f in schema.fields if f.name not in existing]
-        if missing:
-            # New optional columns (a newer registry schema, a new transform): added by name,
-            # as Iceberg's union-by-name does; existing columns and their ids stay.
-            try:
-                table.updateSchema().unionByNameWith(iceberg_schema).commit()
-            except Exception as exc:
-                raise PipelineError(
-                    f"pipeline {pipeline.name!r}: table {pipeline.table} lacks column(s) "
-                    f"{', '.join(missing)} and adding them failed: "
-                    f"{str(exc).splitlines()[0]}"
-                ) from None
-        return name, False
-    spec = jvm.org.apache.iceberg.PartitionSpec.builderFor(iceberg_schema)
-    for field in pipeline.partition_fields():
-        spec = _add_partition(spec, field)
+    iceberg_schema = _iceberg_schema(spark, schema, settings, pipeline)
+    try:
+        spec = jvm.org.apache.iceberg.PartitionSpec.builderFor(iceberg_schema)
+        for field in settings.partition_fields():
+            spec = _add_partition(spec, field)
+        order = jvm.org.apache.iceberg.SortOrder.builderFor(iceberg_schema)
+        nulls = jvm.org.apache.iceberg.NullOrder
+        for sort in settings.sort_fields():
+            null_order = nulls.NULLS_FIRST if sort.nulls_first else nulls.NULLS_LAST
+            order = (
+                order.desc(sort.column, null_order)
+                if sort.descending
+                else order.asc(sort.column, null_order)
+            )
+        built_spec, built_order = spec.build(), order.build()
+    except Exception as exc:  # py4j wraps Iceberg's ValidationException
+        raise PipelineError(
+            f"pipeline {pipeline!r}: cannot create table {settings.name}: "
+            f"{_first_line(exc)} (columns: {', '.join(f.name for f in schema.fields)})"
+        ) from None
     properties = jvm.java.util.HashMap()
-    for key, value in {**DEFAULT_TABLE_PROPERTIES, **pipeline.table_properties}.items():
+    for key, value in {
+        **DEFAULT_TABLE_PROPERTIES,
+        NAME_MAPPING: name_mapping_json(spark, iceberg_schema),
+        **settings.table_properties,
+    }.items():
         properties.put(key, value)
     try:
-        ice.createTable(table_id, iceberg_schema, spec.build(), properties)
+        (
+            ice.buildTable(table_id, iceberg_schema)
+            .withPartitionSpec(built_spec)
+            .withSortOrder(built_order)
+            .withProperties(properties)
+            .create()
+        )
     except Exception as exc:  # created by another run between the check and here
         if "AlreadyExists" not in str(exc):
-            raise
+            raise PipelineError(
+                f"pipeline {pipeline!r}: cannot create table {settings.name}: {_first_line(exc)}"
+            ) from None
         return name, False
+    log.info("%s: created table %s", pipeline, settings.name)
     return name, True
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    # py4j: "An error occurred while calling o123.create.\n: java...Exception: message"
+    for candidate in text.splitlines():
+        if candidate.startswith(": ") or "Exception: " in candidate:
+            return candidate.split("Exception: ", 1)[-1].strip()
+    return line
+
+
+def _iceberg_schema(
+    spark: SparkSession, schema: StructType, settings: ResolvedTable, pipeline: str
+) -> Any:
+    """The Iceberg schema of a new table: optional columns, identifier fields required."""
+    from pyspark.sql.types import StructField, StructType
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    identifiers = settings.identifier_fields
+    columns = {f.name for f in schema.fields}
+    for ident in identifiers:
+        if ident.split(".")[0] not in columns:
+            raise PipelineError(
+                f"pipeline {pipeline!r}: identifier field {ident!r} of table {settings.name} "
+                f"is not a column (columns: {', '.join(sorted(columns))})"
+            )
+    top = {i for i in identifiers if "." not in i}
+    shaped = StructType(
+        [StructField(f.name, _nullable(f.dataType), f.name not in top) for f in schema.fields]
+    )
+    java_type = spark._jsparkSession.parseDataType(shaped.json())
+    converted = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(java_type)
+    if not identifiers:
+        return converted
+    ids = jvm.java.util.HashSet()
+    for ident in identifiers:
+        ids.add(converted.findField(ident).fieldId())
+    return jvm.org.apache.iceberg.Schema(converted.columns(), ids)
 
 
 def _add_partition(spec: Any, field: PartitionField) -> Any:

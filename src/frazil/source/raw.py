@@ -26,7 +26,7 @@ def to_contract(raw_columns: list[str]) -> c.Projection:
             c.TIMESTAMP: F.col("timestamp"),
             c.TIMESTAMP_MS: F.unix_millis(F.col("timestamp")),
             c.ERROR: F.lit(None).cast(c.ERROR_DDL),
-            c.TABLE: F.lit(None).cast("string"),
+            c.TABLE: F.lit(None).cast("array<string>"),
             c.OP: F.lit(None).cast("string"),
         }
     )

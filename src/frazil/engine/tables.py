@@ -1,0 +1,130 @@
+"""The tables of one pipeline: those it writes now, found at start, created on first sight.
+
+A pipeline with one ``table`` creates it when it starts. A routed pipeline creates each table
+when the first records for it arrive, with the columns those records hold a value in (each
+event type's table gets its own columns), the pipeline's defaults and the table's overrides
+(``pipelines[].tables.<name>``). At start it finds the tables it wrote before: the route's
+fixed tables and, for a route whose names come from the records, every table of the
+template's namespace whose name the template can produce and which holds a marker of the
+pipeline.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from frazil.config.models import PipelineConfig, ResolvedTable
+from frazil.engine import progress
+from frazil.route.rules import Route
+from frazil.sink.evolution import TableView
+from frazil.sink.iceberg import IcebergTable, iceberg_catalog, namespace
+from frazil.sink.table import ensure_table, qualified, table_exists
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Target:
+    """A table the pipeline writes: its config name, qualified name and live handle."""
+
+    name: str
+    qualified: str
+    table: IcebergTable
+    settings: ResolvedTable
+    last: progress.Marker | None = None
+    #: Largest timestamps observed by the last commit, not yet in a marker.
+    pending: dict[tuple[str, int], progress.PartitionStats] = field(default_factory=dict)
+    lagging: set[tuple[str, int]] = field(default_factory=set)
+    #: The table's columns, re-read when its schema id changes.
+    view: TableView | None = None
+    #: ``time.monotonic()`` of the run's last commit to the table.
+    committed_at: float | None = None
+
+
+@dataclass
+class TableSet:
+    """Opens, finds and creates a pipeline's tables.
+
+    Attributes:
+        spark: The session.
+        catalog: The Spark catalog name.
+        pipeline: The pipeline.
+        route: The pipeline's route.
+    """
+
+    spark: SparkSession
+    catalog: str
+    pipeline: PipelineConfig
+    route: Route
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def target(self, name: str) -> Target:
+        """A handle on an existing table."""
+        full = qualified(self.catalog, name)
+        return Target(name, full, IcebergTable(self.spark, full), self.pipeline.settings_for(name))
+
+    def create(self, name: str, schema: StructType) -> Target:
+        """Create the table if missing (thread-safe), and open it."""
+        with self._lock:
+            ensure_table(
+                self.spark,
+                self.catalog,
+                self.pipeline.settings_for(name),
+                schema,
+                self.pipeline.name,
+            )
+        return self.target(name)
+
+    def exists(self, name: str) -> bool:
+        """Whether the table exists."""
+        return table_exists(self.spark, qualified(self.catalog, name))
+
+    def known(self) -> dict[str, Target]:
+        """The tables the pipeline wrote before (and that exist now)."""
+        names = [n for n in self.route.tables if self.exists(n)]
+        pattern = self.route.names()
+        found: dict[str, Target] = {n: self.target(n) for n in names}
+        if pattern is None:
+            return found
+        namespaces = {".".join(n.split(".")[:-1]) for n in _template_namespaces(self.pipeline)}
+        ice = iceberg_catalog(self.spark, self.catalog)
+        for ns in sorted(namespaces):
+            parts = ns.split(".")
+            try:
+                listed = ice.listTables(namespace(self.spark, parts))
+            except Exception:  # the namespace does not exist yet
+                continue
+            for ident in listed:
+                name = f"{ns}.{ident.name()}"
+                if name in found or not pattern.fullmatch(name):
+                    continue
+                target = self.target(name)
+                if progress.find_marker(target.table, self.pipeline.name).marker is not None:
+                    found[name] = target
+        return found
+
+
+def _template_namespaces(pipeline: PipelineConfig) -> list[str]:
+    route = pipeline.route
+    template = getattr(route, "table", None)
+    if not isinstance(template, str) or "{" not in template:
+        return []
+    # The namespace is the part before the last dot; it holds no placeholder in practice
+    # (checked here: a placeholder there would need a listing of every namespace).
+    head = template.rsplit(".", 1)[0]
+    if "{" in head:
+        log.warning(
+            "%s: the route's namespace depends on the records (%s); tables of earlier runs "
+            "are found as their records arrive",
+            pipeline.name,
+            template,
+        )
+        return []
+    return [template]

@@ -1,0 +1,253 @@
+"""Routes that send records to tables by a field's value or by topic (``route:``).
+
+Each route is a pure function of column expressions, like every plan step: it sets the
+record's table column (:data:`frazil.columns.TABLE`, an array: a record may go to several
+tables) in the JVM, without a Python UDF. A record that matches no table goes to the route's
+``default``: ``fail`` marks it (stage ``route``), ``skip`` leaves its table list empty and
+its op ``skip`` (counted in the run report), a table name sends it there.
+
+Tombstones (a null value) are never marked by a route: append tables skip them anyway.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from frazil import columns as c
+from frazil.config.models import PipelineConfig
+from frazil.config.routing import (
+    DynamicRoute,
+    StaticRoute,
+    TopicRoute,
+    is_regex_key,
+    template_parts,
+)
+from frazil.route.single import SingleTableRoute
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+#: What a dynamic value becomes in a table name: lower case, other characters than
+#: letters, digits and ``_`` (in runs) replaced by one ``_``.
+_INVALID_RUN = "[^a-z0-9_]+"
+#: Characters of an unmatched value quoted in its error.
+_QUOTED_CHARS = 100
+
+
+def sanitize(value: Column) -> Column:
+    """A value as it appears in a table name (see :data:`_INVALID_RUN`)."""
+    from pyspark.sql import functions as F
+
+    return F.regexp_replace(F.lower(value.cast("string")), _INVALID_RUN, "_")
+
+
+def sanitize_text(value: str) -> str:
+    """:func:`sanitize` in Python, for docs, tests and ``frazil plan``."""
+    return re.sub(_INVALID_RUN, "_", value.lower())
+
+
+def route_error(reason: Column, detail: Column) -> Column:
+    """The error struct of stage ``route``."""
+    from pyspark.sql import functions as F
+
+    return F.struct(
+        F.lit(c.STAGE_ROUTE).alias("stage"),
+        reason.cast("string").alias("reason"),
+        detail.cast("string").alias("detail"),
+    )
+
+
+def field_value(batch: c.Projection, path: str) -> Column:
+    """The expression of a (dotted) field of the batch's user columns.
+
+    Raises:
+        KeyError: The top-level column is not in the batch.
+    """
+    root, *rest = path.split(".")
+    column = batch[root]
+    for part in rest:
+        column = column.getField(part)
+    return column
+
+
+@dataclass(frozen=True)
+class FieldRoute:
+    """``route: {field: ..., tables: {...}}`` or ``route: {field: ..., table: "...{value}"}``."""
+
+    config: StaticRoute | DynamicRoute
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The tables the config names (a dynamic route's are found in the batches)."""
+        return tuple(self.config.table_names())
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether table names come from the records."""
+        return isinstance(self.config, DynamicRoute)
+
+    @property
+    def single(self) -> bool:
+        """Records fan out to several tables."""
+        return False
+
+    def names(self) -> re.Pattern[str] | None:
+        """The table names a dynamic route can produce, as a regular expression."""
+        if isinstance(self.config, DynamicRoute):
+            return template_pattern(self.config.table)
+        return None
+
+    def describe(self) -> str:
+        """One line for ``frazil plan``."""
+        cfg = self.config
+        if isinstance(cfg, DynamicRoute):
+            return f"table {cfg.table} named by field {cfg.field}; else {cfg.default}"
+        return (
+            f"by field {cfg.field} to {len(cfg.table_names())} table(s) "
+            f"({len(cfg.tables)} value(s)); else {cfg.default}"
+        )
+
+    def route(self, batch: c.Projection) -> c.Projection:
+        """Set each record's tables from its field's value."""
+        from pyspark.sql import functions as F
+
+        cfg = self.config
+        value = field_value(batch, cfg.field).cast("string")
+        if isinstance(cfg, StaticRoute):
+            exact = [k for k in cfg.tables if not is_regex_key(k)]
+            regexes = [k for k in cfg.tables if is_regex_key(k)]
+            tables: Column | None = None
+            for key in exact:
+                tables = _when(tables, value == F.lit(key), _array(cfg.targets(key)))
+            for key in regexes:
+                tables = _when(tables, value.rlike(f"^(?:{key[1:-1]})$"), _array(cfg.targets(key)))
+            assert tables is not None
+            matched = tables
+        else:
+            name = _fill(cfg.table, {"value": sanitize(value)})
+            matched = F.when(value.isNotNull() & (sanitize(value) != F.lit("")), F.array(name))
+        what = F.lit(f"field {cfg.field}")
+        return _settle(batch, matched, cfg.default, value, what)
+
+
+@dataclass(frozen=True)
+class TopicNameRoute:
+    """``route: {topic: 'regex', table: 'db.x_{1}'}``: the topic's name picks the table."""
+
+    config: TopicRoute
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The fixed tables of the route."""
+        return tuple(self.config.table_names())
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the table name depends on the topic."""
+        return self.config.dynamic
+
+    @property
+    def single(self) -> bool:
+        """Records fan out to several tables (or to a default)."""
+        return False
+
+    def names(self) -> re.Pattern[str] | None:
+        """The table names the template can produce."""
+        return template_pattern(self.config.table) if self.config.dynamic else None
+
+    def describe(self) -> str:
+        """One line for ``frazil plan``."""
+        return f"topics /{self.config.topic}/ to {self.config.table}; else {self.config.default}"
+
+    def route(self, batch: c.Projection) -> c.Projection:
+        """Set each record's table from its topic."""
+        from pyspark.sql import functions as F
+
+        cfg = self.config
+        pattern = f"^(?:{cfg.topic})$"
+        topic = batch[c.TOPIC]
+        groups = re.compile(cfg.topic).groups
+        values: dict[str, Column] = {"topic": sanitize(topic)}
+        for i in range(1, groups + 1):
+            values[str(i)] = sanitize(F.regexp_extract(topic, pattern, i))
+        matched = F.when(topic.rlike(pattern), F.array(_fill(cfg.table, values)))
+        return _settle(batch, matched, cfg.default, topic, F.lit("topic"))
+
+
+def template_pattern(template: str) -> re.Pattern[str]:
+    """The names a table template can produce (placeholders: identifier characters)."""
+    regex = "".join(
+        re.escape(literal) + ("" if name is None else "[a-z0-9_]+")
+        for literal, name in template_parts(template)
+    )
+    return re.compile(regex)
+
+
+def _fill(template: str, values: dict[str, Column]) -> Column:
+    from pyspark.sql import functions as F
+
+    pieces: list[Column] = []
+    for literal, name in template_parts(template):
+        if literal:
+            pieces.append(F.lit(literal))
+        if name is not None:
+            pieces.append(values[name])
+    return F.concat(*pieces)
+
+
+def _array(names: list[str]) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.array(*[F.lit(n) for n in names])
+
+
+def _when(chain: Column | None, condition: Column, value: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.when(condition, value) if chain is None else chain.when(condition, value)
+
+
+def _settle(
+    batch: c.Projection, matched: Column, default: str, value: Column, what: Column
+) -> c.Projection:
+    """Apply the route's default to records ``matched`` left null."""
+    from pyspark.sql import functions as F
+
+    result = dict(batch)
+    tombstone = batch[c.VALUE].isNull()
+    empty = F.array().cast("array<string>")
+    if default == "skip":
+        # Null, not empty: counted as unmatched (an empty list is a tombstone's).
+        tables = matched
+        unmatched = matched.isNull() & ~tombstone
+        result[c.OP] = F.when(unmatched, F.lit(c.OP_SKIP)).otherwise(batch[c.OP])
+    elif default == "fail":
+        tables = F.coalesce(matched, empty)
+        error = route_error(
+            F.format_string("%s: value matches no table (route default: fail)", what),
+            F.substring(F.coalesce(value.cast("string"), F.lit("null")), 1, _QUOTED_CHARS),
+        )
+        result[c.ERROR] = F.coalesce(
+            batch[c.ERROR],
+            F.when(matched.isNull() & ~tombstone, error).cast(c.ERROR_DDL),
+        )
+    else:
+        tables = F.coalesce(matched, F.array(F.lit(default)))
+    result[c.TABLE] = F.when(tombstone, empty).otherwise(tables)
+    return result
+
+
+Route = SingleTableRoute | FieldRoute | TopicNameRoute
+
+
+def build_route(pipeline: PipelineConfig) -> Route:
+    """The route of a pipeline: its one ``table``, or its ``route:``."""
+    cfg = pipeline.route
+    if cfg is None:
+        assert pipeline.table is not None
+        return SingleTableRoute(pipeline.table)
+    if isinstance(cfg, TopicRoute):
+        return TopicNameRoute(cfg)
+    return FieldRoute(cfg)

@@ -1,0 +1,230 @@
+"""Routing end to end: one topic into many tables, many topics into one, tables made on sight."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from frazil.engine.runner import run
+from frazil.errors import PipelineError
+from frazil.generate.producer import ensure_topic
+
+pytestmark = pytest.mark.integration
+
+
+def produce_json(
+    bootstrap: str, topic: str, records: list[dict[str, Any]], partitions: int = 2
+) -> None:
+    """Produce JSON records, record ``n`` to partition ``n % partitions``."""
+    ensure_topic(bootstrap, topic, partitions=partitions)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for n, record in enumerate(records):
+        producer.produce(topic, json.dumps(record).encode(), partition=n % partitions)
+    assert producer.flush(30) == 0
+
+
+def rows(spark: Any, table: str, columns: str = "id") -> list[Any]:
+    return sorted(tuple(r) for r in spark.sql(f"SELECT {columns} FROM lake.{table}").collect())
+
+
+def columns(spark: Any, table: str) -> list[str]:
+    return [f.name for f in spark.table(f"lake.{table}").schema.fields]
+
+
+def test_static_route_with_lists_regexes_and_skip(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, u = f"route-{unique}", unique
+    kinds = ["debit", "credit", "refund_full", "refund_part", "chargeback", "DEBIT"]
+    records = [{"id": n, "type": kinds[n % len(kinds)], "amount": n * 10} for n in range(60)]
+    produce_json(kafka_bootstrap, topic, records)
+    config = make_config(
+        [
+            {
+                "name": f"r_{u}",
+                "topics": [topic],
+                "schema": {"id": "long", "type": "string", "amount": "long"},
+                "route": {
+                    "field": "type",
+                    "tables": {
+                        "debit": f"db.debits_{u}",
+                        "credit": [f"db.credits_{u}", f"db.all_credit_{u}"],
+                        "/refund_.*/": f"db.refunds_{u}",
+                    },
+                    "default": "skip",
+                },
+                "tables": {f"db.refunds_{u}": {"partition_by": ["bucket(4, id)"]}},
+            }
+        ]
+    )
+
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    def ids(kind: str) -> list[tuple[int]]:
+        return sorted((r["id"],) for r in records if r["type"] == kind)
+
+    assert rows(spark, f"db.debits_{u}") == ids("debit")  # exact match: "DEBIT" is not "debit"
+    assert rows(spark, f"db.credits_{u}") == ids("credit")
+    assert rows(spark, f"db.all_credit_{u}") == ids("credit")
+    assert rows(spark, f"db.refunds_{u}") == sorted(ids("refund_full") + ids("refund_part"))
+    assert report.unmatched_skipped == len(ids("chargeback")) + len(ids("DEBIT"))
+    assert report.records_ingested == 10 + 2 * 10 + 20
+    assert report.tables == {
+        f"db.all_credit_{u}": 10,
+        f"db.credits_{u}": 10,
+        f"db.debits_{u}": 10,
+        f"db.refunds_{u}": 20,
+    }
+    # Per-table overrides: only the refunds table is partitioned.
+    spec = spark.sql(f"SELECT * FROM lake.db.refunds_{u}.partitions").columns
+    assert "partition" in spec
+    # Each table's marker records the whole batch's offsets.
+    for table in (f"debits_{u}", f"refunds_{u}", f"credits_{u}"):
+        summary = spark.sql(
+            f"SELECT summary FROM lake.db.{table}.snapshots ORDER BY committed_at DESC LIMIT 1"
+        ).first()[0]
+        assert json.loads(summary["frazil.offsets"]) == {topic: {"0": 30, "1": 30}}
+
+    # A second run over nothing new writes nothing twice.
+    [again] = run(config, until_caught_up=True, spark=spark)
+    assert again.records_ingested == 0
+    assert rows(spark, f"db.credits_{u}") == ids("credit")
+
+
+def test_unmatched_records_fail_by_default(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic = f"route-fail-{unique}"
+    produce_json(kafka_bootstrap, topic, [{"id": 1, "type": "a"}, {"id": 2, "type": "zzz"}])
+    config = make_config(
+        [
+            {
+                "name": f"f_{unique}",
+                "topics": [topic],
+                "schema": {"id": "long", "type": "string"},
+                "route": {"field": "type", "tables": {"a": f"db.fa_{unique}"}},
+            }
+        ]
+    )
+    with pytest.raises(PipelineError) as info:
+        run(config, until_caught_up=True, spark=spark)
+    text = str(info.value)
+    assert f"topic {topic} partition 1 offset 0: route: field type: value matches no table" in text
+    assert "'zzz'" in text
+
+
+def test_dynamic_route_creates_tables_with_their_own_columns(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, u = f"dyn-{unique}", unique
+    records = [
+        {"id": 1, "event": "Order.Created", "order": {"sku": "a", "qty": 2}},
+        {"id": 2, "event": "order-paid", "paid": 12.5},
+        {"id": 3, "event": "Order.Created", "order": {"sku": "b", "qty": 1}},
+        {"id": 4, "event": "user signup!", "user": "ann"},
+        {"id": 5, "event": None, "user": "nobody"},
+    ]
+    produce_json(kafka_bootstrap, topic, records)
+    config = make_config(
+        [
+            {
+                "name": f"d_{u}",
+                "topics": [topic],
+                "route": {
+                    "field": "event",
+                    "table": f"dyn_{u}.ev_{{value}}",
+                    "default": f"dyn_{u}.unrouted",
+                },
+            }
+        ]
+    )
+
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    tables = sorted(r[1] for r in spark.sql(f"SHOW TABLES IN lake.dyn_{u}").collect())
+    assert tables == ["ev_order_created", "ev_order_paid", "ev_user_signup_", "unrouted"]
+    assert rows(spark, f"dyn_{u}.ev_order_created", "id, order.sku") == [(1, "a"), (3, "b")]
+    # Each table has the columns its records hold values in.
+    assert columns(spark, f"dyn_{u}.ev_order_created") == ["event", "id", "order"]
+    assert columns(spark, f"dyn_{u}.ev_order_paid") == ["event", "id", "paid"]
+    assert rows(spark, f"dyn_{u}.unrouted", "id, user") == [(5, "nobody")]
+    assert report.records_ingested == 5
+
+    # New event types later get their tables; an existing table gains a new column.
+    produce_json(
+        kafka_bootstrap,
+        topic,
+        [{"id": 6, "event": "order-paid", "paid": 1.0, "currency": "EUR"}, {"id": 7, "event": "x"}],
+    )
+    run(config, until_caught_up=True, spark=spark)
+    assert rows(spark, f"dyn_{u}.ev_order_paid", "id, currency") == [(2, None), (6, "EUR")]
+    assert rows(spark, f"dyn_{u}.ev_x") == [(7,)]
+
+
+def test_rotated_topics_into_one_table_picked_up_while_running(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    u = unique
+    produce_json(kafka_bootstrap, f"rot_{u}.20240101", [{"id": n} for n in range(5)])
+    produce_json(kafka_bootstrap, f"rot_{u}.other", [{"id": 100}])
+    config = make_config(
+        [
+            {
+                "name": f"t_{u}",
+                "topic_pattern": f"rot_{u}\\..*",
+                "schema": {"id": "long"},
+                "kafka_metadata": ["topic"],
+                "route": {
+                    "topic": f"rot_{u}\\.(\\d{{8}})",
+                    "table": f"db.rot_{u}",
+                    "default": "skip",
+                },
+                "trigger": "500ms",
+            }
+        ]
+    )
+    # Spark's pattern subscription finds new topics when it plans a batch.
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            run(config, spark=spark, stop_event=stop)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    try:
+        _wait_for(lambda: _count(spark, f"db.rot_{u}") == 5, 120)
+        produce_json(kafka_bootstrap, f"rot_{u}.20240102", [{"id": n} for n in range(10, 13)])
+        _wait_for(lambda: _count(spark, f"db.rot_{u}") == 8, 120)
+    finally:
+        stop.set()
+        thread.join(120)
+    assert not errors
+    assert rows(spark, f"db.rot_{u}", "id, _kafka_topic") == [
+        *[(n, f"rot_{u}.20240101") for n in range(5)],
+        *[(n, f"rot_{u}.20240102") for n in range(10, 13)],
+    ]
+
+
+def _count(spark: Any, table: str) -> int:
+    try:
+        return int(spark.sql(f"SELECT count(*) FROM lake.{table}").first()[0])
+    except Exception:  # not created yet
+        return -1
+
+
+def _wait_for(condition: Any, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError("condition not met in time")

@@ -101,14 +101,22 @@ class AvroDecoder:
     registry: SchemaRegistry | None = None
     writers: dict[int, RegisteredSchema] = field(default_factory=dict)
     reader_id: int | None = None
+    #: Whether a writer schema with fields the reader lacks becomes the reader
+    #: (``schema_evolution: evolve``); otherwise its records are marked.
+    evolve: bool = False
     _unknown: set[int] = field(default_factory=set)
 
     def version(self) -> object:
-        """The set of known writer ids: the projection depends on it."""
-        return tuple(sorted(self.writers))
+        """The known writer ids and the reader: the projection depends on them."""
+        return (tuple(sorted(self.writers)), self.reader_id)
 
     def learn(self, raw: DataFrame, column: str) -> bool:
-        """Fetch the writer schemas of the batch's ids the decoder does not know yet."""
+        """Fetch the writer schemas of the batch's ids the decoder does not know yet.
+
+        Under ``evolve``, the newest of them that has fields the reader lacks becomes the
+        reader (the registry's compatibility rules make it read the older writers): the
+        batch is then planned again with the new fields, and the table gains them.
+        """
         if self.registry is None:
             return False
         ids = wire.ids_in(raw, column)
@@ -120,6 +128,15 @@ class AvroDecoder:
                 continue
             self.writers[schema_id] = schema
             learned = True
+        if self.evolve and not self.scalar:
+            reader_fields = _record_fields(self.reader)
+            wider = [i for i, w in self.writers.items() if _missing(w.text, reader_fields)]
+            if wider:
+                newest = max(wider)
+                self.reader = self.writers[newest].text
+                self.reader_id = newest
+                self.schema, _ = _shape(raw.sparkSession, self.reader, "value")
+                learned = True
         return learned
 
     def decode(self, data: Column) -> Decoded:
@@ -173,8 +190,8 @@ class AvroDecoder:
                 decode_error(
                     F.lit(
                         f"written with schema id {schema_id}, which has fields the reader "
-                        f"schema (id {self.reader_id}) lacks: {', '.join(missing)}; restart "
-                        "the pipeline to read with the newest schema"
+                        f"schema (id {self.reader_id}) lacks: {', '.join(missing)} "
+                        "(schema_evolution: freeze)"
                     ),
                     F.lit(""),
                 ),
@@ -241,6 +258,7 @@ def _build(context: BuildContext) -> AvroDecoder:
         registry=registry,
         writers=writers,
         reader_id=latest.schema_id,
+        evolve=pipeline.schema_evolution == "evolve" and context.part == "value",
     )
 
 

@@ -104,14 +104,10 @@ def ensure_table(
             f"{_first_line(exc)} (columns: {', '.join(f.name for f in schema.fields)})"
         ) from None
     properties = jvm.java.util.HashMap()
-    for key, value in {
-        **DEFAULT_TABLE_PROPERTIES,
-        NAME_MAPPING: name_mapping_json(spark, iceberg_schema),
-        **settings.table_properties,
-    }.items():
+    for key, value in {**DEFAULT_TABLE_PROPERTIES, **settings.table_properties}.items():
         properties.put(key, value)
     try:
-        (
+        created = (
             ice.buildTable(table_id, iceberg_schema)
             .withPartitionSpec(built_spec)
             .withSortOrder(built_order)
@@ -124,6 +120,9 @@ def ensure_table(
                 f"pipeline {pipeline!r}: cannot create table {settings.name}: {_first_line(exc)}"
             ) from None
         return name, False
+    # The catalog gives the columns fresh ids on creation: the mapping is made from those.
+    mapping = name_mapping_json(spark, created.schema())
+    created.updateProperties().set(NAME_MAPPING, mapping).commit()
     log.info("%s: created table %s", pipeline, settings.name)
     return name, True
 

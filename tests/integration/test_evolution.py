@@ -1,0 +1,338 @@
+"""Schema evolution while running: new fields, promotions, renames, drops, incompatible types."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+from frazil.decode.schema_registry import header
+from frazil.engine.events import Event, SchemaEvolved
+from frazil.engine.runner import run
+from frazil.errors import PipelineError
+from frazil.sink.evolution import EVOLUTION_PROPERTY
+from tests.integration.test_avro import avro_bytes, produce_raw
+from tests.integration.test_routing import produce_json
+
+pytestmark = pytest.mark.integration
+
+
+def _schema(spark: Any, table: str) -> list[tuple[str, str]]:
+    return [(f.name, f.dataType.simpleString()) for f in spark.table(f"lake.{table}").schema]
+
+
+def _evolutions(spark: Any, table: str) -> list[dict[str, Any]]:
+    props = spark.sql(f"SHOW TBLPROPERTIES lake.{table}").collect()
+    return [
+        json.loads(r["value"])
+        for r in sorted(
+            props,
+            key=lambda r: (
+                int(r["key"].rsplit(".", 1)[1]) if r["key"].startswith(EVOLUTION_PROPERTY) else 0
+            ),
+        )
+        if r["key"].startswith(EVOLUTION_PROPERTY)
+    ]
+
+
+def test_inferred_json_learns_new_fields_in_the_batch_that_brings_them(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table = f"evo-{unique}", f"db.evo_{unique}"
+    old = [
+        {"id": n, "info": {"a": n}, "items": [{"x": n}], "created": "2026-01-01T00:00:00Z"}
+        for n in range(1000)
+    ]
+    new = [
+        {
+            "id": 1000 + n,
+            "info": {"a": n, "b": f"b{n}"},  # nested field in a struct
+            "items": [{"x": n, "y": True}],  # new field in list elements
+            "extra": {"deep": n},  # new top-level struct
+            "created": "2026-01-02T00:00:00Z",
+        }
+        for n in range(10)
+    ]
+    # One partition: the schema is inferred from the first 1000 records (old shape only).
+    produce_json(kafka_bootstrap, topic, old + new, partitions=1)
+    events: list[Event] = []
+    config = make_config(
+        [{"name": f"e_{unique}", "topics": [topic], "table": table, "max_offsets_per_trigger": 500}]
+    )
+
+    [report] = run(config, until_caught_up=True, spark=spark, on_event=events.append)
+
+    assert report.records_ingested == 1010
+    assert _schema(spark, table) == [
+        ("created", "timestamp"),
+        ("id", "bigint"),
+        ("info", "struct<a:bigint,b:string>"),
+        ("items", "array<struct<x:bigint,y:boolean>>"),
+        ("extra", "struct<deep:bigint>"),
+    ]
+    got = spark.sql(
+        f"SELECT id, info.b, items[0].y, extra.deep FROM lake.{table} WHERE id >= 999 ORDER BY id"
+    ).collect()
+    assert [tuple(r) for r in got[:3]] == [
+        (999, None, None, None),
+        (1000, "b0", True, 0),
+        (1001, "b1", True, 1),
+    ]
+    # Applied in the batch that needed it (the third), recorded with the table.
+    evolved = [e for e in events if isinstance(e, SchemaEvolved)]
+    assert [e.batch_id for e in evolved] == [2]
+    [record] = _evolutions(spark, table)
+    assert record["pipeline"] == f"e_{unique}" and record["batch"] == 2
+    assert sorted(record["changes"]) == [
+        "add column extra struct<deep:bigint>",
+        "add field info.b string",
+        "add field items.element.y boolean",
+    ]
+    assert sorted(report.schema_changes) == sorted(f"{table}: {c}" for c in record["changes"])
+
+
+_V1 = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "string"},
+        {"name": "amount", "type": "int"},
+        {
+            "name": "attrs",
+            "type": {
+                "type": "map",
+                "values": {
+                    "type": "record",
+                    "name": "Attr",
+                    "fields": [{"name": "p", "type": "long"}],
+                },
+            },
+        },
+    ],
+}
+_V2 = {
+    **_V1,
+    "fields": [
+        {"name": "id", "type": "string"},
+        {"name": "amount", "type": "long"},  # int -> long: a promotion
+        {
+            "name": "attrs",
+            "type": {
+                "type": "map",
+                "values": {
+                    "type": "record",
+                    "name": "Attr",
+                    "fields": [
+                        {"name": "p", "type": "long"},
+                        {"name": "q", "type": ["null", "string"], "default": None},
+                    ],
+                },
+            },
+        },
+        {"name": "note", "type": ["null", "string"], "default": None},
+    ],
+}
+
+
+def test_a_newer_avro_version_met_mid_run_evolves_the_table(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    # The subject holds v1 when the run starts; v2 lives under another subject (as a
+    # RecordNameStrategy producer would write it), so it is met only in a later batch.
+    topic, table = f"evo-avro-{unique}", f"db.evo_avro_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    v1 = client.register_schema(f"{topic}-value", Schema(json.dumps(_V1), "AVRO"))
+    v2 = client.register_schema(f"other-{unique}", Schema(json.dumps(_V2), "AVRO"))
+    values = [
+        header(v1) + avro_bytes(_V1, {"id": f"a{n}", "amount": n, "attrs": {"k": {"p": n}}})
+        for n in range(3)
+    ] + [
+        header(v2)
+        + avro_bytes(
+            _V2,
+            {"id": "b", "amount": 2**40, "attrs": {"k": {"p": 7, "q": "qq"}}, "note": "hi"},
+        )
+    ]
+    produce_raw(kafka_bootstrap, topic, values, partitions=1)
+    config = make_config(
+        [
+            {
+                "name": f"a_{unique}",
+                "topics": [topic],
+                "table": table,
+                "format": "avro",
+                "max_offsets_per_trigger": 3,
+            }
+        ],
+        schema_registry={"url": schema_registry_url},
+    )
+
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    assert report.records_ingested == 4
+    assert _schema(spark, table) == [
+        ("id", "string"),
+        ("amount", "bigint"),
+        ("attrs", "map<string,struct<p:bigint,q:string>>"),
+        ("note", "string"),
+    ]
+    rows = spark.sql(
+        f"SELECT id, amount, attrs['k'].p, attrs['k'].q, note FROM lake.{table} ORDER BY id"
+    ).collect()
+    assert [tuple(r) for r in rows] == [
+        ("a0", 0, 0, None, None),
+        ("a1", 1, 1, None, None),
+        ("a2", 2, 2, None, None),
+        ("b", 2**40, 7, "qq", "hi"),
+    ]
+    [record] = _evolutions(spark, table)
+    assert sorted(record["changes"]) == [
+        "add column note string",
+        "add field attrs.value.q string",
+        "widen amount int to bigint",
+    ]
+
+
+def test_an_incompatible_type_fails_its_records_naming_field_and_types(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table = f"evo-bad-{unique}", f"db.evo_bad_{unique}"
+    produce_json(kafka_bootstrap, topic, [{"id": 1, "amount": 5}], partitions=1)
+    pipeline = {"name": f"b_{unique}", "topics": [topic], "table": table}
+    run(
+        make_config([{**pipeline, "schema": {"id": "long", "amount": "long"}}]),
+        until_caught_up=True,
+        spark=spark,
+    )
+    produce_json(kafka_bootstrap, topic, [{"id": 2, "amount": "five"}, {"id": 3}], partitions=1)
+
+    # The producer now sends text: the declared schema follows, the table cannot.
+    changed = make_config([{**pipeline, "schema": {"id": "long", "amount": "string"}}])
+    with pytest.raises(PipelineError) as info:
+        run(changed, until_caught_up=True, spark=spark)
+
+    text = str(info.value)
+    assert "1 record(s) in batch" in text
+    assert (
+        f"topic {topic} partition 0 offset 1: schema: field amount is string in the records but "
+        f"bigint in table db.evo_bad_{unique}: Iceberg cannot change a bigint column to string"
+    ) in text
+    # Nothing changed in the table: same schema, same rows.
+    assert _schema(spark, table) == [("id", "bigint"), ("amount", "bigint")]
+    assert [tuple(r) for r in spark.table(f"lake.{table}").collect()] == [(1, 5)]
+
+
+def test_freeze_refuses_new_fields_and_a_declared_schema_ignores_them_under_evolve(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic = f"evo-freeze-{unique}"
+    produce_json(kafka_bootstrap, topic, [{"id": 1}, {"id": 2, "new": "x"}], partitions=1)
+    declared = {
+        "name": f"d_{unique}",
+        "topics": [topic],
+        "table": f"db.fz_d_{unique}",
+        "schema": {"id": "long"},
+    }
+
+    [report] = run(make_config([declared]), until_caught_up=True, spark=spark)
+    assert report.records_ingested == 2
+    assert _schema(spark, f"db.fz_d_{unique}") == [("id", "bigint")]
+
+    for pipeline in (
+        {
+            **declared,
+            "name": f"f_{unique}",
+            "table": f"db.fz_f_{unique}",
+            "schema_evolution": "freeze",
+        },
+        {
+            "name": f"i_{unique}",
+            "topics": [topic],
+            "table": f"db.fz_i_{unique}",
+            "schema_evolution": "freeze",
+            "starting_offsets": "earliest",
+        },
+    ):
+        config = make_config([pipeline])
+        if "schema" not in pipeline:
+            # Inferred under freeze: the table's schema (here: made from the first record
+            # only) is the contract.
+            from pyspark.sql.types import LongType, StructField, StructType
+
+            spark.createDataFrame([], StructType([StructField("id", LongType())])).writeTo(
+                f"lake.db.fz_i_{unique}"
+            ).create()
+        with pytest.raises(PipelineError) as info:
+            run(config, until_caught_up=True, spark=spark)
+        assert (
+            f"topic {topic} partition 0 offset 1: decode: fields not in the table's schema "
+            "(schema_evolution: freeze)"
+        ) in str(info.value)
+
+
+def test_a_column_renamed_or_dropped_while_running_keeps_its_data_by_field_id(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table = f"evo-rename-{unique}", f"db.evo_rename_{unique}"
+    schema = {"id": "long", "amount": "long", "note": "string"}
+    produce_json(kafka_bootstrap, topic, [{"id": n, "amount": n, "note": "a"} for n in range(3)])
+    config = make_config(
+        [
+            {
+                "name": f"r_{unique}",
+                "topics": [topic],
+                "table": table,
+                "schema": schema,
+                "trigger": "500ms",
+            }
+        ]
+    )
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            run(config, spark=spark, stop_event=stop)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    try:
+        _wait_for(lambda: _count(spark, table) == 3)
+        spark.sql(f"ALTER TABLE lake.{table} RENAME COLUMN amount TO amount_usd")
+        spark.sql(f"ALTER TABLE lake.{table} DROP COLUMN note")
+        produce_json(
+            kafka_bootstrap,
+            topic,
+            [{"id": 10 + n, "amount": 100 + n, "note": "b"} for n in range(3)],
+        )
+        _wait_for(lambda: _count(spark, table) == 6)
+    finally:
+        stop.set()
+        thread.join(120)
+    assert not errors, errors
+    assert _schema(spark, table) == [("id", "bigint"), ("amount_usd", "bigint")]
+    rows = sorted(tuple(r) for r in spark.table(f"lake.{table}").collect())
+    assert rows == [(0, 0), (1, 1), (2, 2), (10, 100), (11, 101), (12, 102)]
+
+
+def _count(spark: Any, table: str) -> int:
+    return int(spark.sql(f"SELECT count(*) FROM lake.{table}").first()[0])
+
+
+def _wait_for(condition: Any, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except Exception:  # noqa: BLE001 - the table may not exist yet
+            pass
+        time.sleep(0.5)
+    raise AssertionError("condition not met in time")

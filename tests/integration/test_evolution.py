@@ -298,7 +298,7 @@ def test_a_column_renamed_or_dropped_while_running_keeps_its_data_by_field_id(
     def target() -> None:
         try:
             run(config, spark=spark, stop_event=stop)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+        except BaseException as exc:  # handed to the test thread
             errors.append(exc)
 
     thread = threading.Thread(target=target)
@@ -332,7 +332,7 @@ def _wait_for(condition: Any, seconds: float = 120) -> None:
         try:
             if condition():
                 return
-        except Exception:  # noqa: BLE001 - the table may not exist yet
+        except Exception:  # the table may not exist yet
             pass
         time.sleep(0.5)
     raise AssertionError("condition not met in time")

@@ -43,9 +43,9 @@ FANOUT_THREADS = 4
 #: A routed table that gets no records still gets a marker this often (seconds), so that a
 #: restart from the tables never replays far for it.
 IDLE_MARKER_SECONDS = 60.0
-#: Test hook: ``<table>:<seconds>`` sleeps after committing that table (a kill -9 between
-#: two tables' commits).
-_PAUSE_ENV = "FRAZIL_TEST_PAUSE_AFTER_COMMIT"
+#: Test hook: ``<table>:<seconds>`` sleeps before writing that table, while the batch's other
+#: tables commit (a kill -9 between two tables' commits).
+_PAUSE_ENV = "FRAZIL_TEST_PAUSE_BEFORE_WRITE"
 
 
 class StopRequested(FrazilError):
@@ -278,9 +278,9 @@ class BatchHandler:
         with_values: set[str],
         pause: tuple[str, float] | None,
     ) -> None:
-        self._write(ctx, frame, target, state, with_values)
         if pause is not None and pause[0] == target.name:
             time.sleep(pause[1])
+        self._write(ctx, frame, target, state, with_values)
 
     def _create(self, name: str, user: StructType, with_values: set[str]) -> Target:
         """Create a table seen for the first time, with the columns its records hold."""

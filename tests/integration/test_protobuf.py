@@ -788,3 +788,64 @@ def test_a_descriptor_set_without_the_message_names_the_message_key(
     message = str(caught.value)
     assert message.startswith("pipelines[0].message: no message 'frazil.types.Nope' in types.desc")
     assert "frazil.types.All" in message and "google.protobuf.Timestamp" in message
+
+
+def test_a_newer_protobuf_writer_met_mid_run_evolves_the_reader_and_table(
+    spark: Any,
+    make_config: Any,
+    kafka_bootstrap: str,
+    schema_registry_url: str,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    from tests.integration.registry_helpers import protobuf_classes
+
+    # The subject holds v1 at start; v2 (new top-level and nested fields) lives under another
+    # subject, so it is first met in a later batch (at most 5 records per batch).
+    body = 'syntax = "proto3";\npackage frazil.evo;\nmessage Item {{ string sku = 1;{item} }}\n'
+    body += "message Order {{ string id = 1; int32 n = 2; Item item = 3;{order} }}\n"
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v1" / "evo.proto").write_text(body.format(item="", order=""))
+    (tmp_path / "v2" / "evo.proto").write_text(
+        body.format(item=" int64 qty = 2;", order=" string note = 4;")
+    )
+    v1 = protobuf_classes([tmp_path / "v1" / "evo.proto"])["frazil.evo.Order"]
+    v2 = protobuf_classes([tmp_path / "v2" / "evo.proto"])["frazil.evo.Order"]
+    topic, table = f"pbe-{unique}", f"db.pbe_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    conf = {"auto.register.schemas": True, "use.deprecated.format": False}
+    old = ProtobufSerializer(v1, client, conf)
+    other = {**conf, "subject.name.strategy": lambda *_: f"other-pbe-{unique}"}
+    new = ProtobufSerializer(v2, client, other)
+    values = [old(v1(id=f"a{n}", n=n, item={"sku": "s"}), ctx) for n in range(5)]
+    values += [
+        new(v2(id=f"b{n}", n=n, item={"sku": "t", "qty": n}, note="hi"), ctx) for n in range(3)
+    ]
+    produce_raw(kafka_bootstrap, topic, values, partitions=1)
+    pipeline = {
+        "name": f"pbe_{unique}",
+        "topics": [topic],
+        "table": table,
+        "format": "protobuf",
+        "message": "frazil.evo.Order",
+        "max_offsets_per_trigger": 5,
+    }
+    config = make_config([pipeline], schema_registry={"url": schema_registry_url})
+
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    assert report.records_ingested == 8
+    assert sorted(c.split(": ", 1)[1] for c in report.schema_changes) == [
+        "add column note string",
+        "add field item.qty bigint",
+    ]
+    rows = sorted(
+        tuple(r)
+        for r in spark.sql(f"SELECT id, n, item.sku, item.qty, note FROM lake.{table}").collect()
+    )
+    assert rows == [
+        *[(f"a{n}", n, "s", None, None) for n in range(5)],
+        *[(f"b{n}", n, "t", n, "hi") for n in range(3)],
+    ]

@@ -31,6 +31,23 @@ def print_reports(reports: list[PipelineReport], config: FrazilConfig) -> None:
             ("last commit", r.last_commit or "-"),
             ("freshness lag", f"{lag} (commit time − newest Kafka timestamp it made visible)"),
         ]
+        if len(r.tables) > 1 or r.table not in r.tables:
+            rows.append(
+                (
+                    "tables",
+                    "; ".join(
+                        f"{config.catalog.name}.{t}: {n:,} rows"
+                        for t, n in sorted(r.tables.items())
+                    )
+                    or "-",
+                )
+            )
+        if r.unmatched_skipped:
+            rows.append(
+                ("unmatched", f"{r.unmatched_skipped:,} record(s) matched no table, skipped")
+            )
+        for change in r.schema_changes:
+            rows.append(("schema change", change))
         if r.skipped_batches:
             rows.append(("replayed batches", f"{r.skipped_batches} already committed, skipped"))
         if r.start:
@@ -44,7 +61,7 @@ def print_reports(reports: list[PipelineReport], config: FrazilConfig) -> None:
         console.print("\nQuery it:", highlight=False)
         console.print(
             f'  frazil sql -c CONFIG "SELECT type, count(*) FROM '
-            f'{config.catalog.name}.{first.table} GROUP BY type"',
+            f'{config.catalog.name}.{next(iter(sorted(first.tables)), first.table)} GROUP BY type"',
             highlight=False,
             markup=False,
             soft_wrap=True,

@@ -170,14 +170,24 @@ def spark_schema(spark: SparkSession, compiled: Descriptors, message: str | None
     return StructType.fromJson(json.loads(text))
 
 
-def _register(spark: SparkSession, decoder: Any, reader: StructType) -> str:
-    """Register a Java decoder instance as a session UDF; returns its name."""
+def _register(
+    spark: SparkSession, decoder: Any, reader: StructType, also: SparkSession | None = None
+) -> str:
+    """Register a Java decoder instance as a session UDF; returns its name.
+
+    ``also``: a second session to register it in. A streaming query runs its batches in a
+    clone of the session made when it started, which does not see UDFs registered later in
+    the original: a decoder that learns mid-run registers in both.
+    """
     result = (
         f'{{"type":"struct","fields":[{{"name":"data","type":{reader.json()},"nullable":true,'
         '"metadata":{}},{"name":"error","type":"string","nullable":true,"metadata":{}}]}'
     )
     name = f"frazil_protobuf_{next(_names)}_{uuid.uuid4().hex[:6]}"
-    spark._jsparkSession.udf().register(name, decoder, spark._jsparkSession.parseDataType(result))
+    for session in (spark, also):
+        if session is not None:
+            jsession = session._jsparkSession
+            jsession.udf().register(name, decoder, jsession.parseDataType(result))
     return name
 
 
@@ -188,7 +198,11 @@ def plain_udf(spark: SparkSession, compiled: Descriptors, message: str, reader: 
 
 
 def wire_udf(
-    spark: SparkSession, writers: dict[int, Descriptors], reader: StructType, registry_url: str
+    spark: SparkSession,
+    writers: dict[int, Descriptors],
+    reader: StructType,
+    registry_url: str,
+    also: SparkSession | None = None,
 ) -> str:
     """One UDF decoding the wire format of every known writer id into ``reader``.
 
@@ -208,7 +222,8 @@ def wire_udf(
         byte_arrays[i] = writers[schema_id].data
         roots[i] = writers[schema_id].root
     java = jvm.dev.frazil.spark.ProtobufDecoder
-    return _register(spark, java(java_ids, byte_arrays, roots, reader.json(), registry_url), reader)
+    decoder = java(java_ids, byte_arrays, roots, reader.json(), registry_url)
+    return _register(spark, decoder, reader, also)
 
 
 @dataclass
@@ -230,6 +245,9 @@ class ProtobufDecoder:
     udf: str = ""
     registry: SchemaRegistry | None = None
     writers: dict[int, Descriptors] = field(default_factory=dict)
+    #: Whether a newer writer with fields the reader lacks becomes the reader
+    #: (``schema_evolution: evolve``).
+    evolve: bool = False
 
     @property
     def scalar(self) -> bool:
@@ -240,8 +258,14 @@ class ProtobufDecoder:
         """The UDF in use: a new one is registered when writers are learned."""
         return self.udf
 
-    def add_writers(self, schemas: list[RegisteredSchema]) -> bool:
-        """Compile writer schemas and register a UDF knowing them; False if none compiled."""
+    def add_writers(
+        self, schemas: list[RegisteredSchema], batch_session: SparkSession | None = None
+    ) -> bool:
+        """Compile writer schemas and register a UDF knowing them; False if none compiled.
+
+        ``batch_session``: the session of the streaming batch being decoded (see
+        :func:`_register`).
+        """
         assert self.registry is not None
         added = False
         for schema in schemas:
@@ -253,7 +277,9 @@ class ProtobufDecoder:
                 continue  # its records stay marked: unknown schema id
             added = True
         if added or not self.udf:
-            self.udf = wire_udf(self.spark, self.writers, self.schema, self.registry.url)
+            self.udf = wire_udf(
+                self.spark, self.writers, self.schema, self.registry.url, batch_session
+            )
         return added
 
     def learn(self, raw: DataFrame, column: str) -> bool:
@@ -265,7 +291,25 @@ class ProtobufDecoder:
             schema = self.registry.by_id(schema_id)
             if schema is not None:
                 found.append(schema)
-        return self.add_writers(found)
+        session = raw.sparkSession
+        added = self.add_writers(found, session)
+        if added and self.evolve and self.message is not None:
+            newest = max(s.schema_id for s in found if s.schema_id in self.writers)
+            try:
+                shape = spark_schema(self.spark, self.writers[newest], self.message)
+            except ValueError:
+                return added  # the message is not in that writer: nothing to take from it
+            from frazil.decode.json import merge_fields
+
+            merged = merge_fields(self.schema, shape)
+            if merged != self.schema:
+                # The newer writer's fields join the reader (at any depth): fields match by
+                # name, so older writers decode into it with the new fields null.
+                self.schema = merged
+                self.udf = wire_udf(
+                    self.spark, self.writers, self.schema, self.registry.url, session
+                )
+        return added
 
     def decode(self, data: Column) -> Decoded:
         """The decoded struct, and the mark of records that do not decode."""
@@ -400,7 +444,13 @@ def _build(context: BuildContext) -> ProtobufDecoder:
         raise ConfigError(
             f"{context.key_path}: subject {subject!r} version {latest.version}: {exc}"
         ) from None
-    decoder = ProtobufDecoder(spark, reader, message, registry=registry)
+    decoder = ProtobufDecoder(
+        spark,
+        reader,
+        message,
+        registry=registry,
+        evolve=context.pipeline.schema_evolution == "evolve" and context.part == "value",
+    )
     decoder.writers[latest.schema_id] = compiled
     decoder.add_writers([v for v in versions if v.schema_id != latest.schema_id])
     return decoder

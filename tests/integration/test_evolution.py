@@ -336,3 +336,44 @@ def _wait_for(condition: Any, seconds: float = 120) -> None:
             pass
         time.sleep(0.5)
     raise AssertionError("condition not met in time")
+
+
+def test_decimal_and_float_promotions_and_identifier_fields(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table = f"evo-wide-{unique}", f"db.evo_wide_{unique}"
+    produce_json(kafka_bootstrap, topic, [{"id": 1, "price": "1.25", "ratio": 0.5}], partitions=1)
+    pipeline = {
+        "name": f"w_{unique}",
+        "topics": [topic],
+        "table": table,
+        "identifier_fields": ["id"],
+    }
+    narrow = {"id": "long", "price": "decimal(6,2)", "ratio": "float"}
+    run(make_config([{**pipeline, "schema": narrow}]), until_caught_up=True, spark=spark)
+    produce_json(
+        kafka_bootstrap, topic, [{"id": 2, "price": "123456789.5", "ratio": 1e300}], partitions=1
+    )
+
+    wide = {"id": "long", "price": "decimal(12,2)", "ratio": "double"}
+    [report] = run(make_config([{**pipeline, "schema": wide}]), until_caught_up=True, spark=spark)
+
+    assert sorted(c.split(": ", 1)[1] for c in report.schema_changes) == [
+        "widen price decimal(6,2) to decimal(12,2)",
+        "widen ratio float to double",
+    ]
+    assert _schema(spark, table) == [
+        ("id", "bigint"),
+        ("price", "decimal(12,2)"),
+        ("ratio", "double"),
+    ]
+    rows = sorted(tuple(r) for r in spark.table(f"lake.{table}").collect())
+    assert [(r[0], str(r[1]), r[2]) for r in rows] == [(1, "1.25", 0.5), (2, "123456789.50", 1e300)]
+    # The identifier field is required: a record without it fails, naming it.
+    produce_json(kafka_bootstrap, topic, [{"id": None, "price": "1", "ratio": 1.0}], partitions=1)
+    with pytest.raises(PipelineError) as info:
+        run(make_config([{**pipeline, "schema": wide}]), until_caught_up=True, spark=spark)
+    assert (
+        f"offset 2: schema: field id is null but required in table {table} (an identifier field)"
+        in str(info.value)
+    )

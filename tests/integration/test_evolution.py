@@ -377,3 +377,20 @@ def test_decimal_and_float_promotions_and_identifier_fields(
         f"offset 2: schema: field id is null but required in table {table} (an identifier field)"
         in str(info.value)
     )
+
+
+def test_a_not_null_column_is_made_optional_under_evolve(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table = f"evo-req-{unique}", f"db.evo_req_{unique}"
+    spark.sql(f"CREATE TABLE lake.{table} (id bigint NOT NULL, v string) USING iceberg")
+    produce_json(kafka_bootstrap, topic, [{"id": 1, "v": "a"}, {"v": "b"}], partitions=1)
+    pipeline = {"name": f"q_{unique}", "topics": [topic], "table": table}
+    config = make_config([{**pipeline, "schema": {"id": "long", "v": "string"}}])
+
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    assert [c.split(": ", 1)[1] for c in report.schema_changes] == ["make id optional"]
+    assert [f.nullable for f in spark.table(f"lake.{table}").schema] == [True, True]
+    rows = spark.sql(f"SELECT id, v FROM lake.{table} ORDER BY v").collect()
+    assert [tuple(r) for r in rows] == [(1, "a"), (None, "b")]

@@ -109,7 +109,8 @@ class TableView:
         schema: The table's columns as Spark types.
         ids: Top-level column name → field id.
         names: Every name the name mapping knows for a top-level field id → that id.
-        required: Top-level columns the table requires (identifier fields).
+        required: Top-level columns the table requires (identifier fields, NOT NULL).
+        identifiers: The table's identifier fields (required by Iceberg).
     """
 
     schema_id: int
@@ -118,6 +119,7 @@ class TableView:
     names: dict[str, int]
     required: list[str]
     mapping_text: str | None = None
+    identifiers: frozenset[str] = frozenset()
 
     @classmethod
     def read(cls, spark: SparkSession, table: Any) -> TableView:
@@ -141,6 +143,7 @@ class TableView:
             names,
             required,
             None if mapping is None else str(mapping),
+            frozenset(str(n) for n in schema.identifierFieldNames()),
         )
 
     def column_for(self, name: str) -> str | None:
@@ -210,6 +213,9 @@ def compare(
             diff.mismatches.extend(problems)
             continue
         diff.columns[f.name] = column
+        if evolve and column in view.required and column not in view.identifiers:
+            # A NOT NULL column the records may leave null: Iceberg may relax it.
+            changes = [*changes, f"make {column} optional"]
         if changes:
             diff.additions.extend(changes)
             wanted[column] = StructField(column, merged, True)
@@ -432,13 +438,13 @@ def write_columns(
     for name in view.required:
         source = by_table.get(name)
         value = F.col(source) if source is not None else F.lit(None)
+        why = "an identifier field" if name in view.identifiers else "NOT NULL"
         error = F.coalesce(
             error,
             F.when(
                 value.isNull(),
                 _error_struct(
-                    f"field {name} is null but required in table {table_name} "
-                    "(an identifier field)",
+                    f"field {name} is null but required in table {table_name} ({why})",
                     F.lit(""),
                 ),
             ),

@@ -228,3 +228,35 @@ def _wait_for(condition: Any, seconds: float) -> None:
             return
         time.sleep(0.5)
     raise AssertionError("condition not met in time")
+
+
+def test_plan_describes_a_route(spark: Any, make_config: Any, unique: str) -> None:
+    from frazil.engine.explain import explain
+
+    config = make_config(
+        [
+            {
+                "name": f"pl_{unique}",
+                "topics": [f"plan-{unique}"],
+                "schema": {"id": "long", "kind": "string"},
+                "route": {"field": "kind", "table": "db.k_{value}", "default": "skip"},
+            }
+        ]
+    )
+    [explained] = explain(spark, config, [])
+    assert explained.table == "lake.db.k_{value} by kind"
+    assert not explained.table_exists
+    assert ("route", "table db.k_{value} named by field kind; else skip") in explained.steps
+    with pytest.raises(Exception, match="route.field: column 'nope' is not in the records"):
+        explain(
+            spark,
+            make_config(
+                [
+                    {
+                        **config.pipelines[0].model_dump(by_alias=True, exclude_none=True),
+                        "route": {"field": "nope", "table": "db.k_{value}"},
+                    }
+                ]
+            ),
+            [],
+        )

@@ -9,7 +9,7 @@ import typer
 
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.config.loader import load_config, redacted
-from frazil.config.models import FrazilConfig
+from frazil.config.models import FrazilConfig, PipelineConfig
 from frazil.config.secrets import mask_value, redact_text, secret_values
 from frazil.errors import ConfigError
 from frazil.transform.check import check_transforms, declared_fields
@@ -66,9 +66,15 @@ def validate(
             transforms += " (checked against the schema at start)"
         console.print(
             f"  [bold]{pipeline.name}[/]: {source} → "
-            f"{loaded.catalog.name}.{pipeline.describe_target()} "
+            f"{_target(loaded.catalog.name, pipeline)} "
             f"({partitions}); {pipeline.format}, schema {schema}; {transforms}; "
             f"trigger {pipeline.trigger}; checkpoint {mask_value(loaded.checkpoint_for(pipeline))}",
             highlight=False,
         )
     _ = err_console
+
+
+def _target(catalog: str, pipeline: PipelineConfig) -> str:
+    if pipeline.table is not None:
+        return f"{catalog}.{pipeline.table}"
+    return f"{pipeline.describe_target()} (catalog {catalog})"

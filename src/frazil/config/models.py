@@ -28,6 +28,7 @@ from frazil.config.routing import (
     EvolutionPolicy,
     RouteConfig,
     StaticRoute,
+    TopicRoute,
     check_table_name,
 )
 from frazil.config.secrets import mask_value
@@ -482,11 +483,11 @@ class PipelineConfig(_Frozen):
             return self.table
         route = self.route
         if isinstance(route, StaticRoute):
-            return f"{len(route.table_names())} table(s) by {route.field}"
+            return f"{', '.join(route.table_names())} by {route.field}"
         assert route is not None
-        if hasattr(route, "topic"):
+        if isinstance(route, TopicRoute):
             return f"{route.table} by topic"
-        return route.table
+        return f"{route.table} by {route.field}"
 
     def settings_for(self, table: str) -> ResolvedTable:
         """One table's settings: the pipeline's, with ``tables.<table>`` over them."""

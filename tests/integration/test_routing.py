@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from frazil.engine.runner import run
-from frazil.errors import PipelineError
+from frazil.errors import ConfigError, PipelineError
 from frazil.generate.producer import ensure_topic
 
 pytestmark = pytest.mark.integration
@@ -247,7 +247,7 @@ def test_plan_describes_a_route(spark: Any, make_config: Any, unique: str) -> No
     assert explained.table == "lake.db.k_{value} by kind"
     assert not explained.table_exists
     assert ("route", "table db.k_{value} named by field kind; else skip") in explained.steps
-    with pytest.raises(Exception, match="route.field: column 'nope' is not in the records"):
+    with pytest.raises(ConfigError, match=r"route\.field: column 'nope' is not in the records"):
         explain(
             spark,
             make_config(

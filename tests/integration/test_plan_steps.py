@@ -63,7 +63,7 @@ def test_plan_marks_every_kind_of_bad_json_and_skips_tombstones(spark: Any) -> N
     first = rows[0].asDict()
     assert first["id"] == "a" and first["amount"] == 5 and first[c.ERROR] is None
     assert first["_kafka_offset"] == 0 and first["_kafka_key"] == "k"
-    assert first[c.TABLE] == "db.t" and first[c.OP] == c.OP_APPEND
+    assert first[c.TABLE] == ["db.t"] and first[c.OP] == c.OP_APPEND
     assert first[c.TIMESTAMP_MS] == 1767323045000
     errors = [(r[c.OFFSET], r[c.ERROR]["stage"], r[c.ERROR]["reason"]) for r in rows[1:-1]]
     not_object = "not a JSON object (malformed JSON, an array, a string, a number or null)"

@@ -20,7 +20,7 @@ from frazil.engine.events import BatchSkipped, BatchStarted, CommitEvent, Event,
 from frazil.engine.plan import BatchPlan
 from frazil.engine.tables import TableSet, Target
 from frazil.errors import DecodeError, FrazilError, PipelineError
-from frazil.sink.evolution import TableView, compare, evolve, write_columns
+from frazil.sink.evolution import TableView, WriteColumns, compare, evolve, write_columns
 from frazil.sink.iceberg import append_rows
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import TopicOffsets
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 #: How many bad records a rejected batch quotes.
 _QUOTED_BAD_RECORDS = 3
-#: Marks the failure of a write that met a record marked bad (see :func:`_guarded`).
+#: Marks the failure of a write that met a record marked bad (see :func:`_guard`).
 _BAD_RECORD = "frazil-bad-record"
 #: How often a batch may learn new schemas and be planned again before it is rejected.
 _MAX_LEARN = 3
@@ -43,6 +43,8 @@ FANOUT_THREADS = 4
 #: A routed table that gets no records still gets a marker this often (seconds), so that a
 #: restart from the tables never replays far for it.
 IDLE_MARKER_SECONDS = 60.0
+#: The routed batch's column naming the one table a row is for (the table list exploded).
+_ROUTE_TABLE = "__frazil_route_table"
 #: Test hook: ``<table>:<seconds>`` sleeps before writing that table, while the batch's other
 #: tables commit (a kill -9 between two tables' commits).
 _PAUSE_ENV = "FRAZIL_TEST_PAUSE_BEFORE_WRITE"
@@ -120,6 +122,7 @@ class BatchHandler:
     _query_id: str | None = None
     #: Column expressions reused from batch to batch (building them costs py4j round trips).
     _cache: dict[tuple[object, ...], list[Column]] = field(default_factory=dict)
+    _writes: dict[tuple[object, ...], WriteColumns] = field(default_factory=dict)
     #: The last batch handled and its planned end offsets: the next batch starts there.
     _previous: tuple[int, TopicOffsets] | None = None
     _query_id_set: threading.Event = field(default_factory=threading.Event)
@@ -223,12 +226,26 @@ class BatchHandler:
     def _fan_out(
         self, ctx: _BatchContext, states: dict[str, progress.TableState], attempt: int = 0
     ) -> None:
-        """Several tables: decode once into a cache, then write the tables concurrently."""
-        from pyspark import StorageLevel
+        """Several tables: decode once into a cache, then write the tables concurrently.
 
-        frame = self.plan.run(ctx.batch).persist(StorageLevel.MEMORY_AND_DISK)
+        The cache holds one row per record and table, sorted by table within each Spark
+        partition, so a table's write skips the cached blocks of other tables (the cache
+        keeps each block's smallest and largest table name) instead of reading the batch.
+        """
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        planned = self.plan.run(ctx.batch)
+        frame = (
+            planned.select(F.explode_outer(F.col(c.TABLE)).alias(_ROUTE_TABLE), "*")
+            .sortWithinPartitions(_ROUTE_TABLE)
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
         try:
-            summary = _summarise(frame)
+            partitions = tuple(
+                (t, p) for t, parts in sorted(ctx.planned.items()) for p in sorted(parts)
+            )
+            summary = _summarise(frame, self._metrics(partitions)[1:], partitions)
             if summary.bad:
                 if self._learned(ctx.batch, ctx.batch_id, attempt):
                     frame.unpersist()
@@ -237,16 +254,17 @@ class BatchHandler:
                 raise self._rejected(frame, ctx.batch_id)
             with self._stats_lock:
                 self.stats.unmatched += summary.unmatched
-            user = _user_schema(frame.schema)
-            for name in summary.tables:
+            user = _user_schema(planned.schema)
+            for name, stats in summary.tables.items():
                 if name not in self.targets:
-                    self.targets[name] = self._create(name, user, summary.with_values[name])
+                    self.targets[name] = self._create(name, user, stats.with_values)
                     states[name] = progress.find_marker(
                         self.targets[name].table, self.pipeline.name
                     )
             names = list(summary.tables)
             pause = _pause()
-            with ThreadPoolExecutor(max_workers=max(1, min(len(names), FANOUT_THREADS))) as pool:
+            workers = max(1, min(len(names), FANOUT_THREADS))
+            with ThreadPoolExecutor(max_workers=workers) as pool:
                 futures = [
                     pool.submit(
                         self._write_routed,
@@ -254,7 +272,7 @@ class BatchHandler:
                         frame,
                         self.targets[n],
                         states[n],
-                        summary.with_values[n],
+                        summary.tables[n],
                         pause,
                     )
                     for n in names
@@ -275,12 +293,12 @@ class BatchHandler:
         frame: DataFrame,
         target: Target,
         state: progress.TableState,
-        with_values: set[str],
+        stats: _TableStats,
         pause: tuple[str, float] | None,
     ) -> None:
         if pause is not None and pause[0] == target.name:
             time.sleep(pause[1])
-        self._write(ctx, frame, target, state, with_values)
+        self._write(ctx, frame, target, state, stats)
 
     def _create(self, name: str, user: StructType, with_values: set[str]) -> Target:
         """Create a table seen for the first time, with the columns its records hold."""
@@ -376,13 +394,12 @@ class BatchHandler:
 
     def _adapt(
         self,
-        frame: DataFrame,
         schema: StructType,
         target: Target,
         batch_id: int,
         with_values: set[str] | None,
-    ) -> DataFrame:
-        """The batch in the table's shape, after evolving the table if the batch needs it."""
+    ) -> WriteColumns:
+        """The batch's columns in the table's shape, after evolving the table if needed."""
         user = _user_schema(schema)
         view = self._view(target)
         diff = compare(user, view, target.settings, with_values=with_values)
@@ -418,11 +435,11 @@ class BatchHandler:
             tuple(sorted(diff.columns.items())),
             tuple(m.path for m in diff.mismatches),
         )
-        columns = self._cache.get(key)
+        columns = self._writes.get(key)
         if columns is None:
             columns = write_columns(schema, view, diff, target.name)
-            self._cache[key] = columns
-        return frame.select(*columns)
+            self._writes[key] = columns
+        return columns
 
     def _write(
         self,
@@ -430,7 +447,7 @@ class BatchHandler:
         frame: DataFrame,
         target: Target,
         state: progress.TableState,
-        with_values: set[str] | None,
+        routed: _TableStats | None,
     ) -> None:
         """Append the table's rows of the batch in one commit carrying the table's marker.
 
@@ -462,30 +479,39 @@ class BatchHandler:
         )
         if keep is not None:
             wanted = wanted & keep
-        if with_values is not None:
-            wanted = wanted & F.array_contains(F.col(c.TABLE), F.lit(target.name))
+        if routed is not None:
+            wanted = (F.col(_ROUTE_TABLE) == F.lit(target.name)) & wanted
         schema = self.plan.schema_of(ctx.batch)
-        rows = self._adapt(frame.where(wanted), schema, target, ctx.batch_id, with_values)
+        columns = self._adapt(schema, target, ctx.batch_id, routed.with_values if routed else None)
         partitions = tuple(
             (t, p) for t, parts in sorted(ctx.planned.items()) for p in sorted(parts)
         )
-        observation = Observation(f"frazil_{uuid.uuid4().hex}")
-        observed = rows.observe(observation, *self._metrics(partitions))
-        data = observed.select(*self._guarded_columns(tuple(observed.columns)))
+        selected = frame.where(wanted)
+        observation = None
+        if routed is None:
+            # One table: counts and timestamps are observed as the rows stream by.
+            observation = Observation(f"frazil_{uuid.uuid4().hex}")
+            selected = selected.observe(observation, *self._metrics(partitions))
+        # The routed batch's aggregation counted them already (one Dataset less per table:
+        # each costs an analysis through py4j).
+        data = selected.select(*columns.guarded(_failure()))
         options = {"check-nullability": "false"} if target.view and target.view.required else {}
         try:
             append_rows(data, target.qualified, marker.to_summary(), options)
         except Exception as exc:  # py4j / Spark wrap the job failure; look for our mark
             if _BAD_RECORD not in str(exc):
                 raise
-            raise _BadRecords(rows) from None
+            raise _BadRecords(frame.where(wanted).select(*columns.rows())) from None
         progress.check_no_interleaving(target.table, state, marker)
-        seen = observation.get
-        records = int(seen.get("records") or 0)
+        if observation is not None:
+            seen = observation.get
+            records = int(seen.get("records") or 0)
+            stamps = {tp: seen.get(f"ts_{i}") for i, tp in enumerate(partitions)}
+        else:
+            assert routed is not None
+            records, stamps = routed.records, dict(routed.timestamps)
         target.pending = {
-            tp: progress.PartitionStats(0, int(seen[f"ts_{i}"]))
-            for i, tp in enumerate(partitions)
-            if seen.get(f"ts_{i}") is not None
+            tp: progress.PartitionStats(0, int(ts)) for tp, ts in stamps.items() if ts is not None
         }
         target.last = marker
         target.committed_at = time.monotonic()
@@ -534,13 +560,6 @@ class BatchHandler:
                 ],
             ]
             self._cache[("metrics", partitions)] = cached
-        return list(cached)
-
-    def _guarded_columns(self, columns: tuple[str, ...]) -> list[Column]:
-        cached = self._cache.get(("guard", columns))
-        if cached is None:
-            cached = _guarded(list(columns))
-            self._cache[("guard", columns)] = cached
         return list(cached)
 
     def finish(self) -> None:
@@ -638,15 +657,25 @@ class _BatchContext:
 
 
 @dataclass(frozen=True)
+class _TableStats:
+    """One table's share of a routed batch."""
+
+    #: Records to append.
+    records: int
+    #: The user columns holding a value in at least one of its records.
+    with_values: set[str]
+    #: Largest Kafka timestamp per partition among its records.
+    timestamps: tuple[tuple[tuple[str, int], int | None], ...]
+
+
+@dataclass(frozen=True)
 class _Summary:
     """One aggregation over a routed batch."""
 
     bad: int
     unmatched: int
-    #: Tables with records to append, in first-seen order.
-    tables: tuple[str, ...]
-    #: Per table: the user columns holding a value in at least one of its records.
-    with_values: dict[str, set[str]]
+    #: Tables with records to append.
+    tables: dict[str, _TableStats]
 
 
 def _user_schema(schema: StructType) -> StructType:
@@ -655,36 +684,42 @@ def _user_schema(schema: StructType) -> StructType:
     return StructType([f for f in schema.fields if not c.is_internal(f.name)])
 
 
-def _summarise(frame: DataFrame) -> _Summary:
-    """Count a routed batch's records per table, its marked and unmatched records, and
-    which columns hold values per table, in one Spark job over the cached batch."""
+def _summarise(
+    frame: DataFrame, stamps: list[Column], partitions: tuple[tuple[str, int], ...]
+) -> _Summary:
+    """Count a routed batch's records per table, its marked and unmatched records, which
+    columns hold values and the largest timestamps per table, in one job (which also fills
+    the cache)."""
     from pyspark.sql import functions as F
 
     user = [n for n in frame.columns if not c.is_internal(n)]
-    flags = frame.select(
-        F.explode_outer(F.col(c.TABLE)).alias("t"),
-        F.col(c.ERROR).isNotNull().cast("int").alias("bad"),
-        (F.col(c.TABLE).isNull() & F.col(c.ERROR).isNull()).cast("int").alias("unmatched"),
-        (F.col(c.OP) == F.lit(c.OP_APPEND)).cast("int").alias("append"),
-        *[F.col(n).isNotNull().cast("int").alias(f"v{i}") for i, n in enumerate(user)],
-    )
     rows = (
-        flags.groupBy("t")
+        frame.groupBy(_ROUTE_TABLE)
         .agg(
-            F.sum("bad").alias("bad"),
-            F.sum("unmatched").alias("unmatched"),
-            F.sum("append").alias("append"),
-            *[F.max(f"v{i}").alias(f"v{i}") for i in range(len(user))],
+            F.count(F.col(c.ERROR)).alias("bad"),
+            F.sum((F.col(c.TABLE).isNull() & F.col(c.ERROR).isNull()).cast("int")).alias(
+                "unmatched"
+            ),
+            F.sum((F.col(c.OP) == F.lit(c.OP_APPEND)).cast("int")).alias("append"),
+            *[F.max(F.col(n).isNotNull()).alias(f"v{i}") for i, n in enumerate(user)],
+            *stamps,
         )
         .collect()
     )
-    bad = sum(int(r["bad"] or 0) for r in rows)
-    unmatched = sum(int(r["unmatched"] or 0) for r in rows)
-    tables = sorted(r["t"] for r in rows if r["t"] is not None and int(r["append"] or 0) > 0)
-    with_values = {
-        r["t"]: {n for i, n in enumerate(user) if r[f"v{i}"]} for r in rows if r["t"] is not None
+    tables = {
+        str(r[_ROUTE_TABLE]): _TableStats(
+            int(r["append"] or 0),
+            {n for i, n in enumerate(user) if r[f"v{i}"]},
+            tuple((tp, r[f"ts_{i}"]) for i, tp in enumerate(partitions)),
+        )
+        for r in sorted(rows, key=lambda r: str(r[_ROUTE_TABLE]))
+        if r[_ROUTE_TABLE] is not None and int(r["append"] or 0) > 0
     }
-    return _Summary(bad, unmatched, tuple(tables), with_values)
+    return _Summary(
+        bad=sum(int(r["bad"] or 0) for r in rows),
+        unmatched=sum(int(r["unmatched"] or 0) for r in rows),
+        tables=tables,
+    )
 
 
 def _mapping_text(java_table: Any) -> str | None:
@@ -711,17 +746,11 @@ def _ours(state: progress.TableState, target: Target) -> bool:
     )
 
 
-def _guarded(columns: list[str]) -> list[Column]:
-    """The table's columns, with a check that fails the write on any record marked bad.
-
-    The check rides on the first column's expression, so it costs nothing extra per record
-    and runs inside the write's own job; the message carries the record's coordinates.
-    """
+def _failure() -> Column:
+    """What a write evaluates for a record marked bad: it fails the job, naming the record."""
     from pyspark.sql import functions as F
 
-    names = [col for col in columns if not c.is_internal(col)]
-    first, rest = names[0], names[1:]
-    failure = F.raise_error(
+    return F.raise_error(
         F.format_string(
             f"{_BAD_RECORD} topic %s partition %d offset %d",
             F.col(c.TOPIC),
@@ -729,5 +758,3 @@ def _guarded(columns: list[str]) -> list[Column]:
             F.col(c.OFFSET),
         )
     )
-    checked = F.when(F.col(c.ERROR).isNotNull(), failure).otherwise(F.col(first))
-    return [checked.alias(first), *[F.col(name) for name in rest]]

@@ -404,9 +404,42 @@ def conform(column: Column, batch: DataType, table: DataType) -> Column:
     return column.cast(table)
 
 
+@dataclass(frozen=True)
+class WriteColumns:
+    """The columns of one table's write.
+
+    Attributes:
+        table: The table's columns in its order, conformed (aliased to the table's names).
+        internal: The batch's internal columns (provenance), for naming bad records.
+        error: The record's error, with the marks of values the table cannot take.
+    """
+
+    table: tuple[Column, ...]
+    internal: tuple[Column, ...]
+    error: Column
+    #: The table's column names, in order (those of :attr:`table`).
+    names: tuple[str, ...] = ()
+
+    def rows(self) -> list[Column]:
+        """Everything: table columns, internal columns and the error column."""
+        return [*self.table, *self.internal, self.error.alias(c.ERROR)]
+
+    def guarded(self, failure: Column) -> list[Column]:
+        """The table's columns only, failing (``failure``) on a record marked bad.
+
+        The check rides on the first column's expression, so it costs nothing extra per
+        record and runs inside the write's own job.
+        """
+        from pyspark.sql import functions as F
+
+        first, *rest = self.table
+        checked = F.when(self.error.isNotNull(), failure).otherwise(first)
+        return [checked.alias(self.names[0]), *rest]
+
+
 def write_columns(
     frame_schema: StructType, view: TableView, diff: Diff, table_name: str
-) -> list[Column]:
+) -> WriteColumns:
     """The columns of a write: the table's columns in its order, conformed, plus the
     internal columns, with records holding a value the table cannot take marked."""
     from pyspark.sql import functions as F
@@ -450,7 +483,7 @@ def write_columns(
             ),
         )
     internal = [F.col(n) for n in frame_schema.fieldNames() if c.is_internal(n) and n != c.ERROR]
-    return [*out, *internal, error.alias(c.ERROR)]
+    return WriteColumns(tuple(out), tuple(internal), error, tuple(view.schema.fieldNames()))
 
 
 def _error_struct(reason: str, value: Column) -> Column:

@@ -19,6 +19,8 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 _ROUTE_TAGS = ("static", "dynamic", "topic")
+# Pydantic names the member of a union it tried (tables.a.str, tables.a.list[str]).
+_UNION_MEMBER = re.compile(r"^(str|int|float|bool|list\[.*\]|dict\[.*\])$")
 
 
 def _key_path(parts: tuple[str | int, ...]) -> str:
@@ -31,6 +33,8 @@ def _key_path(parts: tuple[str | int, ...]) -> str:
         # A route's tag names its kind, not a key (route.static.tables): leave it out.
         if previous == "route" and part in _ROUTE_TAGS:
             previous = None
+            continue
+        if isinstance(part, str) and _UNION_MEMBER.match(part):
             continue
         previous = part
         if isinstance(part, int):
@@ -120,8 +124,11 @@ def parse_config(
     try:
         config = FrazilConfig.model_validate(data)
     except ValidationError as exc:
+        found: dict[str, list[str]] = {}
         for error in exc.errors():
-            problems.append((_key_path(tuple(error["loc"])), _describe(dict(error))))
+            found.setdefault(_key_path(tuple(error["loc"])), []).append(_describe(dict(error)))
+        # A union's members each report (a string or a list): one line per key.
+        problems.extend((key, " or ".join(reasons)) for key, reasons in found.items())
     if problems or config is None:
         # Reasons may quote values (a warehouse URI, a JAAS line): never with their secrets.
         secrets = secret_values_in(data)

@@ -82,11 +82,15 @@ def _check_template(template: str, allowed: set[str], what: str) -> str:
                 f"{template!r}: unknown placeholder {{{name}}} (this route knows "
                 f"{', '.join('{' + a + '}' for a in sorted(allowed))})"
             )
-    # Placeholders become identifier characters: check the name with a stand-in.
-    check_table_name(_PLACEHOLDER.sub("x", template))
-    if "{" in _PLACEHOLDER.sub("", template) or "}" in _PLACEHOLDER.sub("", template):
+    rest = _PLACEHOLDER.sub("", template)
+    if "{" in rest or "}" in rest:
         raise ValueError(f"{template!r}: unbalanced braces")
-    del what
+    # Placeholders become identifier characters: check the name with a stand-in.
+    if not TABLE_NAME.match(_PLACEHOLDER.sub("x", template)):
+        raise ValueError(
+            f"{template!r} must be namespace.table once its placeholders are filled, "
+            "e.g. db.events_{" + what + "}"
+        )
     return template
 
 

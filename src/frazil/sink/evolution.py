@@ -218,7 +218,8 @@ def compare(
             changes = [*changes, f"make {column} optional"]
         if changes:
             diff.additions.extend(changes)
-            wanted[column] = StructField(column, merged, True)
+            # Identifier fields stay required (Iceberg refuses optional ones).
+            wanted[column] = StructField(column, merged, column not in view.identifiers)
     if diff.additions:
         diff.desired = StructType([*wanted.values(), *new_fields])
     return diff
@@ -255,18 +256,19 @@ def _merge(
             problems.extend(sub_problems)
             changes.extend(sub_changes)
             index = next(i for i, g in enumerate(merged_fields) if g.name == name)
-            merged_fields[index] = StructField(name, sub, True)
+            # Nullability stays the table's: a merge must not relax a field silently.
+            merged_fields[index] = StructField(name, sub, fields[name].nullable)
         return StructType(merged_fields), changes, problems
     if isinstance(batch, ArrayType) and isinstance(table, ArrayType):
         sub, changes, problems = _merge(
             f"{path}.element", batch.elementType, table.elementType, evolve
         )
-        return ArrayType(sub, True), changes, problems
+        return ArrayType(sub, table.containsNull), changes, problems
     if isinstance(batch, MapType) and isinstance(table, MapType):
         if not _fits(batch.keyType, table.keyType):
             return table, [], [_mismatch(path, batch, table)]
         sub, changes, problems = _merge(f"{path}.value", batch.valueType, table.valueType, evolve)
-        return MapType(table.keyType, sub, True), changes, problems
+        return MapType(table.keyType, sub, table.valueContainsNull), changes, problems
     if _fits(batch, table):
         return table, [], []
     if _promotable(table, batch):

@@ -242,7 +242,7 @@ class BatchHandler:
         frame = (
             planned.select(F.explode_outer(F.col(c.TABLE)).alias(_ROUTE_TABLE), "*")
             .sortWithinPartitions(_ROUTE_TABLE)
-            .persist(StorageLevel.MEMORY_AND_DISK)
+            .persist(StorageLevel.MEMORY_AND_DISK_DESER)
         )
         try:
             partitions = tuple(

@@ -394,3 +394,26 @@ def test_a_not_null_column_is_made_optional_under_evolve(
     assert [f.nullable for f in spark.table(f"lake.{table}").schema] == [True, True]
     rows = spark.sql(f"SELECT id, v FROM lake.{table} ORDER BY v").collect()
     assert [tuple(r) for r in rows] == [(1, "a"), (None, "b")]
+
+
+def test_aliases_feed_one_column_from_several_source_fields(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    # Producers moving from `amt` to `amount`: both land in the table's `amount`.
+    topic, table = f"evo-alias-{unique}", f"db.evo_alias_{unique}"
+    produce_json(
+        kafka_bootstrap, topic, [{"id": 1, "amt": 5}, {"id": 2, "amount": 7}], partitions=1
+    )
+    pipeline = {
+        "name": f"al_{unique}",
+        "topics": [topic],
+        "table": table,
+        "schema": {"id": "long", "amount": "long", "amt": "long"},
+        "aliases": {"amt": "amount"},
+    }
+
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    assert _schema(spark, table) == [("id", "bigint"), ("amount", "bigint")]
+    rows = sorted(tuple(r) for r in spark.table(f"lake.{table}").collect())
+    assert rows == [(1, 5), (2, 7)]

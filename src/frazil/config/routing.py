@@ -157,7 +157,8 @@ class StaticRoute(_Frozen):
     def targets(self, key: str) -> list[str]:
         """The tables listed for one key."""
         target = self.tables[key]
-        return [target] if isinstance(target, str) else list(target)
+        # A table listed twice would get each record twice.
+        return [target] if isinstance(target, str) else list(dict.fromkeys(target))
 
     def table_names(self) -> list[str]:
         """Every table the route can produce, in config order."""

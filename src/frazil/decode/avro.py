@@ -130,9 +130,16 @@ class AvroDecoder:
             learned = True
         if self.evolve and not self.scalar:
             reader_fields = _record_fields(self.reader)
-            wider = [i for i, w in self.writers.items() if _missing(w.text, reader_fields)]
-            if wider:
-                newest = max(wider)
+            # Only forward: a newer writer with fields the reader lacks becomes the reader;
+            # an older writer's fields that a newer version dropped are dropped by Avro's
+            # resolution, as the registry's compatibility rules intend.
+            newer = [
+                i
+                for i, w in self.writers.items()
+                if i > (self.reader_id or -1) and _missing(w.text, reader_fields)
+            ]
+            if newer:
+                newest = max(newer)
                 self.reader = self.writers[newest].text
                 self.reader_id = newest
                 self.schema, _ = _shape(raw.sparkSession, self.reader, "value")
@@ -163,7 +170,7 @@ class AvroDecoder:
         newer: list[tuple[int, list[str]]] = []
         for schema_id, writer in sorted(self.writers.items()):
             missing = _missing(writer.text, reader_fields)
-            if missing:
+            if missing and (not self.evolve or schema_id > (self.reader_id or -1)):
                 # Resolution would drop these fields: marked instead, never lost silently.
                 newer.append((schema_id, missing))
                 continue

@@ -294,14 +294,17 @@ class ProtobufDecoder:
         session = raw.sparkSession
         added = self.add_writers(found, session)
         if added and self.evolve and self.message is not None:
-            newest = max(s.schema_id for s in found if s.schema_id in self.writers)
-            try:
-                shape = spark_schema(self.spark, self.writers[newest], self.message)
-            except ValueError:
-                return added  # the message is not in that writer: nothing to take from it
             from frazil.decode.json import merge_fields
 
-            merged = merge_fields(self.schema, shape)
+            merged = self.schema
+            for schema in sorted(found, key=lambda f: f.schema_id):
+                if schema.schema_id not in self.writers:
+                    continue
+                try:
+                    shape = spark_schema(self.spark, self.writers[schema.schema_id], self.message)
+                except ValueError:
+                    continue  # the message is not in that writer: nothing to take from it
+                merged = merge_fields(merged, shape)
             if merged != self.schema:
                 # The newer writer's fields join the reader (at any depth): fields match by
                 # name, so older writers decode into it with the new fields null.

@@ -128,6 +128,8 @@ class BatchHandler:
     _writes: dict[tuple[object, ...], WriteColumns] = field(default_factory=dict)
     #: The last batch handled and its planned end offsets: the next batch starts there.
     _previous: tuple[int, TopicOffsets] | None = None
+    #: The partitions the last batch left behind their end offset.
+    _previous_lagging: set[tuple[str, int]] = field(default_factory=set)
     _query_id_set: threading.Event = field(default_factory=threading.Event)
     _busy: threading.Lock = field(default_factory=threading.Lock)
     _stats_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -178,7 +180,14 @@ class BatchHandler:
             name: progress.find_marker(t.table, self.pipeline.name)
             for name, t in self.targets.items()
         }
-        if planned and states and all(progress.covered(s.marker, planned) for s in states.values()):
+        # Only one table can vouch for a whole batch: a routed batch may hold records for a
+        # table not known yet (created by the batch that crashed), so it is always read,
+        # and each table's write skips what its own marker covers.
+        if (
+            not self.routed
+            and planned
+            and all(progress.covered(s.marker, planned) for s in states.values())
+        ):
             log.warning(
                 "%s: batch %d is already in its tables, skipping", self.pipeline.name, batch_id
             )
@@ -200,6 +209,7 @@ class BatchHandler:
             name, target = next(iter(self.targets.items()))
             self._write_one(context, target, states[name])
         self._previous = (batch_id, planned)
+        self._previous_lagging = context.lagging
         self.stats.batches += 1
         self.stats.last_batch_id = batch_id
 
@@ -260,7 +270,7 @@ class BatchHandler:
             user = _user_schema(planned.schema)
             for name, stats in summary.tables.items():
                 if name not in self.targets:
-                    self.targets[name] = self._create(name, user, stats.with_values)
+                    self.targets[name] = self._create(name, user, stats.with_values, ctx)
                     states[name] = progress.find_marker(
                         self.targets[name].table, self.pipeline.name
                     )
@@ -303,18 +313,62 @@ class BatchHandler:
             time.sleep(pause[1])
         self._write(ctx, frame, target, state, stats)
 
-    def _create(self, name: str, user: StructType, with_values: set[str]) -> Target:
-        """Create a table seen for the first time, with the columns its records hold."""
+    def _create(
+        self, name: str, user: StructType, with_values: set[str], ctx: _BatchContext
+    ) -> Target:
+        """Create a table seen for the first time, with the columns its records hold.
+
+        The new table gets a marker without data at the batch's start before any table of
+        the batch commits: should the batch crash after other tables committed, the next
+        run finds this table among the pipeline's and writes its records. An existing table
+        holding rows but no marker of the pipeline is refused, as at start.
+
+        Raises:
+            PipelineError: The table exists with rows of another writer.
+        """
         from pyspark.sql.types import StructType
 
         assert self.tables is not None
+        if self.tables.exists(name):
+            target = self.tables.target(name)
+            state = progress.find_marker(target.table, self.pipeline.name)
+            if state.marker is None and state.total_records > 0:
+                raise PipelineError(
+                    f"pipeline {self.pipeline.name!r}: the route sends records to table {name}, "
+                    f"which holds {state.total_records:,} rows but no progress marker of this "
+                    "pipeline: frazil will not mix them into another writer's table (route "
+                    "them elsewhere, or run once with --reset-offsets; docs/exactly-once.md)"
+                )
+            if state.marker is None:
+                self._commit_start_marker(target, state, ctx)
+            return target
         settings = self.pipeline.settings_for(name)
         needed = set(with_values)
         needed |= {p.column.split(".")[0] for p in settings.partition_fields()}
         needed |= {s.column.split(".")[0] for s in settings.sort_fields()}
         needed |= set(settings.identifier_fields)
         fields = [f for f in user.fields if f.name in needed] or list(user.fields)
-        return self.tables.create(name, StructType(fields))
+        target = self.tables.create(name, StructType(fields))
+        self._commit_start_marker(
+            target, progress.find_marker(target.table, self.pipeline.name), ctx
+        )
+        return target
+
+    def _commit_start_marker(
+        self, target: Target, state: progress.TableState, ctx: _BatchContext
+    ) -> None:
+        """A marker saying the table holds everything of the pipeline before this batch."""
+        start = ctx.start or {}
+        marker = progress.next_marker(
+            state.marker,
+            pipeline=self.pipeline.name,
+            planned=start,
+            stats={},
+            lagging=set(),
+            batch_id=ctx.batch_id - 1,
+            query_id=self._query_id or "",
+        )
+        target.table.commit_summary_only(marker.to_summary())
 
     def _mark_idle(
         self, ctx: _BatchContext, states: dict[str, progress.TableState], written: set[str]
@@ -431,7 +485,7 @@ class BatchHandler:
                 target.name,
             )
         key = (
-            "write",
+            target.qualified,
             schema.json(),
             view.schema_id,
             view.mapping_text,
@@ -587,7 +641,11 @@ class BatchHandler:
                     state = progress.find_marker(target.table, self.pipeline.name)
                     if state.marker is None or state.marker.offsets != self._previous[1]:
                         self._commit_marker_only(
-                            target, state, self._previous[1], target.lagging, self._previous[0]
+                            target,
+                            state,
+                            self._previous[1],
+                            self._previous_lagging,
+                            self._previous[0],
                         )
                     continue
                 if last is None or not target.pending:

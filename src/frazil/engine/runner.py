@@ -151,6 +151,10 @@ class PipelineRun:
         states = self._states()
         if len(states) == 1:
             return states[0]
+        for target, state in zip(self.handler.targets.values(), states, strict=True):
+            if state.marker is None and state.total_records > 0:
+                # The same refusal as for one table (decide_start), naming this table.
+                progress.decide_start(self.pipeline.name, target.name, state, None, False)
         return progress.TableState(
             progress.merge_markers([s.marker for s in states], lowest=False),
             None,

@@ -201,8 +201,9 @@ def compare(
                 )
                 continue
             diff.columns[f.name] = source
-            new_fields.append(StructField(source, f.dataType, True))
-            diff.additions.append(f"add column {source} {f.dataType.simpleString()}")
+            if all(n.name.lower() != source.lower() for n in new_fields):
+                new_fields.append(StructField(source, f.dataType, True))
+                diff.additions.append(f"add column {source} {f.dataType.simpleString()}")
             continue
         if column is None:
             diff.dropped.append(f.name)
@@ -220,6 +221,13 @@ def compare(
             diff.additions.extend(changes)
             # Identifier fields stay required (Iceberg refuses optional ones).
             wanted[column] = StructField(column, merged, column not in view.identifiers)
+    if evolve:
+        written = set(diff.columns.values())
+        for name in view.required:
+            if name not in written and name not in view.identifiers:
+                # The batch never fills it: a NOT NULL column would fail every record.
+                diff.additions.append(f"make {name} optional")
+                wanted[name] = StructField(name, wanted[name].dataType, True)
     if diff.additions:
         diff.desired = StructType([*wanted.values(), *new_fields])
     return diff
@@ -446,17 +454,26 @@ def write_columns(
     internal columns, with records holding a value the table cannot take marked."""
     from pyspark.sql import functions as F
 
-    by_table = {column: source for source, column in diff.columns.items()}
+    by_table: dict[str, list[str]] = {}
+    for source, column in diff.columns.items():
+        # Several source fields may feed one column (an alias, a former name): the one
+        # named like the column first, then the others in batch order.
+        sources = by_table.setdefault(column, [])
+        if source == column:
+            sources.insert(0, source)
+        else:
+            sources.append(source)
     batch_types: dict[str, StructField] = {f.name: f for f in frame_schema.fields}
     out: list[Column] = []
     for f in view.schema.fields:
-        source = by_table.get(f.name)
-        if source is None:
+        names = by_table.get(f.name, [])
+        values = [conform(F.col(n), batch_types[n].dataType, f.dataType) for n in names]
+        if not values:
             out.append(F.lit(None).cast(f.dataType).alias(f.name))
+        elif len(values) == 1:
+            out.append(values[0].alias(f.name))
         else:
-            out.append(
-                conform(F.col(source), batch_types[source].dataType, f.dataType).alias(f.name)
-            )
+            out.append(F.coalesce(*values).alias(f.name))
     error = F.col(c.ERROR)
     for m in diff.mismatches:
         root = m.path.split(".")[0]
@@ -471,8 +488,8 @@ def write_columns(
             error, F.when(F.col(root).isNotNull(), _error_struct(reason, F.col(root)))
         )
     for name in view.required:
-        source = by_table.get(name)
-        value = F.col(source) if source is not None else F.lit(None)
+        feeding = by_table.get(name) or []
+        value = F.coalesce(*[F.col(n) for n in feeding]) if feeding else F.lit(None)
         why = "an identifier field" if name in view.identifiers else "NOT NULL"
         error = F.coalesce(
             error,

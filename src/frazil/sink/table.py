@@ -83,7 +83,7 @@ def ensure_table(
         except Exception as exc:  # another run created it meanwhile
             if "AlreadyExists" not in str(exc):
                 raise
-    iceberg_schema = _iceberg_schema(spark, schema, settings, pipeline)
+    iceberg_schema = _iceberg_schema(spark, _aliased(schema, settings.aliases), settings, pipeline)
     try:
         spec = jvm.org.apache.iceberg.PartitionSpec.builderFor(iceberg_schema)
         for field in settings.partition_fields():
@@ -135,6 +135,19 @@ def _first_line(exc: Exception) -> str:
         if candidate.startswith(": ") or "Exception: " in candidate:
             return candidate.split("Exception: ", 1)[-1].strip()
     return line
+
+
+def _aliased(schema: StructType, aliases: dict[str, str]) -> StructType:
+    """The columns a new table gets: source fields under their ``aliases`` column names,
+    several fields of one column once."""
+    from pyspark.sql.types import StructField, StructType
+
+    fields: dict[str, StructField] = {}
+    for f in schema.fields:
+        name = aliases.get(f.name, f.name)
+        if name.lower() not in {n.lower() for n in fields}:
+            fields[name] = StructField(name, f.dataType, f.nullable, f.metadata)
+    return StructType(list(fields.values()))
 
 
 def _iceberg_schema(

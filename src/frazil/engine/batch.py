@@ -267,13 +267,7 @@ class BatchHandler:
                 raise self._rejected(frame, ctx.batch_id)
             with self._stats_lock:
                 self.stats.unmatched += summary.unmatched
-            user = _user_schema(planned.schema)
-            for name, stats in summary.tables.items():
-                if name not in self.targets:
-                    self.targets[name] = self._create(name, user, stats.with_values, ctx)
-                    states[name] = progress.find_marker(
-                        self.targets[name].table, self.pipeline.name
-                    )
+            self._create_all(ctx, states, summary, _user_schema(planned.schema))
             names = list(summary.tables)
             pause = _pause()
             workers = max(1, min(len(names), FANOUT_THREADS))
@@ -312,6 +306,31 @@ class BatchHandler:
         if pause is not None and pause[0] == target.name:
             time.sleep(pause[1])
         self._write(ctx, frame, target, state, stats)
+
+    def _create_all(
+        self,
+        ctx: _BatchContext,
+        states: dict[str, progress.TableState],
+        summary: _Summary,
+        user: StructType,
+    ) -> None:
+        """Create the batch's new tables concurrently (each is a few catalog round trips and
+        a marker commit, mostly waiting: bench/routing created 20 in 0.8 s instead of 1.3)."""
+        new = [n for n in summary.tables if n not in self.targets]
+        if not new:
+            return
+
+        def create(name: str) -> Target:
+            return self._create(name, user, summary.tables[name].with_values, ctx)
+
+        # The first one alone: it also creates the namespace, which others likely share.
+        made = [create(new[0])]
+        if len(new) > 1:
+            with ThreadPoolExecutor(max_workers=min(len(new) - 1, FANOUT_THREADS)) as pool:
+                made.extend(pool.map(create, new[1:]))
+        for name, target in zip(new, made, strict=True):
+            self.targets[name] = target
+            states[name] = progress.find_marker(target.table, self.pipeline.name)
 
     def _create(
         self, name: str, user: StructType, with_values: set[str], ctx: _BatchContext

@@ -12,7 +12,6 @@ pipeline.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -63,7 +62,6 @@ class TableSet:
     catalog: str
     pipeline: PipelineConfig
     route: Route
-    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def target(self, name: str) -> Target:
         """A handle on an existing table."""
@@ -71,15 +69,18 @@ class TableSet:
         return Target(name, full, IcebergTable(self.spark, full), self.pipeline.settings_for(name))
 
     def create(self, name: str, schema: StructType) -> Target:
-        """Create the table if missing (thread-safe), and open it."""
-        with self._lock:
-            ensure_table(
-                self.spark,
-                self.catalog,
-                self.pipeline.settings_for(name),
-                schema,
-                self.pipeline.name,
-            )
+        """Create the table if missing, and open it.
+
+        Safe from several threads at once: a table or namespace another thread (or run)
+        created first is used as it is (:func:`~frazil.sink.table.ensure_table`).
+        """
+        ensure_table(
+            self.spark,
+            self.catalog,
+            self.pipeline.settings_for(name),
+            schema,
+            self.pipeline.name,
+        )
         return self.target(name)
 
     def exists(self, name: str) -> bool:

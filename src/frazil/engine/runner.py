@@ -20,6 +20,7 @@ from frazil.engine.report import PipelineReport, combine_reports, table_report
 from frazil.engine.shape import resolve_shape, source_schema
 from frazil.engine.tables import TableSet
 from frazil.errors import ConfigError, FrazilError, KafkaError, PipelineError
+from frazil.route.patterns import check_java_patterns
 from frazil.route.rules import build_route
 from frazil.sink.table import qualified
 from frazil.source.admin import JvmKafkaAdmin
@@ -114,6 +115,7 @@ class PipelineRun:
         single = pipeline.table
         table = qualified(catalog, single) if single is not None else None
         shape = resolve_shape(self.spark, self.config, pipeline, table)
+        check_java_patterns(self.spark, pipeline)
         route = build_route(pipeline)
         tables = TableSet(self.spark, catalog, pipeline, route)
         if single is not None:

@@ -171,14 +171,16 @@ def test_is_regex_key() -> None:
         {"topic": "events", "table": "db.e", "default": "dlq"},
     ],
 )
-def test_default_dlq_is_refused(route: dict[str, Any]) -> None:
+def test_default_dlq_needs_a_dead_letter_queue(route: dict[str, Any]) -> None:
     assert _route_problems(route) == [
         (
-            "pipelines[0].route.default",
-            "'dlq' needs a dead-letter queue, which frazil does not have yet; use fail, skip "
-            "or a table name",
+            "pipelines[0]",
+            "route default 'dlq' needs a dead-letter queue: set errors.tolerance: all with "
+            "errors.dlq_topic or errors.dlq_table",
         )
     ]
+    accepted = _parse(route=route, errors={"tolerance": "all", "dlq_table": "db.dead"})
+    assert accepted.route is not None and accepted.route.default == "dlq"
 
 
 @pytest.mark.parametrize("default", ["drop", "FAIL", "db", "db.bad-name"])
@@ -187,7 +189,7 @@ def test_default_must_be_fail_skip_or_table(default: str) -> None:
     assert _route_problems(route) == [
         (
             "pipelines[0].route.default",
-            f"{default!r} must be fail, skip or a table name (namespace.table, e.g. db.other)",
+            f"{default!r} must be fail, skip, dlq or a table name (namespace.table, e.g. db.other)",
         )
     ]
 

@@ -7,6 +7,7 @@ import sys
 from rich.markup import escape
 
 from frazil.cli import (  # noqa: F401  (imported for their command registrations)
+    dlq_cmd,
     generate_cmd,
     local_cmd,
     plan_cmd,

@@ -48,6 +48,11 @@ def print_reports(reports: list[PipelineReport], config: FrazilConfig) -> None:
             )
         for change in r.schema_changes:
             rows.append(("schema change", change))
+        if r.dead_letters:
+            total = sum(r.dead_letters.values())
+            rows.append(("dead letters", f"{total:,} record(s) to the dead-letter queue"))
+            for what, n in sorted(r.dead_letters.items(), key=lambda item: -item[1]):
+                rows.append(("", f"{n:,} × {what}"))
         if r.skipped_batches:
             rows.append(("replayed batches", f"{r.skipped_batches} already committed, skipped"))
         if r.start:

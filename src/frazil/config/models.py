@@ -23,6 +23,7 @@ from pydantic import (
 
 from frazil.columns import INTERNAL_PREFIX, METADATA_PREFIX
 from frazil.config.durations import parse_duration
+from frazil.config.errors import ErrorsConfig
 from frazil.config.partitioning import PartitionField, parse_partition_field
 from frazil.config.routing import (
     EvolutionPolicy,
@@ -356,6 +357,7 @@ class PipelineConfig(_Frozen):
     #: Source field → table column, for fields whose name differs from their column's.
     aliases: dict[str, str] = Field(default_factory=dict)
     tables: dict[str, TableSettings] = Field(default_factory=dict)
+    errors: ErrorsConfig = Field(default_factory=ErrorsConfig)
     trigger: str = "1s"
     checkpoint: str | None = None
 
@@ -437,6 +439,11 @@ class PipelineConfig(_Frozen):
             )
         if self.format != "json" and self.timestamp_format is not None:
             raise ValueError("'timestamp_format' applies to format json only")
+        if getattr(self.route, "default", None) == "dlq" and not self.errors.dead_letters:
+            raise ValueError(
+                "route default 'dlq' needs a dead-letter queue: set errors.tolerance: all "
+                "with errors.dlq_topic or errors.dlq_table"
+            )
         return self
 
     def value_source(self) -> str:

@@ -24,7 +24,7 @@ _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 #: What happens to a record that matches no table.
-DEFAULT_ACTIONS = ("fail", "skip")
+DEFAULT_ACTIONS = ("fail", "skip", "dlq")
 
 
 def check_table_name(value: str) -> str:
@@ -37,14 +37,9 @@ def check_table_name(value: str) -> str:
 def _check_default(value: str) -> str:
     if value in DEFAULT_ACTIONS:
         return value
-    if value == "dlq":
-        raise ValueError(
-            "'dlq' needs a dead-letter queue, which frazil does not have yet; use fail, skip "
-            "or a table name"
-        )
     if not TABLE_NAME.match(value):
         raise ValueError(
-            f"{value!r} must be fail, skip or a table name (namespace.table, e.g. db.other)"
+            f"{value!r} must be fail, skip, dlq or a table name (namespace.table, e.g. db.other)"
         )
     return value
 

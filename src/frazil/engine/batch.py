@@ -16,6 +16,7 @@ from frazil import columns as c
 from frazil.config.models import PipelineConfig
 from frazil.engine import progress
 from frazil.engine.checkpoint import Checkpoint
+from frazil.engine.deadletters import DeadLetters
 from frazil.engine.events import BatchSkipped, BatchStarted, CommitEvent, Event, SchemaEvolved
 from frazil.engine.plan import BatchPlan
 from frazil.engine.tables import TableSet, Target
@@ -51,6 +52,9 @@ _ROUTE_TABLE = "__frazil_route_table"
 #: Test hook: ``<table>:<seconds>`` sleeps before writing that table, while the batch's other
 #: tables commit (a kill -9 between two tables' commits).
 _PAUSE_ENV = "FRAZIL_TEST_PAUSE_BEFORE_WRITE"
+#: Test hook: seconds to sleep after a table committed and before its failing records go to
+#: the dead-letter queue (a kill -9 in between).
+_DEAD_PAUSE_ENV = "FRAZIL_TEST_PAUSE_BEFORE_DEAD_LETTERS"
 
 
 class StopRequested(FrazilError):
@@ -117,6 +121,8 @@ class BatchHandler:
     admin: JvmKafkaAdmin | None = None
     on_event: Callable[[Event], None] | None = None
     stats: BatchStats = field(default_factory=BatchStats)
+    #: Where failing records go (``errors.tolerance: all``); None: they stop the pipeline.
+    dead_letters: DeadLetters | None = None
     error: FrazilError | None = None
     closing: bool = False
     #: Stop requests (SIGTERM, the caller's event): no batch starts once one is set, even
@@ -185,6 +191,7 @@ class BatchHandler:
         # and each table's write skips what its own marker covers.
         if (
             not self.routed
+            and self.dead_letters is None
             and planned
             and all(progress.covered(s.marker, planned) for s in states.values())
         ):
@@ -223,16 +230,29 @@ class BatchHandler:
         return True
 
     def _write_one(
-        self, ctx: _BatchContext, target: Target, state: progress.TableState, attempt: int = 0
+        self,
+        ctx: _BatchContext,
+        target: Target,
+        state: progress.TableState,
+        attempt: int = 0,
+        learn: bool = True,
     ) -> None:
-        """One table: decode, check and append in a single Spark job, observed as it runs."""
+        """One table: decode, check and append in a single Spark job, observed as it runs.
+
+        With a dead-letter queue, records a decoder may learn from (a new schema id, new JSON
+        fields) still stop the first attempt, so that the table evolves rather than their
+        records going to the queue; once nothing more can be learned, they go there too.
+        """
         frame = self.plan.run(ctx.batch)
         try:
-            self._write(ctx, frame, target, state, None)
+            self._write(ctx, frame, target, state, None, learn=learn)
         except _BadRecords as bad:
             if self._learned(ctx.batch, ctx.batch_id, attempt):
                 # Nothing was committed: plan and write the batch again with what was learned.
-                self._write_one(ctx, target, state, attempt + 1)
+                self._write_one(ctx, target, state, attempt + 1, learn)
+                return
+            if self.dead_letters is not None and learn:
+                self._write_one(ctx, target, state, attempt + 1, learn=False)
                 return
             raise self._rejected(bad.rows, ctx.batch_id) from None
 
@@ -260,11 +280,25 @@ class BatchHandler:
             )
             summary = _summarise(frame, self._metrics(partitions)[1:], partitions)
             if summary.bad:
-                if self._learned(ctx.batch, ctx.batch_id, attempt):
+                learnable = summary.learnable or self.dead_letters is None
+                if learnable and self._learned(ctx.batch, ctx.batch_id, attempt):
                     frame.unpersist()
                     self._fan_out(ctx, states, attempt + 1)
                     return
-                raise self._rejected(frame, ctx.batch_id)
+                if self.dead_letters is None:
+                    raise self._rejected(frame, ctx.batch_id)
+                # Before any table commits: a crash afterwards replays the batch, and the
+                # dead-letter table's marker keeps its records once.
+                # One row per record (the cache has one per record and table).
+                once = F.coalesce(F.col(_ROUTE_TABLE) == F.col(c.TABLE)[0], F.lit(True))
+                self.dead_letters.write(
+                    frame.where(F.col(c.ERROR).isNotNull() & once),
+                    F.col(c.ERROR),
+                    planned=ctx.planned,
+                    lagging=ctx.lagging,
+                    batch_id=ctx.batch_id,
+                    query_id=self._query_id or "",
+                )
             with self._stats_lock:
                 self.stats.unmatched += summary.unmatched
             self._create_all(ctx, states, summary, _user_schema(planned.schema))
@@ -524,6 +558,8 @@ class BatchHandler:
         target: Target,
         state: progress.TableState,
         routed: _TableStats | None,
+        *,
+        learn: bool = False,
     ) -> None:
         """Append the table's rows of the batch in one commit carrying the table's marker.
 
@@ -545,7 +581,11 @@ class BatchHandler:
             batch_id=ctx.batch_id,
             query_id=self._query_id or "",
         )
+        dead = self.dead_letters
         if state.marker is not None and marker.offsets == state.marker.offsets:
+            if dead is not None:
+                # A replay: the table has the batch, the dead-letter queue may not.
+                self._dead_letters_of(ctx, frame, target, routed, None)
             return  # nothing new for this table
         wanted = F.col(c.OP) == c.OP_APPEND
         keep = (
@@ -562,19 +602,52 @@ class BatchHandler:
         partitions = tuple(
             (t, p) for t, parts in sorted(ctx.planned.items()) for p in sorted(parts)
         )
-        selected = frame.where(wanted)
+        failing: Observation | None = None
+        if dead is None:
+            selected = frame.where(wanted)
+        else:
+            # Failing records leave the write for the dead-letter queue; where they are is
+            # observed in the same pass (their bytes are read again after the commit).
+            error = columns.error
+            mine = frame if routed is None else frame.where(F.col(_ROUTE_TABLE) == target.name)
+            own = _own_error(error, routed is not None)
+            failing = Observation(f"frazil_dead_{uuid.uuid4().hex}")
+            appended = mine.where(F.col(c.OP) == c.OP_APPEND).observe(
+                failing,
+                F.count(own).alias("bad"),
+                F.collect_list(
+                    F.when(
+                        own.isNotNull(),
+                        F.struct(
+                            F.col(c.TOPIC),
+                            F.col(c.PARTITION),
+                            F.col(c.OFFSET),
+                            own["stage"],
+                            own["reason"],
+                        ),
+                    )
+                ).alias("at"),
+            )
+            good = (
+                F.when(_learnable(error), _failure()).otherwise(error.isNull())
+                if learn
+                else error.isNull()
+            )
+            selected = appended.where(good if keep is None else good & keep)
         if routed is not None:
             # A table's share of the batch in as few tasks (and files) as its size needs:
             # the other tables' writes keep the other cores busy.
             selected = selected.coalesce(max(1, -(-routed.records // ROWS_PER_WRITE_TASK)))
         observation = None
-        if routed is None:
+        if routed is None or dead is not None:
             # One table: counts and timestamps are observed as the rows stream by.
             observation = Observation(f"frazil_{uuid.uuid4().hex}")
             selected = selected.observe(observation, *self._metrics(partitions))
         # The routed batch's aggregation counted them already (one Dataset less per table:
         # each costs an analysis through py4j).
-        data = selected.select(*columns.guarded(_failure()))
+        data = selected.select(
+            *(columns.table if dead is not None else columns.guarded(_failure()))
+        )
         options = {"check-nullability": "false"} if target.view and target.view.required else {}
         try:
             append_rows(data, target.qualified, marker.to_summary(), options)
@@ -583,6 +656,8 @@ class BatchHandler:
                 raise
             raise _BadRecords(frame.where(wanted).select(*columns.rows())) from None
         progress.check_no_interleaving(target.table, state, marker)
+        if failing is not None and int(failing.get.get("bad") or 0):
+            self._dead_letters_of(ctx, frame, target, routed, failing.get.get("at") or [])
         if observation is not None:
             seen = observation.get
             records = int(seen.get("records") or 0)
@@ -619,6 +694,46 @@ class BatchHandler:
                 valid_through_ms=valid,
                 seconds=time.monotonic() - ctx.started,
             )
+        )
+
+    def _dead_letters_of(
+        self,
+        ctx: _BatchContext,
+        frame: DataFrame,
+        target: Target,
+        routed: _TableStats | None,
+        at: list[Any] | None,
+    ) -> None:
+        """Send a table's failing records of the batch to the dead-letter queue.
+
+        ``at`` lists where they are (topic, partition, offset): only those raw records are
+        read and decoded again. None (a replayed batch) looks at the whole batch.
+        """
+        from pyspark.sql import functions as F
+
+        assert self.dead_letters is not None
+        pause = os.environ.get(_DEAD_PAUSE_ENV)
+        if pause:
+            time.sleep(float(pause))
+        schema = self.plan.schema_of(ctx.batch)
+        columns = self._adapt(schema, target, ctx.batch_id, routed.with_values if routed else None)
+        source = frame
+        if at is not None:
+            source = self.plan.run(ctx.batch.where(_raw_positions(at)))
+        if routed is not None:
+            if _ROUTE_TABLE not in source.columns:  # planned again: one row per table
+                source = source.select(F.explode_outer(F.col(c.TABLE)).alias(_ROUTE_TABLE), "*")
+            source = source.where(F.col(_ROUTE_TABLE) == target.name)
+        own = _own_error(columns.error, routed is not None)
+        bad = source.where((F.col(c.OP) == c.OP_APPEND) & own.isNotNull())
+        self.dead_letters.write(
+            bad,
+            own,
+            planned=ctx.planned,
+            lagging=ctx.lagging,
+            batch_id=ctx.batch_id,
+            query_id=self._query_id or "",
+            seen=None if at is None else [tuple(r) for r in at],
         )
 
     def _metrics(self, partitions: tuple[tuple[str, int], ...]) -> list[Column]:
@@ -757,6 +872,8 @@ class _Summary:
     """One aggregation over a routed batch."""
 
     bad: int
+    #: Marked records a decoder may learn from (:func:`_learnable`).
+    learnable: int
     unmatched: int
     #: Tables with records to append.
     tables: dict[str, _TableStats]
@@ -781,6 +898,7 @@ def _summarise(
         frame.groupBy(_ROUTE_TABLE)
         .agg(
             F.count(F.col(c.ERROR)).alias("bad"),
+            F.sum(_learnable(F.col(c.ERROR)).cast("int")).alias("learnable"),
             F.sum((F.col(c.TABLE).isNull() & F.col(c.ERROR).isNull()).cast("int")).alias(
                 "unmatched"
             ),
@@ -801,9 +919,51 @@ def _summarise(
     }
     return _Summary(
         bad=sum(int(r["bad"] or 0) for r in rows),
+        learnable=sum(int(r["learnable"] or 0) for r in rows),
         unmatched=sum(int(r["unmatched"] or 0) for r in rows),
         tables=tables,
     )
+
+
+def _learnable(error: Column) -> Column:
+    """Whether a record's error is one a decoder may learn from (a new schema id, new JSON
+    fields): such records replan the batch rather than go to the dead-letter queue."""
+    from pyspark.sql import functions as F
+
+    from frazil.decode.json import NEW_FIELDS
+
+    reason = error["reason"]
+    return error.isNotNull() & (
+        reason.startswith("unknown schema id") | (reason == F.lit(NEW_FIELDS))
+    )
+
+
+def _own_error(error: Column, routed: bool) -> Column:
+    """A table's own marks of a record (values it cannot take). In a routed batch the
+    records marked before routing go to the dead-letter queue once, for the whole batch."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.col(c.ERROR).isNull(), error) if routed else error
+
+
+def _raw_positions(at: list[Any]) -> Column:
+    """A condition on the raw Kafka rows selecting the records at ``at`` (topic, partition,
+    offset)."""
+    from pyspark.sql import functions as F
+
+    by_partition: dict[tuple[str, int], list[int]] = {}
+    for row in at:
+        by_partition.setdefault((str(row[0]), int(row[1])), []).append(int(row[2]))
+    condition: Column | None = None
+    for (topic, partition), offsets in sorted(by_partition.items()):
+        part = (
+            (F.col("topic") == topic)
+            & (F.col("partition") == partition)
+            & F.col("offset").isin(*sorted(offsets))
+        )
+        condition = part if condition is None else condition | part
+    assert condition is not None
+    return condition
 
 
 def _mapping_text(java_table: Any) -> str | None:

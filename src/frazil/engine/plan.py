@@ -113,9 +113,12 @@ def select(raw: DataFrame, batch: Projection) -> DataFrame:
     return raw.select(*[column.alias(name) for name, column in batch.items()])
 
 
-def _prune(batch: Projection) -> Projection:
-    # The raw key/value/headers are dead weight once decoded.
-    return {k: v for k, v in batch.items() if k not in (c.KEY, c.VALUE, c.HEADERS, c.TIMESTAMP)}
+def _prune(batch: Projection, keep_raw: bool = False) -> Projection:
+    # The raw key/value/headers are dead weight once decoded, unless failing records go to a
+    # dead-letter queue, which keeps them byte for byte (Spark drops them from the plan of
+    # any write that does not read them).
+    dropped = (c.TIMESTAMP,) if keep_raw else (c.KEY, c.VALUE, c.HEADERS, c.TIMESTAMP)
+    return {k: v for k, v in batch.items() if k not in dropped}
 
 
 def decode_value(decoder: Decoder, batch: Projection) -> Projection:
@@ -206,7 +209,23 @@ def build_plan(
         )
     steps += [
         Step("route", route.describe(), lambda batch: route_step(route, pipeline, batch)),
-        Step("mode", "append; tombstones skipped", append_mode),
-        Step("prune", "drop raw key, value and headers", _prune),
+        (
+            Step(
+                "mode",
+                "append; tombstones to the dead-letter queue",
+                lambda batch: append_mode(batch, dead_letters=True),
+            )
+            if pipeline.errors.dead_letters
+            else Step("mode", "append; tombstones skipped", append_mode)
+        ),
+        (
+            Step(
+                "prune",
+                "keep raw key, value and headers for the dead-letter queue",
+                lambda batch: _prune(batch, keep_raw=True),
+            )
+            if pipeline.errors.dead_letters
+            else Step("prune", "drop raw key, value and headers", _prune)
+        ),
     ]
     return BatchPlan(pipeline.name, tuple(steps), route.tables, tuple(decoders), route.single)

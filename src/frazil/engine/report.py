@@ -45,6 +45,8 @@ class PipelineReport:
     unmatched_skipped: int = 0
     #: Schema changes this run made to its tables.
     schema_changes: list[str] = field(default_factory=list)
+    #: Records this run sent to the dead-letter queue, by ``stage: reason``.
+    dead_letters: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``--output json``."""

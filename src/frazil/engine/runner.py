@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import threading
@@ -14,6 +15,7 @@ from frazil.config.models import FrazilConfig, PipelineConfig
 from frazil.engine import fence, progress
 from frazil.engine.batch import BatchHandler, StopRequested
 from frazil.engine.checkpoint import Checkpoint
+from frazil.engine.deadletters import DeadLetters
 from frazil.engine.events import CommitEvent, Event
 from frazil.engine.plan import BatchPlan, build_plan
 from frazil.engine.report import PipelineReport, combine_reports, table_report
@@ -140,6 +142,7 @@ class PipelineRun:
             # Only a rate-limited read can leave partitions behind their end offset.
             admin=self.admin if self.pipeline.max_offsets_per_trigger else None,
             on_event=self.on_event,
+            dead_letters=DeadLetters.open(self.spark, self.config, pipeline),
         )
 
     def _states(self) -> list[progress.TableState]:
@@ -184,8 +187,18 @@ class PipelineRun:
             for t in handler.targets.values()
         ]
         if self.pipeline.table is not None and len(parts) == 1:
-            return parts[0]
-        return combine_reports(self.pipeline, handler.stats, parts, self.start_reason)
+            report = parts[0]
+        else:
+            report = combine_reports(self.pipeline, handler.stats, parts, self.start_reason)
+        if handler.dead_letters is not None:
+            report = dataclasses.replace(
+                report,
+                dead_letters={
+                    f"{stage}: {reason}": n
+                    for (stage, reason), n in sorted(handler.dead_letters.counts.items())
+                },
+            )
+        return report
 
     def _resume_offsets(self, marker: progress.Marker | None) -> TopicOffsets:
         return progress.resume_offsets(marker, self.admin.partitions(self.pipeline))

@@ -223,10 +223,10 @@ def _settle(
         tables = matched
         unmatched = matched.isNull() & ~tombstone
         result[c.OP] = F.when(unmatched, F.lit(c.OP_SKIP)).otherwise(batch[c.OP])
-    elif default == "fail":
+    elif default in ("fail", "dlq"):
         tables = F.coalesce(matched, empty)
         error = route_error(
-            F.format_string("%s: value matches no table (route default: fail)", what),
+            F.format_string(f"%s: value matches no table (route default: {default})", what),
             F.substring(F.coalesce(value.cast("string"), F.lit("null")), 1, _QUOTED_CHARS),
         )
         result[c.ERROR] = F.coalesce(

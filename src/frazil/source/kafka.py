@@ -34,7 +34,11 @@ def source_options(
     """
     options = {
         "kafka.bootstrap.servers": config.kafka.bootstrap_servers,
-        "includeHeaders": str("headers" in pipeline.kafka_metadata).lower(),
+        # Headers are read for the metadata column, and for the dead-letter queue, which
+        # keeps failing records' headers.
+        "includeHeaders": str(
+            "headers" in pipeline.kafka_metadata or pipeline.errors.dead_letters
+        ).lower(),
         # Losing data silently is never acceptable: fail if offsets were deleted under us.
         "failOnDataLoss": "true",
         # A task whose range ends at the log end otherwise waits for the broker's parked

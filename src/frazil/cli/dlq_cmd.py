@@ -1,0 +1,121 @@
+"""``frazil dlq show``: what went to the dead-letter queue, by stage and reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from frazil.cli.app import OutputFormat, app, console
+from frazil.config.loader import load_config
+from frazil.errors import ConfigError
+
+dlq_app = typer.Typer(
+    help="Inspect the dead-letter queue (errors.dlq_table) of the config's pipelines.",
+    no_args_is_help=True,
+)
+app.add_typer(dlq_app, name="dlq")
+
+
+@dlq_app.command()
+def show(
+    config: Path = typer.Option(..., "--config", "-c", help="Path to the frazil YAML config file."),
+    pipeline: list[str] | None = typer.Option(
+        None, "--pipeline", "-p", help="Only this pipeline (repeatable). Default: all."
+    ),
+    examples: int = typer.Option(1, "--examples", help="Example records per stage and reason."),
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+) -> None:
+    """Count dead letters by pipeline, stage and reason, with example records."""
+    from frazil.engine.session import build_spark
+    from frazil.sink.table import qualified, table_exists
+
+    loaded = load_config(config)
+    unknown = sorted(set(pipeline or []) - {p.name for p in loaded.pipelines})
+    if unknown:
+        raise ConfigError(f"no pipeline named {', '.join(map(repr, unknown))} in {config}")
+    chosen = [p for p in loaded.pipelines if not pipeline or p.name in pipeline]
+    tables: dict[str, list[str]] = {}
+    for p in chosen:
+        if p.errors.dlq_table is not None:
+            tables.setdefault(p.errors.dlq_table, []).append(p.name)
+    if not tables:
+        raise ConfigError(
+            "no pipeline chosen has a dead-letter table (errors.dlq_table); a dead-letter "
+            "topic is read with any Kafka consumer"
+        )
+    spark = build_spark(loaded)
+    catalog = loaded.catalog.name
+    groups: list[dict[str, Any]] = []
+    for table, names in sorted(tables.items()):
+        full = qualified(catalog, table)
+        if not table_exists(spark, full):
+            continue
+        groups.extend(_summarise(spark, full, table, names, examples))
+    if output is OutputFormat.json:
+        console.print_json(json.dumps(groups, default=str))
+        return
+    if not groups:
+        console.print("no dead letters")
+        return
+    view = Table("pipeline", "stage", "reason", "records", "first failed", "example")
+    for g in groups:
+        example = "; ".join(
+            f"{e['topic']}/{e['partition']}@{e['offset']}"
+            + (f" {e['detail']!r}" if e["detail"] else "")
+            for e in g["examples"]
+        )
+        view.add_row(
+            g["pipeline"],
+            g["stage"],
+            escape(g["reason"]),
+            f"{g['records']:,}",
+            str(g["first_failed"]),
+            escape(example),
+        )
+    console.print(view)
+
+
+def _summarise(
+    spark: Any, full: str, table: str, pipelines: list[str], examples: int
+) -> list[dict[str, Any]]:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rows = spark.table(full).where(F.col("pipeline").isin(*pipelines))
+    counted = (
+        rows.groupBy("pipeline", "stage", "reason")
+        .agg(F.count(F.lit(1)).alias("records"), F.min("failed_at").alias("first_failed"))
+        .orderBy(F.desc("records"), "pipeline", "stage", "reason")
+        .collect()
+    )
+    order = Window.partitionBy("pipeline", "stage", "reason").orderBy(
+        "topic", "partition", "offset"
+    )
+    picked = (
+        rows.withColumn("n", F.row_number().over(order))
+        .where(F.col("n") <= examples)
+        .select("pipeline", "stage", "reason", "topic", "partition", "offset", "detail")
+        .collect()
+    )
+    found: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in picked:
+        found.setdefault((r["pipeline"], r["stage"], r["reason"]), []).append(
+            {k: r[k] for k in ("topic", "partition", "offset", "detail")}
+        )
+    return [
+        {
+            "table": table,
+            "pipeline": r["pipeline"],
+            "stage": r["stage"],
+            "reason": r["reason"],
+            "records": int(r["records"]),
+            "first_failed": r["first_failed"],
+            "examples": found.get((r["pipeline"], r["stage"], r["reason"]), []),
+        }
+        for r in counted
+    ]

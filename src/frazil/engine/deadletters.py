@@ -1,0 +1,155 @@
+"""A pipeline's dead-letter queue during a run: its table, its topic, and what they got.
+
+The batch handler hands over each batch's failing records as a DataFrame of dead-letter rows
+(:func:`frazil.sink.deadletter.dead_letter_columns`). They go to the topic first (at least
+once), then to the table in one commit carrying the pipeline's marker; rows below the table's
+marker are dropped first, so a batch replayed after a crash adds each record once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.engine import progress
+from frazil.sink.deadletter import (
+    DeadLetterTopic,
+    dead_letter_columns,
+    dlq_schema,
+    dlq_settings,
+)
+from frazil.sink.iceberg import IcebergTable, append_rows
+from frazil.sink.table import ensure_table, qualified
+from frazil.source.kafka import TopicOffsets, admin_config
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DeadLetters:
+    """Where one pipeline's failing records go, and how many went, by stage and reason."""
+
+    pipeline: str
+    table: IcebergTable | None
+    topic: DeadLetterTopic | None
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def open(
+        cls, spark: SparkSession, config: FrazilConfig, pipeline: PipelineConfig
+    ) -> DeadLetters | None:
+        """The pipeline's dead-letter queue (its table created if missing), or None."""
+        errors = pipeline.errors
+        if not errors.dead_letters:
+            return None
+        table = None
+        if errors.dlq_table is not None:
+            catalog = config.catalog.name
+            ensure_table(
+                spark, catalog, dlq_settings(errors.dlq_table), dlq_schema(), pipeline.name
+            )
+            table = IcebergTable(spark, qualified(catalog, errors.dlq_table))
+        topic = None
+        if errors.dlq_topic is not None:
+            topic = DeadLetterTopic(admin_config(config)[0], errors.dlq_topic)
+        return cls(pipeline.name, table, topic)
+
+    @property
+    def total(self) -> int:
+        """Records sent to the dead-letter queue in this run."""
+        return sum(self.counts.values())
+
+    def write(
+        self,
+        bad: DataFrame,
+        error: Column,
+        *,
+        planned: TopicOffsets,
+        lagging: set[tuple[str, int]],
+        batch_id: int,
+        query_id: str,
+        seen: list[tuple[str, int, int, str, str]] | None = None,
+    ) -> None:
+        """Send one batch's failing rows ``bad`` (with frazil's internal columns, ``error``
+        set) to the topic, then to the table.
+
+        Args:
+            seen: The failing records as the write observed them (topic, partition, offset,
+                stage, reason), when known: they are counted from it, and the table is not
+                written when it has them all already. None: counted with a Spark job.
+        """
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        from frazil import columns as c
+
+        rows = bad.select(
+            *dead_letter_columns(self.pipeline, error, c.HEADERS in bad.columns),
+            F.col(c.TOPIC),
+            F.col(c.PARTITION),
+            F.col(c.OFFSET),
+        )
+        twice = self.topic is not None and self.table is not None
+        if twice or seen is None:
+            rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            dlq = rows.drop(c.TOPIC, c.PARTITION, c.OFFSET)
+            if self.topic is not None:
+                self.topic.send(dlq.toLocalIterator())
+            if self.table is not None:
+                self._append(rows, planned, lagging, batch_id, query_id, seen)
+            if seen is None:
+                counted = dlq.groupBy("stage", "reason").agg(F.count(F.lit(1)).alias("n"))
+                found = {(str(r[0]), str(r[1])): int(r[2]) for r in counted.collect()}
+            else:
+                found = dict(Counter((str(s[3]), str(s[4])) for s in seen))
+        finally:
+            if rows.is_cached:
+                rows.unpersist()
+        with self._lock:
+            self.counts.update(found)
+        for (stage, reason), n in sorted(found.items()):
+            log.warning(
+                "%s: %d record(s) to the dead-letter queue: %s: %s", self.pipeline, n, stage, reason
+            )
+
+    def _append(
+        self,
+        rows: DataFrame,
+        planned: TopicOffsets,
+        lagging: set[tuple[str, int]],
+        batch_id: int,
+        query_id: str,
+        seen: list[tuple[str, int, int, str, str]] | None,
+    ) -> None:
+        from frazil import columns as c
+
+        assert self.table is not None
+        self.table.refresh()
+        state = progress.find_marker(self.table, self.pipeline)
+        marker = progress.next_marker(
+            state.marker,
+            pipeline=self.pipeline,
+            planned=planned,
+            stats={},
+            lagging=lagging,
+            batch_id=batch_id,
+            query_id=query_id,
+        )
+        covered = state.marker.offsets if state.marker is not None else {}
+        if seen is not None and all(
+            offset < covered.get(topic, {}).get(partition, 0)
+            for topic, partition, offset, *_ in seen
+        ):
+            return  # a replayed batch whose dead letters the table has
+        keep = progress.offset_filter(state.marker)
+        fresh = (rows if keep is None else rows.where(keep)).drop(c.TOPIC, c.PARTITION, c.OFFSET)
+        append_rows(fresh, self.table.name, marker.to_summary())

@@ -1,0 +1,222 @@
+"""The dead-letter queue: failing records with their reason, in a Kafka topic and/or a table.
+
+A record that a step could not handle carries an error struct (stage, reason, detail; see
+:mod:`frazil.columns`). With ``errors.tolerance: all`` such records leave the batch for the
+dead-letter queue instead of stopping the pipeline:
+
+* the **table** (``errors.dlq_table``) gets one row per record: its raw key, value and headers,
+  Kafka coordinates, stage, reason, detail, error class, pipeline and failure time; it is
+  partitioned by day of failure and written with the pipeline's marker, so a replayed batch
+  writes each record once;
+* the **topic** (``errors.dlq_topic``) gets the record as it was read (key, value and headers
+  byte for byte) plus headers of frazil's own, ``frazil.errors.*``, in the spirit of Kafka
+  Connect's ``__connect.errors.*``. It is written with an idempotent producer, at least once:
+  a batch replayed after a crash sends its failing records again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from frazil import columns as c
+from frazil.config.models import ResolvedTable
+from frazil.errors import KafkaError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, Row
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+#: The dead-letter table's columns, as Spark DDL.
+DLQ_SCHEMA_DDL = (
+    "key binary, value binary, headers array<struct<key:string,value:binary>>, "
+    "topic string, partition int, offset bigint, timestamp timestamp, "
+    "stage string, reason string, detail string, error_class string, "
+    "pipeline string, failed_at timestamp"
+)
+#: Dead-letter tables are partitioned by day of failure.
+DLQ_PARTITIONING = ["days(failed_at)"]
+#: Header prefix of frazil's own headers on dead-letter topic records.
+HEADER_PREFIX = "frazil.errors."
+#: Largest dead-letter record the producer sends (a record near the topic's maximum size,
+#: plus frazil's headers).
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+
+#: The error class named for each stage (what failed, in frazil's terms).
+ERROR_CLASSES = {
+    c.STAGE_DECODE: "DecodeError",
+    c.STAGE_TRANSFORM: "TransformError",
+    c.STAGE_ROUTE: "RouteError",
+    c.STAGE_SCHEMA: "SchemaError",
+}
+
+
+def dlq_schema() -> StructType:
+    """The dead-letter table's schema."""
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromDDL(DLQ_SCHEMA_DDL)
+    assert isinstance(schema, StructType)
+    return schema
+
+
+def dlq_settings(name: str) -> ResolvedTable:
+    """How a dead-letter table is created: partitioned by day of failure."""
+    return ResolvedTable(
+        name=name,
+        partition_by=list(DLQ_PARTITIONING),
+        sort_by=[],
+        identifier_fields=[],
+        table_properties={},
+        schema_evolution="evolve",
+        aliases={},
+    )
+
+
+def dead_letter_columns(pipeline: str, error: Column, has_headers: bool) -> list[Column]:
+    """The dead-letter row of a batch row whose error is ``error`` (raw columns kept)."""
+    from pyspark.sql import functions as F
+
+    classes = F.create_map(*[F.lit(x) for pair in ERROR_CLASSES.items() for x in pair])
+    headers = (
+        F.col(c.HEADERS)
+        if has_headers
+        else F.lit(None).cast("array<struct<key:string,value:binary>>")
+    )
+    return [
+        F.col(c.KEY).alias("key"),
+        F.col(c.VALUE).alias("value"),
+        headers.alias("headers"),
+        F.col(c.TOPIC).alias("topic"),
+        F.col(c.PARTITION).cast("int").alias("partition"),
+        F.col(c.OFFSET).cast("long").alias("offset"),
+        F.timestamp_millis(F.col(c.TIMESTAMP_MS)).alias("timestamp"),
+        error["stage"].alias("stage"),
+        error["reason"].alias("reason"),
+        error["detail"].alias("detail"),
+        F.coalesce(classes[error["stage"]], F.lit("FrazilError")).alias("error_class"),
+        F.lit(pipeline).alias("pipeline"),
+        F.current_timestamp().alias("failed_at"),
+    ]
+
+
+@dataclass
+class DeadLetterTopic:
+    """Sends dead-letter rows to a Kafka topic with an idempotent producer.
+
+    Args:
+        conf: librdkafka settings reaching the cluster (``bootstrap.servers`` and security).
+        topic: The dead-letter topic; created (one partition) if missing.
+    """
+
+    conf: dict[str, Any]
+    topic: str
+    _producer: Any = None
+
+    def _open(self) -> Any:
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            self._ensure_topic()
+            self._producer = Producer(
+                {
+                    **self.conf,
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "message.max.bytes": MAX_MESSAGE_BYTES,
+                    "compression.type": "zstd",
+                }
+            )
+        return self._producer
+
+    def _ensure_topic(self) -> None:
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.cimpl import NewTopic
+
+        admin = AdminClient(self.conf)
+        listed = admin.list_topics(timeout=30)
+        if self.topic in listed.topics:
+            return
+        futures = admin.create_topics(
+            [
+                NewTopic(
+                    self.topic,
+                    num_partitions=1,
+                    replication_factor=-1,
+                    config={"max.message.bytes": str(MAX_MESSAGE_BYTES)},
+                )
+            ]
+        )
+        try:
+            futures[self.topic].result(30)
+        except Exception as exc:  # created meanwhile by another run
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise KafkaError(f"cannot create dead-letter topic {self.topic!r}: {exc}") from None
+
+    def send(self, rows: Iterable[Row]) -> int:
+        """Send ``rows`` (:func:`dead_letter_columns`) and wait until Kafka has them all.
+
+        Returns:
+            How many records were sent.
+
+        Raises:
+            KafkaError: A record was not written (the batch then stops before its tables
+                commit, so nothing is lost).
+        """
+        producer = self._open()
+        failures: list[str] = []
+        sent = 0
+
+        def delivered(err: Any, _msg: Any) -> None:
+            if err is not None:
+                failures.append(str(err))
+
+        for row in rows:
+            headers = [(h["key"], h["value"]) for h in (row["headers"] or [])]
+            headers += [
+                (f"{HEADER_PREFIX}{name}", None if value is None else str(value).encode())
+                for name, value in (
+                    ("stage", row["stage"]),
+                    ("exception.class", row["error_class"]),
+                    ("exception.message", row["reason"]),
+                    ("detail", row["detail"]),
+                    ("topic", row["topic"]),
+                    ("partition", row["partition"]),
+                    ("offset", row["offset"]),
+                    ("timestamp", _millis(row["timestamp"])),
+                    ("pipeline", row["pipeline"]),
+                )
+            ]
+            while True:
+                try:
+                    producer.produce(
+                        self.topic,
+                        key=_bytes(row["key"]),
+                        value=_bytes(row["value"]),
+                        headers=headers,
+                        on_delivery=delivered,
+                    )
+                    sent += 1
+                    break
+                except BufferError:  # the local queue is full: let it drain
+                    producer.poll(0.5)
+        remaining = producer.flush(60)
+        if remaining or failures:
+            raise KafkaError(
+                f"dead-letter topic {self.topic!r}: {len(failures) + remaining} of "
+                f"{sent} record(s) not written"
+                + (f" ({failures[0]})" if failures else " (timed out)")
+            )
+        return sent
+
+
+def _bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def _millis(value: Any) -> int | None:
+    return None if value is None else int(value.timestamp() * 1000)

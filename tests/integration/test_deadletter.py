@@ -1,0 +1,212 @@
+"""Dead-letter queue: failing records go to a table and a topic with their reason; the rest
+of the batch is written; nothing is lost."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+
+from frazil.cli.dlq_cmd import _summarise
+from frazil.engine.runner import run
+from frazil.generate.producer import ensure_topic
+from tests.integration.helpers import payments_pipeline, table_ids
+
+GOOD = {
+    "id": "a",
+    "type": "debit",
+    "created_at": "2026-01-01T00:00:00",
+    "document": "1",
+    "payer": "X",
+    "amount": 1,
+}
+
+#: (value, expected stage, a word the reason must hold)
+BAD: list[tuple[bytes | None, str, str]] = [
+    (b'{"id": "b", "amount": ', "decode", "not a JSON object"),
+    (json.dumps({**GOOD, "id": "c", "amount": "lots"}).encode(), "decode", "type"),
+    (b"[1, 2, 3]", "decode", "not a JSON object"),
+    (b'"just a string"', "decode", "not a JSON object"),
+    (b"42", "decode", "not a JSON object"),
+    (b"", "decode", "empty value"),
+    (b"\xff\xfe\x00garbage", "decode", "not a JSON object"),
+    (None, "decode", "tombstone"),
+]
+
+
+def _bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def _produce(bootstrap: str, topic: str) -> tuple[dict[int, str], dict[int, bytes | None]]:
+    """Good and bad records interleaved on one partition: good ids and bad values by offset."""
+    producer = Producer({"bootstrap.servers": bootstrap})
+    good: dict[int, str] = {}
+    bad: dict[int, bytes | None] = {}
+    offset = 0
+    for i in range(40):
+        record = {**GOOD, "id": f"g{i}"}
+        producer.produce(topic, json.dumps(record).encode(), key=f"k{i}".encode(), partition=0)
+        good[offset] = record["id"]
+        offset += 1
+        if i < len(BAD):
+            value = BAD[i][0]
+            producer.produce(
+                topic, value, key=f"bad{i}".encode(), partition=0, headers=[("origin", b"test")]
+            )
+            bad[offset] = value
+            offset += 1
+    producer.flush(10)
+    return good, bad
+
+
+def test_failing_records_go_to_the_table_and_topic_and_the_rest_is_written(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"dlq-{unique}", f"db.dlq_{unique}", f"d_{unique}"
+    dlq_table, dlq_topic = f"db.dead_{unique}", f"dead-{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    good, bad = _produce(kafka_bootstrap, topic)
+    pipeline = payments_pipeline(
+        name,
+        topic,
+        table,
+        errors={"tolerance": "all", "dlq_table": dlq_table, "dlq_topic": dlq_topic},
+    )
+    config = make_config([pipeline])
+
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert sorted(table_ids(spark, table)) == sorted(good.values())
+    rows = spark.table(f"lake.{dlq_table}").collect()
+    assert sorted(r["offset"] for r in rows) == sorted(bad)
+    for r in rows:
+        expected = BAD[list(bad).index(r["offset"])]
+        assert r["topic"] == topic and r["partition"] == 0
+        assert r["pipeline"] == name
+        assert r["stage"] == expected[1]
+        assert expected[2] in r["reason"], r["reason"]
+        assert r["error_class"] == "DecodeError"
+        assert r["failed_at"] is not None and r["timestamp"] is not None
+        assert _bytes(r["value"]) == bad[r["offset"]]
+        assert bytes(r["key"]) == f"bad{list(bad).index(r['offset'])}".encode()
+        assert [(h["key"], bytes(h["value"])) for h in r["headers"]] == [("origin", b"test")]
+    spec = spark.sql(f"select * from lake.{dlq_table}.partitions").columns
+    assert "partition" in spec
+    assert sum(reports[0].dead_letters.values()) == len(bad)
+    groups = _summarise(spark, f"lake.{dlq_table}", dlq_table, [name], 1)
+    assert sum(g["records"] for g in groups) == len(bad)
+    assert {g["stage"] for g in groups} == {"decode"}
+    assert all(len(g["examples"]) == 1 and g["examples"][0]["topic"] == topic for g in groups)
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": f"check-{unique}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([dlq_topic])
+    received = []
+    for _ in range(60):
+        msg = consumer.poll(1.0)
+        if msg is None:
+            if len(received) >= len(bad):
+                break
+            continue
+        if msg.error() is None:
+            received.append(msg)
+    consumer.close()
+    assert len(received) == len(bad)
+    by_offset = {}
+    for msg in received:
+        headers = dict(msg.headers())
+        assert headers["origin"] == b"test"
+        assert headers["frazil.errors.stage"] == b"decode"
+        assert headers["frazil.errors.topic"] == topic.encode()
+        assert headers["frazil.errors.pipeline"] == name.encode()
+        assert headers["frazil.errors.exception.class"] == b"DecodeError"
+        by_offset[int(headers["frazil.errors.offset"])] = msg
+    assert sorted(by_offset) == sorted(bad)
+    for offset, msg in by_offset.items():
+        assert msg.value() == bad[offset]
+        assert msg.key() == f"bad{list(bad).index(offset)}".encode()
+
+
+def _dead_offsets(spark: Any, table: str) -> list[tuple[int, int]]:
+    return sorted(
+        (r[0], r[1]) for r in spark.sql(f"SELECT partition, offset FROM lake.{table}").collect()
+    )
+
+
+def test_routed_records_matching_no_table_and_undecodable_ones_go_to_the_dlq(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, name = f"dlqr-{unique}", f"dr_{unique}"
+    debits, dead = f"db.debits_{unique}", f"db.deadr_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(60):
+        kind = ("debit", "credit", "refund")[i % 3]
+        producer.produce(
+            topic, json.dumps({**GOOD, "id": f"r{i}", "type": kind}).encode(), partition=i % 2
+        )
+    producer.produce(topic, b"{broken", partition=0)
+    producer.produce(topic, None, key=b"gone", partition=1)
+    producer.flush(10)
+    pipeline = payments_pipeline(
+        name,
+        topic,
+        None,
+        route={"field": "type", "tables": {"debit": debits}, "default": "dlq"},
+        errors={"tolerance": "all", "dlq_table": dead},
+    )
+    del pipeline["table"]
+    config = make_config([pipeline])
+
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert sorted(table_ids(spark, debits)) == sorted(f"r{i}" for i in range(0, 60, 3))
+    rows = spark.sql(
+        f"SELECT id_stage, reason FROM (SELECT stage AS id_stage, reason FROM lake.{dead})"
+    ).collect()
+    stages = sorted(r[0] for r in rows)
+    assert stages == ["decode"] * 2 + ["route"] * 40
+    assert len(_dead_offsets(spark, dead)) == 42 == len(set(_dead_offsets(spark, dead)))
+    reasons = " ".join(r[1] for r in rows)
+    assert "matches no table (route default: dlq)" in reasons
+    assert "tombstone" in reasons
+    assert sum(reports[0].dead_letters.values()) == 42
+
+
+def test_new_json_fields_evolve_the_table_rather_than_go_to_the_dlq(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"dlqe-{unique}", f"db.dlqe_{unique}", f"de_{unique}"
+    dead = f"db.deade_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(20):
+        producer.produce(topic, json.dumps({"id": f"a{i}", "n": i}).encode(), partition=0)
+    producer.flush(10)
+    pipeline = {
+        "name": name,
+        "topics": [topic],
+        "table": table,
+        "errors": {"tolerance": "all", "dlq_table": dead},
+    }
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+    for i in range(20):
+        producer.produce(
+            topic, json.dumps({"id": f"b{i}", "n": i, "extra": "x"}).encode(), partition=0
+        )
+    producer.produce(topic, b"not json", partition=0)
+    producer.flush(10)
+
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    rows = spark.sql(f"SELECT id, extra FROM lake.{table}").collect()
+    assert len(rows) == 40
+    assert sorted(r[0] for r in rows if r[1] == "x") == sorted(f"b{i}" for i in range(20))
+    assert _dead_offsets(spark, dead) == [(0, 40)]

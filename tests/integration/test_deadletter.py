@@ -180,16 +180,24 @@ def test_routed_records_matching_no_table_and_undecodable_ones_go_to_the_dlq(
     assert sum(reports[0].dead_letters.values()) == 42
 
 
+def _one_partition_of_numbers(
+    bootstrap: str, kind: str, unique: str, count: int
+) -> tuple[str, str, str, str, Any]:
+    """A one-partition topic holding ``count`` ``{id: a<i>, n: i}`` records; its names."""
+    topic, table, name = f"dlq{kind}-{unique}", f"db.dlq{kind}_{unique}", f"d{kind}_{unique}"
+    dead = f"db.dead{kind}_{unique}"
+    ensure_topic(bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        producer.produce(topic, json.dumps({"id": f"a{i}", "n": i}).encode(), partition=0)
+    producer.flush(10)
+    return topic, table, name, dead, producer
+
+
 def test_new_json_fields_evolve_the_table_rather_than_go_to_the_dlq(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:
-    topic, table, name = f"dlqe-{unique}", f"db.dlqe_{unique}", f"de_{unique}"
-    dead = f"db.deade_{unique}"
-    ensure_topic(kafka_bootstrap, topic, partitions=1)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
-    for i in range(20):
-        producer.produce(topic, json.dumps({"id": f"a{i}", "n": i}).encode(), partition=0)
-    producer.flush(10)
+    topic, table, name, dead, producer = _one_partition_of_numbers(kafka_bootstrap, "e", unique, 20)
     pipeline = {
         "name": name,
         "topics": [topic],
@@ -210,3 +218,36 @@ def test_new_json_fields_evolve_the_table_rather_than_go_to_the_dlq(
     assert len(rows) == 40
     assert sorted(r[0] for r in rows if r[1] == "x") == sorted(f"b{i}" for i in range(20))
     assert _dead_offsets(spark, dead) == [(0, 40)]
+
+
+def test_values_the_table_cannot_take_go_to_the_dlq_and_the_rest_is_written(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name, dead, producer = _one_partition_of_numbers(kafka_bootstrap, "s", unique, 10)
+    errors = {"tolerance": "all", "dlq_table": dead}
+    first = {"name": name, "topics": [topic], "table": table, "errors": errors}
+    run(
+        make_config([{**first, "schema": {"id": "string", "n": "long"}}]),
+        until_caught_up=True,
+        spark=spark,
+    )
+    # The producer changes n to a string; the declared schema follows, the table cannot.
+    for i in range(10):
+        value = {"id": f"b{i}", "n": f"n{i}"} if i % 2 else {"id": f"b{i}"}
+        producer.produce(topic, json.dumps(value).encode(), partition=0)
+    producer.flush(10)
+
+    run(
+        make_config([{**first, "schema": {"id": "string", "n": "string"}}]),
+        until_caught_up=True,
+        spark=spark,
+    )
+
+    ids = sorted(table_ids(spark, table))
+    assert ids == sorted([f"a{i}" for i in range(10)] + [f"b{i}" for i in range(0, 10, 2)])
+    rows = spark.sql(f"SELECT offset, stage, reason, error_class FROM lake.{dead}").collect()
+    assert sorted(r[0] for r in rows) == [10 + i for i in range(1, 10, 2)]
+    assert {r[1] for r in rows} == {"schema"} and {r[3] for r in rows} == {"SchemaError"}
+    assert all("field n is string in the records but bigint in table" in r[2] for r in rows), rows[
+        0
+    ][2]

@@ -273,3 +273,40 @@ def test_unreachable_registry_stops_before_anything_is_written(
         "after 3 attempt(s)"
     )
     assert not spark.catalog.tableExists(f"lake.{table}")
+
+
+def test_unknown_ids_bad_magic_bytes_and_truncated_avro_go_to_the_dlq(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    # An unknown id first makes the decoder look it up (it might be new); when the registry
+    # does not have it either, its records go to the dead-letter queue with the others.
+    topic, table, dead = f"dlqa-{unique}", f"db.dlqa_{unique}", f"db.dlqadead_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    encode = _avro(client, V1, topic)
+    good = [encode({"id": f"g{n}", "amount": n}) for n in range(5)]
+    values = [*good, header(987654) + good[0][5:], b'{"id": "json, not avro"}', good[0][:6]]
+    _produce(kafka_bootstrap, topic, [(None, v) for v in values], partitions=1)
+    config = make_config(
+        [
+            {
+                "name": f"da_{unique}",
+                "topics": [topic],
+                "table": table,
+                "format": "avro",
+                "errors": {"tolerance": "all", "dlq_table": dead},
+            }
+        ],
+        schema_registry={"url": schema_registry_url},
+    )
+
+    run(config, until_caught_up=True, spark=spark)
+
+    assert sorted(r["id"] for r in spark.table(f"lake.{table}").collect()) == [
+        f"g{n}" for n in range(5)
+    ]
+    rows = spark.sql(f"SELECT offset, stage, reason FROM lake.{dead} ORDER BY offset").collect()
+    assert [r["offset"] for r in rows] == [5, 6, 7]
+    assert {r["stage"] for r in rows} == {"decode"}
+    assert rows[0]["reason"] == f"unknown schema id 987654 at registry {schema_registry_url}"
+    assert "bad magic byte" in rows[1]["reason"]
+    assert "does not decode" in rows[2]["reason"] or "truncated" in rows[2]["reason"]

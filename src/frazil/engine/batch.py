@@ -726,6 +726,7 @@ class BatchHandler:
             source = source.where(F.col(_ROUTE_TABLE) == target.name)
         own = _own_error(columns.error, routed is not None)
         bad = source.where((F.col(c.OP) == c.OP_APPEND) & own.isNotNull())
+        started = time.monotonic()
         self.dead_letters.write(
             bad,
             own,
@@ -734,6 +735,13 @@ class BatchHandler:
             batch_id=ctx.batch_id,
             query_id=self._query_id or "",
             seen=None if at is None else [tuple(r) for r in at],
+        )
+        log.info(
+            "%s: batch %d: dead letters of %s sent in %.2fs",
+            self.pipeline.name,
+            ctx.batch_id,
+            target.name,
+            time.monotonic() - started,
         )
 
     def _metrics(self, partitions: tuple[tuple[str, int], ...]) -> list[Column]:

@@ -1,0 +1,276 @@
+"""``frazil dlq replay``: dead letters re-ingested through their pipeline, exactly once.
+
+After a fix (a schema change, a new transform, a corrected route), the dead-letter table's
+records of a pipeline are read back as the Kafka records they were and run through the
+pipeline's plan:
+
+1. records that now succeed are appended to the pipeline's table;
+2. records that fail again are appended to the dead-letter table with their new reason;
+3. the replayed records are deleted from the dead-letter table.
+
+Each step's commit is recognisable, so a replay that crashed is finished, not repeated:
+the replay is named by the dead-letter snapshot it read and its filters (``R``). Step 1's
+commit carries ``frazil.dlq-replay.<pipeline> = R`` in the table, step 2's in the
+dead-letter table, and a marker without data (``frazil.dlq-replay-done.<pipeline> = R``)
+closes it. The next replay first finishes an open one: it skips the steps whose commits
+exist and deletes (again, harmlessly) the rows it read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from frazil import columns as c
+from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.engine.plan import build_plan
+from frazil.engine.shape import resolve_shape
+from frazil.errors import ConfigError, PipelineError
+from frazil.route.rules import build_route
+from frazil.sink.deadletter import dead_letter_columns
+from frazil.sink.evolution import TableView, compare, evolve, write_columns
+from frazil.sink.iceberg import IcebergTable, append_rows
+from frazil.sink.table import qualified
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+#: Opens a replay (a marker without data in the dead-letter table), and marks its append
+#: to the pipeline's table.
+REPLAY = "frazil.dlq-replay."
+#: Marks the replay's append of records that failed again, in the dead-letter table.
+FAILED = "frazil.dlq-replay-failed."
+#: Closes a replay (a marker without data in the dead-letter table).
+DONE = "frazil.dlq-replay-done."
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """What one replay did."""
+
+    pipeline: str
+    replayed: int
+    written: int
+    failed_again: int
+    resumed: bool
+
+
+def replay(
+    spark: SparkSession,
+    config: FrazilConfig,
+    pipeline: PipelineConfig,
+    *,
+    stage: str | None = None,
+    since: datetime | None = None,
+) -> ReplayReport:
+    """Replay the pipeline's dead letters (of ``stage``, failed since ``since``).
+
+    Raises:
+        ConfigError: The pipeline has no dead-letter table, or routes to several tables.
+    """
+    if pipeline.errors.dlq_table is None:
+        raise ConfigError(
+            f"pipeline {pipeline.name!r} has no dead-letter table (errors.dlq_table): "
+            "nothing to replay"
+        )
+    if pipeline.table is None:
+        raise ConfigError(
+            f"pipeline {pipeline.name!r} routes records to several tables; replaying dead "
+            "letters is supported for pipelines with one table so far"
+        )
+    catalog = config.catalog.name
+    dead = IcebergTable(spark, qualified(catalog, pipeline.errors.dlq_table))
+    target = IcebergTable(spark, qualified(catalog, pipeline.table))
+    open_replay = _open_replay(dead, pipeline.name)
+    resumed = open_replay is not None
+    if open_replay is not None:
+        replay_id = open_replay
+        snapshot, stage, since = _parse(replay_id)
+    else:
+        current = dead.current_snapshot_id()
+        if current is None:
+            return ReplayReport(pipeline.name, 0, 0, 0, False)
+        snapshot = current
+        replay_id = _name(snapshot, stage, since)
+    source = _read(spark, dead.name, snapshot, pipeline.name, stage, since).cache()
+    try:
+        replayed = source.count()
+        if replayed == 0 and not resumed:
+            return ReplayReport(pipeline.name, 0, 0, 0, False)
+        if not resumed:
+            # Opened before anything is written: a crash from here on is finished next time.
+            dead.commit_summary_only({REPLAY + pipeline.name: replay_id})
+        written, failed = _run(spark, config, pipeline, source, target, dead, replay_id)
+        # Rows that failed before the replay began; the ones it sent back are newer.
+        _delete(spark, dead.name, source, pipeline.name, _snapshot_ms(dead, snapshot) + 1)
+        dead.refresh()
+        dead.commit_summary_only({DONE + pipeline.name: replay_id})
+    finally:
+        source.unpersist()
+    log.info(
+        "%s: replayed %d dead letter(s): %d written, %d failed again",
+        pipeline.name,
+        replayed,
+        written,
+        failed,
+    )
+    return ReplayReport(pipeline.name, replayed, written, failed, resumed)
+
+
+def _name(snapshot: int, stage: str | None, since: datetime | None) -> str:
+    return f"{snapshot}|{stage or ''}|{since.isoformat() if since else ''}"
+
+
+def _parse(replay_id: str) -> tuple[int, str | None, datetime | None]:
+    snapshot, stage, since = replay_id.split("|", 2)
+    return int(snapshot), stage or None, datetime.fromisoformat(since) if since else None
+
+
+def _open_replay(dead: IcebergTable, pipeline: str) -> str | None:
+    """The newest replay of the pipeline that started but did not finish, if any."""
+    dead.refresh()
+    for view in dead.ancestry():
+        done = view.get(DONE + pipeline)
+        if done is not None:
+            return None
+        started = view.get(REPLAY + pipeline)
+        if started is not None:
+            return started
+    return None
+
+
+def _snapshot_ms(table: IcebergTable, snapshot: int) -> int:
+    java = table.java.snapshot(snapshot)
+    return int(java.timestampMillis()) if java is not None else int(time.time() * 1000)
+
+
+def _read(
+    spark: SparkSession,
+    name: str,
+    snapshot: int,
+    pipeline: str,
+    stage: str | None,
+    since: datetime | None,
+) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    rows = spark.read.option("versionAsOf", str(snapshot)).table(name)
+    rows = rows.where(F.col("pipeline") == pipeline)
+    if stage is not None:
+        rows = rows.where(F.col("stage") == stage)
+    if since is not None:
+        rows = rows.where(F.col("failed_at") >= F.lit(since))
+    return rows
+
+
+def _committed(table: IcebergTable, key: str, value: str) -> bool:
+    table.refresh()
+    return any(view.get(key) == value for view in table.ancestry())
+
+
+def _run(
+    spark: SparkSession,
+    config: FrazilConfig,
+    pipeline: PipelineConfig,
+    source: DataFrame,
+    target: IcebergTable,
+    dead: IcebergTable,
+    replay_id: str,
+) -> tuple[int, int]:
+    """Write what succeeds now and send back what fails again (each step once)."""
+    from pyspark.sql import functions as F
+
+    assert pipeline.table is not None
+    shape = resolve_shape(spark, config, pipeline, target.name)
+    plan = build_plan(pipeline, shape.value, shape.key, shape.chain, build_route(pipeline))
+    # The dead letters as the Kafka records they were.
+    raw = source.select(
+        "key",
+        "value",
+        "headers",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        F.lit(0).alias("timestampType"),
+    )
+    planned = plan.run(raw).where(F.col(c.OP) == c.OP_APPEND).cache()
+    try:
+        settings = pipeline.settings_for(pipeline.table)
+        user = _user(planned)
+        target.refresh()
+        view = TableView.read(spark, target.java)
+        diff = compare(user, view, settings)
+        if diff.desired is not None:
+            evolve(
+                spark,
+                target.java,
+                diff.desired,
+                diff.additions,
+                pipeline=pipeline.name,
+                batch_id=-1,
+                name=pipeline.table,
+            )
+            target.refresh()
+            view = TableView.read(spark, target.java)
+            diff = compare(user, view, settings)
+        columns = write_columns(planned.schema, view, diff, pipeline.table)
+        good = planned.where(columns.error.isNull())
+        bad = planned.where(columns.error.isNotNull())
+        written, failed = good.count(), bad.count()
+        if written and not _committed(target, REPLAY + pipeline.name, replay_id):
+            options = {"check-nullability": "false"} if view.required else {}
+            append_rows(
+                good.select(*columns.table),
+                target.name,
+                {REPLAY + pipeline.name: replay_id},
+                options,
+            )
+        if failed and not _committed(dead, FAILED + pipeline.name, replay_id):
+            rows = bad.select(*dead_letter_columns(pipeline.name, columns.error, True))
+            append_rows(rows, dead.name, {FAILED + pipeline.name: replay_id})
+    finally:
+        planned.unpersist()
+    return written, failed
+
+
+def _user(frame: DataFrame) -> Any:
+    from pyspark.sql.types import StructType
+
+    return StructType([f for f in frame.schema.fields if not c.is_internal(f.name)])
+
+
+def _delete(
+    spark: SparkSession, name: str, source: DataFrame, pipeline: str, before_ms: int
+) -> None:
+    """Delete the replayed rows: at their positions, failed before ``before_ms``."""
+    positions: dict[tuple[str, int], list[int]] = {}
+    for r in source.select("topic", "partition", "offset").collect():
+        positions.setdefault((str(r[0]), int(r[1])), []).append(int(r[2]))
+    parts = [
+        f"(topic = {_quote(topic)} AND partition = {partition} AND offset IN "
+        f"({', '.join(map(str, sorted(offsets)))}))"
+        for (topic, partition), offsets in sorted(positions.items())
+    ]
+    if not parts:
+        return
+    condition = (
+        f"pipeline = {_quote(pipeline)} AND failed_at < timestamp_millis({before_ms}) "
+        f"AND ({' OR '.join(parts)})"
+    )
+    try:
+        spark.sql(f"DELETE FROM {name} WHERE {condition}")
+    except Exception as exc:  # py4j wraps Spark's error
+        raise PipelineError(
+            f"pipeline {pipeline!r}: could not delete the replayed dead letters from {name}: "
+            f"{str(exc).splitlines()[0]}"
+        ) from None
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -251,3 +251,40 @@ def test_values_the_table_cannot_take_go_to_the_dlq_and_the_rest_is_written(
     assert all("field n is string in the records but bigint in table" in r[2] for r in rows), rows[
         0
     ][2]
+
+
+def test_a_routed_batch_sends_every_tables_dead_letters_and_its_own(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    # Dead letters from three writes of one batch: records failing before routing, and two
+    # tables' records they cannot take. Each must reach the dead-letter table.
+    topic, name, dead = f"dlqm-{unique}", f"dm_{unique}", f"db.deadm_{unique}"
+    template = f"db.m{unique}_{{value}}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(6):
+        value = {"id": f"a{i}", "kind": "ab"[i % 2], "n": i}
+        producer.produce(topic, json.dumps(value).encode(), partition=0)
+    producer.flush(10)
+    pipeline = {
+        "name": name,
+        "topics": [topic],
+        "route": {"field": "kind", "table": template},
+        "errors": {"tolerance": "all", "dlq_table": dead},
+    }
+    schema = {"id": "string", "kind": "string", "n": "long"}
+    run(make_config([{**pipeline, "schema": schema}]), until_caught_up=True, spark=spark)
+    for i in range(6):
+        value = {"id": f"b{i}", "kind": "ab"[i % 2], "n": f"text{i}"}
+        producer.produce(topic, json.dumps(value).encode(), partition=0)
+    producer.produce(topic, b"{broken", partition=0)
+    producer.flush(10)
+
+    changed = {**schema, "n": "string"}
+    run(make_config([{**pipeline, "schema": changed}]), until_caught_up=True, spark=spark)
+
+    rows = spark.sql(f"SELECT offset, stage FROM lake.{dead} ORDER BY offset").collect()
+    assert [(r[0], r[1]) for r in rows] == [(6 + i, "schema") for i in range(6)] + [(12, "decode")]
+    for kind in "ab":
+        ids = sorted(table_ids(spark, template.format(value=kind)))
+        assert ids == sorted(f"a{i}" for i in range(6) if "ab"[i % 2] == kind)

@@ -735,6 +735,7 @@ class BatchHandler:
             batch_id=ctx.batch_id,
             query_id=self._query_id or "",
             seen=None if at is None else [tuple(r) for r in at],
+            source="" if routed is None else target.name,
         )
         log.info(
             "%s: batch %d: dead letters of %s sent in %.2fs",

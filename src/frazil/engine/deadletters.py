@@ -77,6 +77,7 @@ class DeadLetters:
         batch_id: int,
         query_id: str,
         seen: list[tuple[str, int, int, str, str]] | None = None,
+        source: str = "",
     ) -> None:
         """Send one batch's failing rows ``bad`` (with frazil's internal columns, ``error``
         set) to the topic, then to the table.
@@ -85,6 +86,10 @@ class DeadLetters:
             seen: The failing records as the write observed them (topic, partition, offset,
                 stage, reason), when known: they are counted from it, and the table is not
                 written when it has them all already. None: counted with a Spark job.
+            source: Which write of the batch sends them, when a batch sends dead letters
+                more than once (a routed batch: its records failing before routing, then
+                each table's): each source keeps its own marker in the dead-letter table,
+                so one source's commit never hides another's records of the same batch.
         """
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
@@ -105,7 +110,8 @@ class DeadLetters:
             if self.topic is not None:
                 self.topic.send(dlq.toLocalIterator())
             if self.table is not None:
-                self._append(rows, planned, lagging, batch_id, query_id, seen)
+                marker = self.pipeline if not source else f"{self.pipeline}/{source}"
+                self._append(rows, marker, planned, lagging, batch_id, query_id, seen)
             if seen is None:
                 counted = dlq.groupBy("stage", "reason").agg(F.count(F.lit(1)).alias("n"))
                 found = {(str(r[0]), str(r[1])): int(r[2]) for r in counted.collect()}
@@ -124,6 +130,7 @@ class DeadLetters:
     def _append(
         self,
         rows: DataFrame,
+        name: str,
         planned: TopicOffsets,
         lagging: set[tuple[str, int]],
         batch_id: int,
@@ -134,10 +141,10 @@ class DeadLetters:
 
         assert self.table is not None
         self.table.refresh()
-        state = progress.find_marker(self.table, self.pipeline)
+        state = progress.find_marker(self.table, name)
         marker = progress.next_marker(
             state.marker,
-            pipeline=self.pipeline,
+            pipeline=name,
             planned=planned,
             stats={},
             lagging=lagging,

@@ -17,8 +17,9 @@ dead-letter queue instead of stopping the pipeline:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
@@ -116,8 +117,13 @@ class DeadLetterTopic:
     conf: dict[str, Any]
     topic: str
     _producer: Any = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _open(self) -> Any:
+        with self._lock:  # a routed batch's tables send from several threads
+            return self._opened()
+
+    def _opened(self) -> Any:
         if self._producer is None:
             from confluent_kafka import Producer
 

@@ -439,6 +439,11 @@ class PipelineConfig(_Frozen):
             )
         if self.format != "json" and self.timestamp_format is not None:
             raise ValueError("'timestamp_format' applies to format json only")
+        if self.errors.dlq_table is not None and self.errors.dlq_table in self.static_tables():
+            raise ValueError(
+                f"errors.dlq_table {self.errors.dlq_table!r} is also a table the pipeline "
+                "writes its records to; give the dead-letter queue a table of its own"
+            )
         if getattr(self.route, "default", None) == "dlq" and not self.errors.dead_letters:
             raise ValueError(
                 "route default 'dlq' needs a dead-letter queue: set errors.tolerance: all "

@@ -52,6 +52,9 @@ _ROUTE_TABLE = "__frazil_route_table"
 #: Test hook: ``<table>:<seconds>`` sleeps before writing that table, while the batch's other
 #: tables commit (a kill -9 between two tables' commits).
 _PAUSE_ENV = "FRAZIL_TEST_PAUSE_BEFORE_WRITE"
+#: Failing records of a batch fetched again by position, at most; more are found by reading
+#: the whole batch again (a filter of that many literals costs more than it saves).
+_MAX_POSITIONS = 10_000
 #: Test hook: seconds to sleep after a table committed and before its failing records go to
 #: the dead-letter queue (a kill -9 in between).
 _DEAD_PAUSE_ENV = "FRAZIL_TEST_PAUSE_BEFORE_DEAD_LETTERS"
@@ -718,6 +721,8 @@ class BatchHandler:
         schema = self.plan.schema_of(ctx.batch)
         columns = self._adapt(schema, target, ctx.batch_id, routed.with_values if routed else None)
         source = frame
+        if at is not None and len(at) > _MAX_POSITIONS:
+            at = None  # many: read the whole batch again rather than build a huge filter
         if at is not None:
             source = self.plan.run(ctx.batch.where(_raw_positions(at)))
         if routed is not None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from frazil.config.models import FrazilConfig, PipelineConfig
 from frazil.engine import progress
+from frazil.errors import PipelineError
 from frazil.sink.deadletter import (
     DeadLetterTopic,
     dead_letter_columns,
@@ -25,6 +26,16 @@ from frazil.sink.deadletter import (
 from frazil.sink.iceberg import IcebergTable, append_rows
 from frazil.sink.table import ensure_table, qualified
 from frazil.source.kafka import TopicOffsets, admin_config
+
+
+def marker_name(pipeline: str, source: str = "") -> str:
+    """The name of a pipeline's markers in a dead-letter table.
+
+    Not the pipeline's own name: a dead-letter table must never look like one of the
+    pipeline's tables (a dynamic route finds its tables by their markers).
+    """
+    return f"{pipeline}/dlq" + (f"/{source}" if source else "")
+
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -41,6 +52,8 @@ class DeadLetters:
     topic: DeadLetterTopic | None
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Commits to the dead-letter table one at a time (concurrent ones would retry).
+    _commits: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def open(
@@ -102,24 +115,34 @@ class DeadLetters:
             F.col(c.PARTITION),
             F.col(c.OFFSET),
         )
-        twice = self.topic is not None and self.table is not None
-        if twice or seen is None:
-            rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         try:
+            if seen is not None:
+                found_rows = rows.count()
+                if found_rows != len(seen):
+                    # Read again, the batch's records failed otherwise (a transform that is
+                    # not deterministic, a compacted topic): send nothing rather than lose.
+                    raise PipelineError(
+                        f"pipeline {self.pipeline!r}: batch {batch_id} had {len(seen)} failing "
+                        f"record(s), but reading them again found {found_rows}; nothing was "
+                        "sent to the dead-letter queue (the batch is replayed at the next start)"
+                    )
+            elif rows.isEmpty():
+                return
             dlq = rows.drop(c.TOPIC, c.PARTITION, c.OFFSET)
             if self.topic is not None:
                 self.topic.send(dlq.toLocalIterator())
             if self.table is not None:
-                marker = self.pipeline if not source else f"{self.pipeline}/{source}"
-                self._append(rows, marker, planned, lagging, batch_id, query_id, seen)
+                marker = marker_name(self.pipeline, source)
+                with self._commits:  # a routed batch's tables send from several threads
+                    self._append(rows, marker, planned, lagging, batch_id, query_id, seen)
             if seen is None:
                 counted = dlq.groupBy("stage", "reason").agg(F.count(F.lit(1)).alias("n"))
                 found = {(str(r[0]), str(r[1])): int(r[2]) for r in counted.collect()}
             else:
                 found = dict(Counter((str(s[3]), str(s[4])) for s in seen))
         finally:
-            if rows.is_cached:
-                rows.unpersist()
+            rows.unpersist()
         with self._lock:
             self.counts.update(found)
         for (stage, reason), n in sorted(found.items()):

@@ -18,8 +18,9 @@ exist and deletes (again, harmlessly) the rows it read.
 
 from __future__ import annotations
 
+import hashlib
 import logging
-import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -88,15 +89,24 @@ def replay(
     target = IcebergTable(spark, qualified(catalog, pipeline.table))
     open_replay = _open_replay(dead, pipeline.name)
     resumed = open_replay is not None
+    fingerprint = _fingerprint(pipeline)
     if open_replay is not None:
         replay_id = open_replay
-        snapshot, stage, since = _parse(replay_id)
+        snapshot, stage, since, started_with = _parse(replay_id)
+        if started_with != fingerprint:
+            # Another config may sort the records otherwise: finishing with it could lose
+            # or duplicate what the interrupted replay already wrote.
+            raise ConfigError(
+                f"pipeline {pipeline.name!r}: an interrupted dead-letter replay was started "
+                "with another version of this pipeline's config; run `frazil dlq replay` "
+                "with that config to finish it, then replay again with the new one"
+            )
     else:
         current = dead.current_snapshot_id()
         if current is None:
             return ReplayReport(pipeline.name, 0, 0, 0, False)
         snapshot = current
-        replay_id = _name(snapshot, stage, since)
+        replay_id = _name(snapshot, stage, since, fingerprint)
     source = _read(spark, dead.name, snapshot, pipeline.name, stage, since).cache()
     try:
         replayed = source.count()
@@ -107,7 +117,7 @@ def replay(
             dead.commit_summary_only({REPLAY + pipeline.name: replay_id})
         written, failed = _run(spark, config, pipeline, source, target, dead, replay_id)
         # Rows that failed before the replay began; the ones it sent back are newer.
-        _delete(spark, dead.name, source, pipeline.name, _snapshot_ms(dead, snapshot) + 1)
+        _delete(spark, dead.name, source, pipeline.name)
         dead.refresh()
         dead.commit_summary_only({DONE + pipeline.name: replay_id})
     finally:
@@ -122,13 +132,23 @@ def replay(
     return ReplayReport(pipeline.name, replayed, written, failed, resumed)
 
 
-def _name(snapshot: int, stage: str | None, since: datetime | None) -> str:
-    return f"{snapshot}|{stage or ''}|{since.isoformat() if since else ''}"
+def _fingerprint(pipeline: PipelineConfig) -> str:
+    """A digest of the pipeline's config: a replay is finished with the config it began with."""
+    return hashlib.sha256(pipeline.model_dump_json().encode()).hexdigest()[:16]
 
 
-def _parse(replay_id: str) -> tuple[int, str | None, datetime | None]:
-    snapshot, stage, since = replay_id.split("|", 2)
-    return int(snapshot), stage or None, datetime.fromisoformat(since) if since else None
+def _name(snapshot: int, stage: str | None, since: datetime | None, fingerprint: str) -> str:
+    return f"{snapshot}|{stage or ''}|{since.isoformat() if since else ''}|{fingerprint}"
+
+
+def _parse(replay_id: str) -> tuple[int, str | None, datetime | None, str]:
+    snapshot, stage, since, fingerprint = replay_id.split("|", 3)
+    return (
+        int(snapshot),
+        stage or None,
+        datetime.fromisoformat(since) if since else None,
+        fingerprint,
+    )
 
 
 def _open_replay(dead: IcebergTable, pipeline: str) -> str | None:
@@ -142,11 +162,6 @@ def _open_replay(dead: IcebergTable, pipeline: str) -> str | None:
         if started is not None:
             return started
     return None
-
-
-def _snapshot_ms(table: IcebergTable, snapshot: int) -> int:
-    java = table.java.snapshot(snapshot)
-    return int(java.timestampMillis()) if java is not None else int(time.time() * 1000)
 
 
 def _read(
@@ -245,32 +260,23 @@ def _user(frame: DataFrame) -> Any:
     return StructType([f for f in frame.schema.fields if not c.is_internal(f.name)])
 
 
-def _delete(
-    spark: SparkSession, name: str, source: DataFrame, pipeline: str, before_ms: int
-) -> None:
-    """Delete the replayed rows: at their positions, failed before ``before_ms``."""
-    positions: dict[tuple[str, int], list[int]] = {}
-    for r in source.select("topic", "partition", "offset").collect():
-        positions.setdefault((str(r[0]), int(r[1])), []).append(int(r[2]))
-    parts = [
-        f"(topic = {_quote(topic)} AND partition = {partition} AND offset IN "
-        f"({', '.join(map(str, sorted(offsets)))}))"
-        for (topic, partition), offsets in sorted(positions.items())
-    ]
-    if not parts:
-        return
-    condition = (
-        f"pipeline = {_quote(pipeline)} AND failed_at < timestamp_millis({before_ms}) "
-        f"AND ({' OR '.join(parts)})"
+def _delete(spark: SparkSession, name: str, source: DataFrame, pipeline: str) -> None:
+    """Delete the replayed rows, matched exactly (position and failure time), so rows the
+    replay sent back, and later dead letters of the same records, stay."""
+    view = f"frazil_replayed_{uuid.uuid4().hex}"
+    source.select("pipeline", "topic", "partition", "offset", "failed_at").createOrReplaceTempView(
+        view
     )
     try:
-        spark.sql(f"DELETE FROM {name} WHERE {condition}")
+        spark.sql(
+            f"MERGE INTO {name} t USING {view} s ON t.pipeline = s.pipeline "
+            "AND t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset "
+            "AND t.failed_at = s.failed_at WHEN MATCHED THEN DELETE"
+        )
     except Exception as exc:  # py4j wraps Spark's error
         raise PipelineError(
             f"pipeline {pipeline!r}: could not delete the replayed dead letters from {name}: "
             f"{str(exc).splitlines()[0]}"
         ) from None
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    finally:
+        spark.catalog.dropTempView(view)

@@ -119,6 +119,14 @@ class PipelineRun:
         shape = resolve_shape(self.spark, self.config, pipeline, table)
         check_java_patterns(self.spark, pipeline)
         route = build_route(pipeline)
+        names = route.names()
+        dead = pipeline.errors.dlq_table
+        if dead is not None and names is not None and names.fullmatch(dead):
+            raise ConfigError(
+                f"pipeline {pipeline.name!r}: errors.dlq_table {dead!r} is a name the route "
+                "can produce for the records' tables; give the dead-letter queue a table "
+                "the route cannot name"
+            )
         tables = TableSet(self.spark, catalog, pipeline, route)
         if single is not None:
             # One table: created with the whole schema before the first batch. A routed

@@ -172,6 +172,7 @@ def build_plan(
 ) -> BatchPlan:
     """The plan of one pipeline with the given value (and key) decoders and transforms."""
     route = route or build_route(pipeline)
+    dead = pipeline.errors.dead_letters
     metadata = ", ".join(pipeline.kafka_metadata) or "none"
     decoders: list[tuple[str, Decoder]] = [("value", decoder)]
     steps = [
@@ -209,23 +210,17 @@ def build_plan(
         )
     steps += [
         Step("route", route.describe(), lambda batch: route_step(route, pipeline, batch)),
-        (
-            Step(
-                "mode",
-                "append; tombstones to the dead-letter queue",
-                lambda batch: append_mode(batch, dead_letters=True),
-            )
-            if pipeline.errors.dead_letters
-            else Step("mode", "append; tombstones skipped", append_mode)
+        Step(
+            "mode",
+            "append; tombstones to the dead-letter queue" if dead else "append; tombstones skipped",
+            lambda batch: append_mode(batch, dead_letters=dead),
         ),
-        (
-            Step(
-                "prune",
-                "keep raw key, value and headers for the dead-letter queue",
-                lambda batch: _prune(batch, keep_raw=True),
-            )
-            if pipeline.errors.dead_letters
-            else Step("prune", "drop raw key, value and headers", _prune)
+        Step(
+            "prune",
+            "keep raw key, value and headers for the dead-letter queue"
+            if dead
+            else "drop raw key, value and headers",
+            lambda batch: _prune(batch, keep_raw=dead),
         ),
     ]
     return BatchPlan(pipeline.name, tuple(steps), route.tables, tuple(decoders), route.single)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
+    from pyspark.sql.types import StructType
 
 #: A batch under construction: column name → expression over the raw Kafka rows. Steps read
 #: earlier steps' columns as expressions and add or replace entries; the plan turns the final
@@ -59,3 +60,10 @@ STAGE_SCHEMA = "schema"
 def is_internal(name: str) -> bool:
     """Whether a column is frazil's own bookkeeping and must not reach a table."""
     return name.startswith(INTERNAL_PREFIX)
+
+
+def user_schema(schema: StructType) -> StructType:
+    """The user's columns of a batch schema: every one but frazil's internal columns."""
+    from pyspark.sql.types import StructType
+
+    return StructType([f for f in schema.fields if not is_internal(f.name)])

@@ -304,7 +304,7 @@ class BatchHandler:
                 )
             with self._stats_lock:
                 self.stats.unmatched += summary.unmatched
-            self._create_all(ctx, states, summary, _user_schema(planned.schema))
+            self._create_all(ctx, states, summary, c.user_schema(planned.schema))
             names = list(summary.tables)
             pause = _pause()
             workers = max(1, min(len(names), FANOUT_THREADS))
@@ -513,7 +513,7 @@ class BatchHandler:
         with_values: set[str] | None,
     ) -> WriteColumns:
         """The batch's columns in the table's shape, after evolving the table if needed."""
-        user = _user_schema(schema)
+        user = c.user_schema(schema)
         view = self._view(target)
         diff = compare(user, view, target.settings, with_values=with_values)
         if diff.desired is not None:
@@ -891,12 +891,6 @@ class _Summary:
     unmatched: int
     #: Tables with records to append.
     tables: dict[str, _TableStats]
-
-
-def _user_schema(schema: StructType) -> StructType:
-    from pyspark.sql.types import StructType
-
-    return StructType([f for f in schema.fields if not c.is_internal(f.name)])
 
 
 def _summarise(

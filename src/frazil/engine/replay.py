@@ -23,7 +23,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.config.models import FrazilConfig, PipelineConfig
@@ -217,7 +217,7 @@ def _run(
     planned = plan.run(raw).where(F.col(c.OP) == c.OP_APPEND).cache()
     try:
         settings = pipeline.settings_for(pipeline.table)
-        user = _user(planned)
+        user = c.user_schema(planned.schema)
         target.refresh()
         view = TableView.read(spark, target.java)
         diff = compare(user, view, settings)
@@ -252,12 +252,6 @@ def _run(
     finally:
         planned.unpersist()
     return written, failed
-
-
-def _user(frame: DataFrame) -> Any:
-    from pyspark.sql.types import StructType
-
-    return StructType([f for f in frame.schema.fields if not c.is_internal(f.name)])
 
 
 def _delete(spark: SparkSession, name: str, source: DataFrame, pipeline: str) -> None:

@@ -10,8 +10,9 @@ reach a table; the writer strips them.
   not handle the record (a step marks, it never raises for one record);
 * :data:`TABLE`: the record's target tables (``array<string>`` of ``namespace.table``; empty:
   none), set by routing;
-* :data:`OP`: what the writer does with the record: :data:`OP_APPEND`, or :data:`OP_SKIP` for
-  records that are deliberately not written (tombstones in append mode).
+* :data:`OP`: what the writer does with the record: :data:`OP_APPEND`; :data:`OP_UPSERT` or
+  :data:`OP_DELETE` by key (``write.mode`` upsert and cdc); or :data:`OP_SKIP` for records
+  that are deliberately not written (tombstones in append mode).
 """
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ OP = "__frazil_op"
 ERROR_DDL = "struct<stage:string,reason:string,detail:string>"
 
 OP_APPEND = "append"
+OP_UPSERT = "upsert"
+OP_DELETE = "delete"
 OP_SKIP = "skip"
+#: The operations that reach a table.
+WRITTEN_OPS = (OP_APPEND, OP_UPSERT, OP_DELETE)
 
 #: Prefix of the optional Kafka metadata columns that do reach the table (``kafka_metadata``).
 METADATA_PREFIX = "_kafka_"
@@ -55,6 +60,8 @@ STAGE_DECODE = "decode"
 STAGE_TRANSFORM = "transform"
 STAGE_ROUTE = "route"
 STAGE_SCHEMA = "schema"
+#: The write mode: a change without a key or with an unknown operation.
+STAGE_MODE = "mode"
 
 
 def is_internal(name: str) -> bool:

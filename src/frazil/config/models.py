@@ -36,6 +36,7 @@ from frazil.config.secrets import mask_value
 from frazil.config.sorting import SortField, parse_sort_field
 from frazil.config.transforms import TransformEntry
 from frazil.config.types import TypeSyntaxError, to_spark_ddl
+from frazil.config.writes import MERGE_ON_READ_PROPERTIES, TableWrite, WriteConfig
 
 _IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
@@ -296,6 +297,7 @@ class TableSettings(_Frozen):
     table_properties: dict[str, str] = Field(default_factory=dict)
     schema_evolution: EvolutionPolicy | None = None
     aliases: dict[str, str] | None = None
+    write: TableWrite | None = None
 
 
 class ResolvedTable(_Frozen):
@@ -308,6 +310,7 @@ class ResolvedTable(_Frozen):
     table_properties: dict[str, str]
     schema_evolution: EvolutionPolicy
     aliases: dict[str, str]
+    write: WriteConfig = Field(default_factory=WriteConfig)
 
     def partition_fields(self) -> list[PartitionField]:
         """The parsed ``partition_by`` transforms."""
@@ -357,6 +360,7 @@ class PipelineConfig(_Frozen):
     #: Source field → table column, for fields whose name differs from their column's.
     aliases: dict[str, str] = Field(default_factory=dict)
     tables: dict[str, TableSettings] = Field(default_factory=dict)
+    write: WriteConfig = Field(default_factory=WriteConfig)
     errors: ErrorsConfig = Field(default_factory=ErrorsConfig)
     trigger: str = "1s"
     checkpoint: str | None = None
@@ -449,7 +453,31 @@ class PipelineConfig(_Frozen):
                 "route default 'dlq' needs a dead-letter queue: set errors.tolerance: all "
                 "with errors.dlq_topic or errors.dlq_table"
             )
+        self._check_write()
         return self
+
+    def _check_write(self) -> None:
+        write = self.write
+        if write.tombstones == "delete" and self.key_format is None:
+            raise ValueError(
+                "write.tombstones 'delete' needs 'key_format': a tombstone names its row by "
+                "its Kafka key"
+            )
+        if write.debezium and self.format not in ("json", "avro"):
+            raise ValueError(
+                f"write.debezium reads Debezium envelopes as json or avro, not {self.format}"
+            )
+        for name, own in self.tables.items():
+            if own.write is not None and not write.merges:
+                raise ValueError(
+                    f"tables.{name}.write: a table's key and order_by apply to pipelines with "
+                    "write.mode upsert or cdc"
+                )
+        if write.merges and self.identifier_fields and self.identifier_fields != write.key:
+            raise ValueError(
+                "identifier_fields must equal write.key (or be left out): an upsert or CDC "
+                "table is identified by its key"
+            )
 
     def value_source(self) -> str:
         """Where the value schema comes from: declared, file, registry or inferred (json)."""
@@ -504,20 +532,33 @@ class PipelineConfig(_Frozen):
     def settings_for(self, table: str) -> ResolvedTable:
         """One table's settings: the pipeline's, with ``tables.<table>`` over them."""
         own = self.tables.get(table, TableSettings())
+        write = self.write
+        if own.write is not None:
+            write = write.model_copy(
+                update={
+                    k: v
+                    for k, v in (("key", own.write.key), ("order_by", own.write.order_by))
+                    if v is not None
+                }
+            )
+        identifiers = list(
+            own.identifier_fields if own.identifier_fields is not None else self.identifier_fields
+        )
+        properties = {**self.table_properties, **own.table_properties}
+        if write.merges:
+            identifiers = identifiers or list(write.key)
+            properties = {**MERGE_ON_READ_PROPERTIES, **properties}
         return ResolvedTable(
             name=table,
             partition_by=list(
                 own.partition_by if own.partition_by is not None else self.partition_by
             ),
             sort_by=list(own.sort_by if own.sort_by is not None else self.sort_by),
-            identifier_fields=list(
-                own.identifier_fields
-                if own.identifier_fields is not None
-                else self.identifier_fields
-            ),
-            table_properties={**self.table_properties, **own.table_properties},
+            identifier_fields=identifiers,
+            table_properties=properties,
             schema_evolution=own.schema_evolution or self.schema_evolution,
             aliases=dict(own.aliases if own.aliases is not None else self.aliases),
+            write=write,
         )
 
     def trigger_seconds(self) -> float:

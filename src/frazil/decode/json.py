@@ -292,7 +292,13 @@ def _build(context: BuildContext) -> JsonDecoder:
     if declared is not None:
         assert isinstance(declared, dict)
         # A declared schema is the contract: other fields are ignored, or errors under freeze.
-        return JsonDecoder(schema_from_fields(declared), timestamp_format, strict=freeze)
+        schema = schema_from_fields(declared)
+        if pipeline.write.debezium and context.part == "value":
+            from frazil.decode.debezium import envelope_schema
+
+            # The declared fields are the row's: the records are its change events.
+            schema = envelope_schema(schema, strict=freeze)
+        return JsonDecoder(schema, timestamp_format, strict=freeze)
     if schema_file is not None:
         assert isinstance(schema_file, str)
         try:

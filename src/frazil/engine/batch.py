@@ -23,6 +23,7 @@ from frazil.engine.tables import TableSet, Target
 from frazil.errors import DecodeError, FrazilError, PipelineError
 from frazil.sink.evolution import TableView, WriteColumns, compare, evolve, write_columns
 from frazil.sink.iceberg import append_rows
+from frazil.sink.merge import merge_rows
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import TopicOffsets
 
@@ -180,6 +181,13 @@ class BatchHandler:
         """Whether records fan out to several tables."""
         return not self.plan.single
 
+    @property
+    def cached(self) -> bool:
+        """Whether batches are decoded once into a cache before their tables are written:
+        with several tables, and for upsert/CDC, whose MERGE reads its source more than once
+        (and cannot be observed while it runs)."""
+        return self.routed or self.pipeline.write.merges
+
     def _handle(self, batch: DataFrame, batch_id: int) -> None:
         self._query_id_set.wait()
         started = time.monotonic()
@@ -213,7 +221,7 @@ class BatchHandler:
             lagging=self._lagging(planned),
             started=started,
         )
-        if self.routed:
+        if self.cached:
             self._fan_out(context, states)
         else:
             name, target = next(iter(self.targets.items()))
@@ -590,7 +598,8 @@ class BatchHandler:
                 # A replay: the table has the batch, the dead-letter queue may not.
                 self._dead_letters_of(ctx, frame, target, routed, None)
             return  # nothing new for this table
-        wanted = F.col(c.OP) == c.OP_APPEND
+        merging = target.settings.write.merges
+        wanted = F.col(c.OP).isin(*c.WRITTEN_OPS)
         keep = (
             None
             if progress.starts_at_or_after(ctx.start, state.marker)
@@ -606,8 +615,22 @@ class BatchHandler:
             (t, p) for t, parts in sorted(ctx.planned.items()) for p in sorted(parts)
         )
         failing: Observation | None = None
+        failing_at: list[Any] | None = None
         if dead is None:
             selected = frame.where(wanted)
+        elif merging:
+            # A MERGE cannot be observed as it runs: find the failing records in the cache.
+            error = columns.error
+            mine = frame.where(F.col(_ROUTE_TABLE) == target.name)
+            own = _own_error(error, True)
+            written = mine.where(F.col(c.OP).isin(*c.WRITTEN_OPS))
+            failing_at = [
+                tuple(r)
+                for r in written.where(own.isNotNull())
+                .select(c.TOPIC, c.PARTITION, c.OFFSET, own["stage"], own["reason"])
+                .collect()
+            ]
+            selected = written.where(error.isNull() if keep is None else error.isNull() & keep)
         else:
             # Failing records leave the write for the dead-letter queue; where they are is
             # observed in the same pass (their bytes are read again after the commit).
@@ -615,7 +638,7 @@ class BatchHandler:
             mine = frame if routed is None else frame.where(F.col(_ROUTE_TABLE) == target.name)
             own = _own_error(error, routed is not None)
             failing = Observation(f"frazil_dead_{uuid.uuid4().hex}")
-            appended = mine.where(F.col(c.OP) == c.OP_APPEND).observe(
+            appended = mine.where(F.col(c.OP).isin(*c.WRITTEN_OPS)).observe(
                 failing,
                 F.count(own).alias("bad"),
                 F.collect_list(
@@ -637,23 +660,32 @@ class BatchHandler:
                 else error.isNull()
             )
             selected = appended.where(good if keep is None else good & keep)
-        if routed is not None:
+        if routed is not None and not merging:
             # A table's share of the batch in as few tasks (and files) as its size needs:
             # the other tables' writes keep the other cores busy.
             selected = selected.coalesce(max(1, -(-routed.records // ROWS_PER_WRITE_TASK)))
         observation = None
-        if routed is None or dead is not None:
+        if not merging and (routed is None or dead is not None):
             # One table: counts and timestamps are observed as the rows stream by.
             observation = Observation(f"frazil_{uuid.uuid4().hex}")
             selected = selected.observe(observation, *self._metrics(partitions))
         # The routed batch's aggregation counted them already (one Dataset less per table:
         # each costs an analysis through py4j).
-        data = selected.select(
-            *(columns.table if dead is not None else columns.guarded(_failure()))
-        )
+        table_columns = columns.table if dead is not None else columns.guarded(_failure())
         options = {"check-nullability": "false"} if target.view and target.view.required else {}
         try:
-            append_rows(data, target.qualified, marker.to_summary(), options)
+            if merging:
+                write = target.settings.write
+                changes = selected.select(
+                    *table_columns, F.col(c.OP), F.col(c.OFFSET), F.col(c.PARTITION)
+                )
+                merge_rows(
+                    changes, target.qualified, write.key, write.order_by, marker.to_summary()
+                )
+            else:
+                append_rows(
+                    selected.select(*table_columns), target.qualified, marker.to_summary(), options
+                )
         except Exception as exc:  # py4j / Spark wrap the job failure; look for our mark
             if _BAD_RECORD not in str(exc):
                 raise
@@ -661,6 +693,8 @@ class BatchHandler:
         progress.check_no_interleaving(target.table, state, marker)
         if failing is not None and int(failing.get.get("bad") or 0):
             self._dead_letters_of(ctx, frame, target, routed, failing.get.get("at") or [])
+        if failing_at:
+            self._dead_letters_of(ctx, frame, target, routed, failing_at)
         if observation is not None:
             seen = observation.get
             records = int(seen.get("records") or 0)
@@ -730,7 +764,7 @@ class BatchHandler:
                 source = source.select(F.explode_outer(F.col(c.TABLE)).alias(_ROUTE_TABLE), "*")
             source = source.where(F.col(_ROUTE_TABLE) == target.name)
         own = _own_error(columns.error, routed is not None)
-        bad = source.where((F.col(c.OP) == c.OP_APPEND) & own.isNotNull())
+        bad = source.where(F.col(c.OP).isin(*c.WRITTEN_OPS) & own.isNotNull())
         started = time.monotonic()
         self.dead_letters.write(
             bad,
@@ -910,7 +944,7 @@ def _summarise(
             F.sum((F.col(c.TABLE).isNull() & F.col(c.ERROR).isNull()).cast("int")).alias(
                 "unmatched"
             ),
-            F.sum((F.col(c.OP) == F.lit(c.OP_APPEND)).cast("int")).alias("append"),
+            F.sum(F.col(c.OP).isin(*c.WRITTEN_OPS).cast("int")).alias("append"),
             *[F.max(F.col(n).isNotNull()).alias(f"v{i}") for i, n in enumerate(user)],
             *stamps,
         )

@@ -22,7 +22,7 @@ from frazil.columns import Projection
 from frazil.config.models import PipelineConfig
 from frazil.decode.registry import Decoder
 from frazil.route.rules import Route, build_route
-from frazil.sink.modes import append_mode
+from frazil.sink.modes import append_mode, change_mode
 from frazil.source.raw import to_contract
 from frazil.transform.metadata import add_metadata
 
@@ -163,6 +163,51 @@ def route_step(route: Route, pipeline: PipelineConfig, batch: Projection) -> Pro
         ) from None
 
 
+def _mode_step(pipeline: PipelineConfig) -> Step:
+    dead = pipeline.errors.dead_letters
+    write = pipeline.write
+    if not write.merges:
+        return Step(
+            "mode",
+            "append; tombstones to the dead-letter queue" if dead else "append; tombstones skipped",
+            lambda batch: append_mode(batch, dead_letters=dead),
+        )
+    table_keys = {
+        name: own.write.key
+        for name, own in pipeline.tables.items()
+        if own.write is not None and own.write.key is not None and own.write.key != write.key
+    }
+    what = (
+        "upsert by key"
+        if write.mode == "upsert"
+        else "changes by Debezium op"
+        if write.debezium
+        else f"changes by {write.op_field}"
+    )
+    tombstones = (
+        "tombstones delete by Kafka key" if write.tombstones == "delete" else ("tombstones skipped")
+    )
+
+    def apply(batch: Projection) -> Projection:
+        from frazil.errors import ConfigError
+
+        try:
+            return change_mode(
+                batch,
+                write,
+                table_keys,
+                pipeline.key_column if pipeline.key_format else None,
+            )
+        except KeyError as exc:
+            columns = ", ".join(n for n in batch if not c.is_internal(n))
+            raise ConfigError(
+                f"pipeline {pipeline.name!r}: write: column {exc.args[0]!r} is not a column "
+                f"of the batch after transforms (columns: {columns})"
+            ) from None
+
+    return Step("mode", f"{what} ({', '.join(write.key)}); {tombstones}", apply)
+
+
 def build_plan(
     pipeline: PipelineConfig,
     decoder: Decoder,
@@ -183,6 +228,18 @@ def build_plan(
             lambda batch: decode_value(decoder, batch),
         )
     ]
+    write = pipeline.write
+    if write.debezium:
+        from frazil.decode.debezium import unwrap
+
+        steps.append(
+            Step(
+                "debezium",
+                "Debezium envelopes into their rows (after; before for deletes), op into the "
+                "operation",
+                lambda batch: unwrap(batch, decoder.schema, write),
+            )
+        )
     if key_decoder is not None:
         decoders.append(("key", key_decoder))
         steps.append(
@@ -210,11 +267,7 @@ def build_plan(
         )
     steps += [
         Step("route", route.describe(), lambda batch: route_step(route, pipeline, batch)),
-        Step(
-            "mode",
-            "append; tombstones to the dead-letter queue" if dead else "append; tombstones skipped",
-            lambda batch: append_mode(batch, dead_letters=dead),
-        ),
+        _mode_step(pipeline),
         Step(
             "prune",
             "keep raw key, value and headers for the dead-letter queue"

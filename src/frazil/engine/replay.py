@@ -84,6 +84,11 @@ def replay(
             f"pipeline {pipeline.name!r} routes records to several tables; replaying dead "
             "letters is supported for pipelines with one table so far"
         )
+    if pipeline.write.merges:
+        raise ConfigError(
+            f"pipeline {pipeline.name!r} writes with mode {pipeline.write.mode}; replaying "
+            "dead letters is supported for append pipelines so far"
+        )
     catalog = config.catalog.name
     dead = IcebergTable(spark, qualified(catalog, pipeline.errors.dlq_table))
     target = IcebergTable(spark, qualified(catalog, pipeline.table))

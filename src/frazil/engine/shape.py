@@ -39,11 +39,17 @@ class PipelineShape:
     key: Decoder | None
     source_schema: StructType
     chain: TransformChain
+    #: Columns the write mode consumes (a CDC operation field): not table columns.
+    consumed: tuple[str, ...] = ()
 
     @property
     def table_schema(self) -> StructType:
         """The table's columns: what the transforms make of the source columns."""
-        return self.chain.schema
+        from pyspark.sql.types import StructType
+
+        if not self.consumed:
+            return self.chain.schema
+        return StructType([f for f in self.chain.schema.fields if f.name not in self.consumed])
 
 
 def _batch_options(config: FrazilConfig, pipeline: PipelineConfig) -> dict[str, str]:
@@ -64,6 +70,8 @@ def _existing_value_fields(
     from pyspark.sql.types import StructType
 
     if table is None or pipeline.transforms or pipeline.route is not None:
+        return None
+    if pipeline.write.debezium:  # the table holds rows, the topic envelopes
         return None
     from frazil.sink.table import table_exists
 
@@ -116,7 +124,19 @@ def resolve_shape(
     chain = build_chain(spark, pipeline, source)
     _check_partitions(config, pipeline, chain.schema)
     _check_route(config, pipeline, chain.schema)
-    return PipelineShape(value=value, key=key, source_schema=source, chain=chain)
+    _check_write(config, pipeline, chain.schema)
+    return PipelineShape(
+        value=value, key=key, source_schema=source, chain=chain, consumed=consumed_columns(pipeline)
+    )
+
+
+def consumed_columns(pipeline: PipelineConfig) -> tuple[str, ...]:
+    """Columns the write mode reads and does not write: a top-level CDC operation field."""
+    write = pipeline.write
+    field = write.op_field
+    if write.mode != "cdc" or field is None or "." in field or field in write.key:
+        return ()
+    return (field,)
 
 
 def source_schema(pipeline: PipelineConfig, value: Decoder, key: Decoder | None) -> StructType:
@@ -128,6 +148,13 @@ def source_schema(pipeline: PipelineConfig, value: Decoder, key: Decoder | None)
     from pyspark.sql.types import StructField, StructType
 
     fields: list[StructField] = list(value.schema.fields)
+    if pipeline.write.debezium:
+        from frazil.decode.debezium import row_schema
+
+        try:
+            fields = list(row_schema(value.schema, pipeline.write).fields)
+        except ValueError as exc:
+            raise ConfigError(f"pipeline {pipeline.name!r}: {exc}") from None
     if key is not None:
         key_type = key.schema.fields[0].dataType if key.scalar else key.schema
         fields.append(StructField(pipeline.key_column, key_type, True))
@@ -149,6 +176,32 @@ def _check_route(config: FrazilConfig, pipeline: PipelineConfig, schema: StructT
             f"pipelines[{index}].route.field: column {root!r} is not in the records after "
             f"decoding and transforms (columns: {', '.join(columns)})"
         )
+
+
+def _check_write(config: FrazilConfig, pipeline: PipelineConfig, schema: StructType) -> None:
+    """Key and ordering columns must be table columns (after decoding and transforms)."""
+    write = pipeline.write
+    if not write.merges:
+        return
+    index = config.pipelines.index(pipeline)
+    columns = [f.name for f in schema.fields]
+    listed = ", ".join(columns)
+    named: list[tuple[str, str]] = [(f"write.key[{j}]", k) for j, k in enumerate(write.key)]
+    if write.order_by:
+        named.append(("write.order_by", write.order_by))
+    for table, own in pipeline.tables.items():
+        if own.write is not None:
+            named += [
+                (f"tables.{table}.write.key[{j}]", k) for j, k in enumerate(own.write.key or [])
+            ]
+            if own.write.order_by:
+                named.append((f"tables.{table}.write.order_by", own.write.order_by))
+    for key, column in named:
+        if column not in columns:
+            raise ConfigError(
+                f"pipelines[{index}].{key}: column {column!r} is not in the table "
+                f"(columns: {listed})"
+            )
 
 
 def _check_partitions(config: FrazilConfig, pipeline: PipelineConfig, schema: StructType) -> None:

@@ -1,6 +1,7 @@
 """frazil's own JVM classes (src/frazil/jvm/java), compiled into a jar in the cache once.
 
-They are compiled with ``javac`` against pyspark's jars and the pinned protobuf-java, at
+They are compiled with ``javac`` against pyspark's jars, the pinned protobuf-java and the
+Iceberg Spark runtime, at
 ``frazil setup`` or when a session first needs them; the jar is named by a hash of the sources
 and of the versions they compile against, so an upgrade builds a new one.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from frazil.errors import ArtifactError
 from frazil.jvm.fetch import ensure_artifacts, java_executable, pyspark_jars_dir
-from frazil.jvm.pins import PROTOBUF_JAVA_VERSION, SPARK_VERSION
+from frazil.jvm.pins import ICEBERG_VERSION, PROTOBUF_JAVA_VERSION, SPARK_VERSION
 from frazil.paths import cache_dir
 
 #: The Java sources, shipped inside the package.
@@ -33,7 +34,9 @@ def _sources() -> list[Path]:
 
 
 def _digest() -> str:
-    digest = hashlib.sha256(f"spark={SPARK_VERSION} protobuf={PROTOBUF_JAVA_VERSION}".encode())
+    digest = hashlib.sha256(
+        f"spark={SPARK_VERSION} protobuf={PROTOBUF_JAVA_VERSION} iceberg={ICEBERG_VERSION}".encode()
+    )
     for source in _sources():
         digest.update(str(source.relative_to(SOURCES)).encode())
         digest.update(source.read_bytes())
@@ -71,8 +74,12 @@ def _javac() -> str:
 
 
 def _compile(target: Path) -> None:
-    protobuf = [j for j in ensure_artifacts("spark", quiet=True) if "protobuf-java" in j.name]
-    classpath = os.pathsep.join([str(pyspark_jars_dir() / "*"), *map(str, protobuf)])
+    extra = [
+        j
+        for j in ensure_artifacts("spark", quiet=True)
+        if "protobuf-java" in j.name or "iceberg-spark-runtime" in j.name
+    ]
+    classpath = os.pathsep.join([str(pyspark_jars_dir() / "*"), *map(str, extra)])
     with tempfile.TemporaryDirectory(prefix="frazil-javac-") as work:
         classes = Path(work) / "classes"
         cmd = [_javac(), "-nowarn", "--release", "17", "-cp", classpath, "-d", str(classes)]

@@ -1,8 +1,14 @@
-"""Write modes: set each record's operation (append today; upsert and delete later)."""
+"""Write modes: set each record's operation (append, or upsert and delete by key)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from frazil import columns as c
+from frazil.config.writes import WriteConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 #: Reason of a tombstone sent to the dead-letter queue by an append pipeline.
 TOMBSTONE = "null value (a tombstone): an append table has no row to delete"
@@ -31,3 +37,118 @@ def append_mode(batch: c.Projection, dead_letters: bool = False) -> c.Projection
     )
     op = F.when(skipped, F.lit(c.OP_SKIP)).otherwise(F.lit(c.OP_APPEND))
     return {**batch, c.OP: op, c.ERROR: error}
+
+
+def _path(batch: c.Projection, path: str) -> Column:
+    head, *rest = path.split(".")
+    if head not in batch:
+        raise KeyError(head)
+    column = batch[head]
+    for part in rest:
+        column = column[part]
+    return column
+
+
+def change_mode(
+    batch: c.Projection,
+    write: WriteConfig,
+    table_keys: dict[str, list[str]],
+    key_column: str | None = None,
+) -> c.Projection:
+    """Set each record's operation for ``write.mode`` upsert or cdc, and check its key.
+
+    * upsert: every record is an upsert; cdc: ``op_field``'s code says upsert (insert,
+      update) or delete, and a Debezium envelope was read already (:mod:`frazil.decode.debezium`).
+    * A tombstone (null value) is skipped, or with ``tombstones: delete`` deletes the row of
+      its Kafka key (the key column's fields, or the key itself for a one-column key).
+    * A change without a value in one of its table's key columns, or with an unknown code,
+      is marked (stage ``mode``): it cannot name a row.
+
+    Args:
+        batch: The batch after routing.
+        write: The pipeline's write settings.
+        table_keys: Tables whose key differs from ``write.key`` (routed tables' overrides).
+        key_column: The decoded Kafka key's column (``key_format``), for tombstones.
+
+    Raises:
+        KeyError: ``op_field``, a key column or ``key_column`` is not a column of the batch.
+    """
+    from pyspark.sql import functions as F
+
+    from frazil.decode.debezium import mode_error
+
+    result = dict(batch)
+    skipped = F.coalesce(batch[c.OP] == F.lit(c.OP_SKIP), F.lit(False))
+    tombstone = batch[c.VALUE].isNull()
+    error = batch[c.ERROR]
+    if write.mode == "upsert":
+        op: Column = F.lit(c.OP_UPSERT)
+    elif write.debezium:
+        op = batch[c.OP]
+    else:
+        assert write.op_field is not None
+        code = _path(batch, write.op_field).cast("string")
+        op = F.lit(None).cast("string")
+        for value, what in write.ops.mapping().items():
+            op = F.when(code == F.lit(value), F.lit(what)).otherwise(op)
+        known = ", ".join(write.ops.mapping())
+        error = F.coalesce(
+            error,
+            F.when(
+                ~tombstone & ~skipped & op.isNull(),
+                mode_error(
+                    F.when(code.isNull(), F.lit(f"no operation in {write.op_field}")).otherwise(
+                        F.lit(f"unknown operation in {write.op_field} (expected {known})")
+                    ),
+                    F.coalesce(code, F.lit("null")),
+                ),
+            ),
+        )
+        if "." not in write.op_field and write.op_field not in write.key:
+            # The operation is consumed: a table of current rows has no use for it.
+            result.pop(write.op_field, None)
+    if write.tombstones == "delete":
+        assert key_column is not None
+        kafka_key = batch[key_column]
+        keys = sorted({k for ks in [write.key, *table_keys.values()] for k in ks})
+        for name in keys:
+            from_key = kafka_key if len(keys) == 1 and write.key == [name] else None
+            if from_key is None:
+                from_key = kafka_key[name]
+            result[name] = F.when(tombstone, from_key).otherwise(_path(batch, name))
+        tombstone_op: Column = F.lit(c.OP_DELETE)
+    else:
+        tombstone_op = F.lit(c.OP_SKIP)
+    op = F.when(skipped, F.lit(c.OP_SKIP)).when(tombstone, tombstone_op).otherwise(op)
+    # A change names its row by its table's key: check each key it will be written by.
+    missing = _missing_key(result, write.key, table_keys)
+    error = F.coalesce(
+        error,
+        F.when(
+            op.isin(c.OP_UPSERT, c.OP_DELETE) & missing.isNotNull(),
+            mode_error(F.lit("no value in key column(s)"), missing),
+        ),
+    )
+    result[c.OP] = op
+    result[c.ERROR] = error
+    return result
+
+
+def _missing_key(batch: c.Projection, key: list[str], table_keys: dict[str, list[str]]) -> Column:
+    """The key columns a record lacks a value in, for the tables it goes to; null if none."""
+    from pyspark.sql import functions as F
+
+    def nulls(columns: list[str]) -> Column:
+        return F.concat_ws(", ", *[F.when(_path(batch, k).isNull(), F.lit(k)) for k in columns])
+
+    tables = batch[c.TABLE]
+    others = F.lit(True)
+    found: Column = F.lit(None).cast("string")
+    if table_keys:
+        names = list(table_keys)
+        others = F.exists(tables, lambda t: ~t.isin(*names))
+        for name, columns in table_keys.items():
+            found = F.coalesce(
+                found, F.when(F.array_contains(tables, name), F.nullif(nulls(columns), F.lit("")))
+            )
+    return F.coalesce(found, F.when(others, F.nullif(nulls(key), F.lit(""))))

@@ -1,0 +1,197 @@
+"""Debezium change events: the envelope around a row, unwrapped into the row's columns.
+
+A Debezium value is ``{before, after, op, source, ts_ms, transaction}``; the JSON converter
+with ``schemas.enable=true`` wraps it as ``{schema, payload}``, and the Avro converter writes
+the same envelope as a record. The decoder reads the envelope (a declared JSON schema names
+the *row's* columns and is wrapped here); the unwrap step then puts the row — ``after``, or
+``before`` for a delete — in place of the envelope and sets each record's operation from
+``op`` (``c``, ``r``, ``u``: upsert; ``d``: delete). Like Debezium's own
+``ExtractNewRecordState`` SMT, chosen envelope fields can be kept as ``__``-prefixed columns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from frazil import columns as c
+from frazil.config.writes import DEBEZIUM_OPS, WriteConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+    from pyspark.sql.types import DataType, StructType
+
+#: Fields of the envelope (and of its JSON ``{schema, payload}`` wrapper).
+ENVELOPE_FIELDS = ("before", "after", "op", "source", "ts_ms", "transaction", "schema", "payload")
+
+
+def envelope_schema(row: StructType, strict: bool = False) -> StructType:
+    """The envelope a declared row schema arrives in, with or without the JSON wrapper.
+
+    ``source`` is read as a map of strings (its fields differ by connector; a number arrives
+    as its JSON text). Under ``strict`` (``schema_evolution: freeze``) the wrapper's
+    ``schema`` and the ``transaction`` block are declared too, so that they are not taken
+    for unknown fields.
+    """
+    from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
+
+    inner = [
+        StructField("before", row, True),
+        StructField("after", row, True),
+        StructField("op", StringType(), True),
+        StructField("ts_ms", LongType(), True),
+        StructField("source", MapType(StringType(), StringType(), True), True),
+    ]
+    if strict:
+        inner.append(StructField("transaction", StringType(), True))
+    fields = [*inner, StructField("payload", StructType(inner), True)]
+    if strict:
+        fields.append(StructField("schema", StringType(), True))
+    return StructType(fields)
+
+
+def _envelope_type(value: StructType) -> StructType:
+    """The envelope's own struct: ``payload``'s type when the JSON wrapper is declared."""
+    from pyspark.sql.types import StructType
+
+    names = value.fieldNames()
+    if "payload" in names and "after" not in names:
+        payload = value["payload"].dataType
+        if isinstance(payload, StructType):
+            return payload
+    return value
+
+
+def row_schema(value: StructType, write: WriteConfig) -> StructType:
+    """The columns a decoded envelope becomes: the row's fields, then the kept fields.
+
+    Raises:
+        ValueError: The decoded shape has no ``after`` or ``before`` struct.
+    """
+    from pyspark.sql.types import StructField, StructType
+
+    envelope = _envelope_type(value)
+    row = _row_type(envelope)
+    if row is None:
+        fields = ", ".join(value.fieldNames())
+        raise ValueError(
+            "write.debezium: the decoded values hold no 'after' or 'before' record "
+            f"(fields: {fields}); are these Debezium change events?"
+        )
+    kept = [
+        StructField(column, _path_type(envelope, path) or _string(), True)
+        for path, column in write.envelope_columns()
+    ]
+    return StructType([*row.fields, *kept])
+
+
+def _row_type(envelope: StructType) -> StructType | None:
+    from pyspark.sql.types import StructType
+
+    found = None
+    for name in ("after", "before"):
+        if name in envelope.fieldNames():
+            kind = envelope[name].dataType
+            if isinstance(kind, StructType):
+                found = kind if found is None else _union(found, kind)
+    return found
+
+
+def _union(first: StructType, second: StructType) -> StructType:
+    from pyspark.sql.types import StructType
+
+    names = set(first.fieldNames())
+    return StructType([*first.fields, *[f for f in second.fields if f.name not in names]])
+
+
+def _string() -> DataType:
+    from pyspark.sql.types import StringType
+
+    return StringType()
+
+
+def _path_type(envelope: StructType, path: str) -> DataType | None:
+    from pyspark.sql.types import MapType, StructType
+
+    kind: DataType = envelope
+    for part in path.split("."):
+        if isinstance(kind, StructType) and part in kind.fieldNames():
+            kind = kind[part].dataType
+        elif isinstance(kind, MapType):
+            kind = kind.valueType
+        else:
+            return None
+    return kind
+
+
+def unwrap(batch: c.Projection, value: StructType, write: WriteConfig) -> c.Projection:
+    """Replace the decoded envelope's columns by the row's, and set each record's operation.
+
+    A record with an ``op`` Debezium does not define for rows (``t``: a truncate, or none
+    at all) is marked (stage ``mode``); a tombstone (null value) is left to the write mode.
+    """
+    from pyspark.sql import functions as F
+
+    names = value.fieldNames()
+    wrapped = "payload" in names and "after" not in names
+
+    def field(name: str) -> Column:
+        if wrapped:
+            return batch["payload"][name]
+        return batch[name] if name in names else F.lit(None)
+
+    envelope = _envelope_type(value)
+    row = _row_type(envelope)
+    assert row is not None, "row_schema() checked this when the pipeline started"
+    op = field("op")
+    after = field("after") if "after" in envelope.fieldNames() else F.lit(None)
+    before = field("before") if "before" in envelope.fieldNames() else F.lit(None)
+    result = {k: v for k, v in batch.items() if k not in ENVELOPE_FIELDS or k not in names}
+    for f in row.fields:
+        in_after = _has(envelope, "after", f.name)
+        in_before = _has(envelope, "before", f.name)
+        image_after = after[f.name] if in_after else F.lit(None)
+        image_before = before[f.name] if in_before else F.lit(None)
+        result[f.name] = F.when(op == F.lit("d"), image_before).otherwise(image_after)
+    for path, column in write.envelope_columns():
+        head, *rest = path.split(".")
+        kept = field(head)
+        for part in rest:
+            kept = kept[part]
+        result[column] = kept
+    ops = F.lit(None).cast("string")
+    for code, what in reversed(list(DEBEZIUM_OPS.items())):
+        ops = F.when(op == F.lit(code), F.lit(what)).otherwise(ops)
+    skipped = F.coalesce(batch[c.OP] == F.lit(c.OP_SKIP), F.lit(False))
+    result[c.OP] = F.when(skipped, F.lit(c.OP_SKIP)).otherwise(ops)
+    unknown = batch[c.ERROR].isNull() & batch[c.VALUE].isNotNull() & ops.isNull()
+    result[c.ERROR] = F.coalesce(
+        batch[c.ERROR],
+        F.when(
+            unknown,
+            mode_error(
+                F.lit("not a row change: Debezium op is not c, r, u or d"),
+                F.coalesce(op, F.lit("(no op)")),
+            ),
+        ),
+    )
+    return result
+
+
+def _has(envelope: StructType, image: str, name: str) -> bool:
+    from pyspark.sql.types import StructType
+
+    if image not in envelope.fieldNames():
+        return False
+    kind = envelope[image].dataType
+    return isinstance(kind, StructType) and name in kind.fieldNames()
+
+
+def mode_error(reason: Column, detail: Column) -> Column:
+    """An error of the write-mode stage (:data:`frazil.columns.STAGE_MODE`)."""
+    from pyspark.sql import functions as F
+
+    return F.struct(
+        F.lit(c.STAGE_MODE).alias("stage"),
+        reason.cast("string").alias("reason"),
+        detail.cast("string").alias("detail"),
+    ).cast(c.ERROR_DDL)

@@ -1,0 +1,100 @@
+"""Row-level writes: a micro-batch's changes applied to a table by key with Spark's MERGE.
+
+The batch's changes are first collapsed to one per key — the last by the ordering column,
+then by Kafka offset — because a MERGE may match each table row with one change only. The
+MERGE then deletes, updates or inserts; on a merge-on-read table (the tables frazil creates
+for upsert and CDC) Iceberg writes position deletes (format 2) or deletion vectors (format 3)
+plus new data files, never equality deletes. The one commit the MERGE makes carries the
+batch's marker in its snapshot summary (:class:`dev.frazil.spark.Commits`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from frazil import columns as c
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: Provenance columns a change carries into :func:`merge_rows`, besides the table's.
+ORDER_COLUMNS = (c.OFFSET, c.PARTITION)
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def latest_changes(rows: DataFrame, key: list[str], order_by: str | None) -> DataFrame:
+    """One change per key: the largest ``order_by``, then the largest Kafka offset.
+
+    Offsets order one partition's records; Kafka's keyed partitioning keeps a key's changes
+    in one partition. Across partitions only ``order_by`` is meaningful.
+    """
+    from pyspark.sql import functions as F
+
+    values = [n for n in rows.columns if n not in ORDER_COLUMNS]
+    ordering = [F.col(order_by)] if order_by else []
+    ordering += [F.col(c.OFFSET), F.col(c.PARTITION)]
+    return (
+        rows.groupBy(*[F.col(k) for k in key])
+        .agg(F.max_by(F.struct(*[F.col(n) for n in values]), F.struct(*ordering)).alias("change"))
+        .select("change.*")
+    )
+
+
+def merge_statement(
+    table: str, source: str, columns: list[str], key: list[str], order_by: str | None
+) -> str:
+    """The MERGE applying ``source``'s changes (one per key, :data:`~frazil.columns.OP`) to
+    ``table``. With ``order_by``, a change older than the table's row is ignored."""
+    on = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key)
+    newer = ""
+    if order_by:
+        o = _quote(order_by)
+        newer = f" AND (t.{o} IS NULL OR s.{o} IS NULL OR s.{o} >= t.{o})"
+    op = f"s.{_quote(c.OP)}"
+    sets = ", ".join(f"t.{_quote(n)} = s.{_quote(n)}" for n in columns)
+    names = ", ".join(_quote(n) for n in columns)
+    values = ", ".join(f"s.{_quote(n)}" for n in columns)
+    return (
+        f"MERGE INTO {table} t USING {_quote(source)} s ON {on}"
+        f" WHEN MATCHED AND {op} = '{c.OP_DELETE}'{newer} THEN DELETE"
+        f" WHEN MATCHED AND {op} <> '{c.OP_DELETE}'{newer} THEN UPDATE SET {sets}"
+        f" WHEN NOT MATCHED AND {op} <> '{c.OP_DELETE}' THEN INSERT ({names}) VALUES ({values})"
+    )
+
+
+def merge_rows(
+    rows: DataFrame,
+    table: str,
+    key: list[str],
+    order_by: str | None,
+    summary: dict[str, str],
+) -> None:
+    """Apply a batch's changes to ``table`` in one Iceberg commit whose summary has ``summary``.
+
+    Args:
+        rows: The table's columns, :data:`~frazil.columns.OP` (upsert or delete) and the
+            :data:`ORDER_COLUMNS`; several changes per key allowed.
+        table: The qualified table name.
+        key: The columns identifying a row.
+        order_by: The column ordering a key's changes, if any.
+        summary: Snapshot-summary entries of the commit (the marker).
+    """
+    spark = rows.sparkSession
+    latest = latest_changes(rows, key, order_by)
+    columns = [n for n in latest.columns if n != c.OP]
+    view = f"frazil_changes_{uuid.uuid4().hex}"
+    latest.createOrReplaceTempView(view)
+    try:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        jvm.dev.frazil.spark.Commits.sqlWithProperties(
+            spark._jsparkSession,
+            merge_statement(table, view, columns, key, order_by),
+            dict(summary),
+        )
+    finally:
+        spark.catalog.dropTempView(view)

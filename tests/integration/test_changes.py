@@ -1,0 +1,192 @@
+"""Upsert and CDC: tables that equal the source's current state, applied with MERGE."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from frazil.engine.runner import run
+from frazil.errors import FrazilError
+from frazil.generate.producer import ensure_topic
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = {"id": "long", "name": "string", "amount": "long", "op": "string"}
+
+
+def _produce(
+    bootstrap: str, topic: str, records: list[tuple[str | None, dict[str, Any] | None, int]]
+) -> None:
+    """``(key, value, partition)`` in order; a None value is a tombstone."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for key, value, partition in records:
+        producer.produce(
+            topic,
+            None if value is None else json.dumps(value).encode(),
+            key=None if key is None else key.encode(),
+            partition=partition,
+        )
+    producer.flush(10)
+
+
+def _rows(spark: Any, table: str, columns: str = "id, name, amount") -> dict[int, tuple[Any, ...]]:
+    rows = spark.sql(f"SELECT {columns} FROM lake.{table}").collect()
+    return {r[0]: tuple(r[1:]) for r in rows}
+
+
+def _pipeline(name: str, topic: str, table: str, **extra: Any) -> dict[str, Any]:
+    pipeline: dict[str, Any] = {
+        "name": name,
+        "topics": [topic],
+        "table": table,
+        "schema": dict(SCHEMA),
+        "trigger": "1s",
+    }
+    pipeline.update(extra)
+    return pipeline
+
+
+def test_upsert_keeps_the_last_record_of_each_key_across_batches(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"ups-{unique}", f"db.ups_{unique}", f"u_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=2)
+    # Several versions of a key inside one batch, and on both partitions (keyed by id).
+    first = [
+        (str(i % 5), {"id": i % 5, "name": f"v{i}", "amount": i}, (i % 5) % 2) for i in range(20)
+    ]
+    _produce(kafka_bootstrap, topic, first)
+    config = make_config([_pipeline(name, topic, table, write={"mode": "upsert", "key": ["id"]})])
+    run(config, until_caught_up=True, spark=spark)
+    assert _rows(spark, table) == {k: (f"v{15 + k}", 15 + k) for k in range(5)}
+
+    _produce(kafka_bootstrap, topic, [("2", {"id": 2, "name": "late", "amount": 0}, 0)])
+    _produce(kafka_bootstrap, topic, [("9", {"id": 9, "name": "new", "amount": 9}, 1)])
+    run(config, until_caught_up=True, spark=spark)
+    expected = {k: (f"v{15 + k}", 15 + k) for k in range(5)}
+    expected[2] = ("late", 0)
+    expected[9] = ("new", 9)
+    assert _rows(spark, table) == expected
+
+    # A table for upserts: identified by its key, merge-on-read, no equality deletes.
+    props = dict(
+        spark.sql(f"SHOW TBLPROPERTIES lake.{table}").collect()  # type: ignore[arg-type]
+    )
+    assert props["write.merge.mode"] == "merge-on-read"
+    java = spark._jvm
+    assert java is not None
+    summaries = [
+        dict(r["summary"])
+        for r in spark.sql(f"SELECT summary FROM lake.{table}.snapshots").collect()
+    ]
+    assert all(s.get("added-equality-delete-files", "0") == "0" for s in summaries)
+    assert any(s.get("frazil.pipeline") == name and "added-records" in s for s in summaries)
+    # Running again adds nothing.
+    before = len(summaries)
+    run(config, until_caught_up=True, spark=spark)
+    assert _rows(spark, table) == expected
+    assert len(spark.sql(f"SELECT * FROM lake.{table}.snapshots").collect()) == before
+
+
+def test_cdc_inserts_updates_deletes_and_reinserts(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"cdc-{unique}", f"db.cdc_{unique}", f"c_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    changes = [
+        {"id": 1, "name": "a", "amount": 1, "op": "I"},
+        {"id": 2, "name": "b", "amount": 2, "op": "I"},
+        {"id": 3, "name": "c", "amount": 3, "op": "I"},
+        {"id": 1, "name": "a2", "amount": 10, "op": "U"},
+        {"id": 2, "op": "D"},  # a delete may carry only the key
+        {"id": 3, "op": "D"},
+        {"id": 3, "name": "c-again", "amount": 30, "op": "I"},
+        {"id": 4, "op": "D"},  # deleting a key never seen is harmless
+    ]
+    _produce(kafka_bootstrap, topic, [(str(v["id"]), v, 0) for v in changes])
+    write = {"mode": "cdc", "key": ["id"], "op_field": "op"}
+    config = make_config([_pipeline(name, topic, table, write=write)])
+    run(config, until_caught_up=True, spark=spark)
+    assert _rows(spark, table) == {1: ("a2", 10), 3: ("c-again", 30)}
+    # The operation field is consumed, not a column of the table.
+    assert "op" not in spark.table(f"lake.{table}").columns
+
+    _produce(kafka_bootstrap, topic, [("1", {"id": 1, "op": "D"}, 0)])
+    _produce(kafka_bootstrap, topic, [("2", {"id": 2, "name": "b2", "amount": 5, "op": "U"}, 0)])
+    run(config, until_caught_up=True, spark=spark)
+    assert _rows(spark, table) == {2: ("b2", 5), 3: ("c-again", 30)}
+
+
+def test_order_by_decides_across_partitions_and_against_the_table(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"ord-{unique}", f"db.ord_{unique}", f"o_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=2)
+    schema = {"id": "long", "name": "string", "version": "long"}
+    # Key 1's newest version arrives on partition 0 at a lower offset than an older one.
+    _produce(
+        kafka_bootstrap,
+        topic,
+        [
+            (None, {"id": 1, "name": "new", "version": 3}, 0),
+            (None, {"id": 1, "name": "old", "version": 1}, 1),
+            (None, {"id": 1, "name": "older", "version": 0}, 1),
+        ],
+    )
+    write = {"mode": "upsert", "key": ["id"], "order_by": "version"}
+    config = make_config([_pipeline(name, topic, table, schema=schema, write=write)])
+    run(config, until_caught_up=True, spark=spark)
+    assert _rows(spark, table, "id, name, version") == {1: ("new", 3)}
+    # An older change arriving later does not overwrite the table's newer row.
+    _produce(kafka_bootstrap, topic, [(None, {"id": 1, "name": "stale", "version": 2}, 1)])
+    run(config, until_caught_up=True, spark=spark)
+    assert _rows(spark, table, "id, name, version") == {1: ("new", 3)}
+    _produce(kafka_bootstrap, topic, [(None, {"id": 1, "name": "newest", "version": 4}, 1)])
+    run(config, until_caught_up=True, spark=spark)
+    assert _rows(spark, table, "id, name, version") == {1: ("newest", 4)}
+
+
+def test_a_change_without_key_or_with_an_unknown_op_stops_or_goes_to_the_dlq(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"cbad-{unique}", f"db.cbad_{unique}", f"cb_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    _produce(
+        kafka_bootstrap,
+        topic,
+        [
+            (None, {"id": 1, "name": "a", "op": "I"}, 0),
+            (None, {"name": "no key", "op": "I"}, 0),
+            (None, {"id": 2, "name": "b", "op": "X"}, 0),
+            (None, {"id": 3, "name": "c", "op": "U"}, 0),
+        ],
+    )
+    write = {"mode": "cdc", "key": ["id"], "op_field": "op"}
+    config = make_config([_pipeline(name, topic, table, write=write)])
+    with pytest.raises(FrazilError) as failed:
+        run(config, until_caught_up=True, spark=spark)
+    message = str(failed.value)
+    assert "offset 1" in message and "no value in key column" in message
+    assert "unknown operation in op" in message
+    assert _rows(spark, table) == {}
+
+    dlq = f"db.cbad_dead_{unique}"
+    config = make_config(
+        [
+            _pipeline(
+                name,
+                topic,
+                table,
+                write=write,
+                errors={"tolerance": "all", "dlq_table": dlq},
+            )
+        ]
+    )
+    run(config, until_caught_up=True, spark=spark)
+    assert _rows(spark, table) == {1: ("a", None), 3: ("c", None)}
+    dead = spark.sql(f"SELECT offset, stage, reason FROM lake.{dlq} ORDER BY offset").collect()
+    assert [(r[0], r[1]) for r in dead] == [(1, "mode"), (2, "mode")]
+    assert "key" in dead[0][2] and "unknown operation" in dead[1][2]

@@ -39,6 +39,9 @@ VALUE = "__frazil_value"
 HEADERS = "__frazil_headers"
 TIMESTAMP = "__frazil_timestamp"
 ERROR = "__frazil_error"
+#: The decoded Kafka key (``key_format``) for the write mode, whatever transforms do to the
+#: key's own column (tombstones delete by it).
+DECODED_KEY = "__frazil_decoded_key"
 TABLE = "__frazil_table"
 OP = "__frazil_op"
 

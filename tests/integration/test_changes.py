@@ -190,3 +190,156 @@ def test_a_change_without_key_or_with_an_unknown_op_stops_or_goes_to_the_dlq(
     dead = spark.sql(f"SELECT offset, stage, reason FROM lake.{dlq} ORDER BY offset").collect()
     assert [(r[0], r[1]) for r in dead] == [(1, "mode"), (2, "mode")]
     assert "key" in dead[0][2] and "unknown operation" in dead[1][2]
+
+
+def _debezium(
+    op: str, before: dict[str, Any] | None, after: dict[str, Any] | None, lsn: int, wrapped: bool
+) -> dict[str, Any]:
+    payload = {
+        "before": before,
+        "after": after,
+        "op": op,
+        "ts_ms": 1_700_000_000_000 + lsn,
+        "source": {"connector": "postgresql", "lsn": lsn, "table": "customers"},
+        "transaction": None,
+    }
+    if not wrapped:
+        return payload
+    row = {"type": "struct", "optional": True, "fields": [{"field": "id", "type": "int64"}]}
+    schema = {"type": "struct", "fields": [{"field": "before", **row}, {"field": "after", **row}]}
+    return {"schema": schema, "payload": payload}
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "schemas-enable"])
+def test_debezium_envelopes_create_update_delete_read_and_tombstone(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, wrapped: bool
+) -> None:
+    topic, table, name = f"dbz-{unique}", f"db.dbz_{unique}", f"z_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+
+    def row(i: int, email: str) -> dict[str, Any]:
+        return {"id": i, "email": email}
+
+    events = [
+        ("1", _debezium("r", None, row(1, "a@x"), 1, wrapped)),  # snapshot read
+        ("2", _debezium("r", None, row(2, "b@x"), 2, wrapped)),
+        ("3", _debezium("c", None, row(3, "c@x"), 3, wrapped)),  # create
+        ("1", _debezium("u", row(1, "a@x"), row(1, "a2@x"), 4, wrapped)),  # update
+        ("2", _debezium("d", row(2, "b@x"), None, 5, wrapped)),  # delete: row in before
+        ("2", None),  # the tombstone Debezium sends after a delete
+        ("4", _debezium("c", None, row(4, "d@x"), 6, wrapped)),
+    ]
+    _produce(kafka_bootstrap, topic, [(k, v, 0) for k, v in events])
+    write = {
+        "mode": "cdc",
+        "key": ["id"],
+        "debezium": True,
+        "debezium_fields": ["source.lsn", "op"],
+    }
+    pipeline = _pipeline(name, topic, table, schema={"id": "long", "email": "string"}, write=write)
+    config = make_config([pipeline])
+    run(config, until_caught_up=True, spark=spark)
+    rows = _rows(spark, table, "id, email, __source_lsn, __op")
+    assert rows == {1: ("a2@x", "4", "u"), 3: ("c@x", "3", "c"), 4: ("d@x", "6", "c")}
+
+    # A tombstone deletes by its Kafka key when asked to (here without a delete event first).
+    _produce(kafka_bootstrap, topic, [("4", None, 0)])
+    tombstones = {**write, "tombstones": "delete"}
+    pipeline = _pipeline(
+        name,
+        topic,
+        table,
+        schema={"id": "long", "email": "string"},
+        write=tombstones,
+        key_format="string",
+        key_column="kafka_key",
+        transforms=[{"drop": ["kafka_key"]}],
+    )
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+    assert set(_rows(spark, table, "id, email")) == {1, 3}
+
+
+#: Debezium's Avro envelope for a table ``inventory.customers`` (as its Avro converter
+#: registers it: Value records in before/after, a Source block, op and ts_ms).
+DEBEZIUM_AVRO = {
+    "type": "record",
+    "name": "Envelope",
+    "namespace": "dbserver1.inventory.customers",
+    "fields": [
+        {
+            "name": "before",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "Value",
+                    "fields": [
+                        {"name": "id", "type": "int"},
+                        {"name": "email", "type": "string"},
+                        {"name": "score", "type": ["null", "double"], "default": None},
+                    ],
+                },
+            ],
+            "default": None,
+        },
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {
+            "name": "source",
+            "type": {
+                "type": "record",
+                "name": "Source",
+                "namespace": "io.debezium.connector.postgresql",
+                "fields": [
+                    {"name": "connector", "type": "string"},
+                    {"name": "lsn", "type": ["null", "long"], "default": None},
+                    {"name": "ts_ms", "type": "long"},
+                ],
+            },
+        },
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+    ],
+}
+
+
+def test_debezium_avro_through_the_registry(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    from tests.integration.registry_helpers import produce_avro
+
+    topic, table, name = f"dbza-{unique}", f"db.dbza_{unique}", f"za_{unique}"
+
+    def event(op: str, before: Any, after: Any, lsn: int) -> dict[str, Any]:
+        source = {"connector": "postgresql", "lsn": lsn, "ts_ms": lsn}
+        return {"before": before, "after": after, "source": source, "op": op, "ts_ms": lsn}
+
+    def row(i: int, email: str, score: float | None = None) -> dict[str, Any]:
+        return {"id": i, "email": email, "score": score}
+
+    events = [
+        event("r", None, row(1, "a@x"), 10),
+        event("c", None, row(2, "b@x", 1.5), 11),
+        event("u", row(1, "a@x"), row(1, "a2@x", 2.0), 12),
+        event("d", row(2, "b@x", 1.5), None, 13),
+        event("c", None, row(3, "c@x"), 14),
+        event("t", None, None, 15),  # a truncate is no row change: it fails its record
+    ]
+    produce_avro(kafka_bootstrap, schema_registry_url, topic, json.dumps(DEBEZIUM_AVRO), events)
+    write = {"mode": "cdc", "key": ["id"], "debezium": True, "debezium_fields": ["source.lsn"]}
+    pipeline = {
+        "name": name,
+        "topics": [topic],
+        "table": table,
+        "format": "avro",
+        "write": write,
+        "errors": {"tolerance": "all", "dlq_table": f"db.dbza_dead_{unique}"},
+    }
+    run(
+        make_config([pipeline], schema_registry={"url": schema_registry_url}),
+        until_caught_up=True,
+        spark=spark,
+    )
+    rows = _rows(spark, table, "id, email, score, __source_lsn")
+    assert rows == {1: ("a2@x", 2.0, 12), 3: ("c@x", None, 14)}
+    dead = spark.sql(f"SELECT offset, stage, detail FROM lake.db.dbza_dead_{unique}").collect()
+    assert [(r[0], r[1], r[2]) for r in dead] == [(5, "mode", "t")]

@@ -130,14 +130,21 @@ def unwrap(batch: c.Projection, value: StructType, write: WriteConfig) -> c.Proj
     at all) is marked (stage ``mode``); a tombstone (null value) is left to the write mode.
     """
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     names = value.fieldNames()
-    wrapped = "payload" in names and "after" not in names
+    payload = value["payload"].dataType if "payload" in names else None
+    inside = payload.fieldNames() if isinstance(payload, StructType) else []
 
     def field(name: str) -> Column:
-        if wrapped:
-            return batch["payload"][name]
-        return batch[name] if name in names else F.lit(None)
+        # A declared envelope has both shapes (with and without the JSON converter's
+        # wrapper): one of them holds the record's fields.
+        found = [batch[name]] if name in names else []
+        if name in inside:
+            found.append(batch["payload"][name])
+        if not found:
+            return F.lit(None)
+        return found[0] if len(found) == 1 else F.coalesce(*found)
 
     envelope = _envelope_type(value)
     row = _row_type(envelope)

@@ -117,7 +117,9 @@ def _prune(batch: Projection, keep_raw: bool = False) -> Projection:
     # The raw key/value/headers are dead weight once decoded, unless failing records go to a
     # dead-letter queue, which keeps them byte for byte (Spark drops them from the plan of
     # any write that does not read them).
-    dropped = (c.TIMESTAMP,) if keep_raw else (c.KEY, c.VALUE, c.HEADERS, c.TIMESTAMP)
+    dropped: tuple[str, ...] = (c.TIMESTAMP, c.DECODED_KEY)
+    if not keep_raw:
+        dropped += (c.KEY, c.VALUE, c.HEADERS)
     return {k: v for k, v in batch.items() if k not in dropped}
 
 
@@ -145,6 +147,7 @@ def decode_key(decoder: Decoder, column: str, batch: Projection) -> Projection:
     decoded = decoder.decode(batch[c.KEY])
     result = dict(batch)
     result[column] = decoded.value
+    result[c.DECODED_KEY] = decoded.value
     result[c.ERROR] = F.coalesce(batch[c.ERROR], decoded.error)
     return result
 
@@ -196,7 +199,7 @@ def _mode_step(pipeline: PipelineConfig) -> Step:
                 batch,
                 write,
                 table_keys,
-                pipeline.key_column if pipeline.key_format else None,
+                c.DECODED_KEY if pipeline.key_format else None,
             )
         except KeyError as exc:
             columns = ", ".join(n for n in batch if not c.is_internal(n))

@@ -68,7 +68,8 @@ def change_mode(
         batch: The batch after routing.
         write: The pipeline's write settings.
         table_keys: Tables whose key differs from ``write.key`` (routed tables' overrides).
-        key_column: The decoded Kafka key's column (``key_format``), for tombstones.
+        key_column: The decoded Kafka key's (internal) column (``key_format``), for
+            tombstones.
 
     Raises:
         KeyError: ``op_field``, a key column or ``key_column`` is not a column of the batch.

@@ -76,8 +76,6 @@ def test_upsert_keeps_the_last_record_of_each_key_across_batches(
         spark.sql(f"SHOW TBLPROPERTIES lake.{table}").collect()  # type: ignore[arg-type]
     )
     assert props["write.merge.mode"] == "merge-on-read"
-    java = spark._jvm
-    assert java is not None
     summaries = [
         dict(r["summary"])
         for r in spark.sql(f"SELECT summary FROM lake.{table}.snapshots").collect()
@@ -343,3 +341,58 @@ def test_debezium_avro_through_the_registry(
     assert rows == {1: ("a2@x", 2.0, 12), 3: ("c@x", None, 14)}
     dead = spark.sql(f"SELECT offset, stage, detail FROM lake.db.dbza_dead_{unique}").collect()
     assert [(r[0], r[1], r[2]) for r in dead] == [(5, "mode", "t")]
+
+
+def test_routed_tables_each_with_their_own_key_and_format_version_3(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, name = f"rcdc-{unique}", f"r_{unique}"
+    users, orders = f"db.users_{unique}", f"db.orders_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=2)
+    schema = {"kind": "string", "user_id": "long", "order_id": "long", "v": "long", "op": "string"}
+
+    def change(kind: str, user: int, order: int, v: int, op: str = "U") -> dict[str, Any]:
+        return {"kind": kind, "user_id": user, "order_id": order, "v": v, "op": op}
+
+    records = [
+        change("user", 1, 0, 1, "I"),
+        change("order", 1, 100, 1, "I"),
+        change("order", 1, 101, 1, "I"),
+        change("user", 1, 0, 2),  # user 1 updated: one row per user
+        change("order", 2, 100, 2),  # order 100 moves to user 2: one row per order
+        change("order", 1, 101, 0, "D"),
+        change("user", 2, 0, 1, "I"),
+    ]
+    _produce(kafka_bootstrap, topic, [(None, r, 0) for r in records[:3]])
+    pipeline = _pipeline(
+        name,
+        topic,
+        users,
+        schema=schema,
+        write={"mode": "cdc", "key": ["user_id"], "op_field": "op"},
+        tables={
+            orders: {
+                "write": {"key": ["order_id"]},
+                "table_properties": {"format-version": "3"},
+            }
+        },
+    )
+    del pipeline["table"]
+    pipeline["route"] = {"field": "kind", "tables": {"user": users, "order": orders}}
+    config = make_config([pipeline])
+    run(config, until_caught_up=True, spark=spark)
+    # The changes in a later batch: rows already in the tables are updated and deleted.
+    _produce(kafka_bootstrap, topic, [(None, r, 0) for r in records[3:]])
+    run(config, until_caught_up=True, spark=spark)
+
+    got_users = _rows(spark, users, "user_id, order_id, v")
+    assert got_users == {1: (0, 2), 2: (0, 1)}
+    got_orders = _rows(spark, orders, "order_id, user_id, v")
+    assert got_orders == {100: (2, 2)}
+    props = dict(spark.sql(f"SHOW TBLPROPERTIES lake.{orders}").collect())  # type: ignore[arg-type]
+    assert props["format-version"] == "3"
+    # Format 3: row-level deletes as deletion vectors (Puffin files), not position files.
+    formats = {
+        r[0] for r in spark.sql(f"SELECT file_format FROM lake.{orders}.delete_files").collect()
+    }
+    assert formats == {"PUFFIN"}, formats

@@ -45,3 +45,7 @@ class CommitError(PipelineError):
 
 class DecodeError(PipelineError):
     """Records could not be decoded; the message names their topic, partition and offset."""
+
+
+class MaintenanceError(FrazilError):
+    """A table-upkeep action (compaction, expiry, …) failed or was misconfigured."""

@@ -5,16 +5,16 @@ from __future__ import annotations
 import re
 
 _DURATION = re.compile(
-    r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?)\s*$"
+    r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?|d|days?)\s*$"
 )
-_FACTOR = {"ms": 0.001, "mi": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_FACTOR = {"ms": 0.001, "mi": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def parse_duration(text: str) -> float:
     """Return the duration in seconds.
 
     Raises:
-        ValueError: ``text`` is not a number followed by ms, s, m or h.
+        ValueError: ``text`` is not a number followed by ms, s, m, h or d.
     """
     match = _DURATION.match(text)
     if not match:

@@ -24,6 +24,7 @@ from pydantic import (
 from frazil.columns import INTERNAL_PREFIX, METADATA_PREFIX
 from frazil.config.durations import parse_duration
 from frazil.config.errors import ErrorsConfig
+from frazil.config.maintenance import MaintenanceConfig, MaintenancePolicy, ResolvedPolicy
 from frazil.config.partitioning import PartitionField, parse_partition_field
 from frazil.config.routing import (
     EvolutionPolicy,
@@ -298,6 +299,7 @@ class TableSettings(_Frozen):
     schema_evolution: EvolutionPolicy | None = None
     aliases: dict[str, str] | None = None
     write: TableWrite | None = None
+    maintenance: MaintenancePolicy | None = None
 
 
 class ResolvedTable(_Frozen):
@@ -361,6 +363,7 @@ class PipelineConfig(_Frozen):
     aliases: dict[str, str] = Field(default_factory=dict)
     tables: dict[str, TableSettings] = Field(default_factory=dict)
     write: WriteConfig = Field(default_factory=WriteConfig)
+    maintenance: MaintenancePolicy | None = None
     errors: ErrorsConfig = Field(default_factory=ErrorsConfig)
     trigger: str = "1s"
     checkpoint: str | None = None
@@ -609,6 +612,7 @@ class FrazilConfig(_Frozen):
     kafka: KafkaConfig = Field(default_factory=KafkaConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     schema_registry: SchemaRegistryConfig | None = None
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
     state_dir: str = "./.frazil"
     pipelines: Annotated[list[PipelineConfig], Field(min_length=1)]
 
@@ -647,6 +651,20 @@ class FrazilConfig(_Frozen):
             if pipeline.name == name:
                 return pipeline
         raise KeyError(name)
+
+    def policy_for(self, pipeline: PipelineConfig | None, table: str) -> ResolvedPolicy:
+        """A table's upkeep: its own ``maintenance``, its pipeline's, then the top level's."""
+        general = MaintenancePolicy(
+            **{n: getattr(self.maintenance, n) for n in MaintenancePolicy.model_fields}
+        )
+        policy = MaintenancePolicy()
+        if pipeline is not None:
+            own = pipeline.tables.get(table)
+            if own is not None and own.maintenance is not None:
+                policy = own.maintenance
+            if pipeline.maintenance is not None:
+                policy = policy.over(pipeline.maintenance)
+        return ResolvedPolicy.of(policy.over(general))
 
     def checkpoint_for(self, pipeline: PipelineConfig) -> str:
         """The pipeline's checkpoint: its own setting or ``<state_dir>/checkpoints/<name>``."""

@@ -146,13 +146,13 @@ class WriteConfig(_Frozen):
                 raise ValueError("'debezium' applies to mode cdc")
             if self.tombstones != "skip":
                 raise ValueError("'tombstones: delete' applies to modes upsert and cdc")
-            if "ops" in self.model_fields_set:
+            if self.ops != OpCodes():
                 raise ValueError("'ops' applies to mode cdc")
             return self
         if not self.key:
             raise ValueError(f"mode {self.mode} needs 'key': the columns identifying a row")
         if self.mode == "upsert":
-            if self.op_field is not None or self.debezium or "ops" in self.model_fields_set:
+            if self.op_field is not None or self.debezium or self.ops != OpCodes():
                 raise ValueError(
                     "'op_field', 'ops' and 'debezium' apply to mode cdc (upsert writes every "
                     "record as an insert or update)"
@@ -161,7 +161,7 @@ class WriteConfig(_Frozen):
                 raise ValueError("'debezium_fields' applies to mode cdc with debezium: true")
             return self
         if self.debezium:
-            if self.op_field is not None or "ops" in self.model_fields_set:
+            if self.op_field is not None or self.ops != OpCodes():
                 raise ValueError(
                     "with 'debezium: true' the envelope's op field says what changed: "
                     "remove 'op_field' and 'ops'"

@@ -1,0 +1,232 @@
+"""``frazil tables``, ``frazil table health``, ``frazil optimize``, ``frazil maintain``."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from frazil.cli.app import OutputFormat, app, console
+from frazil.config.loader import load_config
+
+table_app = typer.Typer(help="One table's health.", no_args_is_help=True)
+app.add_typer(table_app, name="table")
+
+CONFIG_OPTION = typer.Option(..., "--config", "-c", help="Path to the frazil YAML config file.")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def _when(ms: int | None) -> str:
+    from frazil.engine.progress import format_ms
+
+    return "—" if ms is None else format_ms(ms)
+
+
+@app.command()
+def tables(
+    config: Path = CONFIG_OPTION,
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+) -> None:
+    """Health of every table the config's pipelines write: files, sizes, deletes, snapshots,
+    manifests, metadata, last commit and maintenance, and a score with its reasons."""
+    from frazil.engine.session import build_spark
+    from frazil.maintenance.passes import config_tables, measure
+
+    loaded = load_config(config)
+    spark = build_spark(loaded)
+    found = [measure(spark, loaded, ref) for ref in config_tables(spark, loaded)]
+    if output is OutputFormat.json:
+        console.print_json(json.dumps([h.to_json() for h in found]))
+        return
+    view = Table(
+        "table", "score", "data files", "avg size", "small", "delete files", "snapshots",
+        "manifests", "metadata", "last commit", "last maintenance",
+    )  # fmt: skip
+    for h in found:
+        view.add_row(
+            h.table, _score(h.score), f"{h.data_files:,}", _size(h.avg_file_bytes),
+            f"{h.small_files:,}", f"{h.delete_files:,}", f"{h.snapshots:,}", f"{h.manifests:,}",
+            f"{h.metadata_files} ({_size(h.metadata_bytes)})", _when(h.last_commit_ms),
+            _when(h.last_maintenance_ms),
+        )  # fmt: skip
+    console.print(view)
+    for h in found:
+        for reason in h.reasons:
+            console.print(f"  {escape(h.table)}: {escape(reason)}")
+
+
+def _score(value: int) -> str:
+    color = "green" if value >= 80 else "yellow" if value >= 50 else "red"
+    return f"[{color}]{value}[/]"
+
+
+@table_app.command("health")
+def health(
+    table: str = typer.Argument(..., help="The table, as the config names it (db.payments)."),
+    config: Path = CONFIG_OPTION,
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+) -> None:
+    """One table's health, partition by partition."""
+    from frazil.engine.session import build_spark
+    from frazil.maintenance.passes import config_tables, measure
+
+    loaded = load_config(config)
+    spark = build_spark(loaded)
+    (ref,) = config_tables(spark, loaded, only=table)
+    h = measure(spark, loaded, ref)
+    if output is OutputFormat.json:
+        console.print_json(json.dumps(h.to_json()))
+        return
+    console.print(
+        f"[bold]{escape(h.table)}[/] score {_score(h.score)}: {h.data_files:,} data files "
+        f"({_size(h.data_bytes)}, {h.records:,} rows, median {_size(h.median_file_bytes)}, "
+        f"target {_size(h.target_file_bytes)}), {h.delete_files:,} delete files, "
+        f"{h.snapshots:,} snapshots ({h.expirable_snapshots} expirable), {h.manifests} "
+        f"manifests, {h.metadata_files} metadata files ({_size(h.metadata_bytes)}); last commit "
+        f"{_when(h.last_commit_ms)}, last maintenance {_when(h.last_maintenance_ms)}"
+    )
+    for reason in h.reasons:
+        console.print(f"  - {escape(reason)}")
+    view = Table("partition", "data files", "bytes", "small", "median", "delete files", "rows")
+    for p in h.partitions:
+        view.add_row(
+            escape(p.partition or "(unpartitioned)"), f"{p.data_files:,}", _size(p.data_bytes),
+            f"{p.small_files:,}", _size(p.median_file_bytes), f"{p.delete_files:,}",
+            f"{p.records:,}",
+        )  # fmt: skip
+    console.print(view)
+
+
+@app.command()
+def optimize(
+    config: Path = CONFIG_OPTION,
+    table: str | None = typer.Option(None, "--table", "-t", help="Only this table."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; change nothing."),
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+) -> None:
+    """One maintenance pass: what each table's health and policy call for (compaction,
+    delete-file and manifest rewrites, snapshot expiry, orphan removal, retention)."""
+    from frazil.engine.session import build_spark
+    from frazil.maintenance.passes import config_tables
+
+    loaded = load_config(config)
+    spark = build_spark(loaded)
+    refs = config_tables(spark, loaded, only=table)
+    reports = _pass(spark, loaded, refs, dry_run, output is OutputFormat.text)
+    _render(reports, dry_run, output)
+
+
+def _pass(spark: Any, loaded: Any, refs: Any, dry_run: bool, show: bool) -> list[Any]:
+    from frazil.maintenance.passes import run_pass
+
+    if not show:
+        return run_pass(spark, loaded, refs, dry_run=dry_run)
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+        console=console, transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("measuring tables", total=None)
+
+        def started(name: str, action: str) -> None:
+            bar.update(task, description=f"{name}: {action}")
+
+        return run_pass(spark, loaded, refs, dry_run=dry_run, on_action=started)
+
+
+def _render(reports: list[Any], dry_run: bool, output: OutputFormat) -> None:
+    import dataclasses
+
+    if output is OutputFormat.json:
+        data = [
+            {
+                "table": r.table,
+                "before": r.before.to_json(),
+                "planned": [dataclasses.asdict(p) for p in r.planned],
+                "results": [dataclasses.asdict(a) for a in r.results],
+                "after": None if r.after is None else r.after.to_json(),
+            }
+            for r in reports
+        ]
+        console.print_json(json.dumps(data))
+        return
+    for r in reports:
+        head = f"[bold]{escape(r.table)}[/] score {_score(r.before.score)}"
+        if r.after is not None:
+            head += f" → {_score(r.after.score)}"
+        console.print(head)
+        if not r.planned:
+            console.print("  nothing to do")
+        for p in r.planned:
+            done = next((a for a in r.results if a.action == p.action), None)
+            if dry_run or done is None:
+                console.print(
+                    f"  {'would run' if dry_run else 'skipped'} {p.action}: {escape(p.why)}"
+                )
+            elif done.error:
+                console.print(f"  [red]{p.action} failed[/]: {escape(done.error)}")
+            else:
+                console.print(f"  {p.action} ({done.seconds:.1f}s): {escape(done.detail)}")
+        if r.after is not None:
+            b, a = r.before, r.after
+            console.print(
+                f"  files {b.data_files:,} → {a.data_files:,} data, {b.delete_files:,} → "
+                f"{a.delete_files:,} delete; {_size(b.data_bytes)} → {_size(a.data_bytes)}; "
+                f"snapshots {b.snapshots:,} → {a.snapshots:,}; manifests {b.manifests} → "
+                f"{a.manifests}"
+            )
+
+
+@app.command()
+def maintain(
+    config: Path = CONFIG_OPTION,
+    passes: int = typer.Option(0, "--passes", help="Stop after this many passes (0: run on)."),
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+) -> None:
+    """Keep the tables healthy: a maintenance pass every maintenance.interval, as a Spark
+    application of its own next to `frazil run`, until SIGINT/SIGTERM."""
+    from frazil.config.durations import parse_duration
+    from frazil.engine.session import build_spark
+    from frazil.maintenance.passes import config_tables, run_pass
+
+    loaded = load_config(config)
+    spark = build_spark(loaded)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    interval = parse_duration(loaded.maintenance.interval)
+    done = 0
+    while not stop.is_set():
+        started = time.monotonic()
+        reports = run_pass(spark, loaded, config_tables(spark, loaded))
+        done += 1
+        if output is OutputFormat.json:
+            _render(reports, False, output)
+        else:
+            acted = [
+                f"{r.table}: "
+                + ", ".join(a.action + (" (failed)" if a.error else "") for a in r.results)
+                for r in reports
+                if r.results
+            ]
+            console.print(
+                f"pass {done}: {len(reports)} table(s) in {time.monotonic() - started:.1f}s"
+                + (("; " + "; ".join(acted)) if acted else "; nothing to do")
+            )
+        if passes and done >= passes:
+            break
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))

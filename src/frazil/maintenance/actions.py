@@ -1,0 +1,209 @@
+"""The upkeep actions, run with Iceberg's own Spark actions in the driver JVM.
+
+Each commit an action makes carries ``frazil.maintenance=<action>`` in its snapshot summary.
+A commit that loses a race with a live writer (``CommitFailedException``, or a
+``ValidationException`` when a writer's deletes touch a file being rewritten) is retried with
+backoff; compaction commits file group by file group (partial progress), so a conflict costs
+one group, not the pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from frazil.config.durations import parse_duration
+from frazil.config.maintenance import ResolvedPolicy
+from frazil.errors import MaintenanceError
+from frazil.maintenance.expiry import expiry_cutoff
+from frazil.maintenance.health import MAINTENANCE, ORPHANS_AT, TableHealth
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Attempts of one action when its commit conflicts with a writer.
+ATTEMPTS = 4
+#: Seconds before the first retry (doubled each time).
+BACKOFF_S = 0.5
+_CONFLICTS = ("CommitFailedException", "ValidationException", "CommitStateUnknownException")
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What one action did to one table."""
+
+    table: str
+    action: str
+    seconds: float
+    detail: str
+    files_before: int | None = None
+    files_after: int | None = None
+    bytes_before: int | None = None
+    bytes_after: int | None = None
+    error: str | None = None
+
+
+def with_retries(what: str, call: Callable[[], T], attempts: int = ATTEMPTS) -> T:
+    """Run ``call``, again after a commit conflict (with backoff), at most ``attempts`` times.
+
+    Raises:
+        MaintenanceError: It failed for another reason, or kept conflicting.
+    """
+    delay = BACKOFF_S
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except Exception as exc:
+            text = str(exc)
+            conflict = any(name in text for name in _CONFLICTS)
+            if not conflict or attempt == attempts:
+                first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+                raise MaintenanceError(f"{what} failed: {first[:500]}") from None
+            log.info("%s: commit conflict, retrying in %.1fs (%s)", what, delay, text[:200])
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")
+
+
+class Actions:
+    """Iceberg's Spark actions on one table."""
+
+    def __init__(self, spark: SparkSession, name: str, java_table: Any) -> None:
+        self.spark = spark
+        self.name = name
+        self.table = java_table
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        self._jvm = jvm
+        self._actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+
+    def compact(self, policy: ResolvedPolicy, health: TableHealth) -> str:
+        """Rewrite small files, and files with deletes, of the partitions that need it."""
+        compaction = policy.compaction
+        action = self._actions.rewriteDataFiles(self.table)
+        if compaction.strategy == "sort":
+            if compaction.sort_by:
+                builder = self._jvm.org.apache.iceberg.SortOrder.builderFor(self.table.schema())
+                for column in compaction.sort_by:
+                    builder = builder.asc(column)
+                action = action.sort(builder.build())
+            else:
+                action = action.sort()
+        elif compaction.strategy == "zorder":
+            gateway = self.spark.sparkContext._gateway
+            assert gateway is not None
+            columns = gateway.new_array(self._jvm.java.lang.String, len(compaction.sort_by))
+            for i, column in enumerate(compaction.sort_by):
+                columns[i] = column
+            action = action.zOrder(columns)
+        else:
+            action = action.binPack()
+        options = {
+            "target-file-size-bytes": health.target_file_bytes,
+            "min-file-size-bytes": health.small_below_bytes,
+            "min-input-files": compaction.min_small_files,
+            "partial-progress.enabled": "true",
+            "max-files-to-rewrite": compaction.max_files_per_pass,
+            "remove-dangling-deletes": "true",
+        }
+        if policy.deletes.enabled:
+            options["delete-file-threshold"] = policy.deletes.min_delete_files
+        for key, value in options.items():
+            action = action.option(key, str(value))
+        result = action.snapshotProperty(MAINTENANCE, "compaction").execute()
+        failed = int(result.failedDataFilesCount())
+        return (
+            f"{int(result.rewrittenDataFilesCount())} data files "
+            f"({int(result.rewrittenBytesCount()) / 1024**2:.1f} MiB) rewritten into "
+            f"{int(result.addedDataFilesCount())}, {int(result.removedDeleteFilesCount())} "
+            "delete files removed" + (f", {failed} left for a conflict" if failed else "")
+        )
+
+    def rewrite_deletes(self, policy: ResolvedPolicy) -> str:
+        """Combine position-delete files (and drop those whose data files are gone)."""
+        result = (
+            # Every delete file, however few: after a compaction the ones left point at
+            # rewritten data files and this drops them (they are not "dangling" to the
+            # compaction, which shares their sequence number).
+            self._actions.rewritePositionDeletes(self.table)
+            .option("rewrite-all", "true")
+            .option("partial-progress.enabled", "true")
+            .snapshotProperty(MAINTENANCE, "deletes")
+            .execute()
+        )
+        return (
+            f"{int(result.rewrittenDeleteFilesCount())} delete files rewritten into "
+            f"{int(result.addedDeleteFilesCount())}"
+        )
+
+    def rewrite_manifests(self) -> str:
+        """Rewrite the current snapshot's manifests into few large ones."""
+        result = (
+            self._actions.rewriteManifests(self.table)
+            .snapshotProperty(MAINTENANCE, "manifests")
+            .execute()
+        )
+        size = self._jvm.org.apache.iceberg.relocated.com.google.common.collect.Iterables.size
+        rewritten, added = (
+            int(size(result.rewrittenManifests())),
+            int(size(result.addedManifests())),
+        )
+        return f"{rewritten} manifests rewritten into {added}"
+
+    def expire(self, policy: ResolvedPolicy, protected_ms: int | None) -> str:
+        """Expire old snapshots, keeping the newest ``retain_last`` and every snapshot from
+        the oldest newest-marker snapshot on (:mod:`frazil.maintenance.expiry`)."""
+        cutoff = expiry_cutoff(
+            int(time.time() * 1000), parse_duration(policy.expire.older_than), protected_ms
+        )
+        result = (
+            self._actions.expireSnapshots(self.table)
+            .expireOlderThan(cutoff)
+            .retainLast(policy.expire.retain_last)
+            .execute()
+        )
+        return (
+            f"expired snapshots before {_iso(cutoff)}: deleted "
+            f"{int(result.deletedDataFilesCount())} data, "
+            f"{int(result.deletedPositionDeleteFilesCount())} delete, "
+            f"{int(result.deletedManifestsCount())} manifest and "
+            f"{int(result.deletedManifestListsCount())} manifest-list files"
+        )
+
+    def remove_orphans(self, policy: ResolvedPolicy) -> str:
+        """Delete files no snapshot or metadata references, older than ``older_than``."""
+        older = int(time.time() * 1000 - parse_duration(policy.orphans.older_than) * 1000)
+        result = self._actions.deleteOrphanFiles(self.table).olderThan(older).execute()
+        removed = int(result.orphanFilesCount())
+        self.table.updateProperties().set(ORPHANS_AT, str(int(time.time() * 1000))).commit()
+        return f"{removed} orphan files older than {policy.orphans.older_than} removed"
+
+    def retain(self, policy: ResolvedPolicy) -> str:
+        """Delete rows older than the retention (whole files where the partitioning allows)."""
+        retention = policy.retention
+        assert retention is not None
+        cutoff = int(time.time() * 1000 - parse_duration(retention.older_than) * 1000)
+        column = "`" + retention.column.replace("`", "``") + "`"
+        condition = f"{column} < timestamp_millis({cutoff})"
+        found = self.spark.sql(f"SELECT 1 FROM {self.name} WHERE {condition} LIMIT 1").collect()
+        if not found:
+            return f"no rows older than {retention.older_than}"
+        self._jvm.dev.frazil.spark.Commits.sqlWithProperties(
+            self.spark._jsparkSession,
+            f"DELETE FROM {self.name} WHERE {condition}",
+            {MAINTENANCE: "retention"},
+        )
+        return f"rows with {retention.column} before {_iso(cutoff)} deleted"
+
+
+def _iso(epoch_ms: int) -> str:
+    from frazil.engine.progress import format_ms
+
+    return format_ms(epoch_ms)

@@ -1,0 +1,53 @@
+"""Which snapshots exactly-once recovery still needs, so that expiry never removes them.
+
+A pipeline resumes from its newest marker, found by walking the table's current ancestry
+(:func:`frazil.engine.progress.find_marker`). Expiring that snapshot, or any snapshot between
+it and the current one, would break the walk: the table would look as if no run had ever
+written it. So expiry keeps every snapshot from the oldest of the newest marker snapshots (one
+per marker name: each pipeline, each dead-letter source) onwards.
+
+Maintenance commits do not copy a marker forward: a compaction that began before a batch's
+commit and lands after it would carry the older marker above the newer one, and a restart
+would then read the batch again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from frazil.engine.progress import OFFSETS, PIPELINE
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class Protected:
+    """The newest marker snapshot of each marker name, and the oldest of them."""
+
+    #: marker name → commit time (epoch ms) of its newest marker snapshot.
+    newest: dict[str, int]
+
+    @property
+    def since_ms(self) -> int | None:
+        """Snapshots at or after this time are kept; None: no marker, nothing protected."""
+        return min(self.newest.values()) if self.newest else None
+
+
+def protected(spark: SparkSession, name: str) -> Protected:
+    """Read the newest marker snapshot per marker name among the current ancestors."""
+    rows = spark.sql(
+        f"SELECT s.summary['{PIPELINE}'] AS p, max(unix_millis(s.committed_at)) AS at "
+        f"FROM {name}.snapshots s JOIN {name}.history h ON s.snapshot_id = h.snapshot_id "
+        f"WHERE h.is_current_ancestor AND s.summary['{OFFSETS}'] IS NOT NULL "
+        f"AND s.summary['{PIPELINE}'] IS NOT NULL GROUP BY 1"
+    ).collect()
+    return Protected({str(r[0]): int(r[1]) for r in rows})
+
+
+def expiry_cutoff(now_ms: int, older_than_s: float, protected_ms: int | None) -> int:
+    """Expire snapshots strictly older than this: ``older_than`` ago, or the protected
+    marker snapshot's time if that is earlier."""
+    cutoff = int(now_ms - older_than_s * 1000)
+    return cutoff if protected_ms is None else min(cutoff, protected_ms)

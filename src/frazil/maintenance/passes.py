@@ -1,0 +1,225 @@
+"""A maintenance pass: measure each table of the config, run what its health calls for.
+
+``frazil optimize`` runs one pass, ``frazil maintain`` one every ``maintenance.interval``, and
+``maintenance: {mode: inline}`` makes ``frazil run`` run them itself on a thread of its own.
+An action that fails is reported and the pass goes on with the next one: maintenance never
+stops ingestion.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from frazil.config.durations import parse_duration
+from frazil.config.maintenance import ResolvedPolicy
+from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.errors import FrazilError, MaintenanceError
+from frazil.maintenance.actions import ActionResult, Actions, with_retries
+from frazil.maintenance.expiry import protected
+from frazil.maintenance.health import TableHealth, read_health
+from frazil.maintenance.planner import Planned, plan
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A table of the config: its name in the catalog, and the pipeline writing it."""
+
+    name: str
+    pipeline: PipelineConfig | None
+    #: Whether it is a dead-letter table (its policy: the pipeline's, never its row route).
+    dead_letters: bool = False
+
+
+@dataclass
+class TableReport:
+    """One table in one pass: health before, the plan, what each action did, health after."""
+
+    table: str
+    before: TableHealth
+    planned: list[Planned]
+    results: list[ActionResult] = field(default_factory=list)
+    after: TableHealth | None = None
+
+
+def config_tables(
+    spark: SparkSession, config: FrazilConfig, only: str | None = None
+) -> list[TableRef]:
+    """Every table the config's pipelines write (routed tables found as at start, dead-letter
+    tables included) that exists now, or ``only`` that one.
+
+    Raises:
+        MaintenanceError: ``only`` is not a table of the config.
+    """
+    from frazil.engine.tables import TableSet
+    from frazil.route.rules import build_route
+
+    found: dict[str, TableRef] = {}
+    for pipeline in config.pipelines:
+        tables = TableSet(spark, config.catalog.name, pipeline, build_route(pipeline))
+        for name in tables.known():
+            found.setdefault(name, TableRef(name, pipeline))
+        dead = pipeline.errors.dlq_table
+        if dead is not None and tables.exists(dead):
+            found.setdefault(dead, TableRef(dead, pipeline, dead_letters=True))
+    if only is not None:
+        if only not in found:
+            known = ", ".join(sorted(found)) or "none yet"
+            raise MaintenanceError(
+                f"table {only!r} is not a table the config's pipelines write (tables: {known})"
+            )
+        return [found[only]]
+    return [found[n] for n in sorted(found)]
+
+
+def policy_of(config: FrazilConfig, ref: TableRef) -> ResolvedPolicy:
+    """A table's policy; a dead-letter table keeps rows for replay: no retention by the
+    pipeline's rows' column."""
+    policy = config.policy_for(ref.pipeline, ref.name)
+    if ref.dead_letters and policy.retention is not None:
+        return policy.model_copy(update={"retention": None})
+    return policy
+
+
+def measure(spark: SparkSession, config: FrazilConfig, ref: TableRef) -> TableHealth:
+    """One table's health against its policy."""
+    from frazil.sink.iceberg import IcebergTable
+    from frazil.sink.table import qualified
+
+    name = qualified(config.catalog.name, ref.name)
+    table = IcebergTable(spark, name)
+    return read_health(
+        spark, name, table.java, policy_of(config, ref), protected(spark, name).since_ms
+    )
+
+
+def run_pass(
+    spark: SparkSession,
+    config: FrazilConfig,
+    tables: list[TableRef],
+    *,
+    dry_run: bool = False,
+    budget_s: float | None = None,
+    on_action: Callable[[str, str], None] | None = None,
+) -> list[TableReport]:
+    """Measure each table and run its planned actions (none with ``dry_run``).
+
+    Args:
+        budget_s: Start no new action after this many seconds (inline passes).
+        on_action: Called with ``(table, action)`` as each action starts (progress).
+    """
+    from frazil.sink.iceberg import IcebergTable
+    from frazil.sink.table import qualified
+
+    started = time.monotonic()
+    reports: list[TableReport] = []
+    for ref in tables:
+        name = qualified(config.catalog.name, ref.name)
+        policy = policy_of(config, ref)
+        table = IcebergTable(spark, name)
+        guard = protected(spark, name)
+        before = read_health(spark, name, table.java, policy, guard.since_ms)
+        report = TableReport(ref.name, before, plan(before, policy))
+        reports.append(report)
+        if dry_run or not report.planned:
+            continue
+        actions = Actions(spark, name, table.java)
+        for step in report.planned:
+            if budget_s is not None and time.monotonic() - started > budget_s:
+                log.info("maintenance: budget of %.0fs spent; the rest waits", budget_s)
+                break
+            if on_action is not None:
+                on_action(ref.name, step.action)
+            report.results.append(_run(actions, step, policy, before, ref.name, spark, name))
+            table.refresh()
+        table.refresh()
+        report.after = read_health(spark, name, table.java, policy, protected(spark, name).since_ms)
+    return reports
+
+
+def _run(
+    actions: Actions,
+    step: Planned,
+    policy: ResolvedPolicy,
+    health: TableHealth,
+    table: str,
+    spark: SparkSession,
+    name: str,
+) -> ActionResult:
+    started = time.monotonic()
+
+    def call() -> str:
+        if step.action == "compaction":
+            return actions.compact(policy, health)
+        if step.action == "deletes":
+            return actions.rewrite_deletes(policy)
+        if step.action == "manifests":
+            return actions.rewrite_manifests()
+        if step.action == "expire":
+            # Read again right before: a batch committed since the pass began moves it on.
+            return actions.expire(policy, protected(spark, name).since_ms)
+        if step.action == "orphans":
+            return actions.remove_orphans(policy)
+        if step.action == "retention":
+            return actions.retain(policy)
+        raise AssertionError(step.action)
+
+    files = (health.data_files + health.delete_files, health.data_bytes)
+    try:
+        detail = with_retries(f"{step.action} of {table}", call)
+    except FrazilError as exc:
+        log.warning("maintenance: %s", exc)
+        return ActionResult(table, step.action, time.monotonic() - started, "", error=str(exc))
+    log.info("maintenance: %s: %s: %s", table, step.action, detail)
+    return ActionResult(
+        table,
+        step.action,
+        time.monotonic() - started,
+        detail,
+        files_before=files[0],
+        bytes_before=files[1],
+    )
+
+
+class MaintenanceThread(threading.Thread):
+    """Passes every ``interval`` over some tables until stopped (``frazil run``'s inline
+    mode). Errors are logged, never raised: upkeep must not stop ingestion."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: FrazilConfig,
+        pipelines: list[PipelineConfig],
+        stop: threading.Event,
+    ) -> None:
+        super().__init__(name="frazil-maintenance", daemon=True)
+        self.spark = spark
+        self.config = config
+        self.pipelines = {p.name for p in pipelines}
+        self.stop = stop
+        self.passes = 0
+        self.reports: list[TableReport] = []
+
+    def run(self) -> None:
+        interval = parse_duration(self.config.maintenance.interval)
+        budget = parse_duration(self.config.maintenance.budget)
+        while not self.stop.wait(interval):
+            try:
+                tables = [
+                    t
+                    for t in config_tables(self.spark, self.config)
+                    if t.pipeline is not None and t.pipeline.name in self.pipelines
+                ]
+                self.reports = run_pass(self.spark, self.config, tables, budget_s=budget)
+                self.passes += 1
+            except Exception as exc:  # never let upkeep take the run down
+                log.warning("maintenance pass failed: %s", str(exc).splitlines()[0][:300])

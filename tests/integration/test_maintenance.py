@@ -1,0 +1,135 @@
+"""Table upkeep on real tables: health, compaction, delete rewrites, expiry that keeps the
+exactly-once marker, dry runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from typer.testing import CliRunner
+
+from frazil.engine import progress
+from frazil.engine.runner import run
+from frazil.generate.producer import ensure_topic
+from frazil.maintenance.passes import config_tables, measure, run_pass
+from frazil.sink.iceberg import IcebergTable
+from tests.integration.helpers import payments_pipeline, produce_payments, table_ids
+
+pytestmark = pytest.mark.integration
+
+#: Compact from 2 small files; expire everything the marker does not need.
+AGGRESSIVE = {
+    "compaction": {"min_small_files": 2},
+    "expire": {"older_than": "1ms", "retain_last": 1},
+    "manifests": {"min_manifests": 2},
+}
+
+
+def _fill_in_small_batches(
+    spark: Any, config: Any, bootstrap: str, topic: str, batches: int, seed: int
+) -> list[str]:
+    ids: list[str] = []
+    for n in range(batches):
+        ids += produce_payments(bootstrap, topic, 200, seed=seed + n)
+        run(config, until_caught_up=True, spark=spark)
+    return ids
+
+
+def test_optimize_compacts_and_expires_and_the_marker_survives_a_lost_checkpoint(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, lake_dir: Path
+) -> None:
+    topic, table, name = f"mt-{unique}", f"db.mt_{unique}", f"mt_{unique}"
+    pipeline = payments_pipeline(name, topic, table)
+    config = make_config([pipeline], maintenance=AGGRESSIVE)
+    ids = _fill_in_small_batches(spark, config, kafka_bootstrap, topic, 4, seed=100)
+
+    (ref,) = config_tables(spark, config, only=table)
+    before = measure(spark, config, ref)
+    assert before.data_files >= 8 and before.small_files == before.data_files
+    assert before.score < 100 and any("small data files" in r for r in before.reasons)
+    assert before.expirable_snapshots > 0
+
+    # A dry run plans and changes nothing.
+    (dry,) = run_pass(spark, config, [ref], dry_run=True)
+    assert [p.action for p in dry.planned][:2] == ["compaction", "manifests"]
+    assert "expire" in [p.action for p in dry.planned]
+    assert measure(spark, config, ref).snapshots == before.snapshots
+
+    (report,) = run_pass(spark, config, [ref])
+    assert not [r.error for r in report.results if r.error]
+    after = report.after
+    assert after is not None
+    # One day partition (the payments share a date range): files per partition compacted.
+    assert after.data_files < before.data_files
+    assert after.snapshots < before.snapshots
+    assert after.last_maintenance_ms is not None
+    assert sorted(table_ids(spark, table)) == sorted(ids)
+
+    # The pipeline's newest marker is still in the ancestry: with the checkpoint gone, the
+    # next run resumes from the table and adds each new record once.
+    handle = IcebergTable(spark, f"lake.{table}")
+    assert progress.find_marker(handle, name).marker is not None
+    shutil.rmtree(Path(config.checkpoint_for(config.pipelines[0])))
+    ids += produce_payments(kafka_bootstrap, topic, 300, seed=999)
+    run(config, until_caught_up=True, spark=spark)
+    got = table_ids(spark, table)
+    assert len(got) == len(set(got)) and sorted(got) == sorted(ids)
+
+
+def test_cdc_deletes_are_compacted_away(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"mtc-{unique}", f"db.mtc_{unique}", f"mtc_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    pipeline = {
+        "name": name,
+        "topics": [topic],
+        "table": table,
+        "schema": {"id": "long", "v": "long"},
+        "write": {"mode": "upsert", "key": ["id"]},
+    }
+    config = make_config([pipeline], maintenance=AGGRESSIVE)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for round_no in range(4):
+        for i in range(50):
+            producer.produce(topic, json.dumps({"id": i, "v": round_no}).encode(), partition=0)
+        producer.flush(10)
+        run(config, until_caught_up=True, spark=spark)
+    (ref,) = config_tables(spark, config, only=table)
+    before = measure(spark, config, ref)
+    assert before.delete_files >= 2
+    (report,) = run_pass(spark, config, [ref])
+    assert not [r.error for r in report.results if r.error]
+    assert report.after is not None and report.after.delete_files == 0
+    rows = {r[0]: r[1] for r in spark.sql(f"SELECT id, v FROM lake.{table}").collect()}
+    assert rows == {i: 3 for i in range(50)}
+
+
+def test_cli_tables_health_and_dry_run(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    import yaml
+
+    from frazil.cli.main import app
+
+    topic, table, name = f"mcli-{unique}", f"db.mcli_{unique}", f"mcli_{unique}"
+    pipeline = payments_pipeline(name, topic, table)
+    config = make_config([pipeline], maintenance=AGGRESSIVE)
+    _fill_in_small_batches(spark, config, kafka_bootstrap, topic, 3, seed=300)
+    path = tmp_path / "frazil.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json", by_alias=True)))
+    runner = CliRunner()
+    shown = runner.invoke(app, ["tables", "-c", str(path), "-o", "json"])
+    assert shown.exit_code == 0, shown.output
+    healths = {h["table"].split(".")[-1].strip("`"): h for h in json.loads(shown.output)}
+    assert healths[table.split(".")[-1]]["data_files"] >= 6
+    one = runner.invoke(app, ["table", "health", table, "-c", str(path)])
+    assert one.exit_code == 0 and "small data files" in one.output, one.output
+    dry = runner.invoke(app, ["optimize", "-c", str(path), "--table", table, "--dry-run"])
+    assert dry.exit_code == 0 and "would run compaction" in dry.output, dry.output
+    unknown = runner.invoke(app, ["optimize", "-c", str(path), "--table", "db.nope"])
+    assert unknown.exit_code != 0

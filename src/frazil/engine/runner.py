@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
+    from frazil.maintenance.passes import MaintenanceThread
+
 log = logging.getLogger(__name__)
 
 
@@ -381,7 +383,13 @@ def run(
                         pipeline_run.start(pipeline_run.prepare(reset_offsets))
                     if on_started:
                         on_started([r.pipeline.name for r in runs])
-                    _wait(runs, stop, signals.stop)
+                    upkeep = _inline_maintenance(spark, config, selected, until_caught_up)
+                    try:
+                        _wait(runs, stop, signals.stop)
+                    finally:
+                        if upkeep is not None:
+                            upkeep.stop.set()
+                            upkeep.join(timeout=600)
                 finally:
                     _stop_all(runs)
             _raise_first_failure(runs)
@@ -390,6 +398,25 @@ def run(
             return [r.report() for r in runs]
         finally:
             admin.close()
+
+
+def _inline_maintenance(
+    spark: SparkSession, config: FrazilConfig, selected: list[PipelineConfig], once: bool
+) -> MaintenanceThread | None:
+    """``maintenance: {mode: inline}``: passes over the run's own tables on a thread of their
+    own while the run goes on (not for a run that stops once caught up)."""
+    if config.maintenance.mode != "inline" or once:
+        return None
+    from frazil.maintenance.passes import MaintenanceThread
+
+    thread = MaintenanceThread(spark, config, selected, threading.Event())
+    thread.start()
+    log.info(
+        "inline maintenance: a pass every %s, within %s",
+        config.maintenance.interval,
+        config.maintenance.budget,
+    )
+    return thread
 
 
 def _failed(r: PipelineRun) -> bool:

@@ -10,6 +10,8 @@ batch's marker in its snapshot summary (:class:`dev.frazil.spark.Commits`).
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from typing import TYPE_CHECKING
 
@@ -17,6 +19,13 @@ from frazil import columns as c
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+#: Attempts of one batch's MERGE when its commit conflicts with another (a compaction).
+MERGE_ATTEMPTS = 5
+RETRY_BACKOFF_S = 0.5
+_CONFLICTS = ("ValidationException", "CommitFailedException")
 
 #: Provenance columns a change carries into :func:`merge_rows`, besides the table's.
 ORDER_COLUMNS = (c.OFFSET, c.PARTITION)
@@ -88,13 +97,26 @@ def merge_rows(
     columns = [n for n in latest.columns if n != c.OP]
     view = f"frazil_changes_{uuid.uuid4().hex}"
     latest.createOrReplaceTempView(view)
+    statement = merge_statement(table, view, columns, key, order_by)
     try:
         jvm = spark.sparkContext._jvm
         assert jvm is not None
-        jvm.dev.frazil.spark.Commits.sqlWithProperties(
-            spark._jsparkSession,
-            merge_statement(table, view, columns, key, order_by),
-            dict(summary),
-        )
+        delay = RETRY_BACKOFF_S
+        for attempt in range(1, MERGE_ATTEMPTS + 1):
+            try:
+                jvm.dev.frazil.spark.Commits.sqlWithProperties(
+                    spark._jsparkSession, statement, dict(summary)
+                )
+                return
+            except Exception as exc:
+                # A compaction committed between the MERGE's read and its commit, so the
+                # files it deletes from are gone: nothing was committed, run it again on
+                # the new snapshot.
+                text = str(exc)
+                if attempt == MERGE_ATTEMPTS or not any(n in text for n in _CONFLICTS):
+                    raise
+                log.info("MERGE into %s conflicted with a concurrent commit; retrying", table)
+                time.sleep(delay)
+                delay *= 2
     finally:
         spark.catalog.dropTempView(view)

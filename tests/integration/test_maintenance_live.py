@@ -1,0 +1,148 @@
+"""Maintenance next to live ingestion: `frazil maintain` compacts and expires the tables that
+a running `frazil run` keeps committing to, again and again; at the end every table holds
+exactly what was produced, compaction really cut the file count, and neither process
+reports an unrecovered error."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+
+from frazil.generate.producer import ensure_topic, produce_events
+from tests.integration.helpers import payments_pipeline, table_ids
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PAYMENTS = 40_000
+RATE = 1_000
+KEYS = 300
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "frazil.cli.main", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
+
+
+def _stop(proc: subprocess.Popen[str], timeout: float = 180) -> tuple[int, str]:
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out
+
+
+def test_maintain_next_to_a_live_run_keeps_every_record_and_cuts_files(
+    spark: Any, lake_dir: Path, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    topic, table = f"live-{unique}", f"db.live_{unique}"
+    ctopic, ctable = f"livec-{unique}", f"db.livec_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=2)
+    ensure_topic(kafka_bootstrap, ctopic, partitions=2)
+    config_path = tmp_path / "frazil.yaml"
+    config_path.write_text(
+        yaml.safe_dump(
+            {
+                "catalog": {"warehouse": str(lake_dir / "warehouse")},
+                "kafka": {"bootstrap_servers": kafka_bootstrap},
+                "state_dir": str(tmp_path / "state"),
+                "spark": {"driver_memory": "1g"},
+                "maintenance": {
+                    "interval": "2s",
+                    "compaction": {"min_small_files": 3},
+                    "expire": {"older_than": "1ms", "retain_last": 2},
+                    "manifests": {"min_manifests": 5},
+                },
+                "pipelines": [
+                    payments_pipeline(f"lp_{unique}", topic, table, trigger="500ms"),
+                    {
+                        "name": f"lc_{unique}",
+                        "topics": [ctopic],
+                        "table": ctable,
+                        "schema": {"id": "long", "seq": "long"},
+                        "write": {"mode": "upsert", "key": ["id"]},
+                        "trigger": "500ms",
+                    },
+                ],
+            }
+        )
+    )
+    ingest = _start("run", "-c", str(config_path))
+    maintain = _start("maintain", "-c", str(config_path))
+    payments = threading.Thread(
+        target=produce_events,
+        args=(kafka_bootstrap, topic, PAYMENTS),
+        kwargs={"rate": RATE, "progress": False, "seed": 77},
+        daemon=True,
+    )
+    payments.start()
+    final: dict[int, int] = {}
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+    rng = random.Random(3)
+    seq = 0
+    while payments.is_alive():
+        for _ in range(50):
+            key = rng.randrange(KEYS)
+            producer.produce(ctopic, json.dumps({"id": key, "seq": seq}), key=str(key))
+            final[key] = seq
+            seq += 1
+        producer.poll(0)
+        time.sleep(0.2)
+    producer.flush(30)
+    payments.join()
+    time.sleep(20)  # more passes against a settling table
+    code, maintain_out = _stop(maintain)
+    assert code == 0, maintain_out[-3000:]
+    code, ingest_out = _stop(ingest)
+    assert code == 0, ingest_out[-3000:]
+    done = subprocess.run(
+        [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(config_path),
+         "--until-caught-up"],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    from frazil.generate.payments import generate_payments
+
+    expected = [json.loads(v)["id"] for _, v in generate_payments(PAYMENTS, seed=77)]
+    got = table_ids(spark, table)
+    assert len(got) == len(set(got)) and sorted(got) == sorted(expected)
+    rows = {r[0]: r[1] for r in spark.sql(f"SELECT id, seq FROM lake.{ctable}").collect()}
+    assert rows == final
+
+    assert "(failed)" not in maintain_out, maintain_out[-3000:]
+    for out in (ingest_out, maintain_out):
+        assert "Traceback" not in out and "error:" not in out, out[-3000:]
+    for name in (table, ctable):
+        assert re.search(rf"{name}: [a-z, ()]*compaction", maintain_out), maintain_out[-3000:]
+    for name in (table, ctable):
+        # Every commit of the runs added at least one data file; compaction left fewer.
+        commits = sum(
+            1
+            for line in (ingest_out + done.stdout + done.stderr).splitlines()
+            if f"→ {name} " in line
+        )
+        files = spark.sql(f"SELECT count(*) FROM lake.{name}.data_files").first()[0]
+        compacted = [
+            r
+            for r in spark.sql(f"SELECT summary FROM lake.{name}.snapshots").collect()
+            if (r[0] or {}).get("frazil.maintenance")
+        ]
+        assert commits >= 5 and files < commits, (name, files, commits, len(compacted))

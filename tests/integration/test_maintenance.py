@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,92 @@ def test_cli_tables_health_and_dry_run(
     assert dry.exit_code == 0 and "would run compaction" in dry.output, dry.output
     unknown = runner.invoke(app, ["optimize", "-c", str(path), "--table", "db.nope"])
     assert unknown.exit_code != 0
+
+
+def test_inline_maintenance_compacts_while_the_run_goes_on(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    import threading
+
+    topic, table, name = f"mti-{unique}", f"db.mti_{unique}", f"mti_{unique}"
+    pipeline = payments_pipeline(name, topic, table, trigger="500ms")
+    config = make_config(
+        [pipeline],
+        maintenance={
+            "compaction": {"min_small_files": 2},
+            "mode": "inline",
+            "interval": "3s",
+            "budget": "30s",
+        },
+    )
+    ensure_topic(kafka_bootstrap, topic, partitions=4)
+    stop = threading.Event()
+    ids: list[str] = []
+
+    def feed() -> None:
+        for n in range(8):
+            ids.extend(produce_payments(kafka_bootstrap, topic, 100, seed=500 + n))
+            time.sleep(1.5)
+        time.sleep(8)  # passes after the last commits
+        stop.set()
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    run(config, spark=spark, stop_event=stop)
+    feeder.join()
+    run(config, until_caught_up=True, spark=spark)
+    got = table_ids(spark, table)
+    assert len(got) == len(set(got)) and sorted(got) == sorted(ids)
+    maintained = [
+        r[0]
+        for r in spark.sql(
+            f"SELECT summary['frazil.maintenance'] FROM lake.{table}.snapshots"
+        ).collect()
+        if r[0]
+    ]
+    assert "compaction" in maintained
+
+
+def test_retention_deletes_old_rows_and_sort_compaction_orders_files(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"mtr-{unique}", f"db.mtr_{unique}", f"mtr_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    pipeline = {
+        "name": name,
+        "topics": [topic],
+        "table": table,
+        "schema": {"id": "long", "ts": "timestamp"},
+        "partition_by": ["days(ts)"],
+    }
+    config = make_config(
+        [pipeline],
+        maintenance={
+            "retention": {"column": "ts", "older_than": "30d"},
+            "compaction": {"strategy": "sort", "sort_by": ["id"], "min_small_files": 2},
+        },
+    )
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    recent = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 3600))
+    for batch in range(3):
+        for i in range(20):
+            n = batch * 100 + (19 - i)  # ids out of order within each file
+            ts = "2020-01-02T03:04:05" if i % 2 else recent
+            producer.produce(topic, json.dumps({"id": n, "ts": ts}).encode(), partition=0)
+        producer.flush(10)
+        run(config, until_caught_up=True, spark=spark)
+    (ref,) = config_tables(spark, config, only=table)
+    (report,) = run_pass(spark, config, [ref])
+    assert [r.action for r in report.results][:2] == ["retention", "compaction"]
+    assert not [r.error for r in report.results if r.error]
+    rows = spark.sql(f"SELECT id, ts FROM lake.{table}").collect()
+    assert len(rows) == 30 and all(r[1].year > 2020 for r in rows)
+    # The recent day's small files became one, sorted by id.
+    files = spark.sql(f"SELECT lower_bounds, upper_bounds FROM lake.{table}.data_files").collect()
+    assert len(files) == 1
+    ids = [r[0] for r in spark.sql(f"SELECT id FROM lake.{table}").collect()]
+    assert ids == sorted(ids)
+    # Nothing is that old any more: the next pass changes nothing.
+    (again,) = run_pass(spark, config, [ref])
+    retention = next(r for r in again.results if r.action == "retention")
+    assert retention.detail.startswith("no rows older than")

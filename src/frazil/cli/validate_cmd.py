@@ -64,10 +64,15 @@ def validate(
         transforms = f"{count} transform{'s' if count != 1 else ''}"
         if count and declared_fields(pipeline) is None:
             transforms += " (checked against the schema at start)"
+        write = pipeline.write
+        mode = ""
+        if write.merges:
+            how = "Debezium" if write.debezium else write.op_field or ""
+            mode = f"{write.mode}{' by ' + how if how else ''} on {', '.join(write.key)}; "
         console.print(
             f"  [bold]{pipeline.name}[/]: {source} → "
             f"{_target(loaded.catalog.name, pipeline)} "
-            f"({partitions}); {pipeline.format}, schema {schema}; {transforms}; "
+            f"({partitions}); {pipeline.format}, schema {schema}; {mode}{transforms}; "
             f"trigger {pipeline.trigger}; checkpoint {mask_value(loaded.checkpoint_for(pipeline))}",
             highlight=False,
         )

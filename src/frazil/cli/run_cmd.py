@@ -36,6 +36,11 @@ def run(
         "earliest). Recorded in the table, so later runs go on from there.",
     ),
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    metrics_port: int = typer.Option(
+        None,
+        "--metrics-port",
+        help="Serve Prometheus metrics on http://0.0.0.0:PORT/metrics (overrides metrics.port).",
+    ),
 ) -> None:
     """Run pipelines: Kafka → decode → Iceberg, exactly once.
 
@@ -76,6 +81,7 @@ def run(
         on_commit=on_commit,
         on_event=on_event,
         on_started=on_started,
+        metrics_port=metrics_port,
     )
     if quiet:
         console.print_json(json.dumps([r.to_json() for r in reports]))

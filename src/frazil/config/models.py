@@ -217,6 +217,15 @@ class KafkaConfig(_Frozen):
 
     bootstrap_servers: Annotated[str, Field(min_length=1)] = "127.0.0.1:9092"
     properties: dict[str, str] = Field(default_factory=dict)
+    #: The consumer group frazil commits each pipeline's table offsets to, after each commit,
+    #: so Kafka's own tools show its lag; ``{pipeline}`` is the pipeline's name.
+    group_id: Annotated[str, Field(min_length=1)] = "frazil-{pipeline}"
+    #: Whether to commit them (recovery never reads them: the tables are the truth).
+    commit_offsets: bool = True
+
+    def group_for(self, pipeline: str) -> str:
+        """The consumer group of one pipeline."""
+        return self.group_id.replace("{pipeline}", pipeline)
 
     @field_validator("properties")
     @classmethod
@@ -257,6 +266,13 @@ class SchemaRegistryConfig(_Frozen):
         if (self.username is None) != (self.password is None):
             raise ValueError("set both 'username' and 'password', or neither")
         return self
+
+
+class MetricsConfig(_Frozen):
+    """Prometheus metrics of ``frazil run`` on ``http://<host>:<port>/metrics``."""
+
+    port: Annotated[int, Field(ge=1, le=65535)] = 9464
+    host: str = "0.0.0.0"
 
 
 class SparkConfig(_Frozen):
@@ -613,6 +629,7 @@ class FrazilConfig(_Frozen):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     schema_registry: SchemaRegistryConfig | None = None
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
+    metrics: MetricsConfig | None = None
     state_dir: str = "./.frazil"
     pipelines: Annotated[list[PipelineConfig], Field(min_length=1)]
 
@@ -623,6 +640,15 @@ class FrazilConfig(_Frozen):
             if pipeline.name in seen:
                 raise ValueError(f"pipeline name {pipeline.name!r} is used twice")
             seen.add(pipeline.name)
+        return self
+
+    @model_validator(mode="after")
+    def _one_group_per_pipeline(self) -> FrazilConfig:
+        if len(self.pipelines) > 1 and "{pipeline}" not in self.kafka.group_id:
+            raise ValueError(
+                "kafka.group_id must contain {pipeline} when the config has several "
+                "pipelines: each pipeline's offsets go to a group of its own"
+            )
         return self
 
     @model_validator(mode="after")

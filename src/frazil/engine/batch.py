@@ -730,6 +730,8 @@ class BatchHandler:
                 total_records=total,
                 valid_through_ms=valid,
                 seconds=time.monotonic() - ctx.started,
+                offsets=marker.offsets,
+                max_timestamps={tp: int(ts) for tp, ts in stamps.items() if ts is not None},
             )
         )
 

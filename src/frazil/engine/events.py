@@ -1,8 +1,8 @@
-"""Typed events the engine emits while it runs (for progress output, tests, later metrics)."""
+"""Typed events the engine emits while it runs (progress output, metrics, tests)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,10 @@ class CommitEvent:
     total_records: int
     valid_through_ms: int | None
     seconds: float
+    #: The table's marker after the commit: next offset per topic and partition.
+    offsets: dict[str, dict[int, int]] = field(default_factory=dict)
+    #: Largest Kafka timestamp (epoch ms) committed per (topic, partition) in this batch.
+    max_timestamps: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 Event = BatchStarted | BatchSkipped | SchemaEvolved | CommitEvent

@@ -17,6 +17,7 @@ from frazil.engine.batch import BatchHandler, StopRequested
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.deadletters import DeadLetters
 from frazil.engine.events import CommitEvent, Event
+from frazil.engine.observers import Observers
 from frazil.engine.plan import BatchPlan, build_plan
 from frazil.engine.report import PipelineReport, combine_reports, table_report
 from frazil.engine.shape import resolve_shape, source_schema
@@ -333,6 +334,7 @@ def run(
     on_started: Callable[[list[str]], None] | None = None,
     spark: SparkSession | None = None,
     stop_event: threading.Event | None = None,
+    metrics_port: int | None = None,
 ) -> list[PipelineReport]:
     """Run pipelines until caught up, or until SIGINT/SIGTERM (or ``stop_event``).
 
@@ -341,6 +343,7 @@ def run(
     Args:
         reset_offsets: ``earliest``, ``latest`` or a JSON offsets map: where the selected
             pipelines continue, recorded durably in their tables (see docs/exactly-once.md).
+        metrics_port: Serve Prometheus metrics on this port (overrides ``metrics.port``).
 
     Returns:
         One report per pipeline, read back from its table.
@@ -370,13 +373,16 @@ def run(
         run_fence.record_jvm(int(jvm.java.lang.ProcessHandle.current().pid()))
         admin = JvmKafkaAdmin(spark, config)
         runs: list[PipelineRun] = []
+        observers = Observers.start(config, metrics_port)
+        observers.runs = runs
+        observed = observers.wrap(dispatch)
         try:
             with _Signals() as signals:
                 stop = stop_event or signals.stop
                 try:
                     for pipeline in selected:
                         pipeline_run = PipelineRun(
-                            spark, config, pipeline, admin, until_caught_up, dispatch
+                            spark, config, pipeline, admin, until_caught_up, observed
                         )
                         pipeline_run.handler.stops = (stop, signals.stop)
                         runs.append(pipeline_run)
@@ -397,6 +403,7 @@ def run(
                 r.handler.finish()
             return [r.report() for r in runs]
         finally:
+            observers.stop()
             admin.close()
 
 

@@ -1,0 +1,118 @@
+"""What ``frazil run`` shows outside itself while it runs: the ``/metrics`` endpoint and the
+consumer-group offsets (:mod:`frazil.observe`), fed from the running pipelines."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from frazil.config.models import FrazilConfig
+from frazil.engine import progress
+from frazil.engine.events import CommitEvent, Event
+from frazil.observe.groups import GroupCommitter
+from frazil.observe.metrics import MetricsServer, PipelineSample, TableSample, kafka_latest
+from frazil.source.kafka import admin_config
+
+if TYPE_CHECKING:
+    from frazil.engine.runner import PipelineRun
+
+log = logging.getLogger(__name__)
+
+
+def sample(run: PipelineRun) -> PipelineSample:
+    """One pipeline's counters and state, read from its handler and tables."""
+    handler = run.handler
+    stats = handler.stats
+    tables = []
+    for name, target in list(handler.targets.items()):
+        last = target.last
+        try:
+            data_files = target.table.current_total("total-data-files")
+            snapshots = target.table.snapshot_count()
+        except Exception:  # the JVM is going away: report what is known
+            data_files = snapshots = 0
+        stamps = {
+            (topic, partition): ts
+            for topic, parts in (last.max_timestamps if last else {}).items()
+            for partition, ts in parts.items()
+        }
+        tables.append(
+            TableSample(name, data_files, snapshots, last.offsets if last else {}, stamps)
+        )
+    query = run.query
+    active = query is not None and query.isActive
+    return PipelineSample(
+        pipeline=run.pipeline.name,
+        up=active and handler.error is None,
+        records=stats.records,
+        batches=stats.batches,
+        skipped_batches=stats.skipped_batches,
+        unmatched=stats.unmatched,
+        schema_changes=len(stats.evolutions),
+        dead_letters=dict(handler.dead_letters.counts) if handler.dead_letters else {},
+        last_commit_wall_ms=stats.last_commit_wall_ms,
+        valid_through_ms=stats.last_valid_through_ms,
+        restarts=run.restarts,
+        tables=tables,
+    )
+
+
+@dataclass
+class Observers:
+    """The metrics server and the group committer of one ``frazil run``."""
+
+    config: FrazilConfig
+    runs: list[PipelineRun] = field(default_factory=list)
+    metrics: MetricsServer | None = None
+    groups: GroupCommitter | None = None
+
+    @classmethod
+    def start(cls, config: FrazilConfig, metrics_port: int | None) -> Observers:
+        """Start what the config asks for (metrics: ``metrics`` or ``metrics_port``)."""
+        observers = cls(config)
+        conf, _ = admin_config(config)
+        if config.kafka.commit_offsets:
+            observers.groups = GroupCommitter(conf)
+            observers.groups.start()
+        port = metrics_port or (config.metrics.port if config.metrics else None)
+        if port:
+            host = config.metrics.host if config.metrics else "0.0.0.0"
+            observers.metrics = MetricsServer(observers.samples, kafka_latest(conf))
+            observers.metrics.start(host, port)
+        return observers
+
+    def samples(self) -> list[PipelineSample]:
+        """Every running pipeline's sample (for a scrape)."""
+        return [sample(r) for r in list(self.runs)]
+
+    def wrap(self, dispatch: Callable[[Event], None]) -> Callable[[Event], None]:
+        """``dispatch`` plus the observers: histograms, and group offsets after commits."""
+
+        def observed(event: Event) -> None:
+            dispatch(event)
+            if self.metrics is not None:
+                self.metrics.histograms.on_event(event)
+            if self.groups is not None and isinstance(event, CommitEvent):
+                self._commit_group(event.pipeline)
+
+        return observed
+
+    def _commit_group(self, pipeline: str) -> None:
+        assert self.groups is not None
+        run = next((r for r in self.runs if r.pipeline.name == pipeline), None)
+        if run is None:
+            return
+        lowest = progress.merge_markers(
+            [t.last for t in run.handler.targets.values() if t.last is not None], lowest=True
+        )
+        if lowest is not None:
+            self.groups.submit(self.config.kafka.group_for(pipeline), lowest.offsets)
+
+    def stop(self) -> None:
+        """Commit the last offsets and stop serving metrics."""
+        if self.groups is not None:
+            self.groups.close()
+        if self.metrics is not None:
+            self.metrics.stop()

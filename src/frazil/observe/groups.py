@@ -1,0 +1,117 @@
+"""Each pipeline's table offsets, committed to a Kafka consumer group after each commit.
+
+Kafka's own tools (``kafka-consumer-groups.sh --describe``, Burrow, any Kafka UI) then show
+frazil's lag like any consumer's. Recovery never reads these offsets — the tables stay the
+source of truth — and a failure to commit them only warns. Commits happen on a thread of
+their own, newest offsets first, so a slow broker never holds up a micro-batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Any
+
+from frazil.source.kafka import TopicOffsets
+
+log = logging.getLogger(__name__)
+
+#: Seconds one commit may take.
+TIMEOUT_S = 10.0
+
+
+class GroupCommitter(threading.Thread):
+    """Commits ``(group, offsets)`` pairs to Kafka with the admin API (KIP-396)."""
+
+    def __init__(self, admin_conf: dict[str, Any]) -> None:
+        super().__init__(name="frazil-group-offsets", daemon=True)
+        self._conf = admin_conf
+        self._queue: queue.Queue[tuple[str, TopicOffsets] | None] = queue.Queue()
+        self._warned: set[str] = set()
+        self.committed: dict[str, TopicOffsets] = {}
+
+    def submit(self, group: str, offsets: TopicOffsets) -> None:
+        """Queue the offsets now in a pipeline's tables for its group."""
+        if offsets:
+            self._queue.put((group, offsets))
+
+    def close(self, timeout: float = TIMEOUT_S) -> None:
+        """Commit what is queued, then stop."""
+        self._queue.put(None)
+        self.join(timeout)
+
+    def run(self) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient(self._conf)
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            latest = {item[0]: item[1]}
+            # Only the newest offsets of each group matter: skip the ones queued behind.
+            while True:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._commit_all(admin, latest)
+                    return
+                latest[more[0]] = more[1]
+            self._commit_all(admin, latest)
+
+    def _commit_all(self, admin: Any, latest: dict[str, TopicOffsets]) -> None:
+        for group, offsets in latest.items():
+            try:
+                commit_group_offsets(admin, group, offsets)
+                self.committed[group] = offsets
+                self._warned.discard(group)
+            except Exception as exc:
+                if group not in self._warned:
+                    log.warning(
+                        "could not commit offsets to consumer group %s (Kafka's tools will "
+                        "show stale lag; ingestion is not affected): %s",
+                        group,
+                        str(exc).splitlines()[0][:300],
+                    )
+                    self._warned.add(group)
+
+
+def commit_group_offsets(admin: Any, group: str, offsets: TopicOffsets) -> None:
+    """Set ``group``'s committed offsets (the group must have no active members).
+
+    Raises:
+        Exception: Kafka refused them (the error of the first partition that failed).
+    """
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    partitions = [
+        TopicPartition(topic, partition, offset)
+        for topic, parts in sorted(offsets.items())
+        for partition, offset in sorted(parts.items())
+    ]
+    futures = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=TIMEOUT_S
+    )
+    for future in futures.values():
+        result = future.result(timeout=TIMEOUT_S)
+        for tp in result.topic_partitions:
+            if tp.error is not None:
+                raise RuntimeError(f"{tp.topic}/{tp.partition}: {tp.error}")
+
+
+def read_group_offsets(admin: Any, group: str) -> TopicOffsets:
+    """A group's committed offsets (for ``frazil status`` and tests)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    futures = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S
+    )
+    found: TopicOffsets = {}
+    for future in futures.values():
+        for tp in future.result(timeout=TIMEOUT_S).topic_partitions:
+            if tp.offset >= 0:
+                found.setdefault(tp.topic, {})[tp.partition] = tp.offset
+    return found

@@ -1,0 +1,93 @@
+"""Operators' view against a real broker and real tables: Prometheus metrics scraped over
+HTTP, and the table offsets read back from the consumer group with a Kafka admin client."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from frazil.engine.runner import run
+from frazil.observe.groups import read_group_offsets
+from tests.conftest import free_ports
+from tests.integration.helpers import end_offsets, payments_pipeline, produce_payments
+
+pytestmark = pytest.mark.integration
+
+
+def _scrape(port: int) -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    values: dict[str, float] = {}
+    for line in text.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
+
+
+def test_metrics_over_http_and_offsets_in_the_consumer_group(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name = f"obs-{unique}", f"db.obs_{unique}", f"obs_{unique}"
+    ids = produce_payments(kafka_bootstrap, topic, 3_000, seed=21)
+    (port,) = free_ports(1)
+    config = make_config(
+        [payments_pipeline(name, topic, table, trigger="500ms")],
+        metrics={"port": port, "host": "127.0.0.1"},
+    )
+    stop = threading.Event()
+    scraped: dict[str, float] = {}
+
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                values = _scrape(port)
+            except OSError:
+                time.sleep(0.5)
+                continue
+            if values.get(f'frazil_records_written_total{{pipeline="{name}"}}', 0) >= 3_000:
+                time.sleep(1.5)  # a scrape after the commits settled
+                scraped.update(_scrape(port))
+                break
+            time.sleep(0.5)
+        stop.set()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    run(config, spark=spark, stop_event=stop)
+    watcher.join()
+
+    labels = f'pipeline="{name}"'
+    assert scraped[f"frazil_up{{{labels}}}"] == 1.0
+    assert scraped[f"frazil_records_written_total{{{labels}}}"] == len(ids)
+    assert scraped[f"frazil_records_read_total{{{labels}}}"] == len(ids)
+    assert scraped[f"frazil_batches_total{{{labels}}}"] >= 1
+    assert scraped[f"frazil_freshness_seconds{{{labels}}}"] >= 0
+    assert scraped[f"frazil_time_since_last_commit_seconds{{{labels}}}"] >= 0
+    assert scraped[f'frazil_table_data_files{{{labels},table="{table}"}}'] >= 1
+    for partition in range(4):
+        lag = f'{{partition="{partition}",{labels},topic="{topic}"}}'
+        assert scraped[f"frazil_lag_records{lag}"] == 0
+        assert scraped[f"frazil_lag_seconds{lag}"] == 0
+    committed = f'frazil_table_records_committed_total{{{labels},table="{table}"}}'
+    assert scraped[committed] == len(ids)
+    count = f'frazil_commit_duration_seconds_count{{{labels},table="{table}"}}'
+    assert scraped[count] >= 1
+
+    # Kafka's own tools see the offsets that are in the table.
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    group = config.kafka.group_for(name)
+    assert group == f"frazil-{name}"
+    deadline = time.monotonic() + 20
+    found: dict[str, dict[int, int]] = {}
+    while time.monotonic() < deadline:
+        found = read_group_offsets(admin, group)
+        if found.get(topic) == end_offsets(kafka_bootstrap, topic):
+            break
+        time.sleep(0.5)
+    assert found == {topic: end_offsets(kafka_bootstrap, topic)}

@@ -91,3 +91,49 @@ def test_metrics_over_http_and_offsets_in_the_consumer_group(
             break
         time.sleep(0.5)
     assert found == {topic: end_offsets(kafka_bootstrap, topic)}
+
+
+def test_status_from_kafka_and_the_tables_without_spark(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, tmp_path: Any
+) -> None:
+    import json
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from frazil.cli.main import app
+    from frazil.observe.status import read_status
+
+    topic, table, name = f"st-{unique}", f"db.st_{unique}", f"st_{unique}"
+    dead = f"db.st_dead_{unique}"
+    ids = produce_payments(kafka_bootstrap, topic, 2_000, seed=31, partitions=2)
+    pipeline = payments_pipeline(
+        name,
+        topic,
+        table,
+        max_offsets_per_trigger=500,
+        errors={"tolerance": "all", "dlq_table": dead},
+    )
+    config = make_config([pipeline])
+    run(config, until_caught_up=True, spark=spark)
+    produce_payments(kafka_bootstrap, topic, 300, seed=32, partitions=2)  # not ingested yet
+
+    (status,) = read_status(config)
+    assert status.pipeline == name and not status.running
+    assert status.lag_records == {topic: 300}
+    assert status.lag_seconds[topic] > 0
+    assert status.records_per_second is not None and status.records_per_second > 0
+    assert status.freshness_seconds is not None and status.freshness_seconds >= 0
+    assert status.last_commit_ms is not None
+    assert status.dead_letters == {}
+    (t,) = status.tables
+    assert t.table == table and t.records == len(ids) and t.data_files >= 1
+
+    path = tmp_path / "frazil.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json", by_alias=True)))
+    shown = CliRunner().invoke(app, ["status", "-c", str(path), "-o", "json"])
+    assert shown.exit_code == 0, shown.output
+    (row,) = json.loads(shown.output)
+    assert row["lag_records"] == {topic: 300} and row["running"] is False
+    text = CliRunner().invoke(app, ["status", "-c", str(path)])
+    assert text.exit_code == 0 and "lag" in text.output, text.output

@@ -15,6 +15,7 @@ from frazil.cli import (  # noqa: F401  (imported for their command registration
     run_cmd,
     setup_cmd,
     sql_cmd,
+    status_cmd,
     tables_cmd,
     validate_cmd,
 )

@@ -211,6 +211,22 @@ def hold(state_dir: str, pipelines: list[str], wait_seconds: float = 30.0) -> It
         yield RunFence(token, folder, names)
 
 
+def running_pid(state_dir: str, pipeline: str) -> int | None:
+    """The pid of the process running ``pipeline`` now, or None.
+
+    The lock file names its holder while held and is emptied on release; a holder killed
+    with -9 leaves its pid behind, so the pid must also still be alive.
+    """
+    try:
+        text = (runs_dir(state_dir) / f"{pipeline}.lock").read_text().strip()
+    except OSError:
+        return None
+    if not text.isdigit():
+        return None
+    pid = int(text)
+    return pid if procs.start_time(pid) is not None else None
+
+
 @contextmanager
 def _lock(path: Path, pipeline: str) -> Iterator[None]:
     # Lock files are never deleted: unlinking one while another process has it open would

@@ -1,0 +1,89 @@
+"""``frazil status``: each pipeline's state from Kafka and its tables (no Spark)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from frazil.cli.app import OutputFormat, app, console
+from frazil.config.loader import load_config
+from frazil.errors import ConfigError
+
+
+def _ago(ms: int | None) -> str:
+    if ms is None:
+        return "never"
+    seconds = max(0.0, time.time() - ms / 1000)
+    if seconds < 120:
+        return f"{seconds:.0f}s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m ago"
+    return f"{seconds / 3600:.1f}h ago"
+
+
+def _view(statuses: list[object]) -> Group:
+    from frazil.observe.status import PipelineStatus
+
+    overview = Table(
+        "pipeline", "state", "lag (records)", "lag (s)", "records/s", "freshness",
+        "last commit", "dead letters", "tables", "files", "snapshots",
+    )  # fmt: skip
+    problems: list[str] = []
+    for s in statuses:
+        assert isinstance(s, PipelineStatus)
+        state = "[green]running[/]" if s.running else "[dim]stopped[/]"
+        lag = ", ".join(f"{t}: {n:,}" for t, n in s.lag_records.items()) or "—"
+        lag_s = max(s.lag_seconds.values(), default=0.0)
+        rate = "—" if s.records_per_second is None else f"{s.records_per_second:,.0f}"
+        fresh = "—" if s.freshness_seconds is None else f"{s.freshness_seconds:,.1f}s"
+        dead = ", ".join(f"{k}: {v:,}" for k, v in sorted(s.dead_letters.items())) or "0"
+        overview.add_row(
+            s.pipeline, state, escape(lag), f"{lag_s:,.1f}", rate, fresh, _ago(s.last_commit_ms),
+            escape(dead), str(len(s.tables)), f"{sum(t.data_files for t in s.tables):,}",
+            f"{sum(t.snapshots for t in s.tables):,}",
+        )  # fmt: skip
+        problems += [f"{s.pipeline}: {p}" for p in s.problems]
+    return Group(overview, *[f"[yellow]{escape(p)}[/]" for p in problems])
+
+
+@app.command()
+def status(
+    config: Path = typer.Option(..., "--config", "-c", help="Path to the frazil YAML config file."),
+    pipeline: list[str] | None = typer.Option(
+        None, "--pipeline", "-p", help="Only this pipeline (repeatable). Default: all."
+    ),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Refresh every --interval seconds."),
+    interval: float = typer.Option(2.0, "--interval", min=0.5, help="Seconds between refreshes."),
+    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+) -> None:
+    """Each pipeline: running or not, lag per topic (records and seconds), throughput over
+    recent commits, freshness, last commit, dead letters, table files and snapshots — read
+    from Kafka and the tables (PyIceberg), without starting Spark."""
+    from frazil.observe.status import pyiceberg_catalog, read_status
+
+    loaded = load_config(config)
+    unknown = sorted(set(pipeline or []) - {p.name for p in loaded.pipelines})
+    if unknown:
+        raise ConfigError(f"no pipeline named {', '.join(map(repr, unknown))} in {config}")
+    catalog = pyiceberg_catalog(loaded)
+    if output is OutputFormat.json:
+        while True:
+            found = read_status(loaded, pipeline or None, catalog)
+            print(json.dumps([s.to_json() for s in found]), flush=True)
+            if not watch:
+                return
+            time.sleep(interval)
+    if not watch:
+        console.print(_view(list(read_status(loaded, pipeline or None, catalog))))
+        return
+    with Live(console=console, refresh_per_second=4) as live:
+        while True:
+            live.update(_view(list(read_status(loaded, pipeline or None, catalog))))
+            time.sleep(interval)

@@ -1,0 +1,277 @@
+"""``frazil status``: each pipeline's state from Kafka and its tables, without Spark.
+
+The tables already hold the history of every commit (records, offsets, valid-through, commit
+time in each snapshot's marker), so the status is rebuilt from them with PyIceberg reading
+the catalog, whether or not ``frazil run`` is running, from any machine that reaches Kafka
+and the catalog.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from frazil.config.models import FrazilConfig, PipelineConfig, local_path
+from frazil.engine import fence
+from frazil.engine.progress import (
+    MAX_TIMESTAMPS,
+    OFFSETS,
+    PIPELINE,
+    VALID_THROUGH_MS,
+)
+from frazil.errors import FrazilError
+from frazil.source.kafka import TopicOffsets, admin_config, offsets_from_json
+
+#: Commits the throughput is measured over.
+RECENT_COMMITS = 20
+
+
+class StatusError(FrazilError):
+    """The status could not be read (catalog kind PyIceberg cannot open, Kafka unreachable)."""
+
+
+@dataclass
+class TableStatus:
+    """One table of a pipeline."""
+
+    table: str
+    records: int
+    data_files: int
+    delete_files: int
+    snapshots: int
+    last_commit_ms: int | None
+    valid_through_ms: int | None
+    offsets: TopicOffsets = field(default_factory=dict)
+
+
+@dataclass
+class PipelineStatus:
+    """One pipeline: running or not, lag, throughput, freshness, dead letters, tables."""
+
+    pipeline: str
+    running: bool
+    lag_records: dict[str, int]
+    lag_seconds: dict[str, float]
+    records_per_second: float | None
+    freshness_seconds: float | None
+    last_commit_ms: int | None
+    dead_letters: dict[str, int]
+    tables: list[TableStatus]
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict for ``--output json``."""
+        return asdict(self)
+
+
+def pyiceberg_catalog(config: FrazilConfig) -> Any:
+    """The config's catalog opened with PyIceberg.
+
+    Raises:
+        StatusError: A catalog PyIceberg cannot open the same way (Hadoop, non-SQLite JDBC).
+    """
+    catalog = config.catalog
+    if catalog.type == "rest":
+        from pyiceberg.catalog.rest import RestCatalog
+
+        return RestCatalog(catalog.name, uri=catalog.uri or "", **catalog.properties)
+    uri = catalog.resolved_uri()
+    if catalog.type == "jdbc" and uri.startswith("jdbc:sqlite:"):
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        path = uri[len("jdbc:sqlite:") :]
+        warehouse = local_path(catalog.warehouse)
+        return SqlCatalog(catalog.name, uri=f"sqlite:///{path}", warehouse=f"file://{warehouse}")
+    raise StatusError(
+        f"frazil status reads the catalog with PyIceberg, which opens the embedded SQLite "
+        f"catalog and REST catalogs; catalog.type {catalog.type} with {uri or 'no uri'} is "
+        "not supported yet (use frazil tables, which goes through Spark)"
+    )
+
+
+def _tables_of(catalog: Any, pipeline: PipelineConfig) -> list[str]:
+    from frazil.route.rules import build_route
+
+    names = list(pipeline.static_tables())
+    pattern = build_route(pipeline).names()
+    if pattern is not None:
+        namespaces = {".".join(n.split(".")[:-1]) for n in names}
+        template = getattr(pipeline.route, "table", "")
+        if isinstance(template, str) and "." in template and "{" not in template.rsplit(".", 1)[0]:
+            namespaces.add(template.rsplit(".", 1)[0])
+        for ns in sorted(namespaces):
+            try:
+                listed = catalog.list_tables(ns)
+            except Exception:  # no such namespace yet
+                continue
+            for ident in listed:
+                name = ".".join(ident)
+                if name not in names and pattern.fullmatch(name):
+                    names.append(name)
+    return names
+
+
+def _table_status(catalog: Any, name: str, pipeline: str) -> TableStatus | None:
+    from pyiceberg.table.snapshots import ancestors_of
+
+    try:
+        table = catalog.load_table(name)
+    except Exception:  # not created yet
+        return None
+    metadata = table.metadata
+    current = table.current_snapshot()
+    summary = current.summary if current is not None else None
+    status = TableStatus(
+        table=name,
+        records=int((summary or {}).get("total-records", 0)),
+        data_files=int((summary or {}).get("total-data-files", 0)),
+        delete_files=int((summary or {}).get("total-delete-files", 0)),
+        snapshots=len(metadata.snapshots),
+        last_commit_ms=None,
+        valid_through_ms=None,
+    )
+    for snapshot in ancestors_of(current, metadata):
+        found: dict[str, str] = _summary(snapshot)
+        if found.get(PIPELINE) == pipeline and found.get(OFFSETS):
+            status.last_commit_ms = int(snapshot.timestamp_ms)
+            status.offsets = offsets_from_json(found[OFFSETS])
+            valid = found.get(VALID_THROUGH_MS)
+            status.valid_through_ms = int(valid) if valid else None
+            break
+    return status
+
+
+def _throughput(catalog: Any, name: str, pipeline: str) -> tuple[int, float] | None:
+    """Records and seconds over the pipeline's recent commits to one table."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    table = catalog.load_table(name)
+    stamps: list[int] = []
+    records = 0
+    for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
+        found: dict[str, str] = _summary(snapshot)
+        if found.get(PIPELINE) != pipeline:
+            continue
+        stamps.append(int(snapshot.timestamp_ms))
+        if len(stamps) > 1:  # the oldest commit opens the window, its records are before it
+            records += int(found.get("added-records", 0))
+        if len(stamps) > RECENT_COMMITS:
+            break
+    if len(stamps) < 2 or stamps[0] == stamps[-1]:
+        return None
+    # Newest first: the records of every commit after the oldest, over the time between.
+    return records, (stamps[0] - stamps[-1]) / 1000
+
+
+def _dead_letters(catalog: Any, pipeline: PipelineConfig) -> dict[str, int]:
+    if pipeline.errors.dlq_table is None:
+        return {}
+    try:
+        table = catalog.load_table(pipeline.errors.dlq_table)
+    except Exception:
+        return {}
+    rows = table.scan(row_filter=f"pipeline = '{pipeline.name}'", selected_fields=("stage",))
+    return dict(Counter(str(s) for s in rows.to_arrow().column("stage").to_pylist()))
+
+
+def _summary(snapshot: Any) -> dict[str, str]:
+    # PyIceberg's Summary is a Mapping whose iteration is broken (0.12); its entries other
+    # than the operation are in additional_properties.
+    summary = snapshot.summary
+    extra = getattr(summary, "additional_properties", None) if summary is not None else None
+    return {str(k): str(v) for k, v in (extra or {}).items()}
+
+
+def _running(config: FrazilConfig, pipeline: str) -> bool:
+    return fence.running_pid(config.state_dir, pipeline) is not None
+
+
+def read_status(
+    config: FrazilConfig, names: list[str] | None = None, catalog: Any = None
+) -> list[PipelineStatus]:
+    """Every chosen pipeline's status (all of them by default)."""
+    from frazil.observe.metrics import kafka_latest
+
+    catalog = catalog if catalog is not None else pyiceberg_catalog(config)
+    conf, _ = admin_config(config)
+    latest_of = kafka_latest(conf)
+    now = time.time() * 1000
+    found: list[PipelineStatus] = []
+    for pipeline in config.pipelines:
+        if names and pipeline.name not in names:
+            continue
+        problems: list[str] = []
+        tables = [
+            t
+            for n in _tables_of(catalog, pipeline)
+            if (t := _table_status(catalog, n, pipeline.name)) is not None
+        ]
+        committed: TopicOffsets = {}
+        for t in tables:
+            for topic, parts in t.offsets.items():
+                for partition, offset in parts.items():
+                    current = committed.setdefault(topic, {}).get(partition)
+                    committed[topic][partition] = (
+                        offset if current is None else min(current, offset)
+                    )
+        lag: dict[str, int] = {}
+        lag_s: dict[str, float] = {}
+        if committed:
+            try:
+                latest = latest_of(committed)
+            except Exception as exc:
+                latest = {}
+                problems.append(f"Kafka's latest offsets unavailable: {str(exc)[:200]}")
+            newest = _newest_stamps(catalog, tables, pipeline.name)
+            for topic, parts in sorted(committed.items()):
+                behind = sum(max(0, latest.get(topic, {}).get(p, o) - o) for p, o in parts.items())
+                lag[topic] = behind
+                stamps = [newest.get((topic, p)) for p, o in parts.items()]
+                known = [s for s in stamps if s is not None]
+                lag_s[topic] = 0.0 if behind == 0 or not known else (now - min(known)) / 1000
+        rate = None
+        if tables:
+            best = max(tables, key=lambda t: t.last_commit_ms or 0)
+            measured = _throughput(catalog, best.table, pipeline.name)
+            if measured is not None and measured[1] > 0:
+                rate = measured[0] / measured[1]
+        valid = [t.valid_through_ms for t in tables if t.valid_through_ms is not None]
+        commits = [t.last_commit_ms for t in tables if t.last_commit_ms is not None]
+        found.append(
+            PipelineStatus(
+                pipeline=pipeline.name,
+                running=_running(config, pipeline.name),
+                lag_records=lag,
+                lag_seconds=lag_s,
+                records_per_second=rate,
+                freshness_seconds=(now - min(valid)) / 1000 if valid else None,
+                last_commit_ms=max(commits) if commits else None,
+                dead_letters=_dead_letters(catalog, pipeline),
+                tables=tables,
+                problems=problems,
+            )
+        )
+    return found
+
+
+def _newest_stamps(
+    catalog: Any, tables: list[TableStatus], pipeline: str
+) -> dict[tuple[str, int], int]:
+    """Per partition, the newest committed Kafka timestamp (from the markers)."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    stamps: dict[tuple[str, int], int] = {}
+    for t in tables:
+        table = catalog.load_table(t.table)
+        for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
+            found: dict[str, str] = _summary(snapshot)
+            if found.get(PIPELINE) == pipeline and found.get(MAX_TIMESTAMPS):
+                for topic, parts in json.loads(found[MAX_TIMESTAMPS]).items():
+                    for p, ts in parts.items():
+                        key = (topic, int(p))
+                        stamps[key] = max(int(ts), stamps.get(key, int(ts)))
+                break
+    return stamps

@@ -137,3 +137,33 @@ def test_status_from_kafka_and_the_tables_without_spark(
     assert row["lag_records"] == {topic: 300} and row["running"] is False
     text = CliRunner().invoke(app, ["status", "-c", str(path)])
     assert text.exit_code == 0 and "lag" in text.output, text.output
+
+
+def test_json_logs_one_line_per_commit_and_jvm_lines_in_a_file(
+    make_config: Any, kafka_bootstrap: str, unique: str, tmp_path: Any, lake_dir: Any
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    topic, table, name = f"lg-{unique}", f"db.lg_{unique}", f"lg_{unique}"
+    ids = produce_payments(kafka_bootstrap, topic, 500, seed=41)
+    config = make_config([payments_pipeline(name, topic, table)], state_dir=str(tmp_path / "st"))
+    path = tmp_path / "frazil.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json", by_alias=True)))
+    done = subprocess.run(
+        [sys.executable, "-m", "frazil.cli.main", "--log-format", "json", "run", "-c",
+         str(path), "--until-caught-up"],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    entries = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    commits = [e for e in entries if e.get("message") == "commit"]
+    assert commits and all(e["level"] == "INFO" and e["pipeline"] == name for e in commits)
+    assert sum(e["records"] for e in commits) == len(ids)
+    assert all(e["freshness_s"] is not None for e in commits)
+    # Spark's own lines go to the state folder's log file, not the terminal.
+    assert (tmp_path / "st" / "logs" / "spark.log").exists()
+    assert " WARN " not in done.stderr

@@ -470,7 +470,12 @@ def test_redacted_masks_uri_credentials_in_plain_values() -> None:
         "credential": "***",
         "s3.endpoint": "http://minio:9000",
     }
-    assert data["kafka"] == {"bootstrap_servers": "b1:9092", "properties": {"ssl.key.password": ""}}
+    assert data["kafka"] == {
+        "bootstrap_servers": "b1:9092",
+        "properties": {"ssl.key.password": ""},
+        "group_id": "frazil-{pipeline}",
+        "commit_offsets": True,
+    }
     assert data["spark"]["conf"] == {"spark.hadoop.fs.s3a.access.key": "***"}
 
 

@@ -32,9 +32,37 @@ class OutputFormat(str, enum.Enum):
 
 class _Globals:
     verbose: bool = False
+    log_format: object = "text"
 
 
 GLOBALS = _Globals()
+
+
+class LogFormat(str, enum.Enum):
+    """How log lines look: for people (``text``) or for log shippers (``json``)."""
+
+    text = "text"
+    json = "json"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, and a record's ``fields``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import json
+
+        entry: dict[str, object] = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry.update(fields)
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
 
 
 @app.callback()
@@ -42,8 +70,18 @@ def _root(
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Show stack traces and Spark/Kafka logs on errors."
     ),
+    log_format: LogFormat = typer.Option(
+        LogFormat.text, "--log-format", help="text, or json (one object per line) for shippers."
+    ),
 ) -> None:
+    import os
+    import time
+
     GLOBALS.verbose = verbose
+    GLOBALS.log_format = log_format
+    if verbose:
+        # The Spark driver JVM's console threshold (engine/session.py reads it).
+        os.environ["FRAZIL_VERBOSE"] = "1"
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -52,6 +90,13 @@ def _root(
     for handler in logging.getLogger().handlers:
         # Secrets of the loaded config never reach a log line, whichever module logs it.
         handler.addFilter(RedactingFilter())
+        if log_format is LogFormat.json:
+            formatter = JsonFormatter()
+            formatter.converter = time.gmtime
+            handler.setFormatter(formatter)
+    if not verbose:
+        # The Kafka clients' own lines (a transient "Failed to acquire idempotence PID").
+        logging.getLogger("frazil.kafka.client").setLevel(logging.ERROR)
     if not verbose:
         # py4j logs the full Python traceback of a failing foreachBatch call; frazil reports
         # the error itself (with --verbose the traceback is shown).

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
 import typer
 
-from frazil.cli.app import OutputFormat, app, console, err_console
+from frazil.cli.app import GLOBALS, LogFormat, OutputFormat, app, console, err_console
 from frazil.cli.render import print_reports
 from frazil.config.loader import load_config
 from frazil.engine.events import BatchStarted, CommitEvent, Event
@@ -51,15 +52,43 @@ def run(
 
     loaded = load_config(config)
     quiet = output is OutputFormat.json
+    json_logs = GLOBALS.log_format is LogFormat.json
+    commits = logging.getLogger("frazil.commit")
+    if json_logs:
+        commits.setLevel(logging.INFO)
 
     def on_commit(event: CommitEvent) -> None:
+        fresh = (
+            None
+            if event.valid_through_ms is None
+            else max(0.0, time.time() - event.valid_through_ms / 1000)
+        )
+        if json_logs:
+            commits.info(
+                "commit",
+                extra={
+                    "fields": {
+                        "pipeline": event.pipeline,
+                        "table": event.table,
+                        "batch": event.batch_id,
+                        "records": event.records,
+                        "seconds": round(event.seconds, 3),
+                        "total_records": event.total_records,
+                        "valid_through_ms": event.valid_through_ms,
+                        "freshness_s": None if fresh is None else round(fresh, 3),
+                        "offsets": event.offsets,
+                    }
+                },
+            )
+            return
         if quiet:
             return
         valid = format_ms(event.valid_through_ms) if event.valid_through_ms else "-"
+        freshness = "" if fresh is None else f", freshness {fresh:.1f}s"
         err_console.print(
             f"[dim]{event.pipeline}[/] batch {event.batch_id}: {event.records:,} records → "
             f"{event.table} in {event.seconds:.1f}s (total {event.total_records:,}, "
-            f"valid through {valid})",
+            f"valid through {valid}{freshness})",
             highlight=False,
         )
 

@@ -61,6 +61,12 @@ def spark_conf(
     """
     log_config = resources.files("frazil.engine").joinpath("log4j2.properties")
     java_opts = f"-Dlog4j2.configurationFile={log_config}"
+    log_file = jvm_log_file(config)
+    if log_file is not None:
+        # Spark's, the JVM's and the Kafka clients' lines go there; errors reach the terminal
+        # too, warnings only with --verbose.
+        console = "warn" if os.environ.get("FRAZIL_VERBOSE") else "error"
+        java_opts += f" -Dfrazil.log.file={log_file} -Dfrazil.log.console={console}"
     if run_token:
         java_opts += f" {jvm_option(run_token)}"
     cds = cds_java_options()
@@ -105,6 +111,20 @@ def spark_conf(
     if ours and user_classpath:
         conf["spark.driver.extraClassPath"] = os.pathsep.join([ours, user_classpath])
     return conf
+
+
+def jvm_log_file(config: FrazilConfig) -> Path | None:
+    """Where the driver JVM's log lines go: ``<state_dir>/logs/spark.log`` (for a remote
+    state folder, the local cache's). None if the folder cannot be made (then the terminal
+    gets them, as before)."""
+    from frazil.engine.fence import runs_dir
+
+    folder = runs_dir(config.state_dir).parent / "logs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder / "spark.log"
 
 
 #: JIT thresholds for a local driver, 4-5x HotSpot's defaults. Spark runs tens of thousands of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ EventFactory = Callable[[], tuple[bytes | None, bytes]]
 #: Idempotence with ``acks=all`` means a retried batch is never written twice; lingering a few
 #: milliseconds and compressing with LZ4 (cheap on CPU, readable by Spark's Kafka client) let
 #: librdkafka send large batches.
+KAFKA_CLIENT_LOGGER = "frazil.kafka.client"
 DEFAULT_PRODUCER_CONFIG: Final[Mapping[str, Any]] = {
     "acks": "all",
     "enable.idempotence": True,
@@ -313,6 +315,9 @@ def produce_events(
                 "bootstrap.servers": bootstrap,
                 "on_delivery": tracker.on_delivery,
                 "error_cb": tracker.on_error,
+                # librdkafka's own lines (a transient "Failed to acquire idempotence PID")
+                # go through Python logging: quiet unless --verbose.
+                "logger": logging.getLogger(KAFKA_CLIENT_LOGGER),
             }
         )
     except KafkaException as exc:

@@ -127,6 +127,8 @@ class DeadLetterTopic:
         if self._producer is None:
             from confluent_kafka import Producer
 
+            from frazil.generate.producer import KAFKA_CLIENT_LOGGER
+
             self._ensure_topic()
             self._producer = Producer(
                 {
@@ -135,6 +137,7 @@ class DeadLetterTopic:
                     "acks": "all",
                     "message.max.bytes": MAX_MESSAGE_BYTES,
                     "compression.type": "zstd",
+                    "logger": logging.getLogger(KAFKA_CLIENT_LOGGER),
                 }
             )
         return self._producer

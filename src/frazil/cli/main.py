@@ -17,6 +17,7 @@ from frazil.cli import (  # noqa: F401  (imported for their command registration
     sql_cmd,
     status_cmd,
     tables_cmd,
+    ui_cmd,
     validate_cmd,
 )
 from frazil.cli.app import GLOBALS, app, err_console

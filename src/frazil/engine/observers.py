@@ -17,6 +17,7 @@ from frazil.source.kafka import admin_config
 
 if TYPE_CHECKING:
     from frazil.engine.runner import PipelineRun
+    from frazil.observe.web import Dashboard
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class Observers:
     runs: list[PipelineRun] = field(default_factory=list)
     metrics: MetricsServer | None = None
     groups: GroupCommitter | None = None
+    web: Dashboard | None = None
 
     @classmethod
     def start(cls, config: FrazilConfig, metrics_port: int | None) -> Observers:
@@ -78,9 +80,14 @@ class Observers:
             observers.groups.start()
         port = metrics_port or (config.metrics.port if config.metrics else None)
         if port:
+            from frazil.observe.web import Dashboard
+
             host = config.metrics.host if config.metrics else "0.0.0.0"
             observers.metrics = MetricsServer(observers.samples, kafka_latest(conf))
-            observers.metrics.start(host, port)
+            # One port: /metrics for Prometheus, / for people.
+            observers.web = Dashboard(config, observers.metrics.registry)
+            observers.web.start(host, port)
+            log.info("metrics on http://%s:%d/metrics, the status page on /", host, port)
         return observers
 
     def samples(self) -> list[PipelineSample]:
@@ -114,5 +121,5 @@ class Observers:
         """Commit the last offsets and stop serving metrics."""
         if self.groups is not None:
             self.groups.close()
-        if self.metrics is not None:
-            self.metrics.stop()
+        if self.web is not None:
+            self.web.stop()

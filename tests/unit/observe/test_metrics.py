@@ -1,0 +1,84 @@
+"""The metrics collector on samples (no Spark, no Kafka), and the dashboard's queries."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+from prometheus_client import CollectorRegistry, generate_latest
+
+from frazil.engine.events import CommitEvent
+from frazil.observe.metrics import (
+    CommitHistograms,
+    FrazilCollector,
+    PipelineSample,
+    TableSample,
+    lowest_offsets,
+)
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "grafana"
+NOW_MS = 1_800_000_000_000
+
+
+def _sample() -> PipelineSample:
+    return PipelineSample(
+        pipeline="p",
+        up=True,
+        records=100,
+        batches=3,
+        skipped_batches=1,
+        unmatched=2,
+        schema_changes=1,
+        dead_letters={("decode", "not a JSON object"): 4},
+        last_commit_wall_ms=NOW_MS,
+        valid_through_ms=NOW_MS - 5_000,
+        restarts=0,
+        tables=[
+            TableSample("db.a", 3, 4, {"t": {0: 10, 1: 20}}, {("t", 0): NOW_MS - 1_000}),
+            TableSample("db.b", 1, 2, {"t": {0: 8, 1: 25}}),
+        ],
+    )
+
+
+def _exposition() -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FrazilCollector(lambda: [_sample()], lambda asked: {"t": {0: 12, 1: 25}}))
+    histograms = CommitHistograms(registry)
+    histograms.on_event(CommitEvent("p", "db.a", 3, 50, 100, NOW_MS, 1.2))
+    return generate_latest(registry).decode()
+
+
+def test_counters_gauges_and_lag_from_the_lowest_table_offsets() -> None:
+    text = _exposition()
+    assert 'frazil_records_written_total{pipeline="p"} 100.0' in text
+    assert 'frazil_records_read_total{pipeline="p"} 106.0' in text  # + dead letters, unmatched
+    assert (
+        'frazil_records_dead_lettered_total{pipeline="p",reason="not a JSON object",'
+        'stage="decode"} 4.0'
+    ) in text
+    # Partition 0: db.b has 8 of 12; partition 1: both have 25 (db.a's 20 is lower: 5 behind).
+    assert 'frazil_lag_records{partition="0",pipeline="p",topic="t"} 4.0' in text
+    assert 'frazil_lag_records{partition="1",pipeline="p",topic="t"} 5.0' in text
+    assert 'frazil_table_data_files{pipeline="p",table="db.a"} 3.0' in text
+    assert 'frazil_commit_duration_seconds_count{pipeline="p",table="db.a"} 1.0' in text
+    assert lowest_offsets(_sample().tables) == {"t": {0: 8, 1: 20}}
+
+
+def test_the_dashboard_and_alerts_use_only_exported_metrics() -> None:
+    exported = set(re.findall(r"^# TYPE (\w+) ", _exposition(), re.M))
+    names = set()
+    for kind in ("counter", "histogram"):
+        names |= {
+            n + suffix
+            for n in re.findall(rf"^# TYPE (\w+) {kind}", _exposition(), re.M)
+            for suffix in (("_total",) if kind == "counter" else ("_bucket", "_count", "_sum"))
+        }
+    known = exported | names
+    dashboard = json.loads((DOCS / "frazil-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    alerts = yaml.safe_load((DOCS / "frazil-alerts.yml").read_text())
+    exprs += [r["expr"] for g in alerts["groups"] for r in g["rules"]]
+    used = {m for e in exprs for m in re.findall(r"\bfrazil_\w+", e)}
+    assert used and used <= known, used - known

@@ -21,6 +21,7 @@ from frazil import columns as c
 from frazil.columns import Projection
 from frazil.config.models import PipelineConfig
 from frazil.decode.registry import Decoder
+from frazil.errors import ConfigError
 from frazil.route.rules import Route, build_route
 from frazil.sink.modes import append_mode, change_mode
 from frazil.source.raw import to_contract
@@ -154,16 +155,19 @@ def decode_key(decoder: Decoder, column: str, batch: Projection) -> Projection:
 
 def route_step(route: Route, pipeline: PipelineConfig, batch: Projection) -> Projection:
     """Run the route, naming the config key when its field is not a column."""
-    from frazil.errors import ConfigError
-
     try:
         return route.route(batch)
     except KeyError as exc:
-        columns = ", ".join(n for n in batch if not c.is_internal(n))
-        raise ConfigError(
-            f"pipeline {pipeline.name!r}: route.field {exc.args[0]!r} is not a column of the "
-            f"batch after transforms (columns: {columns})"
-        ) from None
+        raise _not_a_column(pipeline, "route.field", exc.args[0], batch) from None
+
+
+def _not_a_column(pipeline: PipelineConfig, key: str, name: str, batch: Projection) -> ConfigError:
+    """The error of a config key naming a column the batch does not have."""
+    columns = ", ".join(n for n in batch if not c.is_internal(n))
+    return ConfigError(
+        f"pipeline {pipeline.name!r}: {key} {name!r} is not a column of the batch after "
+        f"transforms (columns: {columns})"
+    )
 
 
 def _mode_step(pipeline: PipelineConfig) -> Step:
@@ -192,8 +196,6 @@ def _mode_step(pipeline: PipelineConfig) -> Step:
     )
 
     def apply(batch: Projection) -> Projection:
-        from frazil.errors import ConfigError
-
         try:
             return change_mode(
                 batch,
@@ -202,11 +204,7 @@ def _mode_step(pipeline: PipelineConfig) -> Step:
                 c.DECODED_KEY if pipeline.key_format else None,
             )
         except KeyError as exc:
-            columns = ", ".join(n for n in batch if not c.is_internal(n))
-            raise ConfigError(
-                f"pipeline {pipeline.name!r}: write: column {exc.args[0]!r} is not a column "
-                f"of the batch after transforms (columns: {columns})"
-            ) from None
+            raise _not_a_column(pipeline, "write: column", exc.args[0], batch) from None
 
     return Step("mode", f"{what} ({', '.join(write.key)}); {tombstones}", apply)
 

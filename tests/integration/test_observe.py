@@ -163,7 +163,7 @@ def test_json_logs_one_line_per_commit_and_jvm_lines_in_a_file(
     commits = [e for e in entries if e.get("message") == "commit"]
     assert commits and all(e["level"] == "INFO" and e["pipeline"] == name for e in commits)
     assert sum(e["records"] for e in commits) == len(ids)
-    assert all(e["freshness_s"] is not None for e in commits)
+    assert all(e["freshness_s"] is not None and "lag_records" in e for e in commits)
     # Spark's own lines go to the state folder's log file, not the terminal.
     assert (tmp_path / "st" / "logs" / "spark.log").exists()
     assert " WARN " not in done.stderr

@@ -76,6 +76,7 @@ def run(
                         "total_records": event.total_records,
                         "valid_through_ms": event.valid_through_ms,
                         "freshness_s": None if fresh is None else round(fresh, 3),
+                        "lag_records": event.lag_records,
                         "offsets": event.offsets,
                     }
                 },
@@ -85,6 +86,8 @@ def run(
             return
         valid = format_ms(event.valid_through_ms) if event.valid_through_ms else "-"
         freshness = "" if fresh is None else f", freshness {fresh:.1f}s"
+        if event.lag_records is not None:
+            freshness += f", lag {event.lag_records:,}"
         err_console.print(
             f"[dim]{event.pipeline}[/] batch {event.batch_id}: {event.records:,} records → "
             f"{event.table} in {event.seconds:.1f}s (total {event.total_records:,}, "

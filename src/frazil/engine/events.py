@@ -46,6 +46,8 @@ class CommitEvent:
     offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     #: Largest Kafka timestamp (epoch ms) committed per (topic, partition) in this batch.
     max_timestamps: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: Records in Kafka beyond the table's offsets, as last seen (None: not known).
+    lag_records: int | None = None
 
 
 Event = BatchStarted | BatchSkipped | SchemaEvolved | CommitEvent

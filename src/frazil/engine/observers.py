@@ -3,7 +3,9 @@ consumer-group offsets (:mod:`frazil.observe`), fed from the running pipelines."
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -13,7 +15,7 @@ from frazil.engine import progress
 from frazil.engine.events import CommitEvent, Event
 from frazil.observe.groups import GroupCommitter
 from frazil.observe.metrics import MetricsServer, PipelineSample, TableSample, kafka_latest
-from frazil.source.kafka import admin_config
+from frazil.source.kafka import TopicOffsets, admin_config
 
 if TYPE_CHECKING:
     from frazil.engine.runner import PipelineRun
@@ -69,12 +71,15 @@ class Observers:
     metrics: MetricsServer | None = None
     groups: GroupCommitter | None = None
     web: Dashboard | None = None
+    latest: LatestOffsets | None = None
 
     @classmethod
     def start(cls, config: FrazilConfig, metrics_port: int | None) -> Observers:
         """Start what the config asks for (metrics: ``metrics`` or ``metrics_port``)."""
         observers = cls(config)
         conf, _ = admin_config(config)
+        observers.latest = LatestOffsets(kafka_latest(conf))
+        observers.latest.start()
         if config.kafka.commit_offsets:
             observers.groups = GroupCommitter(conf)
             observers.groups.start()
@@ -95,9 +100,12 @@ class Observers:
         return [sample(r) for r in list(self.runs)]
 
     def wrap(self, dispatch: Callable[[Event], None]) -> Callable[[Event], None]:
-        """``dispatch`` plus the observers: histograms, and group offsets after commits."""
+        """``dispatch`` plus the observers: each commit's lag (from Kafka's latest offsets as
+        last polled, never waiting for Kafka), histograms, and group offsets after commits."""
 
         def observed(event: Event) -> None:
+            if isinstance(event, CommitEvent) and self.latest is not None:
+                event = dataclasses.replace(event, lag_records=self.latest.lag(event.offsets))
             dispatch(event)
             if self.metrics is not None:
                 self.metrics.histograms.on_event(event)
@@ -119,7 +127,50 @@ class Observers:
 
     def stop(self) -> None:
         """Commit the last offsets and stop serving metrics."""
+        if self.latest is not None:
+            self.latest.stop.set()
         if self.groups is not None:
             self.groups.close()
         if self.web is not None:
             self.web.stop()
+
+
+class LatestOffsets(threading.Thread):
+    """Kafka's latest offsets of the partitions commits name, polled every second on a
+    thread of its own, so that a commit's lag never waits for Kafka."""
+
+    def __init__(self, read: Callable[[TopicOffsets], TopicOffsets]) -> None:
+        super().__init__(name="frazil-latest-offsets", daemon=True)
+        self._read = read
+        self._wanted: TopicOffsets = {}
+        self._seen: TopicOffsets = {}
+        self._lock = threading.Lock()
+        self.stop = threading.Event()
+
+    def lag(self, offsets: TopicOffsets) -> int | None:
+        """Records beyond ``offsets`` as last polled; None until the partitions were seen."""
+        with self._lock:
+            for topic, parts in offsets.items():
+                self._wanted.setdefault(topic, {}).update(parts)
+            seen = self._seen
+        known = [
+            (seen[t][p], o) for t, parts in offsets.items() for p, o in parts.items()
+            if p in seen.get(t, {})
+        ]  # fmt: skip
+        if not known:
+            return None
+        return sum(max(0, end - offset) for end, offset in known)
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            with self._lock:
+                wanted = {t: dict(parts) for t, parts in self._wanted.items()}
+            if not wanted:
+                continue
+            try:
+                found = self._read(wanted)
+            except Exception as exc:  # Kafka away for a moment: the lag waits
+                log.debug("latest offsets unavailable: %s", exc)
+                continue
+            with self._lock:
+                self._seen = found

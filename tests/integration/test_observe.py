@@ -76,6 +76,7 @@ def test_metrics_over_http_and_offsets_in_the_consumer_group(
         assert scraped[f"frazil_lag_seconds{lag}"] == 0
     committed = f'frazil_table_records_committed_total{{{labels},table="{table}"}}'
     assert scraped[committed] == len(ids)
+    assert scraped[f'frazil_table_bytes_written_total{{{labels},table="{table}"}}'] > 0
     count = f'frazil_commit_duration_seconds_count{{{labels},table="{table}"}}'
     assert scraped[count] >= 1
 

@@ -691,6 +691,7 @@ class BatchHandler:
                 raise
             raise _BadRecords(frame.where(wanted).select(*columns.rows())) from None
         progress.check_no_interleaving(target.table, state, marker)
+        written_bytes = target.table.current_total("added-files-size")
         if failing is not None and int(failing.get.get("bad") or 0):
             self._dead_letters_of(ctx, frame, target, routed, failing.get.get("at") or [])
         if failing_at:
@@ -732,6 +733,7 @@ class BatchHandler:
                 seconds=time.monotonic() - ctx.started,
                 offsets=marker.offsets,
                 max_timestamps={tp: int(ts) for tp, ts in stamps.items() if ts is not None},
+                bytes_written=written_bytes,
             )
         )
 

@@ -48,6 +48,8 @@ class CommitEvent:
     max_timestamps: dict[tuple[str, int], int] = field(default_factory=dict)
     #: Records in Kafka beyond the table's offsets, as last seen (None: not known).
     lag_records: int | None = None
+    #: Bytes of the data files the commit added.
+    bytes_written: int = 0
 
 
 Event = BatchStarted | BatchSkipped | SchemaEvolved | CommitEvent

@@ -223,6 +223,12 @@ class CommitHistograms:
             ["pipeline", "table"],
             registry=registry,
         )
+        self.bytes_written = Counter(
+            "frazil_table_bytes_written",
+            "Bytes of data files committed per table",
+            ["pipeline", "table"],
+            registry=registry,
+        )
         self.evolved = Counter(
             "frazil_table_schema_changes",
             "Schema changes per table",
@@ -235,6 +241,7 @@ class CommitHistograms:
         if isinstance(event, CommitEvent):
             self.commit_seconds.labels(event.pipeline, event.table).observe(event.seconds)
             self.committed.labels(event.pipeline, event.table).inc(event.records)
+            self.bytes_written.labels(event.pipeline, event.table).inc(event.bytes_written)
         elif isinstance(event, SchemaEvolved):
             self.evolved.labels(event.pipeline, event.table).inc(len(event.changes))
 

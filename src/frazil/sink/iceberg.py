@@ -110,7 +110,8 @@ class IcebergTable:
         return self.current_total("total-records")
 
     def current_total(self, key: str) -> int:
-        """A ``total-*`` figure of the current snapshot's summary (0 for an empty table)."""
+        """A number of the current snapshot's summary (``total-records``, ``added-files-size``
+        …; 0 for an empty table or a missing entry)."""
         snapshot = self._table.currentSnapshot()
         if snapshot is None:
             return 0

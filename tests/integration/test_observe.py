@@ -168,3 +168,6 @@ def test_json_logs_one_line_per_commit_and_jvm_lines_in_a_file(
     # Spark's own lines go to the state folder's log file, not the terminal.
     assert (tmp_path / "st" / "logs" / "spark.log").exists()
     assert " WARN " not in done.stderr
+    # The JVM launcher's own line too (it reaches no logger): its output has a file.
+    assert "incubator modules" not in done.stderr
+    assert "incubator modules" in (tmp_path / "st" / "logs" / "jvm.log").read_text()

@@ -192,16 +192,41 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
     if config.catalog.type == "jdbc" and not is_remote(config.catalog.warehouse):
         # SQLite creates its file but not the folder around it.
         Path(local_path(config.catalog.warehouse)).mkdir(parents=True, exist_ok=True)
+    settings = spark_conf(config, spark_jars(), run_token)
     builder = SparkSession.builder
-    for key, value in spark_conf(config, spark_jars(), run_token).items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     # Local Spark binds to loopback like every frazil service; workers use the CLI's Python.
     if config.spark.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", _python())
+    _launch_jvm(settings, jvm_log_file(config))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _launch_jvm(settings: dict[str, str], log_file: Path | None) -> None:
+    """Start the driver JVM with its own output (the launcher's "Using incubator modules"
+    line, anything printed outside log4j) going to the log file next to log4j's, unless
+    ``--verbose``; the session then attaches to it. Nothing to do when a JVM runs already."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if (
+        log_file is None
+        or SparkContext._gateway is not None
+        or os.environ.get("FRAZIL_VERBOSE")
+        or "PYSPARK_GATEWAY_PORT" in os.environ
+    ):
+        return
+    conf = SparkConf()
+    for key, value in settings.items():
+        conf.set(key, value)
+    with log_file.with_name("jvm.log").open("ab") as output:
+        # The same command line the session would start, its stderr to the file.
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": output})  # type: ignore[no-untyped-call]
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def _python() -> str:

@@ -49,3 +49,10 @@ class DecodeError(PipelineError):
 
 class MaintenanceError(FrazilError):
     """A table-upkeep action (compaction, expiry, …) failed or was misconfigured."""
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's first line of text for a message, or its class name if it has none
+    (a bare ``TimeoutError`` has no text)."""
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:limit]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from frazil.config.durations import parse_duration
 from frazil.config.maintenance import ResolvedPolicy
 from frazil.config.models import FrazilConfig, PipelineConfig
-from frazil.errors import FrazilError, MaintenanceError
+from frazil.errors import FrazilError, MaintenanceError, first_line
 from frazil.maintenance.actions import ActionResult, Actions, with_retries
 from frazil.maintenance.expiry import protected
 from frazil.maintenance.health import TableHealth, read_health
@@ -222,4 +222,4 @@ class MaintenanceThread(threading.Thread):
                 self.reports = run_pass(self.spark, self.config, tables, budget_s=budget)
                 self.passes += 1
             except Exception as exc:  # never let upkeep take the run down
-                log.warning("maintenance pass failed: %s", str(exc).splitlines()[0][:300])
+                log.warning("maintenance pass failed: %s", first_line(exc))

@@ -13,6 +13,7 @@ import queue
 import threading
 from typing import Any
 
+from frazil.errors import first_line
 from frazil.source.kafka import TopicOffsets
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,12 @@ class GroupCommitter(threading.Thread):
         self.join(timeout)
 
     def run(self) -> None:
+        try:
+            self._serve()
+        except Exception as exc:  # never lose the run for a consumer group
+            log.warning("consumer-group offsets stopped: %s", first_line(exc))
+
+    def _serve(self) -> None:
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient(self._conf)
@@ -74,7 +81,7 @@ class GroupCommitter(threading.Thread):
                         "could not commit offsets to consumer group %s (Kafka's tools will "
                         "show stale lag; ingestion is not affected): %s",
                         group,
-                        str(exc).splitlines()[0][:300],
+                        first_line(exc),
                     )
                     self._warned.add(group)
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from frazil.config.models import FrazilConfig
 from frazil.engine.progress import PIPELINE, VALID_THROUGH_MS
+from frazil.errors import first_line
 from frazil.observe.status import _summary, _tables_of, pyiceberg_catalog, read_status
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ class Dashboard:
                     code, kind, body = dashboard.answer(self.path)
                 except Exception as exc:  # the page shows it; the run goes on
                     code, kind = 500, "application/json"
-                    body = json.dumps({"error": str(exc).splitlines()[0][:500]}).encode()
+                    body = json.dumps({"error": first_line(exc, 500)}).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))

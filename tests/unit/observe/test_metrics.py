@@ -82,3 +82,11 @@ def test_the_dashboard_and_alerts_use_only_exported_metrics() -> None:
     exprs += [r["expr"] for g in alerts["groups"] for r in g["rules"]]
     used = {m for e in exprs for m in re.findall(r"\bfrazil_\w+", e)}
     assert used and used <= known, used - known
+
+
+def test_first_line_of_an_exception_without_text() -> None:
+    from frazil.errors import first_line
+
+    assert first_line(TimeoutError()) == "TimeoutError"
+    assert first_line(ValueError("one\ntwo")) == "one"
+    assert first_line(ValueError("x" * 400), 10) == "x" * 10

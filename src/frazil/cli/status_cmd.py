@@ -10,7 +10,6 @@ import typer
 from rich.console import Group
 from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
 
 from frazil.cli.app import OutputFormat, app, console
 from frazil.config.loader import load_config
@@ -29,28 +28,34 @@ def _ago(ms: int | None) -> str:
 
 
 def _view(statuses: list[object]) -> Group:
+    """One block per pipeline: readable at any terminal width."""
     from frazil.observe.status import PipelineStatus
 
-    overview = Table(
-        "pipeline", "state", "lag (records)", "lag (s)", "records/s", "freshness",
-        "last commit", "dead letters", "tables", "files", "snapshots",
-    )  # fmt: skip
-    problems: list[str] = []
+    lines: list[str] = []
     for s in statuses:
         assert isinstance(s, PipelineStatus)
         state = "[green]running[/]" if s.running else "[dim]stopped[/]"
-        lag = ", ".join(f"{t}: {n:,}" for t, n in s.lag_records.items()) or "—"
-        lag_s = max(s.lag_seconds.values(), default=0.0)
-        rate = "—" if s.records_per_second is None else f"{s.records_per_second:,.0f}"
-        fresh = "—" if s.freshness_seconds is None else f"{s.freshness_seconds:,.1f}s"
+        lines.append(
+            f"[bold]{escape(s.pipeline)}[/]  {state}  last commit {_ago(s.last_commit_ms)}"
+        )
+        lag = "; ".join(
+            f"{escape(t)}: {n:,} records ({s.lag_seconds.get(t, 0.0):,.1f} s)"
+            for t, n in s.lag_records.items()
+        )
+        rate = "—" if s.records_per_second is None else f"{s.records_per_second:,.0f} records/s"
+        fresh = "—" if s.freshness_seconds is None else f"{s.freshness_seconds:,.1f} s"
         dead = ", ".join(f"{k}: {v:,}" for k, v in sorted(s.dead_letters.items())) or "0"
-        overview.add_row(
-            s.pipeline, state, escape(lag), f"{lag_s:,.1f}", rate, fresh, _ago(s.last_commit_ms),
-            escape(dead), str(len(s.tables)), f"{sum(t.data_files for t in s.tables):,}",
-            f"{sum(t.snapshots for t in s.tables):,}",
-        )  # fmt: skip
-        problems += [f"{s.pipeline}: {p}" for p in s.problems]
-    return Group(overview, *[f"[yellow]{escape(p)}[/]" for p in problems])
+        lines.append(f"  lag           {lag or '—'}")
+        lines.append(f"  throughput    {rate} (recent commits)")
+        lines.append(f"  freshness     {fresh}")
+        lines.append(f"  dead letters  {escape(dead)}")
+        for t in s.tables:
+            lines.append(
+                f"  table         {escape(t.table)}: {t.records:,} rows, {t.data_files:,} data "
+                f"files, {t.delete_files:,} delete files, {t.snapshots:,} snapshots"
+            )
+        lines += [f"  [yellow]{escape(p)}[/]" for p in s.problems]
+    return Group(*lines)
 
 
 @app.command()

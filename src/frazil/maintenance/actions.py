@@ -43,10 +43,6 @@ class ActionResult:
     action: str
     seconds: float
     detail: str
-    files_before: int | None = None
-    files_after: int | None = None
-    bytes_before: int | None = None
-    bytes_after: int | None = None
     error: str | None = None
 
 

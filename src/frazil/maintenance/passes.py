@@ -173,21 +173,13 @@ def _run(
             return actions.retain(policy)
         raise AssertionError(step.action)
 
-    files = (health.data_files + health.delete_files, health.data_bytes)
     try:
         detail = with_retries(f"{step.action} of {table}", call)
     except FrazilError as exc:
         log.warning("maintenance: %s", exc)
         return ActionResult(table, step.action, time.monotonic() - started, "", error=str(exc))
     log.info("maintenance: %s: %s: %s", table, step.action, detail)
-    return ActionResult(
-        table,
-        step.action,
-        time.monotonic() - started,
-        detail,
-        files_before=files[0],
-        bytes_before=files[1],
-    )
+    return ActionResult(table, step.action, time.monotonic() - started, detail)
 
 
 class MaintenanceThread(threading.Thread):

@@ -114,7 +114,20 @@ def _tables_of(catalog: Any, pipeline: PipelineConfig) -> list[str]:
     return names
 
 
-def _table_status(catalog: Any, name: str, pipeline: str) -> TableStatus | None:
+@dataclass
+class _Walk:
+    """What one walk of a table's ancestry tells about a pipeline."""
+
+    status: TableStatus
+    #: Newest committed Kafka timestamp per (topic, partition), from the newest marker.
+    newest: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: Records and seconds over the pipeline's recent commits, if there are two or more.
+    recent: tuple[int, float] | None = None
+
+
+def _walk(catalog: Any, name: str, pipeline: str) -> _Walk | None:
+    """Load a table once and walk its ancestry once: its marker, the newest timestamps and
+    the recent commits' throughput."""
     from pyiceberg.table.snapshots import ancestors_of
 
     try:
@@ -123,47 +136,46 @@ def _table_status(catalog: Any, name: str, pipeline: str) -> TableStatus | None:
         return None
     metadata = table.metadata
     current = table.current_snapshot()
-    summary = current.summary if current is not None else None
-    status = TableStatus(
-        table=name,
-        records=int((summary or {}).get("total-records", 0)),
-        data_files=int((summary or {}).get("total-data-files", 0)),
-        delete_files=int((summary or {}).get("total-delete-files", 0)),
-        snapshots=len(metadata.snapshots),
-        last_commit_ms=None,
-        valid_through_ms=None,
+    totals = _summary(current) if current is not None else {}
+    walk = _Walk(
+        TableStatus(
+            table=name,
+            records=int(totals.get("total-records", 0)),
+            data_files=int(totals.get("total-data-files", 0)),
+            delete_files=int(totals.get("total-delete-files", 0)),
+            snapshots=len(metadata.snapshots),
+            last_commit_ms=None,
+            valid_through_ms=None,
+        )
     )
+    stamps: list[int] = []
+    records = 0
     for snapshot in ancestors_of(current, metadata):
-        found: dict[str, str] = _summary(snapshot)
-        if found.get(PIPELINE) == pipeline and found.get(OFFSETS):
+        found = _summary(snapshot)
+        if found.get(PIPELINE) != pipeline:
+            continue
+        stamps.append(int(snapshot.timestamp_ms))
+        if 1 < len(stamps) <= RECENT_COMMITS + 1:
+            # The oldest commit of the window opens it: its records are before it.
+            records += int(found.get("added-records", 0))
+        status = walk.status
+        if status.last_commit_ms is None and found.get(OFFSETS):
             status.last_commit_ms = int(snapshot.timestamp_ms)
             status.offsets = offsets_from_json(found[OFFSETS])
             valid = found.get(VALID_THROUGH_MS)
             status.valid_through_ms = int(valid) if valid else None
+        if not walk.newest and found.get(MAX_TIMESTAMPS):
+            walk.newest = {
+                (topic, int(p)): int(ts)
+                for topic, parts in json.loads(found[MAX_TIMESTAMPS]).items()
+                for p, ts in parts.items()
+            }
+        if len(stamps) > RECENT_COMMITS and status.last_commit_ms is not None and walk.newest:
             break
-    return status
-
-
-def _throughput(catalog: Any, name: str, pipeline: str) -> tuple[int, float] | None:
-    """Records and seconds over the pipeline's recent commits to one table."""
-    from pyiceberg.table.snapshots import ancestors_of
-
-    table = catalog.load_table(name)
-    stamps: list[int] = []
-    records = 0
-    for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
-        found: dict[str, str] = _summary(snapshot)
-        if found.get(PIPELINE) != pipeline:
-            continue
-        stamps.append(int(snapshot.timestamp_ms))
-        if len(stamps) > 1:  # the oldest commit opens the window, its records are before it
-            records += int(found.get("added-records", 0))
-        if len(stamps) > RECENT_COMMITS:
-            break
-    if len(stamps) < 2 or stamps[0] == stamps[-1]:
-        return None
-    # Newest first: the records of every commit after the oldest, over the time between.
-    return records, (stamps[0] - stamps[-1]) / 1000
+    if len(stamps) >= 2 and stamps[0] != stamps[-1]:
+        window = stamps[: RECENT_COMMITS + 1]
+        walk.recent = records, (window[0] - window[-1]) / 1000
+    return walk
 
 
 def _dead_letters(catalog: Any, pipeline: PipelineConfig) -> dict[str, int]:
@@ -204,11 +216,10 @@ def read_status(
         if names and pipeline.name not in names:
             continue
         problems: list[str] = []
-        tables = [
-            t
-            for n in _tables_of(catalog, pipeline)
-            if (t := _table_status(catalog, n, pipeline.name)) is not None
+        walks = [
+            w for n in _tables_of(catalog, pipeline) if (w := _walk(catalog, n, pipeline.name))
         ]
+        tables = [w.status for w in walks]
         committed: TopicOffsets = {}
         for t in tables:
             for topic, parts in t.offsets.items():
@@ -225,7 +236,10 @@ def read_status(
             except Exception as exc:
                 latest = {}
                 problems.append(f"Kafka's latest offsets unavailable: {str(exc)[:200]}")
-            newest = _newest_stamps(catalog, tables, pipeline.name)
+            newest: dict[tuple[str, int], int] = {}
+            for w in walks:
+                for key, ts in w.newest.items():
+                    newest[key] = max(ts, newest.get(key, ts))
             for topic, parts in sorted(committed.items()):
                 behind = sum(max(0, latest.get(topic, {}).get(p, o) - o) for p, o in parts.items())
                 lag[topic] = behind
@@ -233,9 +247,8 @@ def read_status(
                 known = [s for s in stamps if s is not None]
                 lag_s[topic] = 0.0 if behind == 0 or not known else (now - min(known)) / 1000
         rate = None
-        if tables:
-            best = max(tables, key=lambda t: t.last_commit_ms or 0)
-            measured = _throughput(catalog, best.table, pipeline.name)
+        if walks:
+            measured = max(walks, key=lambda w: w.status.last_commit_ms or 0).recent
             if measured is not None and measured[1] > 0:
                 rate = measured[0] / measured[1]
         valid = [t.valid_through_ms for t in tables if t.valid_through_ms is not None]
@@ -255,23 +268,3 @@ def read_status(
             )
         )
     return found
-
-
-def _newest_stamps(
-    catalog: Any, tables: list[TableStatus], pipeline: str
-) -> dict[tuple[str, int], int]:
-    """Per partition, the newest committed Kafka timestamp (from the markers)."""
-    from pyiceberg.table.snapshots import ancestors_of
-
-    stamps: dict[tuple[str, int], int] = {}
-    for t in tables:
-        table = catalog.load_table(t.table)
-        for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
-            found: dict[str, str] = _summary(snapshot)
-            if found.get(PIPELINE) == pipeline and found.get(MAX_TIMESTAMPS):
-                for topic, parts in json.loads(found[MAX_TIMESTAMPS]).items():
-                    for p, ts in parts.items():
-                        key = (topic, int(p))
-                        stamps[key] = max(int(ts), stamps.get(key, int(ts)))
-                break
-    return stamps

@@ -4,11 +4,14 @@ of the batch is written; nothing is lost."""
 from __future__ import annotations
 
 import json
+from datetime import timezone
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer
 
 from frazil.cli.dlq_cmd import _summarise
+from frazil.engine import dead_capture
 from frazil.engine.runner import run
 from frazil.generate.producer import ensure_topic
 from tests.integration.helpers import payments_pipeline, table_ids
@@ -61,9 +64,25 @@ def _produce(bootstrap: str, topic: str) -> tuple[dict[int, str], dict[int, byte
     return good, bad
 
 
+@pytest.mark.parametrize(
+    "carried",
+    [
+        pytest.param(dead_capture.MAX_CARRIED_BYTES, id="carried-in-the-write"),
+        pytest.param(40, id="some-read-again"),
+        pytest.param(0, id="all-read-again"),
+    ],
+)
 def test_failing_records_go_to_the_table_and_topic_and_the_rest_is_written(
-    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+    spark: Any,
+    make_config: Any,
+    kafka_bootstrap: str,
+    unique: str,
+    carried: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The write carries failing records up to this size (key, value, headers, detail);
+    # larger ones are read again from Kafka after the commit. Every way gives the same rows.
+    monkeypatch.setattr(dead_capture, "MAX_CARRIED_BYTES", carried)
     topic, table, name = f"dlq-{unique}", f"db.dlq_{unique}", f"d_{unique}"
     dlq_table, dlq_topic = f"db.dead_{unique}", f"dead-{unique}"
     ensure_topic(kafka_bootstrap, topic, partitions=1)
@@ -132,6 +151,16 @@ def test_failing_records_go_to_the_table_and_topic_and_the_rest_is_written(
     for offset, msg in by_offset.items():
         assert msg.value() == bad[offset]
         assert msg.key() == f"bad{list(bad).index(offset)}".encode()
+    # The table's Kafka timestamp is the record's, as the topic's header names it.
+    stamps = {
+        int(r["offset"]): int(r["timestamp"].replace(tzinfo=timezone.utc).timestamp() * 1000)
+        for r in spark.sql(
+            f"SELECT offset, to_utc_timestamp(timestamp, current_timezone()) AS timestamp "
+            f"FROM lake.{dlq_table}"
+        ).collect()
+    }
+    for offset, msg in by_offset.items():
+        assert stamps[offset] == int(dict(msg.headers())["frazil.errors.timestamp"])
 
 
 def _dead_offsets(spark: Any, table: str) -> list[tuple[int, int]]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.config.models import PipelineConfig
-from frazil.engine import progress
+from frazil.engine import dead_capture, progress
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.deadletters import DeadLetters
 from frazil.engine.events import BatchSkipped, BatchStarted, CommitEvent, Event, SchemaEvolved
@@ -140,6 +140,7 @@ class BatchHandler:
     _previous: tuple[int, TopicOffsets] | None = None
     #: The partitions the last batch left behind their end offset.
     _previous_lagging: set[tuple[str, int]] = field(default_factory=set)
+    _budget: int | None = None
     _query_id_set: threading.Event = field(default_factory=threading.Event)
     _busy: threading.Lock = field(default_factory=threading.Lock)
     _stats_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -509,6 +510,12 @@ class BatchHandler:
             target.view = TableView.read(self._spark(), java)
         return target.view
 
+    def _carry_budget(self) -> int:
+        """Bytes of failing records a batch's write may carry to the driver."""
+        if self._budget is None:
+            self._budget = dead_capture.driver_budget(self._spark())
+        return self._budget
+
     def _spark(self) -> SparkSession:
         assert self.tables is not None, "a BatchHandler writes through its TableSet"
         return self.tables.spark
@@ -632,27 +639,27 @@ class BatchHandler:
             ]
             selected = written.where(error.isNull() if keep is None else error.isNull() & keep)
         else:
-            # Failing records leave the write for the dead-letter queue; where they are is
-            # observed in the same pass (their bytes are read again after the commit).
+            # Failing records leave the write for the dead-letter queue; they are observed
+            # in the same pass, with their raw bytes where these fit (engine/dead_capture.py).
             error = columns.error
             mine = frame if routed is None else frame.where(F.col(_ROUTE_TABLE) == target.name)
             own = _own_error(error, routed is not None)
             failing = Observation(f"frazil_dead_{uuid.uuid4().hex}")
+            limit = (
+                # A routed batch is cached: its failing records are read from the cache.
+                0
+                if routed is not None
+                else dead_capture.carry_limit(
+                    self._carry_budget(),
+                    dead_capture.records_upper_bound(
+                        ctx.planned, ctx.start or (state.marker.offsets if state.marker else None)
+                    ),
+                )
+            )
             appended = mine.where(F.col(c.OP).isin(*c.WRITTEN_OPS)).observe(
                 failing,
                 F.count(own).alias("bad"),
-                F.collect_list(
-                    F.when(
-                        own.isNotNull(),
-                        F.struct(
-                            F.col(c.TOPIC),
-                            F.col(c.PARTITION),
-                            F.col(c.OFFSET),
-                            own["stage"],
-                            own["reason"],
-                        ),
-                    )
-                ).alias("at"),
+                dead_capture.observed(own, limit, c.HEADERS in frame.columns).alias("at"),
             )
             good = (
                 F.when(_learnable(error), _failure()).otherwise(error.isNull())
@@ -692,10 +699,15 @@ class BatchHandler:
             raise _BadRecords(frame.where(wanted).select(*columns.rows())) from None
         progress.check_no_interleaving(target.table, state, marker)
         written_bytes = target.table.current_total("added-files-size")
-        if failing is not None and int(failing.get.get("bad") or 0):
-            self._dead_letters_of(ctx, frame, target, routed, failing.get.get("at") or [])
+        found = (
+            None
+            if failing is None
+            else dead_capture.Failing.observed(self._spark().sparkContext._jvm, failing)
+        )
+        if found is not None:
+            self._dead_letters_of(ctx, frame, target, routed, found)
         if failing_at:
-            self._dead_letters_of(ctx, frame, target, routed, failing_at)
+            self._dead_letters_of(ctx, frame, target, routed, dead_capture.Failing.at(failing_at))
         if observation is not None:
             seen = observation.get
             records = int(seen.get("records") or 0)
@@ -743,12 +755,14 @@ class BatchHandler:
         frame: DataFrame,
         target: Target,
         routed: _TableStats | None,
-        at: list[Any] | None,
+        seen: dead_capture.Failing | None,
     ) -> None:
         """Send a table's failing records of the batch to the dead-letter queue.
 
-        ``at`` lists where they are (topic, partition, offset): only those raw records are
-        read and decoded again. None (a replayed batch) looks at the whole batch.
+        ``seen`` lists them as the write found them: where they are (topic, partition,
+        offset) and, for those it carried (:func:`dead_capture.observed`), their raw record;
+        the others are read and decoded again. None (a replayed batch) looks at the whole
+        batch.
         """
         from pyspark.sql import functions as F
 
@@ -758,28 +772,67 @@ class BatchHandler:
             time.sleep(float(pause))
         schema = self.plan.schema_of(ctx.batch)
         columns = self._adapt(schema, target, ctx.batch_id, routed.with_values if routed else None)
-        source = frame
-        if at is not None and len(at) > _MAX_POSITIONS:
-            at = None  # many: read the whole batch again rather than build a huge filter
-        if at is not None:
-            source = self.plan.run(ctx.batch.where(_raw_positions(at)))
-        if routed is not None:
-            if _ROUTE_TABLE not in source.columns:  # planned again: one row per table
-                source = source.select(F.explode_outer(F.col(c.TABLE)).alias(_ROUTE_TABLE), "*")
-            source = source.where(F.col(_ROUTE_TABLE) == target.name)
-        own = _own_error(columns.error, routed is not None)
-        bad = source.where(F.col(c.OP).isin(*c.WRITTEN_OPS) & own.isNotNull())
         started = time.monotonic()
-        self.dead_letters.write(
-            bad,
-            own,
-            planned=ctx.planned,
-            lagging=ctx.lagging,
-            batch_id=ctx.batch_id,
-            query_id=self._query_id or "",
-            seen=None if at is None else [tuple(r) for r in at],
-            source="" if routed is None else target.name,
-        )
+        own = _own_error(columns.error, routed is not None)
+        headers = c.HEADERS in frame.columns
+        bad: DataFrame | None
+        if self.cached or seen is None:
+            # The cache holds the batch's raw records; a replay (None) looks at all of it.
+            source = frame
+            if routed is not None:
+                source = source.where(F.col(_ROUTE_TABLE) == target.name)
+            bad = source.where(F.col(c.OP).isin(*c.WRITTEN_OPS) & own.isNotNull()).select(
+                *_dead_source_columns(headers), own.alias(dead_capture.ERROR_COLUMN)
+            )
+        elif not seen.missing:
+            # Every one carried in the write's pass: no Spark job at all.
+            self.dead_letters.write_carried(
+                seen.records,
+                seen.carried_rows if self.dead_letters.topic is not None else list,
+                headers,
+                planned=ctx.planned,
+                lagging=ctx.lagging,
+                batch_id=ctx.batch_id,
+                query_id=self._query_id or "",
+                seen=seen.positions,
+                source="" if routed is None else target.name,
+            )
+            bad = None
+        else:
+            # Carried in the write's pass; only records too large for that are read again.
+            parts = []
+            missing = seen.missing
+            if len(missing) > _MAX_POSITIONS:
+                # Many: read the whole batch again rather than build a huge filter.
+                parts.append(frame)
+            else:
+                carried = seen.carried_rows()
+                if carried:
+                    parts.append(dead_capture.carried_frame(self._spark(), carried, headers))
+                if missing:
+                    parts.append(self.plan.run(ctx.batch.where(_raw_positions(missing))))
+            parts = [
+                part
+                if dead_capture.ERROR_COLUMN in part.columns
+                else part.where(F.col(c.OP).isin(*c.WRITTEN_OPS) & own.isNotNull()).select(
+                    *_dead_source_columns(headers), own.alias(dead_capture.ERROR_COLUMN)
+                )
+                for part in parts
+            ]
+            bad = parts[0]
+            for part in parts[1:]:
+                bad = bad.unionByName(part)
+        if bad is not None:
+            self.dead_letters.write(
+                bad,
+                F.col(dead_capture.ERROR_COLUMN),
+                planned=ctx.planned,
+                lagging=ctx.lagging,
+                batch_id=ctx.batch_id,
+                query_id=self._query_id or "",
+                seen=None if seen is None else seen.positions,
+                source="" if routed is None else target.name,
+            )
         log.info(
             "%s: batch %d: dead letters of %s sent in %.2fs",
             self.pipeline.name,
@@ -992,24 +1045,29 @@ def _own_error(error: Column, routed: bool) -> Column:
     return F.when(F.col(c.ERROR).isNull(), error) if routed else error
 
 
-def _raw_positions(at: list[Any]) -> Column:
-    """A condition on the raw Kafka rows selecting the records at ``at`` (topic, partition,
-    offset)."""
+def _raw_positions(
+    at: list[Any], names: tuple[str, str, str] = ("topic", "partition", "offset")
+) -> Column:
+    """A condition selecting the records at ``at`` (topic, partition, offset), on the raw
+    Kafka rows or on the columns ``names``."""
     from pyspark.sql import functions as F
 
+    topic, partition, offset = (F.col(n) for n in names)
     by_partition: dict[tuple[str, int], list[int]] = {}
     for row in at:
         by_partition.setdefault((str(row[0]), int(row[1])), []).append(int(row[2]))
     condition: Column | None = None
-    for (topic, partition), offsets in sorted(by_partition.items()):
-        part = (
-            (F.col("topic") == topic)
-            & (F.col("partition") == partition)
-            & F.col("offset").isin(*sorted(offsets))
-        )
+    for (name, number), offsets in sorted(by_partition.items()):
+        part = (topic == name) & (partition == number) & offset.isin(*sorted(offsets))
         condition = part if condition is None else condition | part
     assert condition is not None
     return condition
+
+
+def _dead_source_columns(headers: bool) -> list[str]:
+    """The batch columns the dead-letter queue reads (the raw record and its position)."""
+    names = [c.KEY, c.VALUE, c.TOPIC, c.PARTITION, c.OFFSET, c.TIMESTAMP_MS]
+    return [*names, c.HEADERS] if headers else names
 
 
 def _mapping_text(java_table: Any) -> str | None:

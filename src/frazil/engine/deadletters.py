@@ -11,14 +11,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import FrazilConfig, PipelineConfig
 from frazil.engine import progress
 from frazil.errors import PipelineError
 from frazil.sink.deadletter import (
+    ERROR_CLASSES,
     DeadLetterTopic,
+    carried_topic_rows,
     dead_letter_columns,
     dlq_schema,
     dlq_settings,
@@ -143,6 +146,58 @@ class DeadLetters:
                 found = dict(Counter((str(s[3]), str(s[4])) for s in seen))
         finally:
             rows.unpersist()
+        self._counted(found)
+
+    def write_carried(
+        self,
+        records: Any,
+        rows: Callable[[], list[Any]],
+        has_headers: bool,
+        *,
+        planned: TopicOffsets,
+        lagging: set[tuple[str, int]],
+        batch_id: int,
+        query_id: str,
+        seen: list[tuple[str, int, int, str, str]],
+        source: str = "",
+    ) -> None:
+        """Send failing records carried out of the write's own pass (no Spark job): to the
+        topic from ``rows``, then to the table from ``records`` in one commit with the
+        marker, its data files written in the driver (:class:`dev.frazil.spark.DeadLetterFiles`).
+
+        Args:
+            records: The observed records, a JVM ``List<Row>``
+                (:func:`frazil.engine.dead_capture.observed`), every one carried.
+            rows: The same records in Python (asked for only when the topic needs them).
+            seen: Their positions, stages and reasons.
+        """
+        if self.topic is not None:
+            self.topic.send(carried_topic_rows(rows(), self.pipeline, has_headers))
+        if self.table is not None:
+            with self._commits:
+                state, marker = self._next_marker(
+                    marker_name(self.pipeline, source), planned, lagging, batch_id, query_id
+                )
+                covered = state.marker.offsets if state.marker is not None else {}
+                if not _all_covered(covered, seen):
+                    jvm = self.table.spark.sparkContext._jvm
+                    assert jvm is not None
+                    jvm.dev.frazil.spark.DeadLetterFiles.append(
+                        self.table.java,
+                        records,
+                        has_headers,
+                        self.pipeline,
+                        dict(ERROR_CLASSES),
+                        {
+                            f"{t}\u0000{p}": o
+                            for t, parts in covered.items()
+                            for p, o in parts.items()
+                        },
+                        marker.to_summary(),
+                    )
+        self._counted(dict(Counter((str(s[3]), str(s[4])) for s in seen)))
+
+    def _counted(self, found: dict[tuple[str, str], int]) -> None:
         with self._lock:
             self.counts.update(found)
         for (stage, reason), n in sorted(found.items()):
@@ -163,6 +218,24 @@ class DeadLetters:
         from frazil import columns as c
 
         assert self.table is not None
+        state, marker = self._next_marker(name, planned, lagging, batch_id, query_id)
+        covered = state.marker.offsets if state.marker is not None else {}
+        if seen is not None and _all_covered(covered, seen):
+            return  # a replayed batch whose dead letters the table has
+        keep = progress.offset_filter(state.marker)
+        fresh = (rows if keep is None else rows.where(keep)).drop(c.TOPIC, c.PARTITION, c.OFFSET)
+        append_rows(fresh, self.table.name, marker.to_summary())
+
+    def _next_marker(
+        self,
+        name: str,
+        planned: TopicOffsets,
+        lagging: set[tuple[str, int]],
+        batch_id: int,
+        query_id: str,
+    ) -> tuple[progress.TableState, progress.Marker]:
+        """The dead-letter table's marker ``name`` now, and the one this batch commits."""
+        assert self.table is not None
         self.table.refresh()
         state = progress.find_marker(self.table, name)
         marker = progress.next_marker(
@@ -174,12 +247,11 @@ class DeadLetters:
             batch_id=batch_id,
             query_id=query_id,
         )
-        covered = state.marker.offsets if state.marker is not None else {}
-        if seen is not None and all(
-            offset < covered.get(topic, {}).get(partition, 0)
-            for topic, partition, offset, *_ in seen
-        ):
-            return  # a replayed batch whose dead letters the table has
-        keep = progress.offset_filter(state.marker)
-        fresh = (rows if keep is None else rows.where(keep)).drop(c.TOPIC, c.PARTITION, c.OFFSET)
-        append_rows(fresh, self.table.name, marker.to_summary())
+        return state, marker
+
+
+def _all_covered(covered: TopicOffsets, seen: list[tuple[str, int, int, str, str]]) -> bool:
+    """Whether every record of ``seen`` is below the offsets ``covered`` (already written)."""
+    return all(
+        offset < covered.get(topic, {}).get(partition, 0) for topic, partition, offset, *_ in seen
+    )

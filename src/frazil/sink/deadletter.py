@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
@@ -166,7 +167,7 @@ class DeadLetterTopic:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise KafkaError(f"cannot create dead-letter topic {self.topic!r}: {exc}") from None
 
-    def send(self, rows: Iterable[Row]) -> int:
+    def send(self, rows: Iterable[Row] | Iterable[dict[str, Any]]) -> int:
         """Send ``rows`` (:func:`dead_letter_columns`) and wait until Kafka has them all.
 
         Returns:
@@ -221,6 +222,32 @@ class DeadLetterTopic:
                 + (f" ({failures[0]})" if failures else " (timed out)")
             )
         return sent
+
+
+def carried_topic_rows(
+    rows: Iterable[Any], pipeline: str, has_headers: bool
+) -> Iterator[dict[str, Any]]:
+    """Dead-letter rows (as :func:`dead_letter_columns` makes them) of records carried out of
+    the write's pass (:func:`frazil.engine.dead_capture.observed`), for the topic."""
+    for row in rows:
+        raw = row[5]
+        stamp = raw[2]
+        yield {
+            "key": raw[0],
+            "value": raw[1],
+            "headers": raw[3] if has_headers else None,
+            "topic": row[0],
+            "partition": row[1],
+            "offset": row[2],
+            "timestamp": None
+            if stamp is None
+            else datetime.fromtimestamp(stamp / 1000, tz=timezone.utc),
+            "stage": row[3],
+            "reason": row[4],
+            "detail": raw[-1],
+            "error_class": ERROR_CLASSES.get(row[3], "FrazilError"),
+            "pipeline": pipeline,
+        }
 
 
 def _bytes(value: Any) -> bytes | None:

@@ -74,6 +74,7 @@ class IcebergTable:
 
     def __init__(self, spark: SparkSession, name: str) -> None:
         catalog, *parts = split_name(name)
+        self.spark = spark
         self.name = name
         self._table: Any = iceberg_catalog(spark, catalog).loadTable(identifier(spark, parts))
 

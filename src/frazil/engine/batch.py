@@ -651,9 +651,8 @@ class BatchHandler:
                 if routed is not None
                 else dead_capture.carry_limit(
                     self._carry_budget(),
-                    dead_capture.records_upper_bound(
-                        ctx.planned, ctx.start or (state.marker.offsets if state.marker else None)
-                    ),
+                    # Not from the table's marker: a re-planned batch may start below it.
+                    dead_capture.records_upper_bound(ctx.planned, ctx.start),
                 )
             )
             appended = mine.where(F.col(c.OP).isin(*c.WRITTEN_OPS)).observe(
@@ -1045,20 +1044,21 @@ def _own_error(error: Column, routed: bool) -> Column:
     return F.when(F.col(c.ERROR).isNull(), error) if routed else error
 
 
-def _raw_positions(
-    at: list[Any], names: tuple[str, str, str] = ("topic", "partition", "offset")
-) -> Column:
-    """A condition selecting the records at ``at`` (topic, partition, offset), on the raw
-    Kafka rows or on the columns ``names``."""
+def _raw_positions(at: list[Any]) -> Column:
+    """A condition on the raw Kafka rows selecting the records at ``at`` (topic, partition,
+    offset)."""
     from pyspark.sql import functions as F
 
-    topic, partition, offset = (F.col(n) for n in names)
     by_partition: dict[tuple[str, int], list[int]] = {}
     for row in at:
         by_partition.setdefault((str(row[0]), int(row[1])), []).append(int(row[2]))
     condition: Column | None = None
-    for (name, number), offsets in sorted(by_partition.items()):
-        part = (topic == name) & (partition == number) & offset.isin(*sorted(offsets))
+    for (topic, partition), offsets in sorted(by_partition.items()):
+        part = (
+            (F.col("topic") == topic)
+            & (F.col("partition") == partition)
+            & F.col("offset").isin(*sorted(offsets))
+        )
         condition = part if condition is None else condition | part
     assert condition is not None
     return condition

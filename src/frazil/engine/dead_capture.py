@@ -9,7 +9,9 @@ second decode. Records too large to carry are read again by position after the c
 
 Memory stays bounded whatever the batch holds: a record is carried only if its raw bytes fit
 ``budget / records in the batch``, so even a batch whose every record fails carries at most
-the budget (an eighth of the driver's memory) in raw bytes.
+the budget (a sixteenth of the driver's heap, and a quarter of ``spark.driver.maxResultSize``)
+in raw bytes; the few copies Spark makes on the way (task buffers, task results, the merged
+row) stay well within the heap.
 """
 
 from __future__ import annotations
@@ -27,22 +29,35 @@ if TYPE_CHECKING:
 
 #: Largest raw record (key + value + headers + error detail) carried in the write's pass.
 MAX_CARRIED_BYTES = 64 * 1024
-#: Bytes counted per failing record besides its raw bytes (position, stage, reason, and the
-#: Python objects holding them).
-_RECORD_OVERHEAD = 256
+#: Bytes counted per failing record besides its raw bytes (position, stage, reason).
+_RECORD_OVERHEAD = 128
 #: The carried records' error column, in the DataFrame handed to the dead-letter queue.
 ERROR_COLUMN = "__frazil_dead_error"
 #: Raw columns carried, in the observed struct's order (headers only when read).
 _RAW = (c.KEY, c.VALUE, c.TIMESTAMP_MS)
-_SIZES = {"k": 1, "m": 2**10, "g": 2**20, "t": 2**30}
+_SIZES = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 
 def driver_budget(spark: SparkSession) -> int:
-    """Bytes of failing records one batch may carry: an eighth of the driver's memory."""
-    memory = str(spark.sparkContext.getConf().get("spark.driver.memory", "1g")).strip().lower()
-    match = re.fullmatch(r"(\d+)([kmgt]?)b?", memory)
-    kib = int(match.group(1)) * _SIZES.get(match.group(2) or "k", 1) if match else 2**20
-    return kib * 1024 // 8
+    """Bytes of failing records one batch may carry: a sixteenth of the driver's heap, and a
+    quarter of ``spark.driver.maxResultSize`` (observed metrics travel in task results,
+    which count against it; a job over it fails)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    heap = int(jvm.java.lang.Runtime.getRuntime().maxMemory())
+    budget = heap // 16
+    results = _bytes(str(spark.sparkContext.getConf().get("spark.driver.maxResultSize", "1g")))
+    if results > 0:  # 0: no limit
+        budget = min(budget, results // 4)
+    return budget
+
+
+def _bytes(size: str) -> int:
+    """A Spark size (``1g``, ``512m``, ``2048``: MiB without a unit) in bytes."""
+    match = re.fullmatch(r"(\d+)([kmgt]?)b?", size.strip().lower())
+    if match is None:
+        return 2**30
+    return int(match.group(1)) * _SIZES[match.group(2) or "m"]
 
 
 def records_upper_bound(planned: TopicOffsets, start: TopicOffsets | None) -> int:
@@ -87,7 +102,9 @@ def observed(error: Column, limit: int, has_headers: bool) -> Column:
             F.lit(0),
         )
         raw.append(F.col(c.HEADERS))
-    carried = F.when(size <= F.lit(limit), F.struct(*raw, error["detail"].alias("detail")))
+    record = F.struct(*raw, error["detail"].alias("detail"))
+    # A limit of 0 carries nothing, not even a record without bytes (a tombstone).
+    carried = F.when(size <= F.lit(limit) if limit > 0 else F.lit(False), record)
     return F.collect_list(
         F.when(
             error.isNotNull(),

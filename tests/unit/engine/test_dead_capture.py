@@ -36,28 +36,33 @@ def test_failing_records_known_by_position_are_all_read_again() -> None:
     assert failing.carried_rows() == []
 
 
-class _Conf:
-    def __init__(self, memory: str | None) -> None:
-        self.memory = memory
-
-    def get(self, key: str, default: str) -> str:
-        assert key == "spark.driver.memory"
-        return default if self.memory is None else self.memory
-
-
 class _Spark:
-    def __init__(self, memory: str | None) -> None:
-        conf = _Conf(memory)
+    """What :func:`dead_capture.driver_budget` reads of a session: heap and one setting."""
 
-        class _Context:
-            def getConf(self) -> _Conf:
-                return conf
+    def __init__(self, heap: int, max_result: str | None) -> None:
+        runtime = type("Runtime", (), {"maxMemory": lambda self: heap})()
+        lang = type(
+            "Lang", (), {"Runtime": type("R", (), {"getRuntime": staticmethod(lambda: runtime)})}
+        )
+        conf = {} if max_result is None else {"spark.driver.maxResultSize": max_result}
+        context = type(
+            "Context",
+            (),
+            {
+                "_jvm": type("Jvm", (), {"java": type("Java", (), {"lang": lang})})(),
+                "getConf": lambda self: type(
+                    "Conf", (), {"get": lambda self, key, default: conf.get(key, default)}
+                )(),
+            },
+        )
+        self.sparkContext = context()
 
-        self.sparkContext = _Context()
 
-
-def test_driver_budget_is_an_eighth_of_the_driver_memory() -> None:
-    assert dead_capture.driver_budget(_Spark("4g")) == 512 * 2**20  # type: ignore[arg-type]
-    assert dead_capture.driver_budget(_Spark("512m")) == 64 * 2**20  # type: ignore[arg-type]
-    assert dead_capture.driver_budget(_Spark(None)) == 128 * 2**20  # type: ignore[arg-type]
-    assert dead_capture.driver_budget(_Spark("2G")) == 256 * 2**20  # type: ignore[arg-type]
+def test_driver_budget_is_a_sixteenth_of_the_heap_within_the_result_size() -> None:
+    gib = 2**30
+    # maxResultSize 1g by default: a quarter of it caps large heaps.
+    assert dead_capture.driver_budget(_Spark(gib, None)) == gib // 16  # type: ignore[arg-type]
+    assert dead_capture.driver_budget(_Spark(16 * gib, None)) == gib // 4  # type: ignore[arg-type]
+    assert dead_capture.driver_budget(_Spark(16 * gib, "0")) == gib  # type: ignore[arg-type]
+    assert dead_capture.driver_budget(_Spark(16 * gib, "2048")) == 2 * gib // 4  # type: ignore[arg-type]
+    assert dead_capture.driver_budget(_Spark(4 * gib, "100m")) == 25 * 2**20  # type: ignore[arg-type]

@@ -27,6 +27,7 @@ import org.apache.iceberg.data.GenericRecord;
 import org.apache.iceberg.data.InternalRecordWrapper;
 import org.apache.iceberg.data.Record;
 import org.apache.iceberg.encryption.EncryptedOutputFile;
+import org.apache.iceberg.exceptions.CommitStateUnknownException;
 import org.apache.iceberg.io.DataWriter;
 import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.types.Type;
@@ -118,34 +119,39 @@ public final class DeadLetterFiles {
                 .getOrDefault(
                     TableProperties.DEFAULT_FILE_FORMAT, TableProperties.DEFAULT_FILE_FORMAT_DEFAULT));
     GenericAppenderFactory appenders = new GenericAppenderFactory(schema, spec);
+    // The table's own write settings (codec, metrics, row-group size), as Spark's writes use.
+    appenders.setAll(table.properties());
     OutputFileFactory files =
         OutputFileFactory.builderFor(table, 1, System.nanoTime())
             .format(format)
             .operationId(UUID.randomUUID().toString())
             .build();
-    AppendFiles append = table.newFastAppend();
-    for (Map.Entry<PartitionKey, List<Record>> entry : byPartition.entrySet()) {
-      PartitionKey partitionKey = spec.isUnpartitioned() ? null : entry.getKey();
-      EncryptedOutputFile out = files.newOutputFile(spec, partitionKey);
-      DataWriter<Record> writer = appenders.newDataWriter(out, format, partitionKey);
-      try {
-        for (Record record : entry.getValue()) {
-          writer.write(record);
-        }
-      } finally {
+    List<DataFile> written = new ArrayList<>();
+    try {
+      for (Map.Entry<PartitionKey, List<Record>> entry : byPartition.entrySet()) {
+        PartitionKey partitionKey = spec.isUnpartitioned() ? null : entry.getKey();
+        written.add(write(appenders, files.newOutputFile(spec, partitionKey), format, partitionKey,
+            entry.getValue()));
+      }
+      // A merging append, as Spark's: the dead-letter table's manifests do not pile up.
+      AppendFiles append = table.newAppend();
+      written.forEach(append::appendFile);
+      for (Map.Entry<String, String> entry : summary.entrySet()) {
+        append.set(entry.getKey(), entry.getValue());
+      }
+      append.commit();
+    } catch (CommitStateUnknownException e) {
+      throw e; // the files may be in the table: leave them
+    } catch (RuntimeException e) {
+      for (DataFile file : written) {
         try {
-          writer.close();
-        } catch (IOException e) {
-          throw new UncheckedIOException(e);
+          table.io().deleteFile(file.location());
+        } catch (RuntimeException suppressed) {
+          e.addSuppressed(suppressed);
         }
       }
-      DataFile file = writer.toDataFile();
-      append.appendFile(file);
+      throw e;
     }
-    for (Map.Entry<String, String> entry : summary.entrySet()) {
-      append.set(entry.getKey(), entry.getValue());
-    }
-    append.commit();
     return count;
   }
 
@@ -169,6 +175,37 @@ public final class DeadLetterFiles {
       }
     }
     return JSON.writeValueAsString(out);
+  }
+
+  private static DataFile write(
+      GenericAppenderFactory appenders,
+      EncryptedOutputFile out,
+      FileFormat format,
+      PartitionKey partition,
+      List<Record> records) {
+    DataWriter<Record> writer = appenders.newDataWriter(out, format, partition);
+    RuntimeException failure = null;
+    try {
+      for (Record record : records) {
+        writer.write(record);
+      }
+    } catch (RuntimeException e) {
+      failure = e;
+    }
+    try {
+      writer.close();
+    } catch (IOException e) {
+      UncheckedIOException closing = new UncheckedIOException(e);
+      if (failure == null) {
+        failure = closing;
+      } else {
+        failure.addSuppressed(closing);
+      }
+    }
+    if (failure != null) {
+      throw failure;
+    }
+    return writer.toDataFile();
   }
 
   private static void setIfPresent(GenericRecord record, Schema schema, String name, Object value) {

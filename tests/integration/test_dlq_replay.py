@@ -100,3 +100,57 @@ def test_an_interrupted_replay_is_finished_not_repeated(
     counts = Counter(table_ids(spark, table))
     assert len(counts) == 26 and max(counts.values()) == 1
     assert _dead(spark, dead) == [("decode", "-"), ("transform", "x")]
+
+
+def test_a_routed_pipeline_replays_into_its_tables_and_a_new_one(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, name, dead = f"rr-{unique}", f"rr_{unique}", f"db.rrdead_{unique}"
+    debit, credit = f"db.rr_debit_{unique}", f"db.rr_credit_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+
+    def send(kind: str, i: int) -> None:
+        value = {"id": f"{kind}{i}", "type": kind, "n": i}
+        producer.produce(topic, json.dumps(value).encode(), partition=i % 2)
+
+    for i in range(10):
+        send("debit", i)
+        if i < 6:
+            send("credit", i)
+        if i < 2:
+            send("other", i)
+    producer.flush(10)
+    pipeline: dict[str, Any] = {
+        "name": name,
+        "topics": [topic],
+        "schema": {"id": "string", "type": "string", "n": "long"},
+        "route": {"field": "type", "tables": {"debit": debit}, "default": "fail"},
+        "errors": {"tolerance": "all", "dlq_table": dead},
+    }
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+    assert sorted(table_ids(spark, debit)) == sorted(f"debit{i}" for i in range(10))
+    assert [s for s, _ in _dead(spark, dead)] == ["route"] * 8
+
+    # The fix: credits get a table of their own (created by the replay); "other" still fails.
+    pipeline["route"] = {
+        "field": "type",
+        "tables": {"debit": debit, "credit": credit},
+        "default": "fail",
+    }
+    config = make_config([pipeline])
+    report = replay(spark, config, config.pipelines[0])
+
+    assert (report.replayed, report.written, report.failed_again) == (8, 6, 2)
+    assert sorted(table_ids(spark, credit)) == sorted(f"credit{i}" for i in range(6))
+    assert sorted(table_ids(spark, debit)) == sorted(f"debit{i}" for i in range(10))
+    assert _dead(spark, dead) == [("route", "other0"), ("route", "other1")]
+
+    # The next run takes the new table as one of the pipeline's and goes on from its marker.
+    send("credit", 99)
+    producer.flush(10)
+    run(config, until_caught_up=True, spark=spark)
+    assert sorted(table_ids(spark, credit)) == sorted(
+        [f"credit{i}" for i in range(6)] + ["credit99"]
+    )
+    assert len(table_ids(spark, debit)) == 10

@@ -139,7 +139,7 @@ def replay(
 ) -> None:
     """Re-ingest a pipeline's dead letters (after a fix), exactly once.
 
-    Records that succeed now go to the pipeline's table, those that fail again go back to the dead-letter table with their new reason, and the replayed ones leave it.
+    Records that succeed now go to the pipeline's table(s), those that fail again go back to the dead-letter table with their new reason, and the replayed ones leave it.
     """  # noqa: E501 (one line: Typer keeps a docstring's line breaks in --help)
     from frazil.engine.replay import replay as replay_dead_letters
     from frazil.engine.session import build_spark

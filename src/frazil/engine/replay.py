@@ -4,7 +4,8 @@ After a fix (a schema change, a new transform, a corrected route), the dead-lett
 records of a pipeline are read back as the Kafka records they were and run through the
 pipeline's plan:
 
-1. records that now succeed are appended to the pipeline's table;
+1. records that now succeed are appended to the table(s) the pipeline routes them to (a
+   routed pipeline's new table is created, with a marker so that runs adopt it);
 2. records that fail again are appended to the dead-letter table with their new reason;
 3. the replayed records are deleted from the dead-letter table.
 
@@ -27,8 +28,10 @@ from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.engine import progress
 from frazil.engine.plan import build_plan
 from frazil.engine.shape import resolve_shape
+from frazil.engine.tables import TableSet, Target
 from frazil.errors import ConfigError, PipelineError
 from frazil.route.rules import build_route
 from frazil.sink.deadletter import dead_letter_columns
@@ -38,6 +41,7 @@ from frazil.sink.table import qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -72,17 +76,12 @@ def replay(
     """Replay the pipeline's dead letters (of ``stage``, failed since ``since``).
 
     Raises:
-        ConfigError: The pipeline has no dead-letter table, or routes to several tables.
+        ConfigError: The pipeline has no dead-letter table, or upserts (replay appends).
     """
     if pipeline.errors.dlq_table is None:
         raise ConfigError(
             f"pipeline {pipeline.name!r} has no dead-letter table (errors.dlq_table): "
             "nothing to replay"
-        )
-    if pipeline.table is None:
-        raise ConfigError(
-            f"pipeline {pipeline.name!r} routes records to several tables; replaying dead "
-            "letters is supported for pipelines with one table so far"
         )
     if pipeline.write.merges:
         raise ConfigError(
@@ -91,7 +90,6 @@ def replay(
         )
     catalog = config.catalog.name
     dead = IcebergTable(spark, qualified(catalog, pipeline.errors.dlq_table))
-    target = IcebergTable(spark, qualified(catalog, pipeline.table))
     open_replay = _open_replay(dead, pipeline.name)
     resumed = open_replay is not None
     fingerprint = _fingerprint(pipeline)
@@ -120,7 +118,7 @@ def replay(
         if not resumed:
             # Opened before anything is written: a crash from here on is finished next time.
             dead.commit_summary_only({REPLAY + pipeline.name: replay_id})
-        written, failed = _run(spark, config, pipeline, source, target, dead, replay_id)
+        written, failed = _run(spark, config, pipeline, source, dead, replay_id)
         # Rows that failed before the replay began; the ones it sent back are newer.
         _delete(spark, dead.name, source, pipeline.name)
         dead.refresh()
@@ -198,17 +196,22 @@ def _run(
     config: FrazilConfig,
     pipeline: PipelineConfig,
     source: DataFrame,
-    target: IcebergTable,
     dead: IcebergTable,
     replay_id: str,
 ) -> tuple[int, int]:
-    """Write what succeeds now and send back what fails again (each step once)."""
+    """Write what succeeds now to its table(s) and send back what fails again (each table's
+    append and the send-back once: each commit is named by the replay)."""
     from pyspark.sql import functions as F
 
-    assert pipeline.table is not None
-    shape = resolve_shape(spark, config, pipeline, target.name)
-    plan = build_plan(pipeline, shape.value, shape.key, shape.chain, build_route(pipeline))
-    # The dead letters as the Kafka records they were.
+    catalog = config.catalog.name
+    route = build_route(pipeline)
+    tables = TableSet(spark, catalog, pipeline, route)
+    single = pipeline.table
+    shape = resolve_shape(
+        spark, config, pipeline, qualified(catalog, single) if single is not None else None
+    )
+    plan = build_plan(pipeline, shape.value, shape.key, shape.chain, route)
+    # The dead letters as the Kafka records they were; one row per record and table.
     raw = source.select(
         "key",
         "value",
@@ -219,44 +222,159 @@ def _run(
         "timestamp",
         F.lit(0).alias("timestampType"),
     )
-    planned = plan.run(raw).where(F.col(c.OP) == c.OP_APPEND).cache()
+    planned = plan.run(raw).select(F.explode_outer(F.col(c.TABLE)).alias(_TABLE), "*").cache()
     try:
-        settings = pipeline.settings_for(pipeline.table)
         user = c.user_schema(planned.schema)
-        target.refresh()
-        view = TableView.read(spark, target.java)
-        diff = compare(user, view, settings)
-        if diff.desired is not None:
-            evolve(
-                spark,
-                target.java,
-                diff.desired,
-                diff.additions,
-                pipeline=pipeline.name,
-                batch_id=-1,
-                name=pipeline.table,
+        # Records failing before routing (decode, transform, route) have one row each.
+        once = F.coalesce(F.col(_TABLE) == F.col(c.TABLE)[0], F.lit(True))
+        failing = [
+            planned.where(F.col(c.ERROR).isNotNull() & once).select(
+                *dead_letter_columns(pipeline.name, F.col(c.ERROR), True)
             )
-            target.refresh()
-            view = TableView.read(spark, target.java)
-            diff = compare(user, view, settings)
-        columns = write_columns(planned.schema, view, diff, pipeline.table)
-        good = planned.where(columns.error.isNull())
-        bad = planned.where(columns.error.isNotNull())
-        written, failed = good.count(), bad.count()
-        if written and not _committed(target, REPLAY + pipeline.name, replay_id):
-            options = {"check-nullability": "false"} if view.required else {}
-            append_rows(
-                good.select(*columns.table),
-                target.name,
-                {REPLAY + pipeline.name: replay_id},
-                options,
-            )
-        if failed and not _committed(dead, FAILED + pipeline.name, replay_id):
-            rows = bad.select(*dead_letter_columns(pipeline.name, columns.error, True))
-            append_rows(rows, dead.name, {FAILED + pipeline.name: replay_id})
+        ]
+        routed = planned.where(
+            F.col(c.ERROR).isNull() & (F.col(c.OP) == c.OP_APPEND) & F.col(_TABLE).isNotNull()
+        )
+        values = _with_values(routed, user)
+        known = tables.known()
+        written = 0
+        for name in sorted(values):
+            target = known.get(name)
+            if target is None:
+                target = _create(tables, pipeline, name, user, values[name], known)
+                known[name] = target
+            rows = routed.where(F.col(_TABLE) == name)
+            good, bad = _write_table(spark, pipeline, target, rows, values[name], replay_id)
+            written += good
+            failing.append(bad)
+        back = failing[0]
+        for part in failing[1:]:
+            back = back.unionByName(part)
+        back = back.cache()
+        try:
+            failed = back.count()
+            if failed and not _committed(dead, FAILED + pipeline.name, replay_id):
+                append_rows(back, dead.name, {FAILED + pipeline.name: replay_id})
+        finally:
+            back.unpersist()
     finally:
         planned.unpersist()
     return written, failed
+
+
+#: The replayed records' column naming the one table a row is for (the route's list exploded).
+_TABLE = "__frazil_replay_table"
+
+
+def _with_values(rows: DataFrame, user: StructType) -> dict[str, set[str]]:
+    """Per table, the user columns holding a value in at least one of its records (a new
+    column is added to a table only where its records fill it, as in a run)."""
+    from pyspark.sql import functions as F
+
+    names = [f.name for f in user.fields]
+    found = (
+        rows.groupBy(_TABLE)
+        .agg(*[F.max(F.col(n).isNotNull()).alias(f"v{i}") for i, n in enumerate(names)])
+        .collect()
+    )
+    return {str(r[_TABLE]): {n for i, n in enumerate(names) if r[f"v{i}"]} for r in found}
+
+
+def _create(
+    tables: TableSet,
+    pipeline: PipelineConfig,
+    name: str,
+    user: StructType,
+    with_values: set[str],
+    known: dict[str, Target],
+) -> Target:
+    """A table the replay routes records to for the first time: created as a run creates it,
+    with a marker where the pipeline's other tables are all complete, so that the next run
+    takes it as one of the pipeline's tables.
+
+    Raises:
+        PipelineError: The table exists with rows but no marker of the pipeline.
+    """
+    from pyspark.sql.types import StructType
+
+    if tables.exists(name):
+        target = tables.target(name)
+        state = progress.find_marker(target.table, pipeline.name)
+        if state.marker is None and state.total_records > 0:
+            raise PipelineError(
+                f"pipeline {pipeline.name!r}: the replay routes records to table {name}, "
+                f"which holds {state.total_records:,} rows but no progress marker of this "
+                "pipeline: frazil will not mix them into another writer's table"
+            )
+    else:
+        settings = pipeline.settings_for(name)
+        needed = set(with_values)
+        needed |= {p.column.split(".")[0] for p in settings.partition_fields()}
+        needed |= {s.column.split(".")[0] for s in settings.sort_fields()}
+        needed |= set(settings.identifier_fields)
+        fields = [f for f in user.fields if f.name in needed] or list(user.fields)
+        target = tables.create(name, StructType(fields))
+        state = progress.find_marker(target.table, pipeline.name)
+    others = [progress.find_marker(t.table, pipeline.name).marker for t in known.values()]
+    start = progress.merge_markers(others, lowest=True)
+    if state.marker is None and start is not None:
+        marker = progress.next_marker(
+            None,
+            pipeline=pipeline.name,
+            planned=start.offsets,
+            stats={},
+            lagging=set(),
+            batch_id=start.batch_id,
+            query_id=start.query_id,
+        )
+        target.table.commit_summary_only(marker.to_summary())
+    return target
+
+
+def _write_table(
+    spark: SparkSession,
+    pipeline: PipelineConfig,
+    target: Target,
+    rows: DataFrame,
+    with_values: set[str],
+    replay_id: str,
+) -> tuple[int, DataFrame]:
+    """Append a table's replayed records that it takes now (evolving it as a run would);
+    returns how many, and the dead-letter rows of those it cannot take."""
+    settings = pipeline.settings_for(target.name)
+    user = c.user_schema(rows.schema)
+    table = target.table
+    table.refresh()
+    view = TableView.read(spark, table.java)
+    diff = compare(user, view, settings, with_values=with_values)
+    if diff.desired is not None:
+        evolve(
+            spark,
+            table.java,
+            diff.desired,
+            diff.additions,
+            pipeline=pipeline.name,
+            batch_id=-1,
+            name=target.name,
+        )
+        table.refresh()
+        view = TableView.read(spark, table.java)
+        diff = compare(user, view, settings, with_values=with_values)
+    columns = write_columns(rows.schema, view, diff, target.name)
+    good = rows.where(columns.error.isNull())
+    written = good.count()
+    if written and not _committed(table, REPLAY + pipeline.name, replay_id):
+        options = {"check-nullability": "false"} if view.required else {}
+        append_rows(
+            good.select(*columns.table),
+            target.qualified,
+            {REPLAY + pipeline.name: replay_id},
+            options,
+        )
+    bad = rows.where(columns.error.isNotNull()).select(
+        *dead_letter_columns(pipeline.name, columns.error, True)
+    )
+    return written, bad
 
 
 def _delete(spark: SparkSession, name: str, source: DataFrame, pipeline: str) -> None:

@@ -317,3 +317,27 @@ def test_a_routed_batch_sends_every_tables_dead_letters_and_its_own(
     for kind in "ab":
         ids = sorted(table_ids(spark, template.format(value=kind)))
         assert ids == sorted(f"a{i}" for i in range(6) if "ab"[i % 2] == kind)
+
+
+def test_records_a_filter_drops_are_counted_not_dead_lettered(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, name, dead, producer = _one_partition_of_numbers(
+        kafka_bootstrap, "filt", unique, 10
+    )
+    producer.produce(topic, b'{"id": "broken", "n": ', partition=0)
+    producer.flush(10)
+    pipeline = {
+        "name": name,
+        "topics": [topic],
+        "table": table,
+        "schema": {"id": "string", "n": "long"},
+        "transforms": [{"filter": "n >= 3"}],
+        "errors": {"tolerance": "all", "dlq_table": dead},
+    }
+
+    [report] = run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    assert sorted(table_ids(spark, table)) == sorted(f"a{i}" for i in range(3, 10))
+    assert report.filtered_skipped == 3
+    assert _dead_offsets(spark, dead) == [(0, 10)]

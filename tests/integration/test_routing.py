@@ -260,3 +260,32 @@ def test_plan_describes_a_route(spark: Any, make_config: Any, unique: str) -> No
             ),
             [],
         )
+
+
+def test_records_a_routed_filter_drops_are_counted_once(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, u = f"routef-{unique}", unique
+    records = [{"id": n, "type": ["debit", "credit"][n % 2], "amount": n} for n in range(20)]
+    produce_json(kafka_bootstrap, topic, records)
+    config = make_config(
+        [
+            {
+                "name": f"rf_{u}",
+                "topics": [topic],
+                "schema": {"id": "long", "type": "string", "amount": "long"},
+                "transforms": [{"filter": "amount >= 6"}],
+                "route": {
+                    "field": "type",
+                    # A credit goes to two tables: filtered, it still counts once.
+                    "tables": {"debit": f"db.fdebits_{u}", "credit": [f"db.fa_{u}", f"db.fb_{u}"]},
+                },
+            }
+        ]
+    )
+
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    assert report.filtered_skipped == 6
+    assert rows(spark, f"db.fdebits_{u}") == [(n,) for n in range(6, 20, 2)]
+    assert rows(spark, f"db.fa_{u}") == rows(spark, f"db.fb_{u}") == [(n,) for n in range(7, 20, 2)]

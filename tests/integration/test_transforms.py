@@ -604,10 +604,14 @@ def test_kafka_to_iceberg_through_the_runner(
             {"parse_json": {"field": "payload", "as": "map"}},
         ],
     }
+    # A tombstone (skipped by the default ``tombstones: skip``) is dropped too, and counted.
+    producer.produce(topic, None, key=b"gone", partition=0)
+    producer.flush(10)
     config = make_config([pipeline])
 
-    run(config, until_caught_up=True, spark=spark)
+    [report] = run(config, until_caught_up=True, spark=spark)
 
+    assert report.filtered_skipped == 2  # "b" (type test) and the tombstone
     written = spark.table(f"lake.{table}")
     assert written.schema.simpleString() == (
         "struct<id:string,type:string,created_at:timestamp,amount:decimal(12,2),"

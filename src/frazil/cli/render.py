@@ -46,6 +46,14 @@ def print_reports(reports: list[PipelineReport], config: FrazilConfig) -> None:
             rows.append(
                 ("unmatched", f"{r.unmatched_skipped:,} record(s) matched no table, skipped")
             )
+        if r.filtered_skipped:
+            rows.append(
+                (
+                    "filtered",
+                    f"{r.filtered_skipped:,} record(s) dropped as configured "
+                    "(filter, tombstones: skip)",
+                )
+            )
         for change in r.schema_changes:
             rows.append(("schema change", change))
         if r.dead_letters:

@@ -54,6 +54,10 @@ _ROUTE_TABLE = "__frazil_route_table"
 #: names that share a long prefix (``db.events_…``), and each table's scan of the cache skips
 #: the blocks whose hash range leaves its own out.
 _ROUTE_HASH = "__frazil_route_hash"
+#: A one-table batch's flags, observed before the write's filter: the row is written; the
+#: record is dropped as configured (counted).
+_WANTED = "__frazil_wanted"
+_DROPPED = "__frazil_dropped"
 #: Test hook: ``<table>:<seconds>`` sleeps before writing that table, while the batch's other
 #: tables commit (a kill -9 between two tables' commits).
 _PAUSE_ENV = "FRAZIL_TEST_PAUSE_BEFORE_WRITE"
@@ -78,6 +82,8 @@ class BatchStats:
     records: int = 0
     #: Records a route matched to no table, with ``default: skip``.
     unmatched: int = 0
+    #: Records dropped as configured: a transform's ``filter``, ``tombstones: skip``.
+    filtered: int = 0
     #: Schema changes made to tables (one line each).
     evolutions: list[str] = field(default_factory=list)
     last_batch_id: int | None = None
@@ -319,6 +325,7 @@ class BatchHandler:
                 )
             with self._stats_lock:
                 self.stats.unmatched += summary.unmatched
+                self.stats.filtered += summary.filtered
             self._create_all(ctx, states, summary, c.user_schema(planned.schema))
             names = list(summary.tables)
             pause = _pause()
@@ -629,7 +636,22 @@ class BatchHandler:
         )
         failing: Observation | None = None
         failing_at: list[Any] | None = None
-        if dead is None:
+        observation: Observation | None = None
+        # Records dropped as configured (a filter, a skipped tombstone), counted once: a
+        # routed or merging batch counts them in its aggregation.
+        dropped = (F.col(c.OP) == F.lit(c.OP_SKIP)) & F.col(c.ERROR).isNull()
+        if keep is not None:
+            dropped = dropped & keep
+        if dead is None and routed is None and not merging:
+            # Observed before the filter, so that the skipped records are counted in the
+            # same pass; records and timestamps count the written ones only.
+            observation = Observation(f"frazil_{uuid.uuid4().hex}")
+            selected = (
+                frame.select("*", wanted.alias(_WANTED), dropped.alias(_DROPPED))
+                .observe(observation, *self._metrics(partitions, flagged=True))
+                .where(F.col(_WANTED))
+            )
+        elif dead is None:
             selected = frame.where(wanted)
         elif merging:
             # A MERGE cannot be observed as it runs: find the failing records in the cache.
@@ -661,11 +683,16 @@ class BatchHandler:
                     dead_capture.records_upper_bound(ctx.planned, ctx.start),
                 )
             )
-            appended = mine.where(F.col(c.OP).isin(*c.WRITTEN_OPS)).observe(
+            written_op = F.col(c.OP).isin(*c.WRITTEN_OPS)
+            own_written = F.when(written_op, own)
+            appended = mine.observe(
                 failing,
-                F.count(own).alias("bad"),
-                dead_capture.observed(own, limit, c.HEADERS in frame.columns).alias("at"),
-            )
+                F.count(own_written).alias("bad"),
+                dead_capture.observed(own_written, limit, c.HEADERS in frame.columns).alias("at"),
+                F.count(F.when(dropped, F.lit(1)) if routed is None else F.lit(None)).alias(
+                    "dropped"
+                ),
+            ).where(written_op)
             good = (
                 F.when(_learnable(error), _failure()).otherwise(error.isNull())
                 if learn
@@ -676,8 +703,7 @@ class BatchHandler:
             # A table's share of the batch in as few tasks (and files) as its size needs:
             # the other tables' writes keep the other cores busy.
             selected = selected.coalesce(max(1, -(-routed.records // ROWS_PER_WRITE_TASK)))
-        observation = None
-        if not merging and (routed is None or dead is not None):
+        if observation is None and not merging and (routed is None or dead is not None):
             # One table: counts and timestamps are observed as the rows stream by.
             observation = Observation(f"frazil_{uuid.uuid4().hex}")
             selected = selected.observe(observation, *self._metrics(partitions))
@@ -709,6 +735,14 @@ class BatchHandler:
             if failing is None
             else dead_capture.Failing.observed(self._spark().sparkContext._jvm, failing)
         )
+        if routed is None and not merging:
+            filtered = (
+                dead_capture.observed_count(failing, "dropped")
+                if failing is not None
+                else int((observation.get if observation is not None else {}).get("dropped") or 0)
+            )
+            with self._stats_lock:
+                self.stats.filtered += filtered
         if found is not None:
             self._dead_letters_of(ctx, frame, target, routed, found)
         if failing_at:
@@ -846,25 +880,34 @@ class BatchHandler:
             time.monotonic() - started,
         )
 
-    def _metrics(self, partitions: tuple[tuple[str, int], ...]) -> list[Column]:
-        """Observed while the batch is written: records, largest timestamp per partition."""
+    def _metrics(
+        self, partitions: tuple[tuple[str, int], ...], *, flagged: bool = False
+    ) -> list[Column]:
+        """Observed while the batch is written: records, largest timestamp per partition.
+
+        ``flagged``: observed before the write's filter, on rows flagged :data:`_WANTED`
+        (written) and :data:`_DROPPED` (skipped as configured, counted as ``dropped``).
+        """
         from pyspark.sql import functions as F
 
-        cached = self._cache.get(("metrics", partitions))
+        cached = self._cache.get(("metrics", partitions, flagged))
         if cached is None:
+            wanted = F.col(_WANTED) if flagged else F.lit(True)
             cached = [
-                F.count(F.lit(1)).alias("records"),
+                F.count(F.when(wanted, F.lit(1))).alias("records"),
                 *[
                     F.max(
                         F.when(
-                            (F.col(c.TOPIC) == t) & (F.col(c.PARTITION) == p),
+                            wanted & (F.col(c.TOPIC) == t) & (F.col(c.PARTITION) == p),
                             F.col(c.TIMESTAMP_MS),
                         )
                     ).alias(f"ts_{i}")
                     for i, (t, p) in enumerate(partitions)
                 ],
             ]
-            self._cache[("metrics", partitions)] = cached
+            if flagged:
+                cached.append(F.count(F.when(F.col(_DROPPED), F.lit(1))).alias("dropped"))
+            self._cache[("metrics", partitions, flagged)] = cached
         return list(cached)
 
     def finish(self) -> None:
@@ -987,6 +1030,8 @@ class _Summary:
     #: Marked records a decoder may learn from (:func:`_learnable`).
     learnable: int
     unmatched: int
+    #: Records dropped as configured (a filter, a skipped tombstone).
+    filtered: int
     #: Tables with records to append.
     tables: dict[str, _TableStats]
 
@@ -1008,6 +1053,15 @@ def _summarise(
             F.sum((F.col(c.TABLE).isNull() & F.col(c.ERROR).isNull()).cast("int")).alias(
                 "unmatched"
             ),
+            # Once per record (the cache has a row per record and table).
+            F.sum(
+                (
+                    (F.col(c.OP) == F.lit(c.OP_SKIP))
+                    & F.col(c.ERROR).isNull()
+                    & F.col(c.TABLE).isNotNull()
+                    & (F.col(_ROUTE_TABLE) == F.col(c.TABLE)[0])
+                ).cast("int")
+            ).alias("filtered"),
             F.sum(F.col(c.OP).isin(*c.WRITTEN_OPS).cast("int")).alias("append"),
             F.first(F.col(_ROUTE_HASH)).alias("route_hash"),
             *[F.max(F.col(n).isNotNull()).alias(f"v{i}") for i, n in enumerate(user)],
@@ -1029,6 +1083,7 @@ def _summarise(
         bad=sum(int(r["bad"] or 0) for r in rows),
         learnable=sum(int(r["learnable"] or 0) for r in rows),
         unmatched=sum(int(r["unmatched"] or 0) for r in rows),
+        filtered=sum(int(r["filtered"] or 0) for r in rows),
         tables=tables,
     )
 

@@ -123,6 +123,15 @@ def observed(error: Column, limit: int, has_headers: bool) -> Column:
 Position = tuple[str, int, int, str, str]
 
 
+def observed_count(observation: Observation, name: str) -> int:
+    """One count of an observation, read in the JVM (not the whole observed row, whose
+    failing records may be large)."""
+    java = observation._jo
+    assert java is not None  # the observed write ran
+    row = java.getRow()
+    return int(row.getLong(row.fieldIndex(name)))
+
+
 @dataclass(frozen=True)
 class Failing:
     """A batch's failing records for one table, as its write found them."""

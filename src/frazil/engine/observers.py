@@ -53,6 +53,7 @@ def sample(run: PipelineRun) -> PipelineSample:
         batches=stats.batches,
         skipped_batches=stats.skipped_batches,
         unmatched=stats.unmatched,
+        filtered=stats.filtered,
         schema_changes=len(stats.evolutions),
         dead_letters=dict(handler.dead_letters.counts) if handler.dead_letters else {},
         last_commit_wall_ms=stats.last_commit_wall_ms,

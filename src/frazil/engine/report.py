@@ -43,6 +43,8 @@ class PipelineReport:
     tables: dict[str, int] = field(default_factory=dict)
     #: Records a route matched to no table (``default: skip``), not written.
     unmatched_skipped: int = 0
+    #: Records dropped as configured (a transform's ``filter``, ``tombstones: skip``).
+    filtered_skipped: int = 0
     #: Schema changes this run made to its tables.
     schema_changes: list[str] = field(default_factory=list)
     #: Records this run sent to the dead-letter queue, by ``stage: reason``.
@@ -110,6 +112,7 @@ def table_report(
         checked_at=format_ms(int(time.time() * 1000)),
         tables={name or pipeline.describe_target(): int(rows)},
         unmatched_skipped=stats.unmatched,
+        filtered_skipped=stats.filtered,
         schema_changes=list(stats.evolutions),
     )
 
@@ -149,5 +152,6 @@ def combine_reports(
         checked_at=format_ms(int(time.time() * 1000)),
         tables={t: n for p in parts for t, n in p.tables.items()},
         unmatched_skipped=stats.unmatched,
+        filtered_skipped=stats.filtered,
         schema_changes=list(stats.evolutions),
     )

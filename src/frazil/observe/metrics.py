@@ -46,6 +46,8 @@ class PipelineSample:
     skipped_batches: int
     unmatched: int
     schema_changes: int
+    #: Records dropped as configured (a filter, ``tombstones: skip``).
+    filtered: int
     dead_letters: dict[tuple[str, str], int]
     last_commit_wall_ms: int | None
     valid_through_ms: int | None
@@ -92,7 +94,7 @@ class FrazilCollector:
         up = GaugeMetricFamily("frazil_up", "1 while the pipeline runs", labels=["pipeline"])
         read = CounterMetricFamily(
             "frazil_records_read",
-            "Records read from Kafka and handled (written, dead-lettered or unmatched)",
+            "Records read from Kafka and handled (written, dead-lettered, unmatched or filtered)",
             labels=["pipeline"],
         )
         written = CounterMetricFamily(
@@ -106,6 +108,11 @@ class FrazilCollector:
         unmatched = CounterMetricFamily(
             "frazil_records_unmatched",
             "Records no route matched (default: skip)",
+            labels=["pipeline"],
+        )
+        filtered = CounterMetricFamily(
+            "frazil_records_filtered",
+            "Records dropped as configured (a transform's filter, tombstones: skip)",
             labels=["pipeline"],
         )
         batches = CounterMetricFamily(
@@ -157,11 +164,12 @@ class FrazilCollector:
             p = s.pipeline
             up.add_metric([p], 1.0 if s.up else 0.0)
             lost = sum(s.dead_letters.values())
-            read.add_metric([p], float(s.records + lost + s.unmatched))
+            read.add_metric([p], float(s.records + lost + s.unmatched + s.filtered))
             written.add_metric([p], float(s.records))
             for (stage, reason), n in sorted(s.dead_letters.items()):
                 dead.add_metric([p, stage, reason], float(n))
             unmatched.add_metric([p], float(s.unmatched))
+            filtered.add_metric([p], float(s.filtered))
             batches.add_metric([p], float(s.batches))
             skipped.add_metric([p], float(s.skipped_batches))
             changes.add_metric([p], float(s.schema_changes))
@@ -175,7 +183,8 @@ class FrazilCollector:
                 files.add_metric([p, t.table], float(t.data_files))
                 snaps.add_metric([p, t.table], float(t.snapshots))
             self._add_lag(s, lag, lag_s, now_ms)
-        yield from (up, read, written, dead, unmatched, batches, skipped, changes, restarts)
+        yield from (up, read, written, dead, unmatched, filtered, batches, skipped, changes)
+        yield restarts
         yield from (last, since, fresh, files, snaps, lag, lag_s)
 
     def _add_lag(self, s: PipelineSample, lag: Any, lag_s: Any, now_ms: float) -> None:

@@ -31,6 +31,7 @@ def _sample() -> PipelineSample:
         skipped_batches=1,
         unmatched=2,
         schema_changes=1,
+        filtered=5,
         dead_letters={("decode", "not a JSON object"): 4},
         last_commit_wall_ms=NOW_MS,
         valid_through_ms=NOW_MS - 5_000,
@@ -53,7 +54,9 @@ def _exposition() -> str:
 def test_counters_gauges_and_lag_from_the_lowest_table_offsets() -> None:
     text = _exposition()
     assert 'frazil_records_written_total{pipeline="p"} 100.0' in text
-    assert 'frazil_records_read_total{pipeline="p"} 106.0' in text  # + dead letters, unmatched
+    # + dead letters, unmatched, filtered
+    assert 'frazil_records_read_total{pipeline="p"} 111.0' in text
+    assert 'frazil_records_filtered_total{pipeline="p"} 5.0' in text
     assert (
         'frazil_records_dead_lettered_total{pipeline="p",reason="not a JSON object",'
         'stage="decode"} 4.0'

@@ -79,6 +79,9 @@ def test_maintain_next_to_a_live_run_keeps_every_record_and_cuts_files(
                         "schema": {"id": "long", "seq": "long"},
                         "write": {"mode": "upsert", "key": ["id"]},
                         "trigger": "500ms",
+                        # Small batches: several MERGE commits even on a slow machine, where
+                        # the first MERGE alone can take most of the produce phase.
+                        "max_offsets_per_trigger": 1000,
                     },
                 ],
             }

@@ -404,7 +404,6 @@ class BatchHandler:
         Raises:
             PipelineError: The table exists with rows of another writer.
         """
-        from pyspark.sql.types import StructType
 
         assert self.tables is not None
         if self.tables.exists(name):
@@ -420,13 +419,7 @@ class BatchHandler:
             if state.marker is None:
                 self._commit_start_marker(target, state, ctx)
             return target
-        settings = self.pipeline.settings_for(name)
-        needed = set(with_values)
-        needed |= {p.column.split(".")[0] for p in settings.partition_fields()}
-        needed |= {s.column.split(".")[0] for s in settings.sort_fields()}
-        needed |= set(settings.identifier_fields)
-        fields = [f for f in user.fields if f.name in needed] or list(user.fields)
-        target = self.tables.create(name, StructType(fields))
+        target = self.tables.create_routed(name, user, with_values)
         self._commit_start_marker(
             target, progress.find_marker(target.table, self.pipeline.name), ctx
         )

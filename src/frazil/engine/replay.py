@@ -295,7 +295,6 @@ def _create(
     Raises:
         PipelineError: The table exists with rows but no marker of the pipeline.
     """
-    from pyspark.sql.types import StructType
 
     if tables.exists(name):
         target = tables.target(name)
@@ -307,13 +306,7 @@ def _create(
                 "pipeline: frazil will not mix them into another writer's table"
             )
     else:
-        settings = pipeline.settings_for(name)
-        needed = set(with_values)
-        needed |= {p.column.split(".")[0] for p in settings.partition_fields()}
-        needed |= {s.column.split(".")[0] for s in settings.sort_fields()}
-        needed |= set(settings.identifier_fields)
-        fields = [f for f in user.fields if f.name in needed] or list(user.fields)
-        target = tables.create(name, StructType(fields))
+        target = tables.create_routed(name, user, with_values)
         state = progress.find_marker(target.table, pipeline.name)
     others = [progress.find_marker(t.table, pipeline.name).marker for t in known.values()]
     start = progress.merge_markers(others, lowest=True)

@@ -83,6 +83,20 @@ class TableSet:
         )
         return self.target(name)
 
+    def create_routed(self, name: str, user: StructType, with_values: set[str]) -> Target:
+        """Create a table a route names for the first time, with the batch's columns that
+        its records fill (and those its partitioning, sort order and identifier fields
+        need), and open it."""
+        from pyspark.sql.types import StructType
+
+        settings = self.pipeline.settings_for(name)
+        needed = set(with_values)
+        needed |= {p.column.split(".")[0] for p in settings.partition_fields()}
+        needed |= {s.column.split(".")[0] for s in settings.sort_fields()}
+        needed |= set(settings.identifier_fields)
+        fields = [f for f in user.fields if f.name in needed] or list(user.fields)
+        return self.create(name, StructType(fields))
+
     def exists(self, name: str) -> bool:
         """Whether the table exists."""
         return table_exists(self.spark, qualified(self.catalog, name))

@@ -14,15 +14,22 @@ from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.config.models import PipelineConfig
-from frazil.engine import dead_capture, progress
+from frazil.engine import dead_capture, one_job, progress
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.deadletters import DeadLetters
 from frazil.engine.events import BatchSkipped, BatchStarted, CommitEvent, Event, SchemaEvolved
 from frazil.engine.plan import BatchPlan
 from frazil.engine.tables import TableSet, Target
 from frazil.errors import DecodeError, FrazilError, PipelineError
-from frazil.sink.evolution import TableView, WriteColumns, compare, evolve, write_columns
-from frazil.sink.iceberg import append_rows
+from frazil.sink.evolution import (
+    NAME_MAPPING,
+    TableView,
+    WriteColumns,
+    compare,
+    evolve,
+    write_columns,
+)
+from frazil.sink.iceberg import append_rows, iceberg_catalog, identifier
 from frazil.sink.merge import merge_rows
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import TopicOffsets
@@ -146,6 +153,8 @@ class BatchHandler:
     #: Column expressions reused from batch to batch (building them costs py4j round trips).
     _cache: dict[tuple[object, ...], list[Column]] = field(default_factory=dict)
     _writes: dict[tuple[object, ...], WriteColumns] = field(default_factory=dict)
+    #: The one job's layouts (:mod:`frazil.engine.one_job`) by batch shape and table set.
+    _layouts: dict[tuple[object, ...], one_job.Layout | None] = field(default_factory=dict)
     #: The last batch handled and its planned end offsets: the next batch starts there.
     _previous: tuple[int, TopicOffsets] | None = None
     #: The partitions the last batch left behind their end offset.
@@ -291,6 +300,8 @@ class BatchHandler:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
+        if attempt == 0 and self._one_job(ctx, states):
+            return
         planned = self.plan.run(ctx.batch)
         frame = (
             planned.select(F.explode_outer(F.col(c.TABLE)).alias(_ROUTE_TABLE), "*")
@@ -352,6 +363,188 @@ class BatchHandler:
             self._mark_idle(ctx, states, set(names))
         finally:
             frame.unpersist()
+
+    def _one_job(self, ctx: _BatchContext, states: dict[str, progress.TableState]) -> bool:
+        """Write a routed batch to all of its tables in one Spark job, if it is the common
+        case (:mod:`frazil.engine.one_job`); False: nothing was committed, the general path
+        is to write it.
+
+        Each table is committed once, with its marker; a table the batch meets first is
+        created in the same transaction as its rows. Should a commit fail after others went
+        through, their markers make the general path skip what they hold.
+        """
+        if self.pipeline.write.merges or self.tables is None:
+            return False
+        for name in self.targets:
+            state = states[name]
+            if (
+                state.marker is None
+                or not progress.starts_at_or_after(ctx.start, state.marker)
+                or progress.covered(state.marker, ctx.planned)
+            ):
+                return False  # a replay, or a table to adopt: the general path filters
+        planned = self.plan.run(ctx.batch)
+        layout = self._job_layout(planned.schema)
+        if layout is None:
+            return False
+        spark = self._spark()
+        tables = [self.targets[n].table.java for n in layout.names]
+        partitions = max(1, spark.sparkContext.defaultParallelism) * one_job.TASKS_PER_CORE
+        outcome = one_job.run(spark, layout.frame(planned, partitions), layout, tables)
+        new = [n for n, share in outcome.tables.items() if share.created]
+        if not outcome.clean or any(
+            n in self.pipeline.tables or self.tables.exists(n) for n in new
+        ):
+            outcome.delete(spark)
+            log.debug(
+                "%s: batch %d goes the general way (%d bad, %d deferred, %d refused)",
+                self.pipeline.name,
+                ctx.batch_id,
+                outcome.bad,
+                outcome.deferred,
+                len(outcome.refused),
+            )
+            return False
+        with self._stats_lock:
+            self.stats.unmatched += outcome.unmatched
+            self.stats.filtered += outcome.filtered
+        pause = _pause()
+        names = list(outcome.tables)
+        with ThreadPoolExecutor(max_workers=max(1, min(len(names), FANOUT_THREADS))) as pool:
+            futures = {
+                n: pool.submit(self._commit_share, ctx, n, outcome, layout, states, pause)
+                for n in names
+            }
+            results = {n: f.exception() or f.result() for n, f in futures.items()}
+        failed = [n for n, r in results.items() if not isinstance(r, progress.Marker)]
+        if failed:
+            outcome.delete(spark, failed)
+            first = results[failed[0]]
+            if isinstance(first, BaseException) and not isinstance(first, _Refit):
+                raise first
+        for name, marker in results.items():
+            if not isinstance(marker, progress.Marker):
+                continue
+            if name not in self.targets:
+                self.targets[name] = self.tables.target(name)
+                states[name] = progress.find_marker(self.targets[name].table, self.pipeline.name)
+            share = outcome.tables[name]
+            self._committed(
+                ctx, self.targets[name], marker, share.records, share.timestamps, share.bytes
+            )
+        if failed:
+            for name, target in self.targets.items():
+                states[name] = progress.find_marker(target.table, self.pipeline.name)
+            return False
+        log.debug(
+            "%s: batch %d written to %d table(s) in one job",
+            self.pipeline.name,
+            ctx.batch_id,
+            len(names),
+        )
+        self._mark_idle(ctx, states, set(names))
+        return True
+
+    def _commit_share(
+        self,
+        ctx: _BatchContext,
+        name: str,
+        outcome: one_job.Outcome,
+        layout: one_job.Layout,
+        states: dict[str, progress.TableState],
+        pause: tuple[str, float] | None,
+    ) -> progress.Marker:
+        """Commit one table's files of the job (creating the table if new); its marker."""
+        if pause is not None and pause[0] == name:
+            time.sleep(pause[1])
+        spark = self._spark()
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None and self.tables is not None
+        share = outcome.tables[name]
+        target = self.targets.get(name)
+        state = states.get(name)
+        marker = progress.next_marker(
+            state.marker if state is not None else None,
+            pipeline=self.pipeline.name,
+            planned=ctx.planned,
+            stats=target.pending if target is not None and state and _ours(state, target) else {},
+            lagging=ctx.lagging,
+            batch_id=ctx.batch_id,
+            query_id=self._query_id or "",
+        )
+        summary = jvm.java.util.HashMap()
+        for key, value in marker.to_summary().items():
+            summary.put(key, value)
+        writes = jvm.dev.frazil.spark.RoutedWrites
+        if target is not None:
+            assert state is not None
+            writes.append(outcome.java, target.table.java, name, summary)
+            progress.check_no_interleaving(target.table, state, marker)
+            return marker
+        template = layout.template
+        assert template is not None
+        drops = jvm.java.util.ArrayList()
+        for column in template.drops(share.with_values):
+            drops.add(column)
+        created = writes.createAndAppend(
+            outcome.java,
+            iceberg_catalog(spark, self.tables.catalog),
+            identifier(spark, name.split(".")),
+            template.java_table,
+            template.properties,
+            drops,
+            NAME_MAPPING,
+            summary,
+        )
+        if not created:
+            raise _Refit(name)
+        log.info("%s: created table %s", self.pipeline.name, name)
+        return marker
+
+    def _job_layout(self, schema: StructType) -> one_job.Layout | None:
+        """The one job's columns for this batch shape and the current tables (cached)."""
+        assert self.tables is not None
+        views = {n: self._view(t) for n, t in self.targets.items()}
+        key = (
+            "one-job",
+            schema.json(),
+            tuple((n, v.schema_id, v.mapping_text) for n, v in sorted(views.items())),
+        )
+        if key in self._layouts:
+            return self._layouts[key]
+        user = c.user_schema(schema)
+        known: dict[str, tuple[WriteColumns, list[str]]] = {}
+        shared: dict[tuple[object, ...], WriteColumns] = {}
+        layout: one_job.Layout | None = None
+        for name, target in self.targets.items():
+            java = target.table.java
+            if (
+                not one_job.template_eligible(target.settings.model_copy(update={"aliases": {}}))
+                or not java.sortOrder().isUnsorted()
+                or str(java.properties().getOrDefault("write.format.default", "parquet")).lower()
+                != "parquet"
+            ):
+                break
+            columns = one_job.table_columns(
+                schema, user, views[name], target.settings, name, shared
+            )
+            if columns is None:
+                break
+            known[name] = columns
+        else:
+            namespace = self.tables.new_table_namespace()
+            template = (
+                one_job.make_template(
+                    self._spark(), self.tables.catalog, self.pipeline, namespace, user
+                )
+                if namespace is not None and self.tables.catalog_type in ("jdbc", "hadoop")
+                else None
+            )
+            layout = one_job.build_layout(schema, known, template)
+        if len(self._layouts) > 8:
+            self._layouts.clear()
+        self._layouts[key] = layout
+        return layout
 
     def _write_routed(
         self,
@@ -747,6 +940,18 @@ class BatchHandler:
         else:
             assert routed is not None
             records, stamps = routed.records, dict(routed.timestamps)
+        self._committed(ctx, target, marker, records, stamps, written_bytes)
+
+    def _committed(
+        self,
+        ctx: _BatchContext,
+        target: Target,
+        marker: progress.Marker,
+        records: int,
+        stamps: dict[tuple[str, int], Any],
+        written_bytes: int,
+    ) -> None:
+        """Keep what a table's commit observed for its next marker, and report the commit."""
         target.pending = {
             tp: progress.PartitionStats(0, int(ts)) for tp, ts in stamps.items() if ts is not None
         }
@@ -979,6 +1184,10 @@ class BatchHandler:
             f"nothing of this batch was committed and the pipeline stopped so no record is "
             f"lost. First ones:\n{quoted}"
         )
+
+
+class _Refit(Exception):
+    """A new table would not get the columns' ids its files were written with."""
 
 
 class _BadRecords(Exception):

@@ -130,7 +130,7 @@ class PipelineRun:
                 "can produce for the records' tables; give the dead-letter queue a table "
                 "the route cannot name"
             )
-        tables = TableSet(self.spark, catalog, pipeline, route)
+        tables = TableSet(self.spark, catalog, pipeline, route, self.config.catalog.type)
         if single is not None:
             # One table: created with the whole schema before the first batch. A routed
             # pipeline creates each table when records for it first arrive.

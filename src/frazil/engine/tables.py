@@ -56,12 +56,14 @@ class TableSet:
         catalog: The Spark catalog name.
         pipeline: The pipeline.
         route: The pipeline's route.
+        catalog_type: The catalog's type (``catalog.type``).
     """
 
     spark: SparkSession
     catalog: str
     pipeline: PipelineConfig
     route: Route
+    catalog_type: str = "jdbc"
 
     def target(self, name: str) -> Target:
         """A handle on an existing table."""
@@ -96,6 +98,15 @@ class TableSet:
         needed |= set(settings.identifier_fields)
         fields = [f for f in user.fields if f.name in needed] or list(user.fields)
         return self.create(name, StructType(fields))
+
+    def new_table_namespace(self) -> str | None:
+        """The namespace the route creates its tables in: the template's, or that of most
+        of its fixed tables (None: the route names no table of its own)."""
+        templates = _template_namespaces(self.pipeline)
+        if templates:
+            return templates[0].rsplit(".", 1)[0]
+        spaces = [n.rsplit(".", 1)[0] for n in self.route.tables if "." in n]
+        return max(sorted(set(spaces)), key=spaces.count) if spaces else None
 
     def exists(self, name: str) -> bool:
         """Whether the table exists."""

@@ -124,9 +124,18 @@ class TableView:
     @classmethod
     def read(cls, spark: SparkSession, table: Any) -> TableView:
         """Read the view of a Java ``Table`` (refreshed by the caller)."""
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
         schema = table.schema()
-        ids = {str(f.name()): int(f.fieldId()) for f in schema.columns()}
-        required = [str(f.name()) for f in schema.columns() if f.isRequired()]
+        # One JSON document rather than a py4j round trip per column.
+        parsed = json.loads(str(jvm.org.apache.iceberg.SchemaParser.toJson(schema)))
+        ids = {str(f["name"]): int(f["id"]) for f in parsed["fields"]}
+        required = [str(f["name"]) for f in parsed["fields"] if f["required"]]
+        identifiers = (
+            frozenset(str(n) for n in schema.identifierFieldNames())
+            if parsed.get("identifier-field-ids")
+            else frozenset()
+        )
         names: dict[str, int] = {}
         mapping = table.properties().get(NAME_MAPPING)
         if mapping is not None:
@@ -137,13 +146,13 @@ class TableView:
         for name, fid in ids.items():
             names.setdefault(name, fid)
         return cls(
-            int(schema.schemaId()),
+            int(parsed.get("schema-id", schema.schemaId())),
             spark_schema(spark, schema),
             ids,
             names,
             required,
             None if mapping is None else str(mapping),
-            frozenset(str(n) for n in schema.identifierFieldNames()),
+            identifiers,
         )
 
     def column_for(self, name: str) -> str | None:

@@ -76,13 +76,54 @@ def ensure_table(
             mapping = name_mapping_json(spark, table.schema())
             table.updateProperties().set(NAME_MAPPING, mapping).commit()
         return name, False
-    ns = namespace(spark, parts[:-1])
+    ensure_namespace(spark, catalog, parts[:-1])
+    iceberg_schema, built_spec, built_order, properties = table_layout(
+        spark, settings, schema, pipeline
+    )
+    try:
+        created = (
+            ice.buildTable(table_id, iceberg_schema)
+            .withPartitionSpec(built_spec)
+            .withSortOrder(built_order)
+            .withProperties(properties)
+            .create()
+        )
+    except Exception as exc:  # created by another run between the check and here
+        if "AlreadyExists" not in str(exc):
+            raise PipelineError(
+                f"pipeline {pipeline!r}: cannot create table {settings.name}: {_first_line(exc)}"
+            ) from None
+        return name, False
+    # The catalog gives the columns fresh ids on creation: the mapping is made from those.
+    mapping = name_mapping_json(spark, created.schema())
+    created.updateProperties().set(NAME_MAPPING, mapping).commit()
+    log.info("%s: created table %s", pipeline, settings.name)
+    return name, True
+
+
+def ensure_namespace(spark: SparkSession, catalog: str, parts: list[str]) -> None:
+    """Create the namespace if missing (one another run creates meanwhile is fine)."""
+    ice = iceberg_catalog(spark, catalog)
+    ns = namespace(spark, parts)
     if not ice.namespaceExists(ns):
         try:
             ice.createNamespace(ns)
         except Exception as exc:  # another run created it meanwhile
             if "AlreadyExists" not in str(exc):
                 raise
+
+
+def table_layout(
+    spark: SparkSession, settings: ResolvedTable, schema: StructType, pipeline: str
+) -> tuple[Any, Any, Any, Any]:
+    """What a new table is created with (Java objects): its Iceberg schema (optional columns,
+    identifier fields required), partition spec, sort order and properties (a map).
+
+    Raises:
+        PipelineError: A partition, sort or identifier column is not in the schema.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
     iceberg_schema = _iceberg_schema(spark, _aliased(schema, settings.aliases), settings, pipeline)
     try:
         spec = jvm.org.apache.iceberg.PartitionSpec.builderFor(iceberg_schema)
@@ -106,25 +147,7 @@ def ensure_table(
     properties = jvm.java.util.HashMap()
     for key, value in {**DEFAULT_TABLE_PROPERTIES, **settings.table_properties}.items():
         properties.put(key, value)
-    try:
-        created = (
-            ice.buildTable(table_id, iceberg_schema)
-            .withPartitionSpec(built_spec)
-            .withSortOrder(built_order)
-            .withProperties(properties)
-            .create()
-        )
-    except Exception as exc:  # created by another run between the check and here
-        if "AlreadyExists" not in str(exc):
-            raise PipelineError(
-                f"pipeline {pipeline!r}: cannot create table {settings.name}: {_first_line(exc)}"
-            ) from None
-        return name, False
-    # The catalog gives the columns fresh ids on creation: the mapping is made from those.
-    mapping = name_mapping_json(spark, created.schema())
-    created.updateProperties().set(NAME_MAPPING, mapping).commit()
-    log.info("%s: created table %s", pipeline, settings.name)
-    return name, True
+    return iceberg_schema, built_spec, built_order, properties
 
 
 def _first_line(exc: Exception) -> str:

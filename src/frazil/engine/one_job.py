@@ -1,0 +1,332 @@
+"""A routed batch written to all of its tables in one Spark job.
+
+The common case of a routed batch: every table it meets either exists and takes the batch's
+columns as they are, or is new and can be created with the pipeline's defaults. One Spark job
+then decodes the batch, shuffles its rows by table and writes each table's data files in the
+task that holds them (frazil's JVM helper ``RoutedWrites``, with Iceberg's Parquet writers for
+Spark rows); the driver commits each table's files in one commit carrying its marker, and
+creates each new table in the same transaction as its first rows.
+
+Anything else is found by the job itself and sent back to the general path
+(:meth:`frazil.engine.batch.BatchHandler._fan_out`), which decodes the batch into a cache:
+a record with an error (it may teach a decoder, or go to the dead-letter queue), a record
+holding a value in a column its table lacks (the table evolves first), a new table with
+settings of its own. The files the job wrote are then deleted, nothing is committed, and the
+batch costs one pass more.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from frazil import columns as c
+from frazil.config.models import PipelineConfig, ResolvedTable
+from frazil.sink.evolution import TableView, WriteColumns, compare, spark_schema, write_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+#: Codes of the rows the job does not write (``RoutedWrites``' constants).
+BAD, UNMATCHED, FILTERED, DEFERRED, IGNORED = -1, -2, -3, -4, -5
+#: The layout's columns before the table shapes (read by position in the JVM).
+KIND = "__frazil_kind"
+ROUTE_TABLE = "__frazil_route_table"
+#: Tasks per core that write the tables: each task writes whole tables (a table's rows are
+#: shuffled to one task), so that a table gets one file per partition and batch.
+TASKS_PER_CORE = 2
+#: Table properties a new table may set and still be written by the job (Parquet only).
+_FORMAT = "write.format.default"
+
+
+@dataclass(frozen=True)
+class Share:
+    """What the job wrote for one table."""
+
+    created: bool
+    records: int
+    files: int
+    bytes: int
+    #: Indexes of the template's columns holding a value in the table's rows (new tables).
+    with_values: frozenset[int]
+    timestamps: dict[tuple[str, int], int]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The job's files (not committed) and counts."""
+
+    java: Any
+    bad: int
+    unmatched: int
+    filtered: int
+    deferred: int
+    refused: tuple[str, ...]
+    tables: dict[str, Share]
+
+    @classmethod
+    def parse(cls, java: Any) -> Outcome:
+        """Read the JVM's result."""
+        raw = json.loads(str(java.summary()))
+        return cls(
+            java=java,
+            bad=int(raw["bad"]),
+            unmatched=int(raw["unmatched"]),
+            filtered=int(raw["filtered"]),
+            deferred=int(raw["deferred"]),
+            refused=tuple(raw["refused"]),
+            tables={
+                name: Share(
+                    created=bool(t["created"]),
+                    records=int(t["records"]),
+                    files=int(t["files"]),
+                    bytes=int(t["bytes"]),
+                    with_values=frozenset(int(i) for i in t["with_values"]),
+                    timestamps={(str(tp), int(p)): int(ts) for tp, p, ts in t["timestamps"]},
+                )
+                for name, t in raw["tables"].items()
+            },
+        )
+
+    @property
+    def clean(self) -> bool:
+        """Whether every record was written or counted as the job may (nothing to send back)."""
+        return not (self.bad or self.deferred or self.refused)
+
+    def delete(self, spark: SparkSession, names: list[str] | None = None) -> None:
+        """Delete the files written for ``names`` (None: all tables)."""
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        chosen = jvm.java.util.ArrayList()
+        for name in self.tables if names is None else names:
+            chosen.add(name)
+        self.java.deleteFiles(chosen)
+
+
+@dataclass(frozen=True)
+class Template:
+    """How the job writes a table it meets first, and how that table is then created."""
+
+    #: A staged (never committed) table with the new tables' schema, spec and properties.
+    java_table: Any
+    #: The properties new tables are created with (a Java map).
+    properties: Any
+    namespace: str
+    #: Where the namespace's tables go (a new table's location is ``<this>/<name>``).
+    location: str
+    #: The template's columns as Spark types (the new tables' columns, in order).
+    schema: StructType
+    settings: ResolvedTable
+
+    def drops(self, with_values: frozenset[int]) -> list[str]:
+        """The columns a new table does not get: those none of its records filled (the
+        general path creates routed tables with the columns their records hold)."""
+        if not with_values:
+            return []
+        needed = {p.column.split(".")[0] for p in self.settings.partition_fields()}
+        names = self.schema.fieldNames()
+        return [n for i, n in enumerate(names) if i not in with_values and n not in needed]
+
+
+@dataclass
+class Layout:
+    """The job's columns for one batch shape and table set (built once, reused per batch)."""
+
+    kind: Column
+    shapes: list[Column]
+    names: list[str]
+    template: Template | None
+    #: Known tables' write columns (for the write's bookkeeping).
+    columns: dict[str, WriteColumns] = field(default_factory=dict)
+
+    def frame(self, planned: DataFrame, partitions: int) -> DataFrame:
+        """The planned batch in the job's layout, shuffled by table."""
+        from pyspark.sql import functions as F
+
+        exploded = planned.select(F.explode_outer(F.col(c.TABLE)).alias(ROUTE_TABLE), "*")
+        with_kind = exploded.select("*", self.kind.alias(KIND))
+        out = with_kind.select(
+            F.col(KIND),
+            F.col(ROUTE_TABLE),
+            F.col(c.TOPIC),
+            F.col(c.PARTITION),
+            F.col(c.TIMESTAMP_MS),
+            *self.shapes,
+        )
+        return out.repartition(partitions, F.col(ROUTE_TABLE))
+
+
+def template_eligible(settings: ResolvedTable) -> bool:
+    """Whether a new table with these settings can be written by the job: appends in Parquet,
+    no sort order, no identifier fields, no aliases (the general path handles those)."""
+    return (
+        not settings.write.merges
+        and not settings.sort_by
+        and not settings.identifier_fields
+        and not settings.aliases
+        and settings.table_properties.get(_FORMAT, "parquet").lower() == "parquet"
+    )
+
+
+def new_columns(user: StructType, view: TableView, settings: ResolvedTable) -> list[str]:
+    """The batch columns a table has no column for (nor had: a dropped one is not new)."""
+    out = []
+    for f in user.fields:
+        try:
+            view.column_for(settings.aliases.get(f.name, f.name))
+        except KeyError:
+            out.append(f.name)
+    return out
+
+
+def table_columns(
+    schema: StructType,
+    user: StructType,
+    view: TableView,
+    settings: ResolvedTable,
+    name: str,
+    shared: dict[tuple[object, ...], WriteColumns],
+) -> tuple[WriteColumns, list[str]] | None:
+    """A known table's write columns for a batch whose new columns are all null in its rows,
+    and those new columns; None if the table must change for the batch whatever its rows hold
+    (a wider type, a nested field, a NOT NULL column to relax).
+
+    Tables of the same columns share their write columns (``shared``): building them costs
+    py4j round trips, and a route's tables often have the same columns.
+    """
+    diff = compare(user, view, settings, with_values=set())
+    if diff.desired is not None:
+        return None
+    # The table's name is in the columns only through the reasons of the marks.
+    named = bool(diff.mismatches or view.required)
+    key = (
+        name if named else None,
+        view.schema.json(),
+        tuple(view.required),
+        tuple(sorted(diff.columns.items())),
+        tuple(m.path for m in diff.mismatches),
+    )
+    columns = shared.get(key)
+    if columns is None:
+        columns = shared[key] = write_columns(schema, view, diff, name)
+    return columns, new_columns(user, view, settings)
+
+
+def build_layout(
+    schema: StructType,
+    known: dict[str, tuple[WriteColumns, list[str]]],
+    template: Template | None,
+) -> Layout:
+    """The kind of each row and the table shapes (one struct per distinct column list)."""
+    from pyspark.sql import functions as F
+
+    rt = F.col(ROUTE_TABLE)
+    first = rt == F.get(F.col(c.TABLE), 0)
+    written = F.col(c.OP).isin(*c.WRITTEN_OPS)
+    kind = (
+        F.when(F.col(c.ERROR).isNotNull(), F.when(rt.isNull() | first, BAD).otherwise(IGNORED))
+        .when(rt.isNull(), F.when(F.col(c.TABLE).isNull(), UNMATCHED).otherwise(IGNORED))
+        .when(~written, F.when((F.col(c.OP) == c.OP_SKIP) & first, FILTERED).otherwise(IGNORED))
+    )
+    shapes: list[list[Column]] = []
+    shape_of: dict[int, int] = {}  # id(WriteColumns.table) -> shape index
+    shape_keys: dict[tuple[str, ...], int] = {}
+    plain_error = str(F.col(c.ERROR))
+    own_errors: dict[int, bool] = {}  # id(WriteColumns) -> marks values of its own
+    layout = Layout(kind, [], [], template)
+    for name, (columns, new) in sorted(known.items()):
+        index = shape_of.get(id(columns.table))
+        if index is None:
+            key = tuple(str(col) for col in columns.table)
+            index = shape_keys.get(key)
+            if index is None:
+                index = shape_keys[key] = len(shapes)
+                shapes.append(list(columns.table))
+            shape_of[id(columns.table)] = index
+        branch: Column = F.lit(index)
+        if new:
+            deferred = F.lit(False)
+            for n in new:
+                deferred = deferred | F.col(n).isNotNull()
+            branch = F.when(deferred, DEFERRED).otherwise(branch)
+        own = own_errors.get(id(columns))
+        if own is None:
+            own = own_errors[id(columns)] = str(columns.error) != plain_error
+        if own:
+            branch = F.when(columns.error.isNotNull(), BAD).otherwise(branch)
+        kind = kind.when(rt == F.lit(name), branch)
+        layout.names.append(name)
+        layout.columns[name] = columns
+    if template is not None:
+        kind = kind.otherwise(len(shapes))
+        shapes.append([F.col(f.name).cast(f.dataType).alias(f.name) for f in template.schema])
+    else:
+        kind = kind.otherwise(DEFERRED)
+    layout.kind = kind
+    layout.shapes = [
+        F.when(F.col(KIND) == i, F.struct(*cols)).alias(f"__frazil_shape_{i}")
+        for i, cols in enumerate(shapes)
+    ]
+    return layout
+
+
+def make_template(
+    spark: SparkSession,
+    catalog: str,
+    pipeline: PipelineConfig,
+    namespace: str,
+    user: StructType,
+) -> Template | None:
+    """The template of the tables a batch creates in ``namespace``, or None if the pipeline's
+    defaults ask for what the job does not write (see :func:`template_eligible`)."""
+    from frazil.sink.iceberg import iceberg_catalog, identifier
+    from frazil.sink.table import ensure_namespace, table_layout
+
+    staged_name = f"{namespace}.__frazil_staged_{pipeline.name}"
+    settings = pipeline.settings_for(staged_name)
+    if not template_eligible(settings) or not user.fields:
+        return None
+    ensure_namespace(spark, catalog, namespace.split("."))
+    schema, spec, _order, properties = table_layout(spark, settings, user, pipeline.name)
+    staged = (
+        iceberg_catalog(spark, catalog)
+        .buildTable(identifier(spark, staged_name.split(".")), schema)
+        .withPartitionSpec(spec)
+        .withProperties(properties)
+        .createTransaction()
+        .table()
+    )
+    location = str(staged.location()).rstrip("/").rsplit("/", 1)[0]
+    return Template(
+        java_table=staged,
+        properties=properties,
+        namespace=namespace,
+        location=location,
+        schema=spark_schema(spark, staged.schema()),
+        settings=settings,
+    )
+
+
+def run(spark: SparkSession, frame: DataFrame, layout: Layout, tables: list[Any]) -> Outcome:
+    """Write ``frame`` (in :meth:`Layout.frame`'s layout) to the known ``tables`` (Java, in
+    ``layout.names`` order) and, with a template, to the tables it meets first."""
+    jvm = spark.sparkContext._jvm
+    gateway = spark.sparkContext._gateway
+    assert jvm is not None and gateway is not None
+    names = gateway.new_array(jvm.java.lang.String, len(layout.names))
+    java_tables = gateway.new_array(jvm.org.apache.iceberg.Table, len(tables))
+    for i, (name, table) in enumerate(zip(layout.names, tables, strict=True)):
+        names[i] = name
+        java_tables[i] = table
+    template = layout.template
+    result = jvm.dev.frazil.spark.RoutedWrites.write(
+        frame._jdf,
+        names,
+        java_tables,
+        None if template is None else template.java_table,
+        None if template is None else template.namespace,
+        None if template is None else template.location,
+    )
+    return Outcome.parse(result)

@@ -1,0 +1,704 @@
+package dev.frazil.spark;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.io.Serializable;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.apache.iceberg.AppendFiles;
+import org.apache.iceberg.DataFile;
+import org.apache.iceberg.LocationProviders;
+import org.apache.iceberg.MetricsConfig;
+import org.apache.iceberg.PartitionKey;
+import org.apache.iceberg.PartitionSpec;
+import org.apache.iceberg.Schema;
+import org.apache.iceberg.SerializableTable;
+import org.apache.iceberg.StructLike;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.TableProperties;
+import org.apache.iceberg.Transaction;
+import org.apache.iceberg.UpdateSchema;
+import org.apache.iceberg.catalog.Catalog;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.io.DataWriter;
+import org.apache.iceberg.io.FileIO;
+import org.apache.iceberg.io.LocationProvider;
+import org.apache.iceberg.mapping.MappingUtil;
+import org.apache.iceberg.mapping.NameMappingParser;
+import org.apache.iceberg.parquet.Parquet;
+import org.apache.iceberg.spark.data.SparkParquetWriters;
+import org.apache.iceberg.types.Types;
+import org.apache.iceberg.util.PropertyUtil;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.types.BinaryType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DecimalType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * Writes a routed micro-batch to all of its tables in one Spark job: each task writes the
+ * rows it holds to each table's data files (Iceberg's Parquet writers for Spark rows), and
+ * the driver then commits each table's files in one commit of its own.
+ *
+ * <p>The batch is a Dataset laid out as: {@code kind} (int), the table name (string), the
+ * record's topic (string), partition (int) and Kafka timestamp in milliseconds (long), then
+ * one struct column per table shape. A row's {@code kind} is the index of the struct column
+ * holding its values for its table, or a negative code for a row that is not written (see
+ * the constants). A table the driver named is written with that table's schema, spec and
+ * properties; any other name is a table the batch meets first, written with the template
+ * (schema, spec, properties) under {@code <namespace location>/<table>} and created by
+ * {@link #createAndAppend} with exactly that schema.
+ *
+ * <p>Nothing is committed by the job: should the driver decide against committing (a record
+ * it must see first), it deletes the files with {@link Result#deleteFiles}.
+ */
+public final class RoutedWrites {
+  /** A record with an error (decode, transform, a value its table cannot take). */
+  public static final int BAD = -1;
+  /** A record the route matched to no table. */
+  public static final int UNMATCHED = -2;
+  /** A record dropped as configured (a filter, a skipped tombstone). */
+  public static final int FILTERED = -3;
+  /** A record its table must first change for (a new column with a value). */
+  public static final int DEFERRED = -4;
+  /** A row not written and not counted (the other tables' rows of a filtered record). */
+  public static final int IGNORED = -5;
+
+  private static final int FIRST_STRUCT = 5;
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private RoutedWrites() {}
+
+  /** How one table is written: its schema, spec, properties and where its files go. */
+  static final class Layout implements Serializable {
+    final Schema schema;
+    final PartitionSpec spec;
+    final Map<String, String> properties;
+    final FileIO io;
+    final String location;
+    final boolean created;
+
+    Layout(
+        Schema schema,
+        PartitionSpec spec,
+        Map<String, String> properties,
+        FileIO io,
+        String location,
+        boolean created) {
+      this.schema = schema;
+      this.spec = spec;
+      this.properties = properties;
+      this.io = io;
+      this.location = location;
+      this.created = created;
+    }
+  }
+
+  /** A new table's layout: the template's, under the namespace location. */
+  static final class Template implements Serializable {
+    final Schema schema;
+    final PartitionSpec spec;
+    final Map<String, String> properties;
+    final FileIO io;
+    final String namespace;
+    final String namespaceLocation;
+
+    Template(
+        Schema schema,
+        PartitionSpec spec,
+        Map<String, String> properties,
+        FileIO io,
+        String namespace,
+        String namespaceLocation) {
+      this.schema = schema;
+      this.spec = spec;
+      this.properties = properties;
+      this.io = io;
+      this.namespace = namespace;
+      this.namespaceLocation = namespaceLocation;
+    }
+
+    /** The new table's location, or null for a name outside the template's namespace. */
+    String locationOf(String table) {
+      String prefix = namespace + ".";
+      if (!table.startsWith(prefix) || table.indexOf('.', prefix.length()) >= 0) {
+        return null;
+      }
+      return namespaceLocation + "/" + table.substring(prefix.length());
+    }
+  }
+
+  /** One table's share of the batch, as written by the tasks. */
+  public static final class TableShare implements Serializable {
+    final String table;
+    final boolean created;
+    final String location;
+    final List<DataFile> files = new ArrayList<>();
+    final Map<String, Long> maxTimestamps = new HashMap<>();
+    long records;
+    boolean[] withValues;
+
+    TableShare(String table, boolean created, String location, int fields) {
+      this.table = table;
+      this.created = created;
+      this.location = location;
+      this.withValues = new boolean[fields];
+    }
+
+    void merge(TableShare other) {
+      files.addAll(other.files);
+      records += other.records;
+      for (Map.Entry<String, Long> e : other.maxTimestamps.entrySet()) {
+        maxTimestamps.merge(e.getKey(), e.getValue(), Math::max);
+      }
+      for (int i = 0; i < withValues.length; i++) {
+        withValues[i] |= other.withValues[i];
+      }
+    }
+  }
+
+  /** What one task wrote, and the rows it did not write. */
+  static final class TaskOutput implements Serializable {
+    final Map<String, TableShare> tables = new LinkedHashMap<>();
+    final long[] counts = new long[5];
+    final List<String> refused = new ArrayList<>();
+  }
+
+  /** The job's outcome, read by the driver before it commits. */
+  public static final class Result {
+    private final Map<String, TableShare> tables;
+    private final long[] counts;
+    private final List<String> refused;
+    private final Map<String, FileIO> ios;
+
+    Result(Map<String, TableShare> tables, long[] counts, List<String> refused, Map<String, FileIO> ios) {
+      this.tables = tables;
+      this.counts = counts;
+      this.refused = refused;
+      this.ios = ios;
+    }
+
+    /**
+     * The outcome as JSON: {@code bad}, {@code unmatched}, {@code filtered}, {@code deferred}
+     * record counts, {@code refused} (new table names outside the template's namespace), and
+     * per table: {@code created} (met first), {@code records}, {@code files}, {@code
+     * with_values} (indexes of the template's columns holding a value; new tables only) and
+     * {@code timestamps} ([topic, partition, largest timestamp ms]).
+     */
+    public String summary() throws IOException {
+      Map<String, Object> out = new LinkedHashMap<>();
+      out.put("bad", counts[0]);
+      out.put("unmatched", counts[1]);
+      out.put("filtered", counts[2]);
+      out.put("deferred", counts[3]);
+      out.put("refused", refused);
+      Map<String, Object> byTable = new LinkedHashMap<>();
+      for (TableShare share : tables.values()) {
+        Map<String, Object> t = new LinkedHashMap<>();
+        t.put("created", share.created);
+        t.put("records", share.records);
+        t.put("files", share.files.size());
+        long bytes = 0;
+        for (DataFile f : share.files) {
+          bytes += f.fileSizeInBytes();
+        }
+        t.put("bytes", bytes);
+        List<Integer> values = new ArrayList<>();
+        for (int i = 0; i < share.withValues.length; i++) {
+          if (share.withValues[i]) {
+            values.add(i);
+          }
+        }
+        t.put("with_values", values);
+        List<List<Object>> stamps = new ArrayList<>();
+        for (Map.Entry<String, Long> e : share.maxTimestamps.entrySet()) {
+          int cut = e.getKey().lastIndexOf('\u0000');
+          stamps.add(
+              List.of(
+                  e.getKey().substring(0, cut),
+                  Integer.parseInt(e.getKey().substring(cut + 1)),
+                  e.getValue()));
+        }
+        t.put("timestamps", stamps);
+        byTable.put(share.table, t);
+      }
+      out.put("tables", byTable);
+      return JSON.writeValueAsString(out);
+    }
+
+    /** Deletes the files the job wrote for {@code names} (tables the driver did not commit). */
+    public void deleteFiles(List<String> names) {
+      for (TableShare share : tables.values()) {
+        if (!names.contains(share.table)) {
+          continue;
+        }
+        FileIO io = ios.get(share.table);
+        for (DataFile f : share.files) {
+          try {
+            io.deleteFile(f.location());
+          } catch (RuntimeException e) {
+            // Left for orphan-file cleanup, as Spark leaves a failed write's files.
+          }
+        }
+      }
+    }
+
+    TableShare share(String table) {
+      TableShare share = tables.get(table);
+      if (share == null) {
+        throw new IllegalArgumentException("no rows were written for table " + table);
+      }
+      return share;
+    }
+  }
+
+  /**
+   * Runs the job.
+   *
+   * @param batch the batch in the layout above, partitioned as its files should be
+   * @param names the tables known before the batch
+   * @param tables their Iceberg tables (same order)
+   * @param template how a table met first is written (null: such rows must not occur)
+   * @param templateNamespace the namespace new tables are created in
+   * @param namespaceLocation that namespace's location (new tables are created below it)
+   * @return what was written (nothing is committed)
+   */
+  public static Result write(
+      Dataset<Row> batch,
+      String[] names,
+      Table[] tables,
+      Table template,
+      String templateNamespace,
+      String namespaceLocation) {
+    Map<String, Layout> known = new HashMap<>();
+    Map<String, FileIO> ios = new HashMap<>();
+    for (int i = 0; i < names.length; i++) {
+      Table copy = SerializableTable.copyOf(tables[i]);
+      known.put(
+          names[i],
+          new Layout(
+              copy.schema(), copy.spec(), copy.properties(), copy.io(), copy.location(), false));
+    }
+    Template newTables =
+        template == null
+            ? null
+            : new Template(
+                template.schema(),
+                template.spec(),
+                template.properties(),
+                SerializableTable.copyOf(template).io(),
+                templateNamespace,
+                namespaceLocation);
+    StructType layout = batch.schema();
+    StructType[] shapes = new StructType[layout.fields().length - FIRST_STRUCT];
+    for (int i = 0; i < shapes.length; i++) {
+      shapes[i] = (StructType) layout.fields()[FIRST_STRUCT + i].dataType();
+    }
+    String operation = UUID.randomUUID().toString();
+    JavaRDD<InternalRow> rows = batch.queryExecution().toRdd().toJavaRDD();
+    List<TaskOutput> outputs =
+        rows.mapPartitionsWithIndex(
+                (index, it) ->
+                    Collections.singletonList(
+                            new TaskWriter(known, newTables, shapes, operation, index).run(it))
+                        .iterator(),
+                false)
+            .collect();
+    Map<String, TableShare> merged = new LinkedHashMap<>();
+    long[] counts = new long[5];
+    List<String> refused = new ArrayList<>();
+    for (TaskOutput out : outputs) {
+      for (int i = 0; i < counts.length; i++) {
+        counts[i] += out.counts[i];
+      }
+      for (String name : out.refused) {
+        if (!refused.contains(name)) {
+          refused.add(name);
+        }
+      }
+      for (TableShare share : out.tables.values()) {
+        TableShare into = merged.get(share.table);
+        if (into == null) {
+          merged.put(share.table, share);
+        } else {
+          into.merge(share);
+        }
+      }
+    }
+    for (String name : merged.keySet()) {
+      Layout l = known.get(name);
+      ios.put(name, l != null ? l.io : newTables.io);
+    }
+    return new Result(merged, counts, refused, ios);
+  }
+
+  /** Appends a known table's files in one commit carrying {@code summary}. */
+  public static void append(Result result, Table table, String name, Map<String, String> summary) {
+    AppendFiles append = table.newAppend();
+    for (DataFile f : result.share(name).files) {
+      append.appendFile(f);
+    }
+    summary.forEach(append::set);
+    append.commit();
+  }
+
+  /**
+   * Creates a table met first with the template's schema (the catalog assigns the same field
+   * ids, checked), drops the columns none of its records filled, sets the name mapping and
+   * appends its files, in one transaction: the table appears with its rows and marker.
+   *
+   * @return false if the catalog would give the columns other ids (nothing is created)
+   */
+  public static boolean createAndAppend(
+      Result result,
+      Catalog catalog,
+      TableIdentifier identifier,
+      Table template,
+      Map<String, String> properties,
+      List<String> dropColumns,
+      String nameMappingProperty,
+      Map<String, String> summary) {
+    TableShare share = result.share(identifier.toString());
+    Transaction txn =
+        catalog
+            .buildTable(identifier, template.schema())
+            .withPartitionSpec(template.spec())
+            .withProperties(properties)
+            .withLocation(share.location)
+            .createTransaction();
+    if (!txn.table().schema().asStruct().equals(template.schema().asStruct())
+        || !txn.table().spec().equals(template.spec())) {
+      return false;
+    }
+    if (!dropColumns.isEmpty()) {
+      UpdateSchema update = txn.updateSchema();
+      for (String column : dropColumns) {
+        update.deleteColumn(column);
+      }
+      update.commit();
+    }
+    txn.updateProperties()
+        .set(nameMappingProperty, NameMappingParser.toJson(MappingUtil.create(txn.table().schema())))
+        .commit();
+    AppendFiles append = txn.newAppend();
+    for (DataFile f : share.files) {
+      append.appendFile(f);
+    }
+    summary.forEach(append::set);
+    append.commit();
+    txn.commitTransaction();
+    return true;
+  }
+
+  /** One task: routes each row to its table's writer for its partition. */
+  static final class TaskWriter {
+    private final Map<String, Layout> known;
+    private final Template template;
+    private final StructType[] shapes;
+    private final String operation;
+    private final int partitionIndex;
+    private final TaskOutput output = new TaskOutput();
+    private final Map<UTF8String, Sink> sinks = new HashMap<>();
+    private final Map<UTF8String, String> topics = new HashMap<>();
+    private int fileCount;
+
+    TaskWriter(
+        Map<String, Layout> known,
+        Template template,
+        StructType[] shapes,
+        String operation,
+        int partitionIndex) {
+      this.known = known;
+      this.template = template;
+      this.shapes = shapes;
+      this.operation = operation;
+      this.partitionIndex = partitionIndex;
+    }
+
+    TaskOutput run(Iterator<InternalRow> rows) throws IOException {
+      try {
+        while (rows.hasNext()) {
+          InternalRow row = rows.next();
+          int kind = row.getInt(0);
+          if (kind < 0) {
+            if (kind != IGNORED) {
+              output.counts[-kind - 1]++;
+            }
+            continue;
+          }
+          UTF8String name = row.getUTF8String(1);
+          Sink sink = sinks.get(name);
+          if (sink == null) {
+            sink = open(name.toString(), kind);
+            sinks.put(name.clone(), sink);
+          }
+          if (sink.share == null) {
+            output.counts[-DEFERRED - 1]++;
+            continue;
+          }
+          InternalRow values = row.getStruct(FIRST_STRUCT + kind, shapes[kind].size());
+          sink.write(values);
+          sink.share.records++;
+          sink.stamp(topic(row.getUTF8String(2)), row.getInt(3), row.getLong(4));
+        }
+        for (Sink sink : sinks.values()) {
+          sink.close();
+        }
+        for (Sink sink : sinks.values()) {
+          if (sink.share != null) {
+            output.tables.put(sink.share.table, sink.share);
+          }
+        }
+        return output;
+      } catch (Throwable t) {
+        for (Sink sink : sinks.values()) {
+          sink.abort();
+        }
+        throw t;
+      }
+    }
+
+    private String topic(UTF8String topic) {
+      String name = topics.get(topic);
+      if (name == null) {
+        name = topic.toString();
+        topics.put(topic.clone(), name);
+      }
+      return name;
+    }
+
+    private Sink open(String name, int kind) {
+      Layout layout = known.get(name);
+      if (layout == null) {
+        String location = template == null ? null : template.locationOf(name);
+        if (location == null) {
+          if (!output.refused.contains(name)) {
+            output.refused.add(name);
+          }
+          return new Sink(null, null, null);
+        }
+        layout =
+            new Layout(
+                template.schema, template.spec, template.properties, template.io, location, true);
+      }
+      TableShare share =
+          new TableShare(name, layout.created, layout.location, layout.schema.columns().size());
+      return new Sink(layout, shapes[kind], share);
+    }
+
+    /** One table's writers in this task, one per partition. */
+    final class Sink {
+      final Layout layout;
+      final StructType shape;
+      final TableShare share;
+      final Map<PartitionKey, DataWriter<InternalRow>> writers = new HashMap<>();
+      final List<DataWriter<InternalRow>> closed = new ArrayList<>();
+      final PartitionKey key;
+      final RowWrapper wrapper;
+      final LocationProvider locations;
+      final MetricsConfig metrics;
+      final long targetFileSize;
+      DataWriter<InternalRow> unpartitioned;
+
+      Sink(Layout layout, StructType shape, TableShare share) {
+        this.layout = layout;
+        this.shape = shape;
+        this.share = share;
+        if (layout == null) {
+          key = null;
+          wrapper = null;
+          locations = null;
+          metrics = null;
+          targetFileSize = 0;
+          return;
+        }
+        key = new PartitionKey(layout.spec, layout.schema);
+        wrapper = new RowWrapper(shape, layout.schema.asStruct());
+        locations = LocationProviders.locationsFor(layout.location, layout.properties);
+        metrics = MetricsConfig.fromProperties(layout.properties);
+        targetFileSize =
+            PropertyUtil.propertyAsLong(
+                layout.properties,
+                TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+                TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT);
+      }
+
+      void write(InternalRow values) throws IOException {
+        DataWriter<InternalRow> writer;
+        if (layout.spec.isUnpartitioned()) {
+          if (unpartitioned == null) {
+            unpartitioned = newWriter(null);
+          }
+          writer = unpartitioned;
+        } else {
+          key.partition(wrapper.wrap(values));
+          writer = writers.get(key);
+          if (writer == null) {
+            PartitionKey copy = key.copy();
+            writer = newWriter(copy);
+            writers.put(copy, writer);
+          }
+        }
+        writer.write(values);
+        if (layout.created) {
+          boolean[] seen = share.withValues;
+          for (int i = 0; i < seen.length; i++) {
+            if (!seen[i] && !values.isNullAt(i)) {
+              seen[i] = true;
+            }
+          }
+        }
+        if (writer.length() >= targetFileSize) {
+          writer.close();
+          closed.add(writer);
+          if (layout.spec.isUnpartitioned()) {
+            unpartitioned = null;
+          } else {
+            writers.remove(key);
+          }
+        }
+      }
+
+      void stamp(String topic, int partition, long timestampMs) {
+        share.maxTimestamps.merge(topic + "\u0000" + partition, timestampMs, Math::max);
+      }
+
+      private DataWriter<InternalRow> newWriter(StructLike partition) throws IOException {
+        TaskContext context = TaskContext.get();
+        long taskId = context == null ? 0 : context.taskAttemptId();
+        String file =
+            String.format(
+                "%05d-%d-%s-%05d.parquet", partitionIndex, taskId, operation, ++fileCount);
+        String path =
+            partition == null
+                ? locations.newDataLocation(file)
+                : locations.newDataLocation(layout.spec, partition, file);
+        return Parquet.writeData(layout.io.newOutputFile(path))
+            .schema(layout.schema)
+            .createWriterFunc(
+                (icebergSchema, message) ->
+                    SparkParquetWriters.buildWriter(icebergSchema, message, shape))
+            .setAll(layout.properties)
+            .metricsConfig(metrics)
+            .withSpec(layout.spec)
+            .withPartition(partition)
+            .overwrite()
+            .build();
+      }
+
+      void close() throws IOException {
+        List<DataWriter<InternalRow>> all = new ArrayList<>(closed);
+        if (unpartitioned != null) {
+          unpartitioned.close();
+          all.add(unpartitioned);
+        }
+        for (DataWriter<InternalRow> w : writers.values()) {
+          w.close();
+          all.add(w);
+        }
+        for (DataWriter<InternalRow> w : all) {
+          share.files.add(w.toDataFile());
+        }
+        writers.clear();
+        closed.clear();
+        unpartitioned = null;
+      }
+
+      void abort() {
+        if (layout == null) {
+          return;
+        }
+        List<DataWriter<InternalRow>> open = new ArrayList<>(writers.values());
+        if (unpartitioned != null) {
+          open.add(unpartitioned);
+        }
+        open.addAll(closed);
+        for (DataWriter<InternalRow> w : open) {
+          try {
+            w.close();
+            layout.io.deleteFile(w.toDataFile().location());
+          } catch (Exception e) {
+            // Best effort: orphan-file cleanup removes what is left.
+          }
+        }
+        for (DataFile f : share.files) {
+          try {
+            layout.io.deleteFile(f.location());
+          } catch (Exception e) {
+            // As above.
+          }
+        }
+      }
+    }
+  }
+
+  /** A Spark row as Iceberg's partition functions read it (Iceberg's internal values). */
+  static final class RowWrapper implements StructLike {
+    private final DataType[] types;
+    private final RowWrapper[] nested;
+    private InternalRow row;
+
+    RowWrapper(StructType shape, Types.StructType iceberg) {
+      int size = shape.size();
+      types = new DataType[size];
+      nested = new RowWrapper[size];
+      List<Types.NestedField> fields = iceberg.fields();
+      for (int i = 0; i < size; i++) {
+        types[i] = shape.fields()[i].dataType();
+        if (types[i] instanceof StructType && i < fields.size() && fields.get(i).type().isStructType()) {
+          nested[i] = new RowWrapper((StructType) types[i], fields.get(i).type().asStructType());
+        }
+      }
+    }
+
+    RowWrapper wrap(InternalRow value) {
+      this.row = value;
+      return this;
+    }
+
+    @Override
+    public int size() {
+      return types.length;
+    }
+
+    @Override
+    public <T> T get(int pos, Class<T> javaClass) {
+      if (row.isNullAt(pos)) {
+        return null;
+      }
+      DataType type = types[pos];
+      Object value;
+      if (nested[pos] != null) {
+        value = nested[pos].wrap(row.getStruct(pos, ((StructType) type).size()));
+      } else if (type instanceof StringType) {
+        value = row.getUTF8String(pos).toString();
+      } else if (type instanceof BinaryType) {
+        value = ByteBuffer.wrap(row.getBinary(pos));
+      } else if (type instanceof DecimalType) {
+        DecimalType d = (DecimalType) type;
+        value = row.getDecimal(pos, d.precision(), d.scale()).toJavaBigDecimal();
+      } else {
+        value = row.get(pos, type);
+      }
+      return javaClass.cast(value);
+    }
+
+    @Override
+    public <T> void set(int pos, T value) {
+      throw new UnsupportedOperationException("read-only");
+    }
+  }
+}

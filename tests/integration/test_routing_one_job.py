@@ -1,0 +1,195 @@
+"""A routed batch written to all of its tables in one Spark job, and the batches that are not.
+
+The one job (``frazil.engine.one_job``) writes the common case: known tables taking the
+batch's columns as they are, and new tables created with the pipeline's defaults. A batch it
+cannot write alone (a record for a column its table lacks, a bad record) is found by the job
+and written the general way; either way each table holds each record once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from frazil.engine.runner import run
+from tests.integration.test_routing import columns, produce_json, rows
+
+pytestmark = pytest.mark.integration
+
+_LOGGER = "frazil.engine.batch"
+
+
+def _ways(caplog: pytest.LogCaptureFixture) -> tuple[int, int]:
+    """Batches written in one job, and batches the job sent the general way."""
+    messages = [r.getMessage() for r in caplog.records if r.name == _LOGGER]
+    one = sum("in one job" in m for m in messages)
+    general = sum("goes the general way" in m for m in messages)
+    caplog.clear()
+    return one, general
+
+
+def test_new_and_known_tables_in_one_job_and_what_goes_the_general_way(
+    spark: Any,
+    make_config: Any,
+    kafka_bootstrap: str,
+    unique: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=_LOGGER)
+    topic, u = f"one-{unique}", unique
+    name = f"one_{u}"
+    schema = {"id": "long", "kind": "string", "amount": "double", "who": "string", "n": "int"}
+    config = make_config(
+        [
+            {
+                "name": name,
+                "topics": [topic],
+                "schema": schema,
+                "route": {"field": "kind", "table": f"one_{u}.t_{{value}}"},
+                "partition_by": ["bucket(4, id)"],
+            }
+        ]
+    )
+
+    # 1. New tables, each with the columns its records fill (and its partition column).
+    first = [
+        {"id": 1, "kind": "pay", "amount": 1.5},
+        {"id": 2, "kind": "user", "who": "ann"},
+        {"id": 3, "kind": "pay", "amount": 2.5},
+        {"id": 4, "kind": "User", "who": "bob"},  # the same table once sanitised
+    ]
+    produce_json(kafka_bootstrap, topic, first)
+    [report] = run(config, until_caught_up=True, spark=spark)
+    assert _ways(caplog) == (1, 0)
+    assert report.records_ingested == 4
+    assert columns(spark, f"one_{u}.t_pay") == ["id", "kind", "amount"]
+    assert columns(spark, f"one_{u}.t_user") == ["id", "kind", "who"]
+    assert rows(spark, f"one_{u}.t_pay", "id, amount") == [(1, 1.5), (3, 2.5)]
+    assert rows(spark, f"one_{u}.t_user", "id, who") == [(2, "ann"), (4, "bob")]
+    spec = spark.sql(f"SELECT partition FROM lake.one_{u}.t_pay.files").collect()
+    assert spec and all(r["partition"]["id_bucket"] is not None for r in spec)
+    # Created with its rows and marker in one transaction: its first snapshot has both.
+    first_snapshot = spark.sql(
+        f"SELECT summary FROM lake.one_{u}.t_pay.snapshots ORDER BY committed_at LIMIT 1"
+    ).collect()[0]["summary"]
+    assert first_snapshot["added-records"] == "2"
+    assert first_snapshot["frazil.pipeline"] == name
+    # Others engines read the new table through its name mapping and field ids.
+    mapping = spark.sql(f"SHOW TBLPROPERTIES lake.one_{u}.t_pay").collect()
+    assert any(r[0] == "schema.name-mapping.default" for r in mapping)
+
+    # 2. Known tables appended, a new one created, all in one job.
+    second = [
+        {"id": 5, "kind": "pay", "amount": 3.0},
+        {"id": 6, "kind": "count", "n": 7},
+        {"id": 7, "kind": "user", "who": "cy"},
+    ]
+    produce_json(kafka_bootstrap, topic, second)
+    [report] = run(config, until_caught_up=True, spark=spark)
+    assert _ways(caplog) == (1, 0)
+    assert rows(spark, f"one_{u}.t_pay", "id, amount") == [(1, 1.5), (3, 2.5), (5, 3.0)]
+    assert rows(spark, f"one_{u}.t_count", "id, n") == [(6, 7)]
+    assert columns(spark, f"one_{u}.t_count") == ["id", "kind", "n"]
+
+    # 3. A pay record filling `who`, a column t_pay lacks: the job sends the batch the
+    # general way, which adds the column first; nothing is written twice.
+    produce_json(kafka_bootstrap, topic, [{"id": 8, "kind": "pay", "who": "dee"}, first[1]])
+    [report] = run(config, until_caught_up=True, spark=spark)
+    one, general = _ways(caplog)
+    assert (one, general) == (0, 1)
+    assert columns(spark, f"one_{u}.t_pay") == ["id", "kind", "amount", "who"]
+    assert rows(spark, f"one_{u}.t_pay", "id, who") == [
+        (1, None),
+        (3, None),
+        (5, None),
+        (8, "dee"),
+    ]
+    assert rows(spark, f"one_{u}.t_user", "id") == [(2,), (2,), (4,), (7,)]
+    assert report.records_ingested == 2
+
+    # 4. Back in one job once the table took the column.
+    produce_json(kafka_bootstrap, topic, [{"id": 9, "kind": "pay", "who": "eve", "amount": 1.0}])
+    run(config, until_caught_up=True, spark=spark)
+    assert _ways(caplog) == (1, 0)
+    assert rows(spark, f"one_{u}.t_pay", "id, amount, who")[-1] == (9, 1.0, "eve")
+
+
+def test_a_batch_with_a_bad_record_goes_the_general_way(
+    spark: Any,
+    make_config: Any,
+    kafka_bootstrap: str,
+    unique: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=_LOGGER)
+    topic, u = f"one-bad-{unique}", unique
+    config = make_config(
+        [
+            {
+                "name": f"oneb_{u}",
+                "topics": [topic],
+                "schema": {"id": "long", "kind": "string"},
+                "route": {"field": "kind", "table": f"oneb_{u}.t_{{value}}"},
+                "errors": {"tolerance": "all", "dlq_table": f"oneb_{u}.dead"},
+            }
+        ]
+    )
+    produce_json(kafka_bootstrap, topic, [{"id": 1, "kind": "a"}, {"id": 2, "kind": "b"}])
+    run(config, until_caught_up=True, spark=spark)
+    assert _ways(caplog) == (1, 0)
+
+    # A record that does not decode: the general way sends it to the dead-letter table.
+    produce_json(
+        kafka_bootstrap,
+        topic,
+        [{"id": 3, "kind": "a"}, {"id": "x", "kind": "a"}, {"id": 4, "kind": "c"}],
+    )
+    [report] = run(config, until_caught_up=True, spark=spark)
+    assert _ways(caplog) == (0, 1)
+    assert rows(spark, f"oneb_{u}.t_a") == [(1,), (3,)]
+    assert rows(spark, f"oneb_{u}.t_b") == [(2,)]
+    assert rows(spark, f"oneb_{u}.t_c") == [(4,)]
+    assert spark.sql(f"SELECT * FROM lake.oneb_{u}.dead").count() == 1
+    assert report.records_ingested == 2
+
+    produce_json(kafka_bootstrap, topic, [{"id": 5, "kind": "b"}])
+    run(config, until_caught_up=True, spark=spark)
+    assert _ways(caplog) == (1, 0)
+    assert rows(spark, f"oneb_{u}.t_b") == [(2,), (5,)]
+
+
+def test_a_table_with_settings_of_its_own_is_written_the_general_way(
+    spark: Any,
+    make_config: Any,
+    kafka_bootstrap: str,
+    unique: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=_LOGGER)
+    topic, u = f"one-own-{unique}", unique
+    config = make_config(
+        [
+            {
+                "name": f"oneo_{u}",
+                "topics": [topic],
+                "schema": {"id": "long", "kind": "string"},
+                "route": {"field": "kind", "table": f"oneo_{u}.t_{{value}}"},
+                "tables": {f"oneo_{u}.t_sorted": {"sort_by": ["id"]}},
+            }
+        ]
+    )
+    produce_json(kafka_bootstrap, topic, [{"id": 1, "kind": "a"}, {"id": 2, "kind": "sorted"}])
+    run(config, until_caught_up=True, spark=spark)
+    # The job meets a new table with settings of its own: it is created the general way.
+    assert _ways(caplog) == (0, 1)
+    assert rows(spark, f"oneo_{u}.t_a") == [(1,)]
+    assert rows(spark, f"oneo_{u}.t_sorted") == [(2,)]
+
+    # A sorted table is written by Spark's own writes, which sort: no job at all.
+    produce_json(kafka_bootstrap, topic, [{"id": 4, "kind": "a"}, {"id": 3, "kind": "sorted"}])
+    run(config, until_caught_up=True, spark=spark)
+    assert _ways(caplog) == (0, 0)
+    assert rows(spark, f"oneo_{u}.t_a") == [(1,), (4,)]
+    assert rows(spark, f"oneo_{u}.t_sorted") == [(2,), (3,)]

@@ -56,7 +56,7 @@ ROWS_PER_WRITE_TASK = 250_000
 #: restart from the tables never replays far for it.
 IDLE_MARKER_SECONDS = 60.0
 #: The routed batch's column naming the one table a row is for (the table list exploded).
-_ROUTE_TABLE = "__frazil_route_table"
+_ROUTE_TABLE = one_job.ROUTE_TABLE
 #: A hash of it (a long): the cache is sorted by it, which is far cheaper than sorting by
 #: names that share a long prefix (``db.events_…``), and each table's scan of the cache skips
 #: the blocks whose hash range leaves its own out.
@@ -383,14 +383,19 @@ class BatchHandler:
                 or progress.covered(state.marker, ctx.planned)
             ):
                 return False  # a replay, or a table to adopt: the general path filters
+        began = time.monotonic()
         planned = self.plan.run(ctx.batch)
         layout = self._job_layout(planned.schema)
         if layout is None:
             return False
         spark = self._spark()
         tables = [self.targets[n].table.java for n in layout.names]
-        partitions = max(1, spark.sparkContext.defaultParallelism) * one_job.TASKS_PER_CORE
+        # A task per known table (each writes whole tables: fewer, larger files), at least
+        # TASKS_PER_CORE per core: the tasks share the cores evenly whatever the tables' sizes.
+        cores = max(1, spark.sparkContext.defaultParallelism)
+        partitions = min(max(cores * one_job.TASKS_PER_CORE, len(layout.names)), one_job.MAX_TASKS)
         outcome = one_job.run(spark, layout.frame(planned, partitions), layout, tables)
+        written = time.monotonic()
         new = [n for n, share in outcome.tables.items() if share.created]
         if not outcome.clean or any(
             n in self.pipeline.tables or self.tables.exists(n) for n in new
@@ -437,10 +442,12 @@ class BatchHandler:
                 states[name] = progress.find_marker(target.table, self.pipeline.name)
             return False
         log.debug(
-            "%s: batch %d written to %d table(s) in one job",
+            "%s: batch %d written to %d table(s) in one job (%.2f s; commits %.2f s)",
             self.pipeline.name,
             ctx.batch_id,
             len(names),
+            written - began,
+            time.monotonic() - written,
         )
         self._mark_idle(ctx, states, set(names))
         return True
@@ -1116,44 +1123,54 @@ class BatchHandler:
         in the last batches gets a marker of the last batch's offsets.
         """
         with self._busy:
-            for target in self.targets.values():
-                last = target.last
-                if (
-                    self.routed
-                    and self._previous is not None
-                    and (last is None or last.offsets != self._previous[1])
-                ):
-                    state = progress.find_marker(target.table, self.pipeline.name)
-                    if state.marker is None or state.marker.offsets != self._previous[1]:
-                        self._commit_marker_only(
-                            target,
-                            state,
-                            self._previous[1],
-                            self._previous_lagging,
-                            self._previous[0],
-                        )
-                    continue
-                if last is None or not target.pending:
-                    continue
-                state = progress.find_marker(target.table, self.pipeline.name)
-                if not _ours(state, target):
-                    continue
-                final = progress.next_marker(
-                    last,
-                    pipeline=last.pipeline,
-                    planned=last.offsets,
-                    stats=target.pending,
-                    lagging=target.lagging,
-                    batch_id=last.batch_id,
-                    query_id=last.query_id,
+            targets = list(self.targets.values())
+            if len(targets) == 1:
+                self._finish_one(targets[0])
+                return
+            # Each table's marker is a few catalog round trips and a commit, mostly waiting.
+            with ThreadPoolExecutor(max_workers=min(len(targets), FANOUT_THREADS)) as pool:
+                for future in [pool.submit(self._finish_one, t) for t in targets]:
+                    future.result()
+
+    def _finish_one(self, target: Target) -> None:
+        """:meth:`finish` for one table."""
+        last = target.last
+        if (
+            self.routed
+            and self._previous is not None
+            and (last is None or last.offsets != self._previous[1])
+        ):
+            state = progress.find_marker(target.table, self.pipeline.name)
+            if state.marker is None or state.marker.offsets != self._previous[1]:
+                self._commit_marker_only(
+                    target,
+                    state,
+                    self._previous[1],
+                    self._previous_lagging,
+                    self._previous[0],
                 )
-                if (final.max_timestamps, final.valid_through_ms) == (
-                    last.max_timestamps,
-                    last.valid_through_ms,
-                ):
-                    continue
-                target.table.commit_summary_only(final.to_summary())
-                target.last, target.pending = final, {}
+            return
+        if last is None or not target.pending:
+            return
+        state = progress.find_marker(target.table, self.pipeline.name)
+        if not _ours(state, target):
+            return
+        final = progress.next_marker(
+            last,
+            pipeline=last.pipeline,
+            planned=last.offsets,
+            stats=target.pending,
+            lagging=target.lagging,
+            batch_id=last.batch_id,
+            query_id=last.query_id,
+        )
+        if (final.max_timestamps, final.valid_through_ms) == (
+            last.max_timestamps,
+            last.valid_through_ms,
+        ):
+            return
+        target.table.commit_summary_only(final.to_summary())
+        target.last, target.pending = final, {}
 
     def _rejected(self, rows: DataFrame, batch_id: int) -> PipelineError:
         """The error that stops a batch holding marked records, quoting the first ones."""

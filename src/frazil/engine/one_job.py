@@ -37,6 +37,8 @@ ROUTE_TABLE = "__frazil_route_table"
 #: Tasks per core that write the tables: each task writes whole tables (a table's rows are
 #: shuffled to one task), so that a table gets one file per partition and batch.
 TASKS_PER_CORE = 2
+#: At most this many tasks write a batch's tables (several tables per task beyond it).
+MAX_TASKS = 200
 #: Table properties a new table may set and still be written by the job (Parquet only).
 _FORMAT = "write.format.default"
 

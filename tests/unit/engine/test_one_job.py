@@ -1,0 +1,121 @@
+"""The one job of a routed batch: which tables it may write, which columns a new table
+drops, and how the JVM's outcome is read (no Spark session: plain types)."""
+
+from __future__ import annotations
+
+import json
+
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from frazil.config import parse_config
+from frazil.config.models import PipelineConfig
+from frazil.engine.one_job import Outcome, Template, new_columns, template_eligible
+from frazil.sink.evolution import TableView
+
+
+def _pipeline(**extra: object) -> PipelineConfig:
+    config = parse_config(
+        {
+            "pipelines": [
+                {
+                    "name": "p",
+                    "topics": ["t"],
+                    "route": {"field": "kind", "table": "db.t_{value}"},
+                    **extra,
+                }
+            ]
+        }
+    )
+    return config.pipelines[0]
+
+
+def test_only_parquet_appends_without_sort_identifiers_or_aliases_are_written_by_the_job() -> None:
+    assert template_eligible(_pipeline().settings_for("db.t_a"))
+    assert template_eligible(_pipeline(partition_by=["days(ts)"]).settings_for("db.t_a"))
+    assert not template_eligible(_pipeline(sort_by=["id"]).settings_for("db.t_a"))
+    assert not template_eligible(_pipeline(identifier_fields=["id"]).settings_for("db.t_a"))
+    assert not template_eligible(_pipeline(aliases={"a": "b"}).settings_for("db.t_a"))
+    orc = _pipeline(table_properties={"write.format.default": "orc"})
+    assert not template_eligible(orc.settings_for("db.t_a"))
+    upsert = _pipeline(write={"mode": "upsert", "key": ["id"]})
+    assert not template_eligible(upsert.settings_for("db.t_a"))
+
+
+def test_a_new_table_drops_the_columns_none_of_its_records_filled_but_keeps_partitions() -> None:
+    schema = StructType(
+        [
+            StructField("id", LongType()),
+            StructField("kind", StringType()),
+            StructField("amount", LongType()),
+            StructField("who", StringType()),
+        ]
+    )
+    settings = _pipeline(partition_by=["bucket(4, who)"]).settings_for("db.t_a")
+    template = Template(None, None, "db", "/lake/db", schema, settings)
+    assert template.drops(frozenset({0, 1, 2})) == []  # `who` partitions the table
+    plain = Template(None, None, "db", "/lake/db", schema, _pipeline().settings_for("db.t_a"))
+    assert plain.drops(frozenset({0, 1, 2})) == ["who"]
+    assert plain.drops(frozenset({1})) == ["id", "amount", "who"]
+    # No column with a value (every record all null): the table keeps them all.
+    assert plain.drops(frozenset()) == []
+
+
+def test_new_columns_are_those_the_table_never_had() -> None:
+    table = StructType([StructField("id", LongType()), StructField("name", StringType())])
+    # `old` was renamed to `name` (the name mapping keeps it); `gone` was dropped.
+    view = TableView(
+        schema_id=3,
+        schema=table,
+        ids={"id": 1, "name": 2},
+        names={"id": 1, "name": 2, "old": 2, "gone": 3},
+        required=[],
+    )
+    batch = StructType(
+        [StructField(n, StringType()) for n in ("id", "old", "gone", "fresh", "NAME")]
+    )
+    settings = _pipeline().settings_for("db.t_a")
+    assert new_columns(batch, view, settings) == ["fresh"]
+
+
+class _Result:
+    def __init__(self, summary: dict[str, object]) -> None:
+        self._summary = json.dumps(summary)
+
+    def summary(self) -> str:
+        return self._summary
+
+
+def test_the_outcome_is_read_from_the_jvms_summary() -> None:
+    outcome = Outcome.parse(
+        _Result(
+            {
+                "bad": 0,
+                "unmatched": 2,
+                "filtered": 1,
+                "deferred": 0,
+                "refused": [],
+                "tables": {
+                    "db.t_a": {
+                        "created": True,
+                        "records": 5,
+                        "files": 2,
+                        "bytes": 900,
+                        "with_values": [0, 2],
+                        "timestamps": [["t", 0, 1700], ["t", 1, 1800]],
+                    }
+                },
+            }
+        )
+    )
+    assert outcome.clean
+    assert (outcome.unmatched, outcome.filtered) == (2, 1)
+    share = outcome.tables["db.t_a"]
+    assert share.created and share.records == 5 and share.bytes == 900
+    assert share.with_values == frozenset({0, 2})
+    assert share.timestamps == {("t", 0): 1700, ("t", 1): 1800}
+    for key in ("bad", "deferred"):
+        raw = {"bad": 0, "unmatched": 0, "filtered": 0, "deferred": 0, "refused": []}
+        raw[key] = 1
+        assert not Outcome.parse(_Result({**raw, "tables": {}})).clean
+    refused = {"bad": 0, "unmatched": 0, "filtered": 0, "deferred": 0, "refused": ["x.y"]}
+    assert not Outcome.parse(_Result({**refused, "tables": {}})).clean

@@ -390,10 +390,19 @@ class BatchHandler:
             return False
         spark = self._spark()
         tables = [self.targets[n].table.java for n in layout.names]
-        # A task per known table (each writes whole tables: fewer, larger files), at least
-        # TASKS_PER_CORE per core: the tasks share the cores evenly whatever the tables' sizes.
+        # Each task writes whole tables (one file per table and partition). A task per known
+        # table, at least TASKS_PER_CORE per core, and room for the tables a route may meet
+        # first: tables hash to tasks, and many small tasks share the cores evenly where a
+        # few would get several tables each.
         cores = max(1, spark.sparkContext.defaultParallelism)
-        partitions = min(max(cores * one_job.TASKS_PER_CORE, len(layout.names)), one_job.MAX_TASKS)
+        partitions = min(
+            max(
+                cores * one_job.TASKS_PER_CORE,
+                len(layout.names),
+                one_job.NEW_TABLE_TASKS if layout.template is not None else 0,
+            ),
+            one_job.MAX_TASKS,
+        )
         outcome = one_job.run(spark, layout.frame(planned, partitions), layout, tables)
         written = time.monotonic()
         new = [n for n, share in outcome.tables.items() if share.created]

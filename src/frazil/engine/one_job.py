@@ -39,6 +39,8 @@ ROUTE_TABLE = "__frazil_route_table"
 TASKS_PER_CORE = 2
 #: At most this many tasks write a batch's tables (several tables per task beyond it).
 MAX_TASKS = 200
+#: Tasks of a batch that may meet new tables (how many is known only once it is written).
+NEW_TABLE_TASKS = 32
 #: Table properties a new table may set and still be written by the job (Parquet only).
 _FORMAT = "write.format.default"
 

@@ -127,7 +127,14 @@ class FieldRoute:
             matched = tables
         else:
             name = _fill(cfg.table, {"value": sanitize(value)})
-            matched = F.when(value.isNotNull() & (sanitize(value) != F.lit("")), F.array(name))
+            # A value sanitises to "" only if it is "" (a run of other characters becomes
+            # "_"): tested on the value, the regular expression runs once per record, in the
+            # table's name, rather than once more in each test of a match (Spark does not
+            # share an expression between a condition and the branches it guards).
+            no_table = value.isNull() | (value == F.lit(""))
+            matched = F.when(~no_table, F.array(name))
+            what = F.lit(f"field {cfg.field}")
+            return _settle(batch, matched, cfg.default, value, what, unmatched=no_table)
         what = F.lit(f"field {cfg.field}")
         return _settle(batch, matched, cfg.default, value, what)
 
@@ -210,19 +217,27 @@ def _when(chain: Column | None, condition: Column, value: Column) -> Column:
 
 
 def _settle(
-    batch: c.Projection, matched: Column, default: str, value: Column, what: Column
+    batch: c.Projection,
+    matched: Column,
+    default: str,
+    value: Column,
+    what: Column,
+    *,
+    unmatched: Column | None = None,
 ) -> c.Projection:
-    """Apply the route's default to records ``matched`` left null."""
+    """Apply the route's default to records ``matched`` left null (``unmatched``: a cheaper
+    test of that, if the route has one)."""
     from pyspark.sql import functions as F
 
     result = dict(batch)
     tombstone = batch[c.VALUE].isNull()
     empty = F.array().cast("array<string>")
+    no_match = matched.isNull() if unmatched is None else unmatched
     if default == "skip":
         # Null, not empty: counted as unmatched (an empty list is a tombstone's).
         tables = matched
-        unmatched = matched.isNull() & ~tombstone
-        result[c.OP] = F.when(unmatched, F.lit(c.OP_SKIP)).otherwise(batch[c.OP])
+        skipped = no_match & ~tombstone
+        result[c.OP] = F.when(skipped, F.lit(c.OP_SKIP)).otherwise(batch[c.OP])
     elif default in ("fail", "dlq"):
         tables = F.coalesce(matched, empty)
         error = route_error(
@@ -231,7 +246,7 @@ def _settle(
         )
         result[c.ERROR] = F.coalesce(
             batch[c.ERROR],
-            F.when(matched.isNull() & ~tombstone, error).cast(c.ERROR_DDL),
+            F.when(no_match & ~tombstone, error).cast(c.ERROR_DDL),
         )
     else:
         tables = F.coalesce(matched, F.array(F.lit(default)))

@@ -67,13 +67,18 @@ def table_report(
     start_reason: str = "",
     marker: Marker | None = None,
     name: str | None = None,
+    handle: IcebergTable | None = None,
 ) -> PipelineReport:
     """Read the table's metadata and combine it with the run's counters.
 
     Args:
         marker: The pipeline's newest commit marker if the caller already knows it.
+        handle: An open handle on the table (refreshed here), if the caller has one.
     """
-    handle = IcebergTable(spark, table)
+    if handle is None:
+        handle = IcebergTable(spark, table)
+    else:
+        handle.refresh()
     # Read from the table's metadata through Iceberg's API: Spark SQL over the metadata tables
     # took seconds at the end of every run.
     snapshots = handle.snapshot_count()

@@ -7,13 +7,14 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from frazil.config.models import FrazilConfig, PipelineConfig
 from frazil.engine import fence, progress
-from frazil.engine.batch import BatchHandler, StopRequested
+from frazil.engine.batch import FANOUT_THREADS, BatchHandler, StopRequested
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.deadletters import DeadLetters
 from frazil.engine.events import CommitEvent, Event
@@ -21,7 +22,7 @@ from frazil.engine.observers import Observers
 from frazil.engine.plan import BatchPlan, build_plan
 from frazil.engine.report import PipelineReport, combine_reports, table_report
 from frazil.engine.shape import resolve_shape, source_schema
-from frazil.engine.tables import TableSet
+from frazil.engine.tables import TableSet, Target
 from frazil.errors import ConfigError, FrazilError, KafkaError, PipelineError
 from frazil.route.patterns import check_java_patterns
 from frazil.route.rules import build_route
@@ -184,8 +185,9 @@ class PipelineRun:
     def report(self) -> PipelineReport:
         """The run's report, read back from the pipeline's table(s)."""
         handler = self.handler
-        parts = [
-            table_report(
+
+        def part(t: Target) -> PipelineReport:
+            return table_report(
                 self.spark,
                 t.qualified,
                 self.pipeline,
@@ -194,9 +196,16 @@ class PipelineRun:
                 start_reason=self.start_reason,
                 marker=t.last,
                 name=t.name,
+                handle=t.table,
             )
-            for t in handler.targets.values()
-        ]
+
+        targets = list(handler.targets.values())
+        if len(targets) == 1:
+            parts = [part(targets[0])]
+        else:
+            # A routed pipeline's tables are read at once (catalog round trips, mostly waiting).
+            with ThreadPoolExecutor(max_workers=min(len(targets), FANOUT_THREADS)) as pool:
+                parts = list(pool.map(part, targets))
         if self.pipeline.table is not None and len(parts) == 1:
             report = parts[0]
         else:

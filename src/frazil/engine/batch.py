@@ -403,12 +403,22 @@ class BatchHandler:
             ),
             one_job.MAX_TASKS,
         )
-        outcome = one_job.run(spark, layout.frame(planned, partitions), layout, tables)
+        frame = layout.frame(planned, partitions)
+        if not layout.fits(frame):
+            return False
+        try:
+            outcome = one_job.run(spark, frame, layout, tables)
+        except Exception as exc:  # nothing is committed: the general way names the failure
+            log.debug("%s: the one job failed (%s)", self.pipeline.name, str(exc)[:300])
+            return False
         written = time.monotonic()
         new = [n for n, share in outcome.tables.items() if share.created]
-        if not outcome.clean or any(
-            n in self.pipeline.tables or self.tables.exists(n) for n in new
-        ):
+        try:
+            unusable = any(n in self.pipeline.tables or self.tables.exists(n) for n in new)
+        except Exception:
+            outcome.delete(spark)
+            raise
+        if not outcome.clean or unusable:
             outcome.delete(spark)
             log.debug(
                 "%s: batch %d goes the general way (%d bad, %d deferred, %d refused)",
@@ -419,26 +429,68 @@ class BatchHandler:
                 len(outcome.refused),
             )
             return False
+        pause = _pause()
+        # New tables first: each is created with its rows and marker. Only then do the known
+        # tables commit, so that a crash in between leaves every known table before the
+        # batch, and a restart from the tables' markers (without the checkpoint) reads the
+        # batch again rather than starting past the rows of a table never created.
+        committed: dict[str, progress.Marker] = {}
+        for phase in (new, [n for n in outcome.tables if n not in new]):
+            if not phase:
+                continue
+            with ThreadPoolExecutor(max_workers=min(len(phase), FANOUT_THREADS)) as pool:
+                futures = {
+                    n: pool.submit(self._commit_share, ctx, n, outcome, layout, states, pause)
+                    for n in phase
+                }
+                errors: dict[str, BaseException] = {}
+                for n, future in futures.items():
+                    error = future.exception()
+                    if error is None:
+                        committed[n] = future.result()
+                    else:
+                        errors[n] = error
+            if errors:
+                self._record_commits(ctx, outcome, committed, states)
+                # Files are deleted only where nothing was committed for certain: a failed
+                # commit may have gone through (Iceberg keeps its files in that case too).
+                untouched = [
+                    n
+                    for n in outcome.tables
+                    if n not in committed and (n not in errors or isinstance(errors[n], _Refit))
+                ]
+                outcome.delete(spark, untouched)
+                first = next(iter(errors.values()))
+                if not isinstance(first, _Refit):
+                    raise first
+                for name, target in self.targets.items():
+                    states[name] = progress.find_marker(target.table, self.pipeline.name)
+                return False
+        self._record_commits(ctx, outcome, committed, states)
         with self._stats_lock:
             self.stats.unmatched += outcome.unmatched
             self.stats.filtered += outcome.filtered
-        pause = _pause()
-        names = list(outcome.tables)
-        with ThreadPoolExecutor(max_workers=max(1, min(len(names), FANOUT_THREADS))) as pool:
-            futures = {
-                n: pool.submit(self._commit_share, ctx, n, outcome, layout, states, pause)
-                for n in names
-            }
-            results = {n: f.exception() or f.result() for n, f in futures.items()}
-        failed = [n for n, r in results.items() if not isinstance(r, progress.Marker)]
-        if failed:
-            outcome.delete(spark, failed)
-            first = results[failed[0]]
-            if isinstance(first, BaseException) and not isinstance(first, _Refit):
-                raise first
-        for name, marker in results.items():
-            if not isinstance(marker, progress.Marker):
-                continue
+        log.debug(
+            "%s: batch %d written to %d table(s) in one job (%.2f s; commits %.2f s)",
+            self.pipeline.name,
+            ctx.batch_id,
+            len(committed),
+            written - began,
+            time.monotonic() - written,
+        )
+        self._mark_idle(ctx, states, set(committed))
+        return True
+
+    def _record_commits(
+        self,
+        ctx: _BatchContext,
+        outcome: one_job.Outcome,
+        committed: dict[str, progress.Marker],
+        states: dict[str, progress.TableState],
+    ) -> None:
+        """Keep and report the one job's commits (new tables join the pipeline's)."""
+        assert self.tables is not None
+        for name, marker in committed.items():
             if name not in self.targets:
                 self.targets[name] = self.tables.target(name)
                 states[name] = progress.find_marker(self.targets[name].table, self.pipeline.name)
@@ -446,20 +498,6 @@ class BatchHandler:
             self._committed(
                 ctx, self.targets[name], marker, share.records, share.timestamps, share.bytes
             )
-        if failed:
-            for name, target in self.targets.items():
-                states[name] = progress.find_marker(target.table, self.pipeline.name)
-            return False
-        log.debug(
-            "%s: batch %d written to %d table(s) in one job (%.2f s; commits %.2f s)",
-            self.pipeline.name,
-            ctx.batch_id,
-            len(names),
-            written - began,
-            time.monotonic() - written,
-        )
-        self._mark_idle(ctx, states, set(names))
-        return True
 
     def _commit_share(
         self,
@@ -556,7 +594,7 @@ class BatchHandler:
                 if namespace is not None and self.tables.catalog_type in ("jdbc", "hadoop")
                 else None
             )
-            layout = one_job.build_layout(schema, known, template)
+            layout = one_job.build_layout(schema, known, template, views)
         if len(self._layouts) > 8:
             self._layouts.clear()
         self._layouts[key] = layout
@@ -1133,8 +1171,9 @@ class BatchHandler:
         """
         with self._busy:
             targets = list(self.targets.values())
-            if len(targets) == 1:
-                self._finish_one(targets[0])
+            if len(targets) <= 1:
+                for target in targets:
+                    self._finish_one(target)
                 return
             # Each table's marker is a few catalog round trips and a commit, mostly waiting.
             with ThreadPoolExecutor(max_workers=min(len(targets), FANOUT_THREADS)) as pool:

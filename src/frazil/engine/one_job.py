@@ -144,6 +144,22 @@ class Layout:
     template: Template | None
     #: Known tables' write columns (for the write's bookkeeping).
     columns: dict[str, WriteColumns] = field(default_factory=dict)
+    #: The column types each shape must have: those of the tables written with it.
+    expected: dict[int, list[StructType]] = field(default_factory=dict)
+    _fits: bool | None = None
+
+    def fits(self, frame: DataFrame) -> bool:
+        """Whether each shape's columns have exactly its tables' types (Iceberg's writers
+        take Spark's values as they are: where a conversion is left to Spark's own write,
+        such as a map's key type, the batch goes the general way)."""
+        if self._fits is None:
+            actual = {f.name: f.dataType for f in frame.schema.fields}
+            self._fits = all(
+                _same_types(actual[_shape_name(i)], table)
+                for i, tables in self.expected.items()
+                for table in tables
+            )
+        return self._fits
 
     def frame(self, planned: DataFrame, partitions: int) -> DataFrame:
         """The planned batch in the job's layout, shuffled by table."""
@@ -222,6 +238,7 @@ def build_layout(
     schema: StructType,
     known: dict[str, tuple[WriteColumns, list[str]]],
     template: Template | None,
+    views: dict[str, TableView],
 ) -> Layout:
     """The kind of each row and the table shapes (one struct per distinct column list)."""
     from pyspark.sql import functions as F
@@ -263,17 +280,35 @@ def build_layout(
         kind = kind.when(rt == F.lit(name), branch)
         layout.names.append(name)
         layout.columns[name] = columns
+        layout.expected.setdefault(index, []).append(views[name].schema)
     if template is not None:
         kind = kind.otherwise(len(shapes))
+        layout.expected[len(shapes)] = [template.schema]
         shapes.append([F.col(f.name).cast(f.dataType).alias(f.name) for f in template.schema])
     else:
         kind = kind.otherwise(DEFERRED)
     layout.kind = kind
     layout.shapes = [
-        F.when(F.col(KIND) == i, F.struct(*cols)).alias(f"__frazil_shape_{i}")
+        F.when(F.col(KIND) == i, F.struct(*cols)).alias(_shape_name(i))
         for i, cols in enumerate(shapes)
     ]
     return layout
+
+
+def _shape_name(index: int) -> str:
+    return f"__frazil_shape_{index}"
+
+
+def _same_types(actual: Any, table: StructType) -> bool:
+    """Same column names and types, nullability aside."""
+    from pyspark.sql.types import StructType
+
+    if not isinstance(actual, StructType) or len(actual.fields) != len(table.fields):
+        return False
+    return all(
+        a.name == t.name and a.dataType.simpleString() == t.dataType.simpleString()
+        for a, t in zip(actual.fields, table.fields, strict=True)
+    )
 
 
 def make_template(
@@ -285,6 +320,7 @@ def make_template(
 ) -> Template | None:
     """The template of the tables a batch creates in ``namespace``, or None if the pipeline's
     defaults ask for what the job does not write (see :func:`template_eligible`)."""
+    from frazil.errors import FrazilError
     from frazil.sink.iceberg import iceberg_catalog, identifier
     from frazil.sink.table import ensure_namespace, table_layout
 
@@ -292,8 +328,11 @@ def make_template(
     settings = pipeline.settings_for(staged_name)
     if not template_eligible(settings) or not user.fields:
         return None
+    try:
+        schema, spec, _order, properties = table_layout(spark, settings, user, pipeline.name)
+    except FrazilError:  # e.g. a partition column this batch lacks: the general way says so
+        return None
     ensure_namespace(spark, catalog, namespace.split("."))
-    schema, spec, _order, properties = table_layout(spark, settings, user, pipeline.name)
     staged = (
         iceberg_catalog(spark, catalog)
         .buildTable(identifier(spark, staged_name.split(".")), schema)

@@ -200,8 +200,8 @@ class PipelineRun:
             )
 
         targets = list(handler.targets.values())
-        if len(targets) == 1:
-            parts = [part(targets[0])]
+        if len(targets) <= 1:
+            parts = [part(t) for t in targets]
         else:
             # A routed pipeline's tables are read at once (catalog round trips, mostly waiting).
             with ThreadPoolExecutor(max_workers=min(len(targets), FANOUT_THREADS)) as pool:

@@ -119,3 +119,30 @@ def test_the_outcome_is_read_from_the_jvms_summary() -> None:
         assert not Outcome.parse(_Result({**raw, "tables": {}})).clean
     refused = {"bad": 0, "unmatched": 0, "filtered": 0, "deferred": 0, "refused": ["x.y"]}
     assert not Outcome.parse(_Result({**refused, "tables": {}})).clean
+
+
+def test_a_shape_fits_its_tables_only_with_the_same_types_nullability_aside() -> None:
+    from pyspark.sql.types import IntegerType, MapType
+
+    from frazil.engine.one_job import _same_types
+
+    table = StructType(
+        [
+            StructField("id", LongType(), False),
+            StructField("tags", MapType(LongType(), StringType())),
+        ]
+    )
+    same = StructType(
+        [
+            StructField("id", LongType(), True),
+            StructField("tags", MapType(LongType(), StringType())),
+        ]
+    )
+    assert _same_types(same, table)
+    # A map's key type is not converted on the way (Spark's own write would cast it).
+    narrower = StructType(
+        [StructField("id", LongType()), StructField("tags", MapType(IntegerType(), StringType()))]
+    )
+    assert not _same_types(narrower, table)
+    assert not _same_types(StructType([StructField("id", LongType())]), table)
+    assert not _same_types(LongType(), table)

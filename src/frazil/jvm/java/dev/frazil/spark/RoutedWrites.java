@@ -78,6 +78,7 @@ public final class RoutedWrites {
   public static final int IGNORED = -5;
 
   private static final int FIRST_STRUCT = 5;
+  private static final int ROWS_PER_SIZE_CHECK = 1000;
   private static final ObjectMapper JSON = new ObjectMapper();
 
   private RoutedWrites() {}
@@ -90,6 +91,7 @@ public final class RoutedWrites {
     final FileIO io;
     final String location;
     final boolean created;
+    final MetricsConfig metrics;
 
     Layout(
         Schema schema,
@@ -97,13 +99,15 @@ public final class RoutedWrites {
         Map<String, String> properties,
         FileIO io,
         String location,
-        boolean created) {
+        boolean created,
+        MetricsConfig metrics) {
       this.schema = schema;
       this.spec = spec;
       this.properties = properties;
       this.io = io;
       this.location = location;
       this.created = created;
+      this.metrics = metrics;
     }
   }
 
@@ -115,6 +119,7 @@ public final class RoutedWrites {
     final FileIO io;
     final String namespace;
     final String namespaceLocation;
+    final MetricsConfig metrics;
 
     Template(
         Schema schema,
@@ -122,13 +127,15 @@ public final class RoutedWrites {
         Map<String, String> properties,
         FileIO io,
         String namespace,
-        String namespaceLocation) {
+        String namespaceLocation,
+        MetricsConfig metrics) {
       this.schema = schema;
       this.spec = spec;
       this.properties = properties;
       this.io = io;
       this.namespace = namespace;
       this.namespaceLocation = namespaceLocation;
+      this.metrics = metrics;
     }
 
     /** The new table's location, or null for a name outside the template's namespace. */
@@ -290,7 +297,13 @@ public final class RoutedWrites {
       known.put(
           names[i],
           new Layout(
-              copy.schema(), copy.spec(), copy.properties(), copy.io(), copy.location(), false));
+              copy.schema(),
+              copy.spec(),
+              copy.properties(),
+              copy.io(),
+              copy.location(),
+              false,
+              MetricsConfig.forTable(tables[i])));
     }
     Template newTables =
         template == null
@@ -301,7 +314,8 @@ public final class RoutedWrites {
                 template.properties(),
                 SerializableTable.copyOf(template).io(),
                 templateNamespace,
-                namespaceLocation);
+                namespaceLocation,
+                MetricsConfig.forTable(template));
     StructType layout = batch.schema();
     StructType[] shapes = new StructType[layout.fields().length - FIRST_STRUCT];
     for (int i = 0; i < shapes.length; i++) {
@@ -492,7 +506,13 @@ public final class RoutedWrites {
         }
         layout =
             new Layout(
-                template.schema, template.spec, template.properties, template.io, location, true);
+                template.schema,
+                template.spec,
+                template.properties,
+                template.io,
+                location,
+                true,
+                template.metrics);
       }
       TableShare share =
           new TableShare(name, layout.created, layout.location, layout.schema.columns().size());
@@ -512,6 +532,7 @@ public final class RoutedWrites {
       final MetricsConfig metrics;
       final long targetFileSize;
       DataWriter<InternalRow> unpartitioned;
+      int sinceSizeCheck;
 
       Sink(Layout layout, StructType shape, TableShare share) {
         this.layout = layout;
@@ -528,7 +549,7 @@ public final class RoutedWrites {
         key = new PartitionKey(layout.spec, layout.schema);
         wrapper = new RowWrapper(shape, layout.schema.asStruct());
         locations = LocationProviders.locationsFor(layout.location, layout.properties);
-        metrics = MetricsConfig.fromProperties(layout.properties);
+        metrics = layout.metrics;
         targetFileSize =
             PropertyUtil.propertyAsLong(
                 layout.properties,
@@ -561,6 +582,11 @@ public final class RoutedWrites {
             }
           }
         }
+        // As Iceberg's rolling writers: the size sums every column's buffers, so not per row.
+        if (++sinceSizeCheck < ROWS_PER_SIZE_CHECK) {
+          return;
+        }
+        sinceSizeCheck = 0;
         if (writer.length() >= targetFileSize) {
           writer.close();
           closed.add(writer);

@@ -142,8 +142,6 @@ class Layout:
     shapes: list[Column]
     names: list[str]
     template: Template | None
-    #: Known tables' write columns (for the write's bookkeeping).
-    columns: dict[str, WriteColumns] = field(default_factory=dict)
     #: The column types each shape must have: those of the tables written with it.
     expected: dict[int, list[StructType]] = field(default_factory=dict)
     _fits: bool | None = None
@@ -279,7 +277,6 @@ def build_layout(
             branch = F.when(columns.error.isNotNull(), BAD).otherwise(branch)
         kind = kind.when(rt == F.lit(name), branch)
         layout.names.append(name)
-        layout.columns[name] = columns
         layout.expected.setdefault(index, []).append(views[name].schema)
     if template is not None:
         kind = kind.otherwise(len(shapes))

@@ -109,42 +109,43 @@ public final class RoutedWrites {
       this.created = created;
       this.metrics = metrics;
     }
-  }
 
-  /** A new table's layout: the template's, under the namespace location. */
-  static final class Template implements Serializable {
-    final Schema schema;
-    final PartitionSpec spec;
-    final Map<String, String> properties;
-    final FileIO io;
-    final String namespace;
-    final String namespaceLocation;
-    final MetricsConfig metrics;
-
-    Template(
-        Schema schema,
-        PartitionSpec spec,
-        Map<String, String> properties,
-        FileIO io,
-        String namespace,
-        String namespaceLocation,
-        MetricsConfig metrics) {
-      this.schema = schema;
-      this.spec = spec;
-      this.properties = properties;
-      this.io = io;
-      this.namespace = namespace;
-      this.namespaceLocation = namespaceLocation;
-      this.metrics = metrics;
+    /** A table's layout, from the table (a copy that travels to the tasks). */
+    static Layout of(Table table, boolean created, String location) {
+      Table copy = SerializableTable.copyOf(table);
+      return new Layout(
+          copy.schema(),
+          copy.spec(),
+          copy.properties(),
+          copy.io(),
+          location == null ? copy.location() : location,
+          created,
+          MetricsConfig.forTable(table));
     }
 
-    /** The new table's location, or null for a name outside the template's namespace. */
-    String locationOf(String table) {
+    /** The same layout for a table at {@code at}. */
+    Layout at(String at) {
+      return new Layout(schema, spec, properties, io, at, created, metrics);
+    }
+  }
+
+  /** New tables' layout: the template's, each table under the namespace's location. */
+  static final class Template implements Serializable {
+    final Layout layout;
+    final String namespace;
+
+    Template(Layout layout, String namespace) {
+      this.layout = layout;
+      this.namespace = namespace;
+    }
+
+    /** A new table's layout, or null for a name outside the template's namespace. */
+    Layout layoutOf(String table) {
       String prefix = namespace + ".";
       if (!table.startsWith(prefix) || table.indexOf('.', prefix.length()) >= 0) {
         return null;
       }
-      return namespaceLocation + "/" + table.substring(prefix.length());
+      return layout.at(layout.location + "/" + table.substring(prefix.length()));
     }
   }
 
@@ -293,29 +294,12 @@ public final class RoutedWrites {
     Map<String, Layout> known = new HashMap<>();
     Map<String, FileIO> ios = new HashMap<>();
     for (int i = 0; i < names.length; i++) {
-      Table copy = SerializableTable.copyOf(tables[i]);
-      known.put(
-          names[i],
-          new Layout(
-              copy.schema(),
-              copy.spec(),
-              copy.properties(),
-              copy.io(),
-              copy.location(),
-              false,
-              MetricsConfig.forTable(tables[i])));
+      known.put(names[i], Layout.of(tables[i], false, null));
     }
     Template newTables =
         template == null
             ? null
-            : new Template(
-                template.schema(),
-                template.spec(),
-                template.properties(),
-                SerializableTable.copyOf(template).io(),
-                templateNamespace,
-                namespaceLocation,
-                MetricsConfig.forTable(template));
+            : new Template(Layout.of(template, true, namespaceLocation), templateNamespace);
     StructType layout = batch.schema();
     StructType[] shapes = new StructType[layout.fields().length - FIRST_STRUCT];
     for (int i = 0; i < shapes.length; i++) {
@@ -354,7 +338,7 @@ public final class RoutedWrites {
     }
     for (String name : merged.keySet()) {
       Layout l = known.get(name);
-      ios.put(name, l != null ? l.io : newTables.io);
+      ios.put(name, l != null ? l.io : newTables.layout.io);
     }
     return new Result(merged, counts, refused, ios);
   }
@@ -497,22 +481,13 @@ public final class RoutedWrites {
     private Sink open(String name, int kind) {
       Layout layout = known.get(name);
       if (layout == null) {
-        String location = template == null ? null : template.locationOf(name);
-        if (location == null) {
+        layout = template == null ? null : template.layoutOf(name);
+        if (layout == null) {
           if (!output.refused.contains(name)) {
             output.refused.add(name);
           }
           return new Sink(null, null, null);
         }
-        layout =
-            new Layout(
-                template.schema,
-                template.spec,
-                template.properties,
-                template.io,
-                location,
-                true,
-                template.metrics);
       }
       TableShare share =
           new TableShare(name, layout.created, layout.location, layout.schema.columns().size());

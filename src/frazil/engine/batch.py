@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from frazil import columns as c
 from frazil.config.models import PipelineConfig
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
+
+_R = TypeVar("_R")
 
 #: How many bad records a rejected batch quotes.
 _QUOTED_BAD_RECORDS = 3
@@ -155,6 +157,8 @@ class BatchHandler:
     _writes: dict[tuple[object, ...], WriteColumns] = field(default_factory=dict)
     #: The one job's layouts (:mod:`frazil.engine.one_job`) by batch shape and table set.
     _layouts: dict[tuple[object, ...], one_job.Layout | None] = field(default_factory=dict)
+    #: The one job's template of new tables, per namespace and batch shape (the latest).
+    _templates: dict[tuple[str, str], one_job.Template | None] = field(default_factory=dict)
     #: The last batch handled and its planned end offsets: the next batch starts there.
     _previous: tuple[int, TopicOffsets] | None = None
     #: The partitions the last batch left behind their end offset.
@@ -213,10 +217,7 @@ class BatchHandler:
         started = time.monotonic()
         self._emit(BatchStarted(self.pipeline.name, batch_id))
         planned = self.checkpoint.planned_offsets(batch_id)
-        states = {
-            name: progress.find_marker(t.table, self.pipeline.name)
-            for name, t in self.targets.items()
-        }
+        states = self._states()
         # Only one table can vouch for a whole batch: a routed batch may hold records for a
         # table not known yet (created by the batch that crashed), so it is always read,
         # and each table's write skips what its own marker covers.
@@ -250,6 +251,17 @@ class BatchHandler:
         self._previous_lagging = context.lagging
         self.stats.batches += 1
         self.stats.last_batch_id = batch_id
+
+    def _states(self) -> dict[str, progress.TableState]:
+        """Each table's state (its newest marker), several tables read at once."""
+        names = list(self.targets)
+
+        def read(name: str) -> progress.TableState:
+            return progress.find_marker(self.targets[name].table, self.pipeline.name)
+
+        if len(names) <= 1:
+            return {n: read(n) for n in names}
+        return dict(zip(names, self._each(names, read), strict=True))
 
     def _learned(self, batch: DataFrame, batch_id: int, attempt: int) -> bool:
         """Let the decoders learn from a batch with marked records; replan if they did."""
@@ -390,20 +402,7 @@ class BatchHandler:
             return False
         spark = self._spark()
         tables = [self.targets[n].table.java for n in layout.names]
-        # Each task writes whole tables (one file per table and partition). A task per known
-        # table, at least TASKS_PER_CORE per core, and room for the tables a route may meet
-        # first: tables hash to tasks, and many small tasks share the cores evenly where a
-        # few would get several tables each.
-        cores = max(1, spark.sparkContext.defaultParallelism)
-        partitions = min(
-            max(
-                cores * one_job.TASKS_PER_CORE,
-                len(layout.names),
-                one_job.NEW_TABLE_TASKS if layout.template is not None else 0,
-            ),
-            one_job.MAX_TASKS,
-        )
-        frame = layout.frame(planned, partitions)
+        frame = layout.frame(planned, max(1, spark.sparkContext.defaultParallelism))
         if not layout.fits(frame):
             return False
         try:
@@ -414,7 +413,9 @@ class BatchHandler:
         written = time.monotonic()
         new = [n for n, share in outcome.tables.items() if share.created]
         try:
-            unusable = any(n in self.pipeline.tables or self.tables.exists(n) for n in new)
+            unusable = any(n in self.pipeline.tables for n in new) or (
+                bool(new) and any(self._each(new, self.tables.exists))
+            )
         except Exception:
             outcome.delete(spark)
             raise
@@ -435,6 +436,7 @@ class BatchHandler:
         # batch, and a restart from the tables' markers (without the checkpoint) reads the
         # batch again rather than starting past the rows of a table never created.
         committed: dict[str, progress.Marker] = {}
+        opened: dict[str, tuple[Target, progress.TableState]] = {}
         for phase in (new, [n for n in outcome.tables if n not in new]):
             if not phase:
                 continue
@@ -447,11 +449,13 @@ class BatchHandler:
                 for n, future in futures.items():
                     error = future.exception()
                     if error is None:
-                        committed[n] = future.result()
+                        committed[n], found = future.result()
+                        if found is not None:
+                            opened[n] = found
                     else:
                         errors[n] = error
             if errors:
-                self._record_commits(ctx, outcome, committed, states)
+                self._record_commits(ctx, outcome, committed, states, opened)
                 # Files are deleted only where nothing was committed for certain: a failed
                 # commit may have gone through (Iceberg keeps its files in that case too).
                 untouched = [
@@ -466,7 +470,7 @@ class BatchHandler:
                 for name, target in self.targets.items():
                     states[name] = progress.find_marker(target.table, self.pipeline.name)
                 return False
-        self._record_commits(ctx, outcome, committed, states)
+        self._record_commits(ctx, outcome, committed, states, opened)
         with self._stats_lock:
             self.stats.unmatched += outcome.unmatched
             self.stats.filtered += outcome.filtered
@@ -487,13 +491,16 @@ class BatchHandler:
         outcome: one_job.Outcome,
         committed: dict[str, progress.Marker],
         states: dict[str, progress.TableState],
+        opened: dict[str, tuple[Target, progress.TableState]],
     ) -> None:
-        """Keep and report the one job's commits (new tables join the pipeline's)."""
+        """Keep and report the one job's commits (new tables join the pipeline's, as the
+        commit opened them)."""
         assert self.tables is not None
         for name, marker in committed.items():
             if name not in self.targets:
-                self.targets[name] = self.tables.target(name)
-                states[name] = progress.find_marker(self.targets[name].table, self.pipeline.name)
+                target, state = opened.get(name) or self._open(name)
+                self.targets[name] = target
+                states[name] = state
             share = outcome.tables[name]
             self._committed(
                 ctx, self.targets[name], marker, share.records, share.timestamps, share.bytes
@@ -507,8 +514,10 @@ class BatchHandler:
         layout: one_job.Layout,
         states: dict[str, progress.TableState],
         pause: tuple[str, float] | None,
-    ) -> progress.Marker:
-        """Commit one table's files of the job (creating the table if new); its marker."""
+    ) -> tuple[progress.Marker, tuple[Target, progress.TableState] | None]:
+        """Commit one table's files of the job (creating the table if new): its marker, and
+        for a new table, the table opened and its state (read here, alongside the other
+        tables' commits)."""
         if pause is not None and pause[0] == name:
             time.sleep(pause[1])
         spark = self._spark()
@@ -534,7 +543,7 @@ class BatchHandler:
             assert state is not None
             writes.append(outcome.java, target.table.java, name, summary)
             progress.check_no_interleaving(target.table, state, marker)
-            return marker
+            return marker, None
         template = layout.template
         assert template is not None
         drops = jvm.java.util.ArrayList()
@@ -553,7 +562,19 @@ class BatchHandler:
         if not created:
             raise _Refit(name)
         log.info("%s: created table %s", self.pipeline.name, name)
-        return marker
+        return marker, self._open(name)
+
+    def _open(self, name: str) -> tuple[Target, progress.TableState]:
+        """A table of the pipeline's, opened, and its state."""
+        assert self.tables is not None
+        target = self.tables.target(name)
+        return target, progress.find_marker(target.table, self.pipeline.name)
+
+    @staticmethod
+    def _each(names: list[str], call: Callable[[str], _R]) -> list[_R]:
+        """``call`` for each name, FANOUT_THREADS at a time (catalog round trips)."""
+        with ThreadPoolExecutor(max_workers=min(len(names), FANOUT_THREADS)) as pool:
+            return list(pool.map(call, names))
 
     def _job_layout(self, schema: StructType) -> one_job.Layout | None:
         """The one job's columns for this batch shape and the current tables (cached)."""
@@ -587,13 +608,17 @@ class BatchHandler:
             known[name] = columns
         else:
             namespace = self.tables.new_table_namespace()
-            template = (
-                one_job.make_template(
-                    self._spark(), self.tables.catalog, self.pipeline, namespace, user
-                )
-                if namespace is not None and self.tables.catalog_type in ("jdbc", "hadoop")
-                else None
-            )
+            template = None
+            if namespace is not None and self.tables.catalog_type in ("jdbc", "hadoop"):
+                # The same for every layout of this batch shape (the known tables change).
+                at = (namespace, user.json())
+                if at not in self._templates:
+                    self._templates = {
+                        at: one_job.make_template(
+                            self._spark(), self.tables.catalog, self.pipeline, namespace, user
+                        )
+                    }
+                template = self._templates[at]
             layout = one_job.build_layout(schema, known, template, views)
         if len(self._layouts) > 8:
             self._layouts.clear()

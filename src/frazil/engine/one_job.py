@@ -34,11 +34,11 @@ BAD, UNMATCHED, FILTERED, DEFERRED, IGNORED = -1, -2, -3, -4, -5
 #: The layout's columns before the table shapes (read by position in the JVM).
 KIND = "__frazil_kind"
 ROUTE_TABLE = "__frazil_route_table"
-#: Tasks per core that write the tables: each task writes whole tables (a table's rows are
-#: shuffled to one task), so that a table gets one file per partition and batch.
+#: Tasks per core that write the tables, at least: each task writes whole tables (a table's
+#: rows are shuffled to one task), so that a table gets one file per partition and batch.
 TASKS_PER_CORE = 2
-#: At most this many tasks write a batch's tables (several tables per task beyond it).
-MAX_TASKS = 200
+#: At most this many tasks write a batch's known tables (several tables per task beyond it).
+MAX_KNOWN_TASKS = 200
 #: Tasks of a batch that may meet new tables (how many is known only once it is written).
 NEW_TABLE_TASKS = 32
 #: Table properties a new table may set and still be written by the job (Parquet only).
@@ -145,6 +145,8 @@ class Layout:
     #: The column types each shape must have: those of the tables written with it.
     expected: dict[int, list[StructType]] = field(default_factory=dict)
     _fits: bool | None = None
+    #: Each row's task, per number of cores (built once: a branch per known table).
+    _tasks: dict[int, Column] = field(default_factory=dict)
 
     def fits(self, frame: DataFrame) -> bool:
         """Whether each shape's columns have exactly its tables' types (Iceberg's writers
@@ -159,8 +161,19 @@ class Layout:
             )
         return self._fits
 
-    def frame(self, planned: DataFrame, partitions: int) -> DataFrame:
-        """The planned batch in the job's layout, shuffled by table."""
+    def tasks(self, cores: int) -> tuple[int, int]:
+        """How many tasks write a batch, and how many of them take the known tables."""
+        known = min(len(self.names), MAX_KNOWN_TASKS)
+        new = NEW_TABLE_TASKS if self.template is not None else 0
+        return max(cores * TASKS_PER_CORE, known + new), known
+
+    def frame(self, planned: DataFrame, cores: int) -> DataFrame:
+        """The planned batch in the job's layout, shuffled by table.
+
+        Each known table gets a task of its own (up to MAX_KNOWN_TASKS), so that tables of
+        like size spread evenly over the cores: hashed, several would often share a task
+        while others stay empty. Tables met first hash to the tasks after those.
+        """
         from pyspark.sql import functions as F
 
         exploded = planned.select(F.explode_outer(F.col(c.TABLE)).alias(ROUTE_TABLE), "*")
@@ -173,7 +186,28 @@ class Layout:
             F.col(c.TIMESTAMP_MS),
             *self.shapes,
         )
-        return out.repartition(partitions, F.col(ROUTE_TABLE))
+        total, known = self.tasks(cores)
+        task = self._tasks.get(cores)
+        if task is None:
+            task = self._tasks[cores] = self._task(total, known)
+        return out.repartitionById(total, task)
+
+    def _task(self, total: int, known: int) -> Column:
+        """A row's task: its known table's own, or one of the rest by a hash of its name."""
+        from pyspark.sql import functions as F
+
+        rt = F.col(ROUTE_TABLE)
+        spare = total - known
+        others = (
+            F.pmod(F.hash(rt), F.lit(spare)) + F.lit(known)
+            if spare
+            else F.pmod(F.hash(rt), F.lit(total))
+        )
+        task: Column | None = None
+        for index, name in enumerate(self.names):
+            branch = F.lit(index % known)
+            task = (F.when if task is None else task.when)(rt == F.lit(name), branch)
+        return others if task is None else task.otherwise(others)
 
 
 def template_eligible(settings: ResolvedTable) -> bool:

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+#: Threads of Iceberg's worker pool in the driver (``iceberg.worker.num-threads``): at least
+#: one per table a routed batch commits at once (frazil.engine.batch.FANOUT_THREADS).
+ICEBERG_WORKER_THREADS = 16
+#: Hadoop's local file system, setting permissions without a process (frazil's jar).
+LOCAL_FILE_SYSTEM = "dev.frazil.hadoop.LocalFileSystem"
 
 
 def catalog_spark_conf(catalog: CatalogConfig) -> dict[str, str]:
@@ -79,6 +84,10 @@ def spark_conf(
         # The JVM refuses two collectors: one chosen by the user replaces frazil's.
         java_opts += f" {gc_option(config.spark.master)}"
     java_opts += " -XX:MetaspaceSize=256m"
+    # Iceberg writes each commit's manifests on a pool shared by the JVM (one thread per core
+    # by default) and polls for them in 10 ms sleeps: routed batches commit many tables at
+    # once (FANOUT_THREADS), which queued there for ~80 ms a commit on two cores.
+    java_opts += f" -Diceberg.worker.num-threads={ICEBERG_WORKER_THREADS}"
     if is_local(config.spark.master):
         java_opts += f" {' '.join(JIT_OPTIONS)}"
     if user_opts:
@@ -101,6 +110,11 @@ def spark_conf(
         "spark.ui.enabled": str(config.spark.ui).lower(),
         "spark.sql.streaming.metricsEnabled": "true",
     }
+    if is_local(config.spark.master):
+        # Where frazil's jar is on the JVM's own classpath: local files (the embedded
+        # warehouse, Spark's checkpoint) get their permissions set without a `chmod` process
+        # per file (dev.frazil.hadoop.LocalFileSystem).
+        conf["spark.hadoop.fs.file.impl"] = LOCAL_FILE_SYSTEM
     conf.update(catalog_spark_conf(config.catalog))
     # Spark's UI, event log and plan strings mask frazil's secrets too (user settings win).
     conf.update(spark_redaction_conf())

@@ -146,3 +146,23 @@ def test_a_shape_fits_its_tables_only_with_the_same_types_nullability_aside() ->
     assert not _same_types(narrower, table)
     assert not _same_types(StructType([StructField("id", LongType())]), table)
     assert not _same_types(LongType(), table)
+
+
+def test_each_known_table_gets_a_task_and_new_tables_share_the_rest() -> None:
+    from frazil.engine import one_job
+
+    def layout(known: int, template: bool) -> one_job.Layout:
+        names = [f"db.t{i}" for i in range(known)]
+        return one_job.Layout(
+            kind=None, shapes=[], names=names, template=object() if template else None
+        )  # type: ignore[arg-type]
+
+    # Known tables only: a task each, at least TASKS_PER_CORE per core.
+    assert layout(20, False).tasks(2) == (20, 20)
+    assert layout(1, False).tasks(2) == (2 * one_job.TASKS_PER_CORE, 1)
+    # A route that may meet new tables keeps NEW_TABLE_TASKS for them.
+    assert layout(20, True).tasks(2) == (20 + one_job.NEW_TABLE_TASKS, 20)
+    assert layout(0, True).tasks(2) == (one_job.NEW_TABLE_TASKS, 0)
+    # Beyond MAX_KNOWN_TASKS, known tables share tasks.
+    many = layout(one_job.MAX_KNOWN_TASKS + 50, False)
+    assert many.tasks(2) == (one_job.MAX_KNOWN_TASKS, one_job.MAX_KNOWN_TASKS)

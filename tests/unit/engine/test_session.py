@@ -62,3 +62,25 @@ def test_user_classpath_is_added_after_frazils_jars() -> None:
 
 def test_default_driver_heap_is_sparks_own() -> None:
     assert _conf({})["spark.driver.memory"] == "1g"
+
+
+def test_local_files_get_their_permissions_without_a_process() -> None:
+    # Hadoop runs `chmod` per created file without its native library; frazil's file system
+    # (in its jar, on the local JVM's classpath) sets the bits through java.nio instead.
+    assert _conf({})["spark.hadoop.fs.file.impl"] == session.LOCAL_FILE_SYSTEM
+    # A cluster's executors may not have the jar at that point: Hadoop's own stays.
+    assert "spark.hadoop.fs.file.impl" not in _conf({"master": "spark://h:7077"})
+    # A user's choice wins.
+    own = _conf({"conf": {"spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem"}})
+    assert own["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.LocalFileSystem"
+
+
+def test_icebergs_worker_pool_takes_the_commits_of_a_routed_batch_at_once() -> None:
+    from frazil.engine.batch import FANOUT_THREADS
+
+    opts = _conf({})["spark.driver.extraJavaOptions"]
+    assert f"-Diceberg.worker.num-threads={session.ICEBERG_WORKER_THREADS}" in opts
+    assert session.ICEBERG_WORKER_THREADS >= FANOUT_THREADS
+    # The user's own setting comes later on the command line, and the JVM takes the last.
+    user = _conf({"conf": {"spark.driver.extraJavaOptions": "-Diceberg.worker.num-threads=4"}})
+    assert user["spark.driver.extraJavaOptions"].endswith("-Diceberg.worker.num-threads=4")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
@@ -123,6 +124,13 @@ class Template:
     #: The template's columns as Spark types (the new tables' columns, in order).
     schema: StructType
     settings: ResolvedTable
+
+    @cached_property
+    def columns(self) -> list[Column]:
+        """The batch's columns as the new tables take them (built once: a cast each)."""
+        from pyspark.sql import functions as F
+
+        return [F.col(f.name).cast(f.dataType).alias(f.name) for f in self.schema]
 
     def drops(self, with_values: frozenset[int]) -> list[str]:
         """The columns a new table does not get: those none of its records filled (the
@@ -315,7 +323,7 @@ def build_layout(
     if template is not None:
         kind = kind.otherwise(len(shapes))
         layout.expected[len(shapes)] = [template.schema]
-        shapes.append([F.col(f.name).cast(f.dataType).alias(f.name) for f in template.schema])
+        shapes.append(template.columns)
     else:
         kind = kind.otherwise(DEFERRED)
     layout.kind = kind

@@ -23,7 +23,7 @@ def test_local_files_and_folders_get_hadoops_permissions(spark: Any, tmp_path: P
     os.umask(umask)
 
     folder = tmp_path / "a" / "b"
-    assert fs.mkdirs(jvm.org.apache.hadoop.fs.Path(folder.as_uri()))
+    # As Iceberg creates its files: the missing folders too.
     out = fs.create(jvm.org.apache.hadoop.fs.Path((folder / "data.bin").as_uri()), True)
     out.write(b"frazil")
     out.close()
@@ -40,3 +40,23 @@ def test_local_files_and_folders_get_hadoops_permissions(spark: Any, tmp_path: P
     assert stat.S_IMODE((folder / "data.bin").stat().st_mode) == 0o640
     status = fs.getFileStatus(jvm.org.apache.hadoop.fs.Path((folder / "data.bin").as_uri()))
     assert status.getPermission().toShort() == 0o640
+
+
+def test_a_folder_keeps_the_set_group_id_bit_as_chmod_would(spark: Any, tmp_path: Path) -> None:
+    # GNU chmod with a 4-digit mode keeps a directory's set-group-ID bit (a shared warehouse
+    # passing its group down); a plain mode change would clear it, so frazil's defers there.
+    fs = _local_fs(spark)
+    jvm = spark.sparkContext._jvm
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o2775)
+    child = shared / "table"
+    perm = jvm.org.apache.hadoop.fs.permission.FsPermission("775")
+    assert fs.mkdirs(jvm.org.apache.hadoop.fs.Path(child.as_uri()), perm)
+    assert child.stat().st_mode & stat.S_ISGID
+    # Without the bit, the folder gets the mode asked for (through java.nio).
+    plain = tmp_path / "plain" / "table"
+    assert fs.mkdirs(jvm.org.apache.hadoop.fs.Path(plain.as_uri()), perm)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(plain.stat().st_mode) == 0o775 & ~umask

@@ -562,6 +562,8 @@ class BatchHandler:
         if not created:
             raise _Refit(name)
         log.info("%s: created table %s", self.pipeline.name, name)
+        # Should opening it fail, the table is committed all the same: the error is raised
+        # (its files stay), the known tables commit nothing, and the restart reads it anew.
         return marker, self._open(name)
 
     def _open(self, name: str) -> tuple[Target, progress.TableState]:

@@ -173,7 +173,7 @@ class Layout:
         """How many tasks write a batch, and how many of them take the known tables."""
         known = min(len(self.names), MAX_KNOWN_TASKS)
         new = NEW_TABLE_TASKS if self.template is not None else 0
-        return max(cores * TASKS_PER_CORE, known + new), known
+        return max(min(cores * TASKS_PER_CORE, MAX_KNOWN_TASKS), known + new), known
 
     def frame(self, planned: DataFrame, cores: int) -> DataFrame:
         """The planned batch in the job's layout, shuffled by table.

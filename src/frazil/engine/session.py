@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-#: Threads of Iceberg's worker pool in the driver (``iceberg.worker.num-threads``): at least
-#: one per table a routed batch commits at once (frazil.engine.batch.FANOUT_THREADS).
+#: Threads of Iceberg's worker pool in the driver (``iceberg.worker.num-threads``), at least
+#: (one per core beyond): one per table a routed batch commits at once (FANOUT_THREADS).
 ICEBERG_WORKER_THREADS = 16
 #: Hadoop's local file system, setting permissions without a process (frazil's jar).
 LOCAL_FILE_SYSTEM = "dev.frazil.hadoop.LocalFileSystem"
@@ -84,10 +84,12 @@ def spark_conf(
         # The JVM refuses two collectors: one chosen by the user replaces frazil's.
         java_opts += f" {gc_option(config.spark.master)}"
     java_opts += " -XX:MetaspaceSize=256m"
-    # Iceberg writes each commit's manifests on a pool shared by the JVM (one thread per core
-    # by default) and polls for them in 10 ms sleeps: routed batches commit many tables at
-    # once (FANOUT_THREADS), which queued there for ~80 ms a commit on two cores.
-    java_opts += f" -Diceberg.worker.num-threads={ICEBERG_WORKER_THREADS}"
+    if "ICEBERG_WORKER_NUM_THREADS" not in os.environ:
+        # Iceberg writes each commit's manifests on a pool shared by the JVM (one thread per
+        # core by default) and polls for them in 10 ms sleeps: routed batches commit many
+        # tables at once (FANOUT_THREADS), which queued there for ~80 ms a commit on two cores.
+        threads = max(ICEBERG_WORKER_THREADS, os.cpu_count() or 1)
+        java_opts += f" -Diceberg.worker.num-threads={threads}"
     if is_local(config.spark.master):
         java_opts += f" {' '.join(JIT_OPTIONS)}"
     if user_opts:
@@ -111,9 +113,9 @@ def spark_conf(
         "spark.sql.streaming.metricsEnabled": "true",
     }
     if is_local(config.spark.master):
-        # Where frazil's jar is on the JVM's own classpath: local files (the embedded
-        # warehouse, Spark's checkpoint) get their permissions set without a `chmod` process
-        # per file (dev.frazil.hadoop.LocalFileSystem).
+        # Where frazil's jar is on the JVM's own classpath: local files written through
+        # Hadoop's FileSystem (the embedded warehouse's data and metadata) get their
+        # permissions set without a `chmod` process per file (dev.frazil.hadoop.LocalFileSystem).
         conf["spark.hadoop.fs.file.impl"] = LOCAL_FILE_SYSTEM
     conf.update(catalog_spark_conf(config.catalog))
     # Spark's UI, event log and plan strings mask frazil's secrets too (user settings win).

@@ -166,3 +166,5 @@ def test_each_known_table_gets_a_task_and_new_tables_share_the_rest() -> None:
     # Beyond MAX_KNOWN_TASKS, known tables share tasks.
     many = layout(one_job.MAX_KNOWN_TASKS + 50, False)
     assert many.tasks(2) == (one_job.MAX_KNOWN_TASKS, one_job.MAX_KNOWN_TASKS)
+    # A large cluster does not get thousands of empty tasks per batch.
+    assert layout(3, False).tasks(1000) == (one_job.MAX_KNOWN_TASKS, 3)

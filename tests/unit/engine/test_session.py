@@ -75,12 +75,22 @@ def test_local_files_get_their_permissions_without_a_process() -> None:
     assert own["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.LocalFileSystem"
 
 
-def test_icebergs_worker_pool_takes_the_commits_of_a_routed_batch_at_once() -> None:
+def test_icebergs_worker_pool_takes_the_commits_of_a_routed_batch_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from frazil.engine.batch import FANOUT_THREADS
 
+    monkeypatch.delenv("ICEBERG_WORKER_NUM_THREADS", raising=False)
+    monkeypatch.setattr(session.os, "cpu_count", lambda: 2)
     opts = _conf({})["spark.driver.extraJavaOptions"]
     assert f"-Diceberg.worker.num-threads={session.ICEBERG_WORKER_THREADS}" in opts
     assert session.ICEBERG_WORKER_THREADS >= FANOUT_THREADS
+    # Never fewer than Iceberg's own default (a thread per core).
+    monkeypatch.setattr(session.os, "cpu_count", lambda: 64)
+    assert "-Diceberg.worker.num-threads=64" in _conf({})["spark.driver.extraJavaOptions"]
     # The user's own setting comes later on the command line, and the JVM takes the last.
     user = _conf({"conf": {"spark.driver.extraJavaOptions": "-Diceberg.worker.num-threads=4"}})
     assert user["spark.driver.extraJavaOptions"].endswith("-Diceberg.worker.num-threads=4")
+    # Iceberg's environment variable would lose to a system property: frazil sets none then.
+    monkeypatch.setenv("ICEBERG_WORKER_NUM_THREADS", "3")
+    assert "iceberg.worker.num-threads" not in _conf({})["spark.driver.extraJavaOptions"]

@@ -19,8 +19,9 @@ import org.apache.hadoop.io.nativeio.NativeIO;
  * does so by running {@code chmod} in a new process each time. A routed batch creates a few
  * hundred files (data files, manifests, manifest lists, metadata, their checksums), so that
  * cost ~5 ms of fork and exec per file. This one sets the same bits through {@code
- * java.nio}, and defers to Hadoop where the native library is loaded or the file system has
- * no POSIX permissions.
+ * java.nio}, and defers to Hadoop where the native library is loaded, where the file system
+ * has no POSIX permissions, and for a sticky bit or a directory with a set-user/group-ID bit
+ * (which {@code chmod 0755} keeps on a directory and a plain mode change would clear).
  */
 public final class LocalFileSystem extends org.apache.hadoop.fs.LocalFileSystem {
   public LocalFileSystem() {
@@ -29,15 +30,24 @@ public final class LocalFileSystem extends org.apache.hadoop.fs.LocalFileSystem 
 
   /** The raw (checksum-less) file system underneath, with the permission change above. */
   public static final class Raw extends RawLocalFileSystem {
+    /** The set-user-ID and set-group-ID bits of a file mode. */
+    private static final int SET_ID = 06000;
+
     @Override
     public void setPermission(Path p, FsPermission permission) throws IOException {
       if (NativeIO.isAvailable() || permission.getStickyBit()) {
         super.setPermission(p, permission);
         return;
       }
+      java.nio.file.Path path = pathToFile(p).toPath();
       try {
-        Files.setPosixFilePermissions(pathToFile(p).toPath(), posix(permission));
-      } catch (UnsupportedOperationException e) {
+        if (Files.isDirectory(path)
+            && ((Integer) Files.getAttribute(path, "unix:mode") & SET_ID) != 0) {
+          super.setPermission(p, permission);
+          return;
+        }
+        Files.setPosixFilePermissions(path, posix(permission));
+      } catch (UnsupportedOperationException | IllegalArgumentException e) {
         super.setPermission(p, permission);
       }
     }

@@ -83,10 +83,11 @@ public final class RoutedWrites {
   private static final int ROWS_PER_SIZE_CHECK = 1000;
   private static final ObjectMapper JSON = new ObjectMapper();
   /**
-   * Runs a commit's manifest work in the committing thread. Iceberg's shared worker pool
-   * (one thread per core) would queue the manifests of the tables committing at once, and
-   * its callers poll for each step in 10 ms sleeps: ~100 ms per commit, where the work
-   * itself (one manifest of a batch's files) takes a few ms.
+   * Runs a commit's manifest scans (the merge and filter of existing manifests, the manifest
+   * list) in the committing thread: on Iceberg's shared worker pool, each step of the tables
+   * committing at once would queue, and its caller polls for it in 10 ms sleeps. Writing the
+   * new manifest still goes to that pool in Iceberg 1.11, hence its size (frazil sets
+   * {@code iceberg.worker.num-threads}).
    */
   private static final ExecutorService IN_THREAD = MoreExecutors.newDirectExecutorService();
 

@@ -60,12 +60,21 @@ def with_retries(what: str, call: Callable[[], T], attempts: int = ATTEMPTS) -> 
             text = str(exc)
             conflict = any(name in text for name in _CONFLICTS)
             if not conflict or attempt == attempts:
-                first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-                raise MaintenanceError(f"{what} failed: {first[:500]}") from None
+                raise MaintenanceError(f"{what} failed: {_cause(exc, text)[:500]}") from None
             log.info("%s: commit conflict, retrying in %.1fs (%s)", what, delay, text[:200])
             time.sleep(delay)
             delay *= 2
     raise AssertionError("unreachable")
+
+
+def _cause(exc: Exception, text: str) -> str:
+    """The failure in one line: a JVM call's own exception (py4j's first line only names
+    the call), else the first line of the message."""
+    for line in text.strip().splitlines():
+        line = line.strip().lstrip(": ")
+        if "Exception" in line or "Error" in line:
+            return line
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
 class Actions:

@@ -7,7 +7,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
 _R = TypeVar("_R")
 
 #: How many bad records a rejected batch quotes.
@@ -259,9 +260,7 @@ class BatchHandler:
         def read(name: str) -> progress.TableState:
             return progress.find_marker(self.targets[name].table, self.pipeline.name)
 
-        if len(names) <= 1:
-            return {n: read(n) for n in names}
-        return dict(zip(names, self._each(names, read), strict=True))
+        return dict(zip(names, each(names, read), strict=True))
 
     def _learned(self, batch: DataFrame, batch_id: int, attempt: int) -> bool:
         """Let the decoders learn from a batch with marked records; replan if they did."""
@@ -413,8 +412,8 @@ class BatchHandler:
         written = time.monotonic()
         new = [n for n, share in outcome.tables.items() if share.created]
         try:
-            unusable = any(n in self.pipeline.tables for n in new) or (
-                bool(new) and any(self._each(new, self.tables.exists))
+            unusable = any(n in self.pipeline.tables for n in new) or any(
+                each(new, self.tables.exists)
             )
         except Exception:
             outcome.delete(spark)
@@ -571,12 +570,6 @@ class BatchHandler:
         assert self.tables is not None
         target = self.tables.target(name)
         return target, progress.find_marker(target.table, self.pipeline.name)
-
-    @staticmethod
-    def _each(names: list[str], call: Callable[[str], _R]) -> list[_R]:
-        """``call`` for each name, FANOUT_THREADS at a time (catalog round trips)."""
-        with ThreadPoolExecutor(max_workers=min(len(names), FANOUT_THREADS)) as pool:
-            return list(pool.map(call, names))
 
     def _job_layout(self, schema: StructType) -> one_job.Layout | None:
         """The one job's columns for this batch shape and the current tables (cached)."""
@@ -1197,15 +1190,8 @@ class BatchHandler:
         in the last batches gets a marker of the last batch's offsets.
         """
         with self._busy:
-            targets = list(self.targets.values())
-            if len(targets) <= 1:
-                for target in targets:
-                    self._finish_one(target)
-                return
             # Each table's marker is a few catalog round trips and a commit, mostly waiting.
-            with ThreadPoolExecutor(max_workers=min(len(targets), FANOUT_THREADS)) as pool:
-                for future in [pool.submit(self._finish_one, t) for t in targets]:
-                    future.result()
+            each(list(self.targets.values()), self._finish_one)
 
     def _finish_one(self, target: Target) -> None:
         """:meth:`finish` for one table."""
@@ -1476,3 +1462,13 @@ def _failure() -> Column:
             F.col(c.OFFSET),
         )
     )
+
+
+def each(items: Sequence[_T], call: Callable[[_T], _R]) -> list[_R]:
+    """``call`` for each item, in order: inline for one, else FANOUT_THREADS at a time (a
+    routed pipeline's tables: catalog round trips and commits, mostly waiting). The first
+    failure, in order, is raised."""
+    if len(items) <= 1:
+        return [call(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), FANOUT_THREADS)) as pool:
+        return list(pool.map(call, items))

@@ -7,14 +7,13 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from frazil.config.models import FrazilConfig, PipelineConfig
 from frazil.engine import fence, progress
-from frazil.engine.batch import FANOUT_THREADS, BatchHandler, StopRequested
+from frazil.engine.batch import BatchHandler, StopRequested, each
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.deadletters import DeadLetters
 from frazil.engine.events import CommitEvent, Event
@@ -199,13 +198,7 @@ class PipelineRun:
                 handle=t.table,
             )
 
-        targets = list(handler.targets.values())
-        if len(targets) <= 1:
-            parts = [part(t) for t in targets]
-        else:
-            # A routed pipeline's tables are read at once (catalog round trips, mostly waiting).
-            with ThreadPoolExecutor(max_workers=min(len(targets), FANOUT_THREADS)) as pool:
-                parts = list(pool.map(part, targets))
+        parts = each(list(handler.targets.values()), part)
         if self.pipeline.table is not None and len(parts) == 1:
             report = parts[0]
         else:

@@ -34,11 +34,11 @@ from rich.table import Table
 
 from bench.common import WORK_DIR, start_broker, write_result
 from frazil.config import parse_config
-from frazil.engine.events import BatchStarted, CommitEvent, Event
 from frazil.engine.runner import run
 from frazil.engine.session import build_spark
 from frazil.generate.payments import PAYMENTS_SCHEMA, PaymentGenerator
 from frazil.generate.producer import ensure_topic, produce_events
+from frazil.progress.events import BatchStarted, CommitEvent, Event
 
 KINDS = 20
 GOAL = 0.7

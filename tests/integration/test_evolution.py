@@ -11,9 +11,9 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from frazil.decode.schema_registry import header
-from frazil.engine.events import Event, SchemaEvolved
 from frazil.engine.runner import run
 from frazil.errors import PipelineError
+from frazil.progress.events import Event, SchemaEvolved
 from frazil.sink.evolution import EVOLUTION_PROPERTY
 from tests.integration.test_avro import avro_bytes, produce_raw
 from tests.integration.test_routing import produce_json

@@ -18,10 +18,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from frazil.engine.events import CommitEvent
 from frazil.engine.runner import run
 from frazil.errors import PipelineError
 from frazil.generate.producer import ensure_topic
+from frazil.progress.events import CommitEvent
 from tests.integration.helpers import (
     end_offsets,
     frazil_snapshots,
@@ -225,26 +225,26 @@ def test_deleted_topic_under_a_pattern_leaves_the_marker_and_breaks_nothing(
 
 def test_a_commit_of_another_run_in_between_is_detected(spark: Any, unique: str) -> None:
     """Two runs writing one pipeline's table at the same moment stop instead of going on."""
-    from frazil.engine import progress
     from frazil.errors import CommitError
+    from frazil.progress import markers
     from frazil.sink.iceberg import IcebergTable
 
     name = f"lake.db.race_{unique}"
     spark.sql(f"CREATE TABLE {name} (id string) USING iceberg")
     table = IcebergTable(spark, name)
     pipeline = f"race_{unique}"
-    base = progress.find_marker(table, pipeline)
-    theirs = progress.Marker(pipeline=pipeline, offsets={"t": {0: 10}})
-    ours = progress.Marker(pipeline=pipeline, offsets={"t": {0: 10}})
+    base = markers.find_marker(table, pipeline)
+    theirs = markers.Marker(pipeline=pipeline, offsets={"t": {0: 10}})
+    ours = markers.Marker(pipeline=pipeline, offsets={"t": {0: 10}})
     table.commit_summary_only(theirs.to_summary())
     table.commit_summary_only(ours.to_summary())
 
     with pytest.raises(CommitError, match=r"got a commit of the same pipeline from another run"):
-        progress.check_no_interleaving(table, base, ours)
+        markers.check_no_interleaving(table, base, ours)
 
     # Without another commit in between, the check passes.
-    later = progress.find_marker(table, pipeline)
+    later = markers.find_marker(table, pipeline)
     assert later.marker is not None and later.marker.commit_id == ours.commit_id
-    mine = progress.Marker(pipeline=pipeline, offsets={"t": {0: 12}})
+    mine = markers.Marker(pipeline=pipeline, offsets={"t": {0: 12}})
     table.commit_summary_only(mine.to_summary())
-    progress.check_no_interleaving(table, later, mine)
+    markers.check_no_interleaving(table, later, mine)

@@ -13,10 +13,10 @@ import pytest
 from confluent_kafka import Producer
 from typer.testing import CliRunner
 
-from frazil.engine import progress
 from frazil.engine.runner import run
 from frazil.generate.producer import ensure_topic
 from frazil.maintenance.passes import config_tables, measure, run_pass
+from frazil.progress import markers
 from frazil.sink.iceberg import IcebergTable
 from tests.integration.helpers import payments_pipeline, produce_payments, table_ids
 
@@ -73,7 +73,7 @@ def test_optimize_compacts_and_expires_and_the_marker_survives_a_lost_checkpoint
     # The pipeline's newest marker is still in the ancestry: with the checkpoint gone, the
     # next run resumes from the table and adds each new record once.
     handle = IcebergTable(spark, f"lake.{table}")
-    assert progress.find_marker(handle, name).marker is not None
+    assert markers.find_marker(handle, name).marker is not None
     shutil.rmtree(Path(config.checkpoint_for(config.pipelines[0])))
     ids += produce_payments(kafka_bootstrap, topic, 300, seed=999)
     run(config, until_caught_up=True, spark=spark)

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from confluent_kafka import Producer
 
-from frazil.engine.events import BatchStarted, CommitEvent
 from frazil.engine.runner import run
 from frazil.errors import DecodeError, KafkaError, PipelineError
 from frazil.generate.producer import ensure_topic
+from frazil.progress.events import BatchStarted, CommitEvent
 from frazil.source.kafka import list_partitions
 from tests.integration.helpers import (
     end_offsets,

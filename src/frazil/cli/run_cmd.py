@@ -12,8 +12,8 @@ import typer
 from frazil.cli.app import GLOBALS, LogFormat, OutputFormat, app, console, err_console
 from frazil.cli.render import print_reports
 from frazil.config.loader import load_config
-from frazil.engine.events import BatchStarted, CommitEvent, Event
-from frazil.engine.progress import format_ms
+from frazil.progress.events import BatchStarted, CommitEvent, Event
+from frazil.progress.markers import format_ms
 
 log = logging.getLogger("frazil.run")
 

@@ -32,7 +32,7 @@ def _size(n: int) -> str:
 
 
 def _when(ms: int | None) -> str:
-    from frazil.engine.progress import format_ms
+    from frazil.progress.markers import format_ms
 
     return "—" if ms is None else format_ms(ms)
 

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from frazil import columns as c
 from frazil.config.models import PipelineConfig
-from frazil.engine import dead_capture, one_job, progress
+from frazil.engine import dead_capture, one_job
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.deadletters import DeadLetters
-from frazil.engine.events import BatchSkipped, BatchStarted, CommitEvent, Event, SchemaEvolved
 from frazil.engine.plan import BatchPlan
-from frazil.engine.tables import TableSet, Target
 from frazil.errors import DecodeError, FrazilError, PipelineError
+from frazil.progress import markers
+from frazil.progress.events import BatchSkipped, BatchStarted, CommitEvent, Event, SchemaEvolved
 from frazil.sink.evolution import (
     NAME_MAPPING,
     TableView,
@@ -31,6 +31,7 @@ from frazil.sink.evolution import (
 )
 from frazil.sink.iceberg import append_rows, iceberg_catalog, identifier
 from frazil.sink.merge import merge_rows
+from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import TopicOffsets
 
@@ -226,7 +227,7 @@ class BatchHandler:
             not self.routed
             and self.dead_letters is None
             and planned
-            and all(progress.covered(s.marker, planned) for s in states.values())
+            and all(markers.covered(s.marker, planned) for s in states.values())
         ):
             log.warning(
                 "%s: batch %d is already in its tables, skipping", self.pipeline.name, batch_id
@@ -253,12 +254,12 @@ class BatchHandler:
         self.stats.batches += 1
         self.stats.last_batch_id = batch_id
 
-    def _states(self) -> dict[str, progress.TableState]:
+    def _states(self) -> dict[str, markers.TableState]:
         """Each table's state (its newest marker), several tables read at once."""
         names = list(self.targets)
 
-        def read(name: str) -> progress.TableState:
-            return progress.find_marker(self.targets[name].table, self.pipeline.name)
+        def read(name: str) -> markers.TableState:
+            return markers.find_marker(self.targets[name].table, self.pipeline.name)
 
         return dict(zip(names, each(names, read), strict=True))
 
@@ -275,7 +276,7 @@ class BatchHandler:
         self,
         ctx: _BatchContext,
         target: Target,
-        state: progress.TableState,
+        state: markers.TableState,
         attempt: int = 0,
         learn: bool = True,
     ) -> None:
@@ -299,7 +300,7 @@ class BatchHandler:
             raise self._rejected(bad.rows, ctx.batch_id) from None
 
     def _fan_out(
-        self, ctx: _BatchContext, states: dict[str, progress.TableState], attempt: int = 0
+        self, ctx: _BatchContext, states: dict[str, markers.TableState], attempt: int = 0
     ) -> None:
         """Several tables: decode once into a cache, then write the tables concurrently.
 
@@ -375,7 +376,7 @@ class BatchHandler:
         finally:
             frame.unpersist()
 
-    def _one_job(self, ctx: _BatchContext, states: dict[str, progress.TableState]) -> bool:
+    def _one_job(self, ctx: _BatchContext, states: dict[str, markers.TableState]) -> bool:
         """Write a routed batch to all of its tables in one Spark job, if it is the common
         case (:mod:`frazil.engine.one_job`); False: nothing was committed, the general path
         is to write it.
@@ -390,8 +391,8 @@ class BatchHandler:
             state = states[name]
             if (
                 state.marker is None
-                or not progress.starts_at_or_after(ctx.start, state.marker)
-                or progress.covered(state.marker, ctx.planned)
+                or not markers.starts_at_or_after(ctx.start, state.marker)
+                or markers.covered(state.marker, ctx.planned)
             ):
                 return False  # a replay, or a table to adopt: the general path filters
         began = time.monotonic()
@@ -434,8 +435,8 @@ class BatchHandler:
         # tables commit, so that a crash in between leaves every known table before the
         # batch, and a restart from the tables' markers (without the checkpoint) reads the
         # batch again rather than starting past the rows of a table never created.
-        committed: dict[str, progress.Marker] = {}
-        opened: dict[str, tuple[Target, progress.TableState]] = {}
+        committed: dict[str, markers.Marker] = {}
+        opened: dict[str, tuple[Target, markers.TableState]] = {}
         for phase in (new, [n for n in outcome.tables if n not in new]):
             if not phase:
                 continue
@@ -467,7 +468,7 @@ class BatchHandler:
                 if not isinstance(first, _Refit):
                     raise first
                 for name, target in self.targets.items():
-                    states[name] = progress.find_marker(target.table, self.pipeline.name)
+                    states[name] = markers.find_marker(target.table, self.pipeline.name)
                 return False
         self._record_commits(ctx, outcome, committed, states, opened)
         with self._stats_lock:
@@ -488,9 +489,9 @@ class BatchHandler:
         self,
         ctx: _BatchContext,
         outcome: one_job.Outcome,
-        committed: dict[str, progress.Marker],
-        states: dict[str, progress.TableState],
-        opened: dict[str, tuple[Target, progress.TableState]],
+        committed: dict[str, markers.Marker],
+        states: dict[str, markers.TableState],
+        opened: dict[str, tuple[Target, markers.TableState]],
     ) -> None:
         """Keep and report the one job's commits (new tables join the pipeline's, as the
         commit opened them)."""
@@ -511,9 +512,9 @@ class BatchHandler:
         name: str,
         outcome: one_job.Outcome,
         layout: one_job.Layout,
-        states: dict[str, progress.TableState],
+        states: dict[str, markers.TableState],
         pause: tuple[str, float] | None,
-    ) -> tuple[progress.Marker, tuple[Target, progress.TableState] | None]:
+    ) -> tuple[markers.Marker, tuple[Target, markers.TableState] | None]:
         """Commit one table's files of the job (creating the table if new): its marker, and
         for a new table, the table opened and its state (read here, alongside the other
         tables' commits)."""
@@ -525,7 +526,7 @@ class BatchHandler:
         share = outcome.tables[name]
         target = self.targets.get(name)
         state = states.get(name)
-        marker = progress.next_marker(
+        marker = markers.next_marker(
             state.marker if state is not None else None,
             pipeline=self.pipeline.name,
             planned=ctx.planned,
@@ -541,7 +542,7 @@ class BatchHandler:
         if target is not None:
             assert state is not None
             writes.append(outcome.java, target.table.java, name, summary)
-            progress.check_no_interleaving(target.table, state, marker)
+            markers.check_no_interleaving(target.table, state, marker)
             return marker, None
         template = layout.template
         assert template is not None
@@ -565,11 +566,11 @@ class BatchHandler:
         # (its files stay), the known tables commit nothing, and the restart reads it anew.
         return marker, self._open(name)
 
-    def _open(self, name: str) -> tuple[Target, progress.TableState]:
+    def _open(self, name: str) -> tuple[Target, markers.TableState]:
         """A table of the pipeline's, opened, and its state."""
         assert self.tables is not None
         target = self.tables.target(name)
-        return target, progress.find_marker(target.table, self.pipeline.name)
+        return target, markers.find_marker(target.table, self.pipeline.name)
 
     def _job_layout(self, schema: StructType) -> one_job.Layout | None:
         """The one job's columns for this batch shape and the current tables (cached)."""
@@ -625,7 +626,7 @@ class BatchHandler:
         ctx: _BatchContext,
         frame: DataFrame,
         target: Target,
-        state: progress.TableState,
+        state: markers.TableState,
         stats: _TableStats,
         pause: tuple[str, float] | None,
     ) -> None:
@@ -636,7 +637,7 @@ class BatchHandler:
     def _create_all(
         self,
         ctx: _BatchContext,
-        states: dict[str, progress.TableState],
+        states: dict[str, markers.TableState],
         summary: _Summary,
         user: StructType,
     ) -> None:
@@ -656,7 +657,7 @@ class BatchHandler:
                 made.extend(pool.map(create, new[1:]))
         for name, target in zip(new, made, strict=True):
             self.targets[name] = target
-            states[name] = progress.find_marker(target.table, self.pipeline.name)
+            states[name] = markers.find_marker(target.table, self.pipeline.name)
 
     def _create(
         self, name: str, user: StructType, with_values: set[str], ctx: _BatchContext
@@ -675,7 +676,7 @@ class BatchHandler:
         assert self.tables is not None
         if self.tables.exists(name):
             target = self.tables.target(name)
-            state = progress.find_marker(target.table, self.pipeline.name)
+            state = markers.find_marker(target.table, self.pipeline.name)
             if state.marker is None and state.total_records > 0:
                 raise PipelineError(
                     f"pipeline {self.pipeline.name!r}: the route sends records to table {name}, "
@@ -688,16 +689,16 @@ class BatchHandler:
             return target
         target = self.tables.create_routed(name, user, with_values)
         self._commit_start_marker(
-            target, progress.find_marker(target.table, self.pipeline.name), ctx
+            target, markers.find_marker(target.table, self.pipeline.name), ctx
         )
         return target
 
     def _commit_start_marker(
-        self, target: Target, state: progress.TableState, ctx: _BatchContext
+        self, target: Target, state: markers.TableState, ctx: _BatchContext
     ) -> None:
         """A marker saying the table holds everything of the pipeline before this batch."""
         start = ctx.start or {}
-        marker = progress.next_marker(
+        marker = markers.next_marker(
             state.marker,
             pipeline=self.pipeline.name,
             planned=start,
@@ -709,7 +710,7 @@ class BatchHandler:
         target.table.commit_summary_only(marker.to_summary())
 
     def _mark_idle(
-        self, ctx: _BatchContext, states: dict[str, progress.TableState], written: set[str]
+        self, ctx: _BatchContext, states: dict[str, markers.TableState], written: set[str]
     ) -> None:
         """Give tables without records in this batch a marker now and then."""
         now = time.monotonic()
@@ -726,12 +727,12 @@ class BatchHandler:
     def _commit_marker_only(
         self,
         target: Target,
-        state: progress.TableState,
+        state: markers.TableState,
         planned: TopicOffsets,
         lagging: set[tuple[str, int]],
         batch_id: int,
     ) -> None:
-        marker = progress.next_marker(
+        marker = markers.next_marker(
             state.marker,
             pipeline=self.pipeline.name,
             planned=planned,
@@ -847,7 +848,7 @@ class BatchHandler:
         ctx: _BatchContext,
         frame: DataFrame,
         target: Target,
-        state: progress.TableState,
+        state: markers.TableState,
         routed: _TableStats | None,
         *,
         learn: bool = False,
@@ -863,7 +864,7 @@ class BatchHandler:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        marker = progress.next_marker(
+        marker = markers.next_marker(
             state.marker,
             pipeline=self.pipeline.name,
             planned=ctx.planned,
@@ -882,8 +883,8 @@ class BatchHandler:
         wanted = F.col(c.OP).isin(*c.WRITTEN_OPS)
         keep = (
             None
-            if progress.starts_at_or_after(ctx.start, state.marker)
-            else progress.offset_filter(state.marker)
+            if markers.starts_at_or_after(ctx.start, state.marker)
+            else markers.offset_filter(state.marker)
         )
         if keep is not None:
             wanted = wanted & keep
@@ -988,7 +989,7 @@ class BatchHandler:
             if _BAD_RECORD not in str(exc):
                 raise
             raise _BadRecords(frame.where(wanted).select(*columns.rows())) from None
-        progress.check_no_interleaving(target.table, state, marker)
+        markers.check_no_interleaving(target.table, state, marker)
         written_bytes = target.table.current_total("added-files-size")
         found = (
             None
@@ -1020,18 +1021,18 @@ class BatchHandler:
         self,
         ctx: _BatchContext,
         target: Target,
-        marker: progress.Marker,
+        marker: markers.Marker,
         records: int,
         stamps: dict[tuple[str, int], Any],
         written_bytes: int,
     ) -> None:
         """Keep what a table's commit observed for its next marker, and report the commit."""
         target.pending = {
-            tp: progress.PartitionStats(0, int(ts)) for tp, ts in stamps.items() if ts is not None
+            tp: markers.PartitionStats(0, int(ts)) for tp, ts in stamps.items() if ts is not None
         }
         target.last = marker
         target.committed_at = time.monotonic()
-        valid = progress.next_marker(
+        valid = markers.next_marker(
             marker,
             pipeline=marker.pipeline,
             planned=ctx.planned,
@@ -1201,7 +1202,7 @@ class BatchHandler:
             and self._previous is not None
             and (last is None or last.offsets != self._previous[1])
         ):
-            state = progress.find_marker(target.table, self.pipeline.name)
+            state = markers.find_marker(target.table, self.pipeline.name)
             if state.marker is None or state.marker.offsets != self._previous[1]:
                 self._commit_marker_only(
                     target,
@@ -1213,10 +1214,10 @@ class BatchHandler:
             return
         if last is None or not target.pending:
             return
-        state = progress.find_marker(target.table, self.pipeline.name)
+        state = markers.find_marker(target.table, self.pipeline.name)
         if not _ours(state, target):
             return
-        final = progress.next_marker(
+        final = markers.next_marker(
             last,
             pipeline=last.pipeline,
             planned=last.offsets,
@@ -1441,7 +1442,7 @@ def _pause() -> tuple[str, float] | None:
     return table, float(seconds)
 
 
-def _ours(state: progress.TableState, target: Target) -> bool:
+def _ours(state: markers.TableState, target: Target) -> bool:
     """Whether the table's newest marker of the pipeline is the one this run committed last."""
     return (
         state.marker is not None

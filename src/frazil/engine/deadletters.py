@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import FrazilConfig, PipelineConfig
-from frazil.engine import progress
 from frazil.errors import PipelineError
+from frazil.progress import markers
 from frazil.sink.deadletter import (
     ERROR_CLASSES,
     DeadLetterTopic,
@@ -222,7 +222,7 @@ class DeadLetters:
         covered = state.marker.offsets if state.marker is not None else {}
         if seen is not None and _all_covered(covered, seen):
             return  # a replayed batch whose dead letters the table has
-        keep = progress.offset_filter(state.marker)
+        keep = markers.offset_filter(state.marker)
         fresh = (rows if keep is None else rows.where(keep)).drop(c.TOPIC, c.PARTITION, c.OFFSET)
         append_rows(fresh, self.table.name, marker.to_summary())
 
@@ -233,12 +233,12 @@ class DeadLetters:
         lagging: set[tuple[str, int]],
         batch_id: int,
         query_id: str,
-    ) -> tuple[progress.TableState, progress.Marker]:
+    ) -> tuple[markers.TableState, markers.Marker]:
         """The dead-letter table's marker ``name`` now, and the one this batch commits."""
         assert self.table is not None
         self.table.refresh()
-        state = progress.find_marker(self.table, name)
-        marker = progress.next_marker(
+        state = markers.find_marker(self.table, name)
+        marker = markers.next_marker(
             state.marker,
             pipeline=name,
             planned=planned,

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from frazil.config.models import FrazilConfig
-from frazil.engine import progress
-from frazil.engine.events import CommitEvent, Event
 from frazil.observe.groups import GroupCommitter
 from frazil.observe.metrics import MetricsServer, PipelineSample, TableSample, kafka_latest
+from frazil.progress import markers
+from frazil.progress.events import CommitEvent, Event
 from frazil.source.kafka import TopicOffsets, admin_config
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ class Observers:
         run = next((r for r in self.runs if r.pipeline.name == pipeline), None)
         if run is None:
             return
-        lowest = progress.merge_markers(
+        lowest = markers.merge_markers(
             [t.last for t in run.handler.targets.values() if t.last is not None], lowest=True
         )
         if lowest is not None:

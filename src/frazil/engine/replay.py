@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.config.models import FrazilConfig, PipelineConfig
-from frazil.engine import progress
 from frazil.engine.plan import build_plan
 from frazil.engine.shape import resolve_shape
-from frazil.engine.tables import TableSet, Target
 from frazil.errors import ConfigError, PipelineError
+from frazil.progress import markers
 from frazil.route.rules import build_route
 from frazil.sink.deadletter import dead_letter_columns
 from frazil.sink.evolution import TableView, compare, evolve, write_columns
 from frazil.sink.iceberg import IcebergTable, append_rows
 from frazil.sink.table import qualified
+from frazil.sink.tables import TableSet, Target
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -298,7 +298,7 @@ def _create(
 
     if tables.exists(name):
         target = tables.target(name)
-        state = progress.find_marker(target.table, pipeline.name)
+        state = markers.find_marker(target.table, pipeline.name)
         if state.marker is None and state.total_records > 0:
             raise PipelineError(
                 f"pipeline {pipeline.name!r}: the replay routes records to table {name}, "
@@ -307,11 +307,11 @@ def _create(
             )
     else:
         target = tables.create_routed(name, user, with_values)
-        state = progress.find_marker(target.table, pipeline.name)
-    others = [progress.find_marker(t.table, pipeline.name).marker for t in known.values()]
-    start = progress.merge_markers(others, lowest=True)
+        state = markers.find_marker(target.table, pipeline.name)
+    others = [markers.find_marker(t.table, pipeline.name).marker for t in known.values()]
+    start = markers.merge_markers(others, lowest=True)
     if state.marker is None and start is not None:
-        marker = progress.next_marker(
+        marker = markers.next_marker(
             None,
             pipeline=pipeline.name,
             planned=start.offsets,

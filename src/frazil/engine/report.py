@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import PipelineConfig
 from frazil.engine.batch import BatchStats
-from frazil.engine.progress import PIPELINE, Marker, find_marker, format_ms
+from frazil.progress.markers import PIPELINE, Marker, find_marker, format_ms
 from frazil.sink.iceberg import IcebergTable
 
 if TYPE_CHECKING:

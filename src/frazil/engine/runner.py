@@ -12,20 +12,20 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from frazil.config.models import FrazilConfig, PipelineConfig
-from frazil.engine import fence, progress
 from frazil.engine.batch import BatchHandler, StopRequested, each
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.deadletters import DeadLetters
-from frazil.engine.events import CommitEvent, Event
 from frazil.engine.observers import Observers
 from frazil.engine.plan import BatchPlan, build_plan
 from frazil.engine.report import PipelineReport, combine_reports, table_report
 from frazil.engine.shape import resolve_shape, source_schema
-from frazil.engine.tables import TableSet, Target
 from frazil.errors import ConfigError, FrazilError, KafkaError, PipelineError
+from frazil.progress import fence, markers
+from frazil.progress.events import CommitEvent, Event
 from frazil.route.patterns import check_java_patterns
 from frazil.route.rules import build_route
 from frazil.sink.table import qualified
+from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import (
     TopicOffsets,
@@ -156,12 +156,12 @@ class PipelineRun:
             dead_letters=DeadLetters.open(self.spark, self.config, pipeline),
         )
 
-    def _states(self) -> list[progress.TableState]:
+    def _states(self) -> list[markers.TableState]:
         return [
-            progress.find_marker(t.table, self.pipeline.name) for t in self.handler.targets.values()
+            markers.find_marker(t.table, self.pipeline.name) for t in self.handler.targets.values()
         ]
 
-    def _state(self) -> progress.TableState:
+    def _state(self) -> markers.TableState:
         """The tables' state for deciding where to start: one table's own; for several, the
         furthest marker (a checkpoint beyond it is ahead of every table)."""
         states = self._states()
@@ -170,16 +170,16 @@ class PipelineRun:
         for target, state in zip(self.handler.targets.values(), states, strict=True):
             if state.marker is None and state.total_records > 0:
                 # The same refusal as for one table (decide_start), naming this table.
-                progress.decide_start(self.pipeline.name, target.name, state, None, False)
-        return progress.TableState(
-            progress.merge_markers([s.marker for s in states], lowest=False),
+                markers.decide_start(self.pipeline.name, target.name, state, None, False)
+        return markers.TableState(
+            markers.merge_markers([s.marker for s in states], lowest=False),
             None,
             sum(s.total_records for s in states),
         )
 
-    def _resume_marker(self) -> progress.Marker | None:
+    def _resume_marker(self) -> markers.Marker | None:
         """Where a restart from the tables starts: where every table is complete."""
-        return progress.merge_markers([s.marker for s in self._states()], lowest=True)
+        return markers.merge_markers([s.marker for s in self._states()], lowest=True)
 
     def report(self) -> PipelineReport:
         """The run's report, read back from the pipeline's table(s)."""
@@ -213,20 +213,20 @@ class PipelineRun:
             )
         return report
 
-    def _resume_offsets(self, marker: progress.Marker | None) -> TopicOffsets:
-        return progress.resume_offsets(marker, self.admin.partitions(self.pipeline))
+    def _resume_offsets(self, marker: markers.Marker | None) -> TopicOffsets:
+        return markers.resume_offsets(marker, self.admin.partitions(self.pipeline))
 
     def reset(self, spec_text: str) -> TopicOffsets:
         """Record ``--reset-offsets`` durably in every table, and return where to start."""
-        spec = progress.parse_reset(spec_text)
+        spec = markers.parse_reset(spec_text)
         current = self.admin.partitions(self.pipeline)
-        offsets = progress.resolve_reset(
+        offsets = markers.resolve_reset(
             spec,
             current,
             self.admin.offsets(current, "earliest"),
             self.admin.offsets(current, "latest"),
         )
-        marker = progress.reset_marker(self.pipeline.name, spec_text, offsets)
+        marker = markers.reset_marker(self.pipeline.name, spec_text, offsets)
         for target in self.handler.targets.values():
             target.table.commit_summary_only(marker.to_summary())
         self.handler.checkpoint.set_aside()
@@ -241,7 +241,7 @@ class PipelineRun:
         state = self._state()
         checkpoint = self.handler.checkpoint
         committed = checkpoint.committed_offsets()
-        start = progress.decide_start(
+        start = markers.decide_start(
             self.pipeline.name,
             self.pipeline.describe_target(),
             state,
@@ -355,7 +355,7 @@ def run(
     """
     selected = select_pipelines(config, pipeline_names)
     if reset_offsets is not None:
-        progress.parse_reset(reset_offsets)  # a bad argument fails before Spark starts
+        markers.parse_reset(reset_offsets)  # a bad argument fails before Spark starts
     for pipeline in selected:
         check_topics(config, pipeline)
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from frazil.config.models import CatalogConfig, FrazilConfig, is_remote, is_uri, local_path
 from frazil.config.secrets import spark_redaction_conf
-from frazil.engine.fence import jvm_option
 from frazil.jvm.cds import java_options as cds_java_options
+from frazil.progress.fence import jvm_option
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -133,7 +133,7 @@ def jvm_log_file(config: FrazilConfig) -> Path | None:
     """Where the driver JVM's log lines go: ``<state_dir>/logs/spark.log`` (for a remote
     state folder, the local cache's). None if the folder cannot be made (then the terminal
     gets them, as before)."""
-    from frazil.engine.fence import runs_dir
+    from frazil.progress.fence import runs_dir
 
     folder = runs_dir(config.state_dir).parent / "logs"
     try:

@@ -209,6 +209,6 @@ class Actions:
 
 
 def _iso(epoch_ms: int) -> str:
-    from frazil.engine.progress import format_ms
+    from frazil.progress.markers import format_ms
 
     return format_ms(epoch_ms)

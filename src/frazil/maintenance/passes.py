@@ -60,8 +60,8 @@ def config_tables(
     Raises:
         MaintenanceError: ``only`` is not a table of the config.
     """
-    from frazil.engine.tables import TableSet
     from frazil.route.rules import build_route
+    from frazil.sink.tables import TableSet
 
     found: dict[str, TableRef] = {}
     for pipeline in config.pipelines:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from frazil.engine.events import CommitEvent, Event, SchemaEvolved
+from frazil.progress.events import CommitEvent, Event, SchemaEvolved
 from frazil.source.kafka import TopicOffsets
 
 log = logging.getLogger(__name__)

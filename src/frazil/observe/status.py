@@ -15,14 +15,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from frazil.config.models import FrazilConfig, PipelineConfig, local_path
-from frazil.engine import fence
-from frazil.engine.progress import (
+from frazil.errors import FrazilError
+from frazil.progress import fence
+from frazil.progress.markers import (
     MAX_TIMESTAMPS,
     OFFSETS,
     PIPELINE,
     VALID_THROUGH_MS,
 )
-from frazil.errors import FrazilError
 from frazil.source.kafka import TopicOffsets, admin_config, offsets_from_json
 
 #: Commits the throughput is measured over.

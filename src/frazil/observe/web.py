@@ -18,9 +18,9 @@ from importlib import resources
 from typing import Any
 
 from frazil.config.models import FrazilConfig
-from frazil.engine.progress import PIPELINE, VALID_THROUGH_MS
 from frazil.errors import first_line
 from frazil.observe.status import _summary, _tables_of, pyiceberg_catalog, read_status
+from frazil.progress.markers import PIPELINE, VALID_THROUGH_MS
 
 log = logging.getLogger(__name__)
 

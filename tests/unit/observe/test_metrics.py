@@ -9,7 +9,6 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
-from frazil.engine.events import CommitEvent
 from frazil.observe.metrics import (
     CommitHistograms,
     FrazilCollector,
@@ -17,6 +16,7 @@ from frazil.observe.metrics import (
     TableSample,
     lowest_offsets,
 )
+from frazil.progress.events import CommitEvent
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "grafana"
 NOW_MS = 1_800_000_000_000

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from frazil.config.models import PipelineConfig, ResolvedTable
-from frazil.engine import progress
+from frazil.progress import markers
 from frazil.route.rules import Route
 from frazil.sink.evolution import TableView
 from frazil.sink.iceberg import IcebergTable, iceberg_catalog, namespace
@@ -37,9 +37,9 @@ class Target:
     qualified: str
     table: IcebergTable
     settings: ResolvedTable
-    last: progress.Marker | None = None
+    last: markers.Marker | None = None
     #: Largest timestamps observed by the last commit, not yet in a marker.
-    pending: dict[tuple[str, int], progress.PartitionStats] = field(default_factory=dict)
+    pending: dict[tuple[str, int], markers.PartitionStats] = field(default_factory=dict)
     lagging: set[tuple[str, int]] = field(default_factory=set)
     #: The table's columns, re-read when its schema id changes.
     view: TableView | None = None
@@ -132,7 +132,7 @@ class TableSet:
                 if name in found or not pattern.fullmatch(name):
                     continue
                 target = self.target(name)
-                if progress.find_marker(target.table, self.pipeline.name).marker is not None:
+                if markers.find_marker(target.table, self.pipeline.name).marker is not None:
                     found[name] = target
         return found
 

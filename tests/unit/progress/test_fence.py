@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from frazil import procs
-from frazil.engine import fence
-from frazil.engine.fence import RunRecord
 from frazil.errors import PipelineError
+from frazil.progress import fence
+from frazil.progress.fence import RunRecord
 
 SLEEPER = "import time; time.sleep(120)"
 
@@ -143,7 +143,7 @@ def test_a_killed_driver_s_jvm_is_fenced_by_the_next_run(
         f"""
         import subprocess, sys, time
         from frazil import procs
-        from frazil.engine import fence
+        from frazil.progress import fence
         with fence.hold({state_dir!r}, ["p"]) as f:
             args = [sys.executable, "-c", {SLEEPER!r}, fence.jvm_option(f.token)]
             jvm = subprocess.Popen(args)

@@ -1,0 +1,5 @@
+"""What a pipeline has done, below every stage and the engine: the markers its commits carry
+(:mod:`~frazil.progress.markers`), the events it emits as it runs
+(:mod:`~frazil.progress.events`) and the fence that keeps one run of a pipeline at a time
+(:mod:`~frazil.progress.fence`). The engine, ``observe/`` and ``maintenance/`` all read them;
+they import no package above them."""

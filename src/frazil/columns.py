@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
 #: A batch under construction: column name → expression over the raw Kafka rows. Steps read
@@ -44,6 +44,32 @@ ERROR = "__frazil_error"
 DECODED_KEY = "__frazil_decoded_key"
 TABLE = "__frazil_table"
 OP = "__frazil_op"
+
+# Columns that live only inside one engine step (never in the plan's output), named here so
+# that every ``__frazil_*`` name has one home.
+
+#: A routed batch's column naming the one table a row is for (:data:`TABLE` exploded: one row
+#: per record and table).
+ROUTE_TABLE = "__frazil_route_table"
+#: A hash of :data:`ROUTE_TABLE` (a long): the general way's cache is sorted by it, which is
+#: far cheaper than sorting by names that share a long prefix (``db.events_…``), and each
+#: table's scan of the cache skips the blocks whose hash range leaves its own out.
+ROUTE_HASH = "__frazil_route_hash"
+#: A one-table batch's flags, observed before the write's filter: the row is written; the
+#: record is dropped as configured (counted).
+WANTED = "__frazil_wanted"
+DROPPED = "__frazil_dropped"
+#: The one job's kind of row (which table layout its struct follows), and the prefix of its
+#: per-layout struct columns (``__frazil_shape_<n>``).
+KIND = "__frazil_kind"
+SHAPE_PREFIX = "__frazil_shape_"
+#: The one job's staging table of new tables' template (``<namespace>.__frazil_staged_<p>``).
+STAGED_PREFIX = "__frazil_staged_"
+#: A failing record's error as the dead-letter queue reads it (the table's own marks or the
+#: plan's).
+DEAD_ERROR = "__frazil_dead_error"
+#: Spark's corrupt-record column while JSON is parsed (``columnNameOfCorruptRecord``).
+JSON_CORRUPT = "__frazil_json_corrupt"
 
 #: The error struct's type, as Spark DDL.
 ERROR_DDL = "struct<stage:string,reason:string,detail:string>"
@@ -70,6 +96,23 @@ STAGE_MODE = "mode"
 def is_internal(name: str) -> bool:
     """Whether a column is frazil's own bookkeeping and must not reach a table."""
     return name.startswith(INTERNAL_PREFIX)
+
+
+def explode_routes(planned: DataFrame) -> DataFrame:
+    """A routed batch with one row per record and table: :data:`ROUTE_TABLE` first, then every
+    column of ``planned``; a record routed nowhere (or failed before routing) keeps one row,
+    its :data:`ROUTE_TABLE` null."""
+    from pyspark.sql import functions as F
+
+    return planned.select(F.explode_outer(F.col(TABLE)).alias(ROUTE_TABLE), "*")
+
+
+def first_route() -> Column:
+    """Whether a row of :func:`explode_routes` is its record's first (or only) one: what
+    counts or sends each record once, whatever the number of tables it goes to."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col(ROUTE_TABLE) == F.col(TABLE)[0], F.lit(True))
 
 
 def user_schema(schema: StructType) -> StructType:

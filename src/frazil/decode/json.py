@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
 #: The decoder's corrupt-record field inside the parsed struct (never a column of the batch).
-_CORRUPT = "__frazil_json_corrupt"
+_CORRUPT = c.JSON_CORRUPT
 #: Characters of a bad value quoted in its error detail.
 _QUOTED_CHARS = 200
 #: Records sampled to infer a schema.

@@ -32,7 +32,7 @@ MAX_CARRIED_BYTES = 64 * 1024
 #: Bytes counted per failing record besides its raw bytes (position, stage, reason).
 _RECORD_OVERHEAD = 128
 #: The carried records' error column, in the DataFrame handed to the dead-letter queue.
-ERROR_COLUMN = "__frazil_dead_error"
+ERROR_COLUMN = c.DEAD_ERROR
 #: Raw columns carried, in the observed struct's order (headers only when read).
 _RAW = (c.KEY, c.VALUE, c.TIMESTAMP_MS)
 _SIZES = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}

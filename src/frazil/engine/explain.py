@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import FrazilConfig
-from frazil.engine.plan import build_plan
-from frazil.engine.shape import resolve_shape
+from frazil.engine.pipeline import build_pipeline
 from frazil.sink.table import qualified, table_exists
 
 if TYPE_CHECKING:
@@ -75,8 +74,8 @@ def explain(
         table = (
             qualified(config.catalog.name, pipeline.table) if pipeline.table is not None else None
         )
-        shape = resolve_shape(spark, config, pipeline, table)
-        plan = build_plan(pipeline, shape.value, shape.key, shape.chain)
+        built = build_pipeline(spark, config, pipeline)
+        shape, plan = built.shape, built.plan
         result.append(
             PipelineExplanation(
                 pipeline=pipeline.name,

@@ -28,11 +28,9 @@ from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.config.models import FrazilConfig, PipelineConfig
-from frazil.engine.plan import build_plan
-from frazil.engine.shape import resolve_shape
+from frazil.engine.pipeline import build_pipeline
 from frazil.errors import ConfigError, PipelineError
 from frazil.progress import markers
-from frazil.route.rules import build_route
 from frazil.sink.deadletter import dead_letter_columns
 from frazil.sink.evolution import TableView, compare, evolve, write_columns
 from frazil.sink.iceberg import IcebergTable, append_rows
@@ -203,14 +201,9 @@ def _run(
     append and the send-back once: each commit is named by the replay)."""
     from pyspark.sql import functions as F
 
-    catalog = config.catalog.name
-    route = build_route(pipeline)
-    tables = TableSet(spark, catalog, pipeline, route)
-    single = pipeline.table
-    shape = resolve_shape(
-        spark, config, pipeline, qualified(catalog, single) if single is not None else None
-    )
-    plan = build_plan(pipeline, shape.value, shape.key, shape.chain, route)
+    built = build_pipeline(spark, config, pipeline)
+    tables = TableSet(spark, config.catalog.name, pipeline, built.route, config.catalog.type)
+    plan = built.plan
     # The dead letters as the Kafka records they were; one row per record and table.
     raw = source.select(
         "key",
@@ -222,18 +215,19 @@ def _run(
         "timestamp",
         F.lit(0).alias("timestampType"),
     )
-    planned = plan.run(raw).select(F.explode_outer(F.col(c.TABLE)).alias(_TABLE), "*").cache()
+    planned = c.explode_routes(plan.run(raw)).cache()
     try:
         user = c.user_schema(planned.schema)
         # Records failing before routing (decode, transform, route) have one row each.
-        once = F.coalesce(F.col(_TABLE) == F.col(c.TABLE)[0], F.lit(True))
         failing = [
-            planned.where(F.col(c.ERROR).isNotNull() & once).select(
+            planned.where(F.col(c.ERROR).isNotNull() & c.first_route()).select(
                 *dead_letter_columns(pipeline.name, F.col(c.ERROR), True)
             )
         ]
         routed = planned.where(
-            F.col(c.ERROR).isNull() & (F.col(c.OP) == c.OP_APPEND) & F.col(_TABLE).isNotNull()
+            F.col(c.ERROR).isNull()
+            & (F.col(c.OP) == c.OP_APPEND)
+            & F.col(c.ROUTE_TABLE).isNotNull()
         )
         values = _with_values(routed, user)
         known = tables.known()
@@ -243,7 +237,7 @@ def _run(
             if target is None:
                 target = _create(tables, pipeline, name, user, values[name], known)
                 known[name] = target
-            rows = routed.where(F.col(_TABLE) == name)
+            rows = routed.where(F.col(c.ROUTE_TABLE) == name)
             good, bad = _write_table(spark, pipeline, target, rows, values[name], replay_id)
             written += good
             failing.append(bad)
@@ -262,10 +256,6 @@ def _run(
     return written, failed
 
 
-#: The replayed records' column naming the one table a row is for (the route's list exploded).
-_TABLE = "__frazil_replay_table"
-
-
 def _with_values(rows: DataFrame, user: StructType) -> dict[str, set[str]]:
     """Per table, the user columns holding a value in at least one of its records (a new
     column is added to a table only where its records fill it, as in a run)."""
@@ -273,11 +263,11 @@ def _with_values(rows: DataFrame, user: StructType) -> dict[str, set[str]]:
 
     names = [f.name for f in user.fields]
     found = (
-        rows.groupBy(_TABLE)
+        rows.groupBy(c.ROUTE_TABLE)
         .agg(*[F.max(F.col(n).isNotNull()).alias(f"v{i}") for i, n in enumerate(names)])
         .collect()
     )
-    return {str(r[_TABLE]): {n for i, n in enumerate(names) if r[f"v{i}"]} for r in found}
+    return {str(r[c.ROUTE_TABLE]): {n for i, n in enumerate(names) if r[f"v{i}"]} for r in found}
 
 
 def _create(
@@ -288,40 +278,30 @@ def _create(
     with_values: set[str],
     known: dict[str, Target],
 ) -> Target:
-    """A table the replay routes records to for the first time: created as a run creates it,
-    with a marker where the pipeline's other tables are all complete, so that the next run
-    takes it as one of the pipeline's tables.
+    """A table the replay routes records to for the first time: created (or adopted) as a
+    run does, with a marker where the pipeline's other tables are all complete, so that the
+    next run takes it as one of the pipeline's tables.
 
     Raises:
         PipelineError: The table exists with rows but no marker of the pipeline.
     """
 
-    if tables.exists(name):
-        target = tables.target(name)
-        state = markers.find_marker(target.table, pipeline.name)
-        if state.marker is None and state.total_records > 0:
-            raise PipelineError(
-                f"pipeline {pipeline.name!r}: the replay routes records to table {name}, "
-                f"which holds {state.total_records:,} rows but no progress marker of this "
-                "pipeline: frazil will not mix them into another writer's table"
-            )
-    else:
-        target = tables.create_routed(name, user, with_values)
-        state = markers.find_marker(target.table, pipeline.name)
-    others = [markers.find_marker(t.table, pipeline.name).marker for t in known.values()]
-    start = markers.merge_markers(others, lowest=True)
-    if state.marker is None and start is not None:
-        marker = markers.next_marker(
+    def start(state: markers.TableState) -> markers.Marker | None:
+        others = [markers.find_marker(t.table, pipeline.name).marker for t in known.values()]
+        merged = markers.merge_markers(others, lowest=True)
+        if merged is None:
+            return None
+        return markers.next_marker(
             None,
             pipeline=pipeline.name,
-            planned=start.offsets,
+            planned=merged.offsets,
             stats={},
             lagging=set(),
-            batch_id=start.batch_id,
-            query_id=start.query_id,
+            batch_id=merged.batch_id,
+            query_id=merged.query_id,
         )
-        target.table.commit_summary_only(marker.to_summary())
-    return target
+
+    return tables.adopt(name, user, with_values, start, sender="the replay routes records")
 
 
 def _write_table(

@@ -12,19 +12,18 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from frazil.config.models import FrazilConfig, PipelineConfig
-from frazil.engine.batch import BatchHandler, StopRequested, each
+from frazil.engine.batch import BatchHandler, StopRequested
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.deadletters import DeadLetters
+from frazil.engine.live_plan import LivePlan
 from frazil.engine.observers import Observers
-from frazil.engine.plan import BatchPlan, build_plan
+from frazil.engine.pipeline import build_pipeline
 from frazil.engine.report import PipelineReport, combine_reports, table_report
-from frazil.engine.shape import resolve_shape, source_schema
+from frazil.engine.threads import each
 from frazil.errors import ConfigError, FrazilError, KafkaError, PipelineError
 from frazil.progress import fence, markers
 from frazil.progress.events import CommitEvent, Event
 from frazil.route.patterns import check_java_patterns
-from frazil.route.rules import build_route
-from frazil.sink.table import qualified
 from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import (
@@ -34,7 +33,6 @@ from frazil.source.kafka import (
     read_stream,
     source_options,
 )
-from frazil.transform.chain import build_chain
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -115,14 +113,10 @@ class PipelineRun:
     restarts: int = 0
 
     def __post_init__(self) -> None:
-        catalog = self.config.catalog.name
         pipeline = self.pipeline
-        single = pipeline.table
-        table = qualified(catalog, single) if single is not None else None
-        shape = resolve_shape(self.spark, self.config, pipeline, table)
+        built = build_pipeline(self.spark, self.config, pipeline)
         check_java_patterns(self.spark, pipeline)
-        route = build_route(pipeline)
-        names = route.names()
+        names = built.route.names()
         dead = pipeline.errors.dlq_table
         if dead is not None and names is not None and names.fullmatch(dead):
             raise ConfigError(
@@ -130,28 +124,20 @@ class PipelineRun:
                 "can produce for the records' tables; give the dead-letter queue a table "
                 "the route cannot name"
             )
-        tables = TableSet(self.spark, catalog, pipeline, route, self.config.catalog.type)
-        if single is not None:
+        tables = TableSet(
+            self.spark, self.config.catalog.name, pipeline, built.route, self.config.catalog.type
+        )
+        if pipeline.table is not None:
             # One table: created with the whole schema before the first batch. A routed
             # pipeline creates each table when records for it first arrive.
-            tables.create(single, shape.table_schema)
-        plan = build_plan(pipeline, shape.value, shape.key, shape.chain, route)
-
-        def replan() -> BatchPlan:
-            # The decoders learned new fields: the chain is checked against the new columns.
-            source = source_schema(pipeline, shape.value, shape.key)
-            chain = build_chain(self.spark, pipeline, source)
-            return build_plan(pipeline, shape.value, shape.key, chain, route)
-
-        self.handler = BatchHandler(
-            pipeline=self.pipeline,
-            plan=plan,
-            targets=tables.known(),
-            checkpoint=Checkpoint(self.spark, self.config.checkpoint_for(self.pipeline)),
-            tables=tables,
-            replan=replan,
+            tables.create(pipeline.table, built.shape.table_schema)
+        self.handler = BatchHandler.build(
+            pipeline,
+            LivePlan(pipeline.name, built.plan, replan=lambda: built.replan(self.spark)),
+            tables,
+            Checkpoint(self.spark, self.config.checkpoint_for(pipeline)),
             # Only a rate-limited read can leave partitions behind their end offset.
-            admin=self.admin if self.pipeline.max_offsets_per_trigger else None,
+            admin=self.admin if pipeline.max_offsets_per_trigger else None,
             on_event=self.on_event,
             dead_letters=DeadLetters.open(self.spark, self.config, pipeline),
         )

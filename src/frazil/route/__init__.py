@@ -1,1 +1,1 @@
-"""Routing: sets each record's target table (one table per pipeline today)."""
+"""Routing: sets each record's target tables — one table, by a field's value, or by topic."""

@@ -12,10 +12,12 @@ pipeline.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from frazil.config.models import PipelineConfig, ResolvedTable
+from frazil.errors import PipelineError
 from frazil.progress import markers
 from frazil.route.rules import Route
 from frazil.sink.evolution import TableView
@@ -98,6 +100,50 @@ class TableSet:
         needed |= set(settings.identifier_fields)
         fields = [f for f in user.fields if f.name in needed] or list(user.fields)
         return self.create(name, StructType(fields))
+
+    def adopt(
+        self,
+        name: str,
+        user: StructType,
+        with_values: set[str],
+        start: Callable[[markers.TableState], markers.Marker | None],
+        *,
+        sender: str,
+        hint: str = "",
+    ) -> Target:
+        """Make a table the pipeline's records go to for the first time one of its tables:
+        created if missing (:meth:`create_routed`), refused if it holds another writer's rows,
+        and given a marker without data (``start``: where it holds everything of the
+        pipeline before; None commits nothing) if it has none of the pipeline yet, so that
+        the next run finds it among the pipeline's tables.
+
+        Args:
+            name: The table.
+            user: The batch's user columns.
+            with_values: Those holding a value in at least one of the table's records.
+            start: The start marker, given the table's state.
+            sender: Who sends it records, for the refusal ("the route sends records").
+            hint: What the refusal suggests, appended to it.
+
+        Raises:
+            PipelineError: The table holds rows but no marker of the pipeline.
+        """
+        if self.exists(name):
+            target = self.target(name)
+        else:
+            target = self.create_routed(name, user, with_values)
+        state = markers.find_marker(target.table, self.pipeline.name)
+        if state.marker is None and state.total_records > 0:
+            raise PipelineError(
+                f"pipeline {self.pipeline.name!r}: {sender} to table {name}, which holds "
+                f"{state.total_records:,} rows but no progress marker of this pipeline: frazil "
+                f"will not mix them into another writer's table{hint}"
+            )
+        if state.marker is None:
+            marker = start(state)
+            if marker is not None:
+                target.table.commit_summary_only(marker.to_summary())
+        return target
 
     def new_table_namespace(self) -> str | None:
         """The namespace the route creates its tables in: the template's, or that of most

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
 #: The corrupt-record field ``parse_json`` adds to a struct (never a column of the batch).
-_CORRUPT = "__frazil_json_corrupt"
+_CORRUPT = c.JSON_CORRUPT
 #: Epochs Spark can hold as timestamps: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z.
 _FIRST_SECOND, _LAST_SECOND = -62135596800, 253402300799
 _PER_SECOND = {"seconds": 1, "millis": 1_000, "micros": 1_000_000}

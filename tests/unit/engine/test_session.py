@@ -78,7 +78,7 @@ def test_local_files_get_their_permissions_without_a_process() -> None:
 def test_icebergs_worker_pool_takes_the_commits_of_a_routed_batch_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from frazil.engine.batch import FANOUT_THREADS
+    from frazil.engine.threads import FANOUT_THREADS
 
     monkeypatch.delenv("ICEBERG_WORKER_NUM_THREADS", raising=False)
     monkeypatch.setattr(session.os, "cpu_count", lambda: 2)

@@ -1,0 +1,111 @@
+"""Column adaptation: a batch's columns matched to a table's by field id, the table evolved
+first if the batch needs it (:mod:`frazil.sink.evolution`)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from frazil import columns as c
+from frazil.engine.ledger import TableLedger
+from frazil.sink.evolution import NAME_MAPPING, TableView, WriteColumns, compare, evolve
+from frazil.sink.evolution import write_columns as conformed_columns
+from frazil.sink.tables import Target
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+# The handler's logger: users and tests follow a batch's way under this one name.
+log = logging.getLogger("frazil.engine.batch")
+
+
+@dataclass
+class ColumnAdapter:
+    """Fits batches to their tables, evolving a table in a commit of its own when a batch
+    brings new fields or wider types.
+
+    Attributes:
+        spark: The session.
+        ledger: Records each schema change (stats and events).
+    """
+
+    spark: SparkSession
+    ledger: TableLedger
+    #: Write columns by table, batch shape and table schema (building them costs py4j round
+    #: trips).
+    _writes: dict[tuple[object, ...], WriteColumns] = field(default_factory=dict)
+
+    def view(self, target: Target) -> TableView:
+        """The table's columns, re-read only when its schema changed."""
+        java = target.table.java
+        schema_id = int(java.schema().schemaId())
+        if (
+            target.view is None
+            or target.view.schema_id != schema_id
+            or target.view.mapping_text != _mapping_text(java)
+        ):
+            target.view = TableView.read(self.spark, java)
+        return target.view
+
+    def adapt(
+        self,
+        schema: StructType,
+        target: Target,
+        batch_id: int,
+        with_values: set[str] | None,
+    ) -> WriteColumns:
+        """The batch's columns in the table's shape, after evolving the table if needed.
+
+        Args:
+            schema: The planned batch's schema.
+            target: The table.
+            batch_id: The batch (recorded with a schema change).
+            with_values: The user columns holding a value in at least one of the table's
+                records (a routed table gets new columns only where its records fill them);
+                None: all of them.
+        """
+        user = c.user_schema(schema)
+        view = self.view(target)
+        diff = compare(user, view, target.settings, with_values=with_values)
+        if diff.desired is not None:
+            changes = tuple(diff.additions)
+            evolve(
+                self.spark,
+                target.table.java,
+                diff.desired,
+                diff.additions,
+                pipeline=self.ledger.pipeline,
+                batch_id=batch_id,
+                name=target.name,
+            )
+            target.table.refresh()
+            view = self.view(target)
+            diff = compare(user, view, target.settings, with_values=with_values)
+            self.ledger.evolved(target.name, batch_id, changes)
+        if diff.dropped:
+            log.info(
+                "%s: column(s) %s were dropped from %s; not writing them",
+                self.ledger.pipeline,
+                ", ".join(diff.dropped),
+                target.name,
+            )
+        key = (
+            target.qualified,
+            schema.json(),
+            view.schema_id,
+            view.mapping_text,
+            tuple(sorted(diff.columns.items())),
+            tuple(m.path for m in diff.mismatches),
+        )
+        columns = self._writes.get(key)
+        if columns is None:
+            columns = conformed_columns(schema, view, diff, target.name)
+            self._writes[key] = columns
+        return columns
+
+
+def _mapping_text(java_table: Any) -> str | None:
+    value = java_table.properties().get(NAME_MAPPING)
+    return None if value is None else str(value)

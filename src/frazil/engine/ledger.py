@@ -1,0 +1,222 @@
+"""The table ledger: a pipeline's tables, what each holds of the stream (its marker), what the
+run committed to each, and the run's counts and events."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from frazil.engine.threads import each
+from frazil.engine.window import BatchWindow, LastBatch, Partition
+from frazil.progress import markers
+from frazil.progress.events import CommitEvent, Event, SchemaEvolved
+from frazil.sink.tables import TableSet, Target
+
+#: A routed table that gets no records still gets a marker this often (seconds), so that a
+#: restart from the tables never replays far for it.
+IDLE_MARKER_SECONDS = 60.0
+
+
+@dataclass
+class BatchStats:
+    """What one handler has done since the run started."""
+
+    batches: int = 0
+    skipped_batches: int = 0
+    records: int = 0
+    #: Records a route matched to no table, with ``default: skip``.
+    unmatched: int = 0
+    #: Records dropped as configured: a transform's ``filter``, ``tombstones: skip``.
+    filtered: int = 0
+    #: Schema changes made to tables (one line each).
+    evolutions: list[str] = field(default_factory=list)
+    last_batch_id: int | None = None
+    last_commit_wall_ms: int | None = None
+    last_valid_through_ms: int | None = None
+
+
+@dataclass
+class TableLedger:
+    """A pipeline's tables and the run's account of them.
+
+    Attributes:
+        pipeline: The pipeline's name.
+        targets: The tables the pipeline writes, by config name (routed tables join as the
+            batches create or adopt them).
+        tables: Opens and creates the pipeline's tables; None only in tests.
+        on_event: Receives the run's events (commits, schema changes).
+        stats: The run's counts.
+    """
+
+    pipeline: str
+    targets: dict[str, Target]
+    tables: TableSet | None = None
+    on_event: Callable[[Event], None] | None = None
+    stats: BatchStats = field(default_factory=BatchStats)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def emit(self, event: Event) -> None:
+        """Hand an event to the run's listener."""
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def states(self) -> dict[str, markers.TableState]:
+        """Each table's state (its newest marker), several tables read at once."""
+        names = list(self.targets)
+
+        def read(name: str) -> markers.TableState:
+            return markers.find_marker(self.targets[name].table, self.pipeline)
+
+        return dict(zip(names, each(names, read), strict=True))
+
+    def open(self, name: str) -> tuple[Target, markers.TableState]:
+        """A table of the pipeline's, opened, and its state."""
+        assert self.tables is not None
+        target = self.tables.target(name)
+        return target, markers.find_marker(target.table, self.pipeline)
+
+    def ours(self, state: markers.TableState, target: Target) -> bool:
+        """Whether the table's newest marker of the pipeline is the one this run committed
+        last."""
+        return (
+            state.marker is not None
+            and target.last is not None
+            and state.marker.commit_id == target.last.commit_id
+        )
+
+    def observed(
+        self, target: Target, state: markers.TableState | None
+    ) -> dict[Partition, markers.PartitionStats]:
+        """What this run's last commit to the table observed, for its next marker (nothing
+        if another commit of the pipeline came in between)."""
+        return target.pending if state is not None and self.ours(state, target) else {}
+
+    def count(self, *, unmatched: int = 0, filtered: int = 0) -> None:
+        """Add records a route matched to no table, and records dropped as configured."""
+        with self._lock:
+            self.stats.unmatched += unmatched
+            self.stats.filtered += filtered
+
+    def evolved(self, table: str, batch_id: int, changes: tuple[str, ...]) -> None:
+        """Record and report a table's schema change."""
+        with self._lock:
+            self.stats.evolutions.extend(f"{table}: {change}" for change in changes)
+        self.emit(SchemaEvolved(self.pipeline, table, batch_id, changes))
+
+    def committed(
+        self,
+        window: BatchWindow,
+        target: Target,
+        marker: markers.Marker,
+        records: int,
+        stamps: dict[Partition, Any],
+        written_bytes: int,
+    ) -> None:
+        """Keep what a table's commit observed for its next marker, and report the commit."""
+        target.pending = {
+            tp: markers.PartitionStats(0, int(ts)) for tp, ts in stamps.items() if ts is not None
+        }
+        target.last = marker
+        target.committed_at = time.monotonic()
+        valid = window.marker(marker, marker.pipeline, target.pending).valid_through_ms
+        target.lagging = window.lagging
+        with self._lock:
+            self.stats.records += records
+            self.stats.last_commit_wall_ms = int(time.time() * 1000)
+            self.stats.last_valid_through_ms = valid
+            total = self.stats.records
+        self.emit(
+            CommitEvent(
+                pipeline=self.pipeline,
+                table=target.name,
+                batch_id=window.batch_id,
+                records=records,
+                total_records=total,
+                valid_through_ms=valid,
+                seconds=time.monotonic() - window.started,
+                offsets=marker.offsets,
+                max_timestamps={tp: int(ts) for tp, ts in stamps.items() if ts is not None},
+                bytes_written=written_bytes,
+            )
+        )
+
+    def mark_idle(
+        self, window: BatchWindow, states: dict[str, markers.TableState], written: set[str]
+    ) -> None:
+        """Give tables without records in this batch a marker now and then."""
+        now = time.monotonic()
+        for name, target in self.targets.items():
+            if name in written:
+                continue
+            if target.committed_at is not None and now - target.committed_at < IDLE_MARKER_SECONDS:
+                continue
+            state = states.get(name)
+            if state is None or (
+                state.marker is not None and state.marker.offsets == window.planned
+            ):
+                continue
+            self._commit_marker_only(target, window.marker(state.marker, self.pipeline, {}))
+
+    def finish(self, last: LastBatch | None, routed: bool, query_id: str) -> None:
+        """Record what the last batches observed (exact valid-through) in a marker of its own.
+
+        Called once the query has stopped. It commits no data, and only if this run's marker
+        is still the table's newest one of the pipeline. A routed table that got no records
+        in the last batches gets a marker of the last batch's offsets.
+        """
+        # Each table's marker is a few catalog round trips and a commit, mostly waiting.
+        each(
+            list(self.targets.values()),
+            lambda target: self._finish_one(target, last, routed, query_id),
+        )
+
+    def _finish_one(
+        self, target: Target, last: LastBatch | None, routed: bool, query_id: str
+    ) -> None:
+        """:meth:`finish` for one table."""
+        mine = target.last
+        if routed and last is not None and (mine is None or mine.offsets != last.planned):
+            state = markers.find_marker(target.table, self.pipeline)
+            if state.marker is None or state.marker.offsets != last.planned:
+                self._commit_marker_only(
+                    target,
+                    markers.next_marker(
+                        state.marker,
+                        pipeline=self.pipeline,
+                        planned=last.planned,
+                        stats={},
+                        lagging=last.lagging,
+                        batch_id=last.batch_id,
+                        query_id=query_id,
+                    ),
+                )
+            return
+        if mine is None or not target.pending:
+            return
+        state = markers.find_marker(target.table, self.pipeline)
+        if not self.ours(state, target):
+            return
+        final = markers.next_marker(
+            mine,
+            pipeline=mine.pipeline,
+            planned=mine.offsets,
+            stats=target.pending,
+            lagging=target.lagging,
+            batch_id=mine.batch_id,
+            query_id=mine.query_id,
+        )
+        if (final.max_timestamps, final.valid_through_ms) == (
+            mine.max_timestamps,
+            mine.valid_through_ms,
+        ):
+            return
+        target.table.commit_summary_only(final.to_summary())
+        target.last, target.pending = final, {}
+
+    def _commit_marker_only(self, target: Target, marker: markers.Marker) -> None:
+        target.table.commit_summary_only(marker.to_summary())
+        target.last = marker
+        target.committed_at = time.monotonic()

@@ -1,0 +1,295 @@
+"""The one-job routed write: a routed batch written to all of its tables in one Spark job
+(:mod:`frazil.engine.one_job`), then each table committed with its marker."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from frazil import columns as c
+from frazil.config.models import PipelineConfig
+from frazil.engine import one_job
+from frazil.engine.adapt import ColumnAdapter
+from frazil.engine.ledger import TableLedger
+from frazil.engine.live_plan import LivePlan
+from frazil.engine.threads import Pause, each, each_outcome
+from frazil.engine.window import BatchWindow
+from frazil.progress import markers
+from frazil.sink.evolution import NAME_MAPPING, WriteColumns
+from frazil.sink.iceberg import iceberg_catalog, identifier
+from frazil.sink.tables import TableSet, Target
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+# The handler's logger: users and tests follow a batch's way under this one name.
+log = logging.getLogger("frazil.engine.batch")
+
+
+class _Refit(Exception):
+    """A new table would not get the columns' ids its files were written with."""
+
+
+#: A table the job committed: its marker, and for a new table, the table opened and its state.
+_Committed = tuple[markers.Marker, tuple[Target, markers.TableState] | None]
+
+
+@dataclass
+class OneJobWrite:
+    """Writes a routed batch to all of its tables in one Spark job, if it is the common case.
+
+    Each table is committed once, with its marker; a table the batch meets first is created
+    in the same transaction as its rows. Should a commit fail after others went through,
+    their markers make the general way skip what they hold.
+
+    Attributes:
+        spark: The session.
+        pipeline: The pipeline.
+        live: The live plan.
+        tables: Opens and creates the pipeline's tables.
+        ledger: The pipeline's tables and the run's counts.
+        columns: The tables' columns (views).
+    """
+
+    spark: SparkSession
+    pipeline: PipelineConfig
+    live: LivePlan
+    tables: TableSet
+    ledger: TableLedger
+    columns: ColumnAdapter
+    #: The job's layouts by batch shape and table set.
+    _layouts: dict[tuple[object, ...], one_job.Layout | None] = field(default_factory=dict)
+    #: The template of new tables, per namespace and batch shape (the latest).
+    _templates: dict[tuple[str, str], one_job.Template | None] = field(default_factory=dict)
+
+    def write(self, window: BatchWindow, states: dict[str, markers.TableState]) -> set[str] | None:
+        """Write the batch in one job and commit each of its tables.
+
+        Returns:
+            The tables committed; None if nothing was committed and the general way is to
+            write the batch (a replay, a table to adopt, a failing record, a column to add,
+            a table with settings of its own).
+        """
+        if self.pipeline.write.merges:
+            return None
+        for name in self.ledger.targets:
+            state = states[name]
+            if (
+                state.marker is None
+                or not window.starts_at(state.marker)
+                or markers.covered(state.marker, window.planned)
+            ):
+                return None  # a replay, or a table to adopt: the general way filters
+        began = time.monotonic()
+        planned = self.live.plan.run(window.batch)
+        layout = self._layout(planned.schema)
+        if layout is None:
+            return None
+        spark = self.spark
+        tables = [self.ledger.targets[n].table.java for n in layout.names]
+        frame = layout.frame(planned, max(1, spark.sparkContext.defaultParallelism))
+        if not layout.fits(frame):
+            return None
+        try:
+            outcome = one_job.run(spark, frame, layout, tables)
+        except Exception as exc:  # nothing is committed: the general way names the failure
+            log.debug("%s: the one job failed (%s)", self.pipeline.name, str(exc)[:300])
+            return None
+        written = time.monotonic()
+        new = [n for n, share in outcome.tables.items() if share.created]
+        try:
+            unusable = any(n in self.pipeline.tables for n in new) or any(
+                each(new, self.tables.exists)
+            )
+        except Exception:
+            outcome.delete(spark)
+            raise
+        if not outcome.clean or unusable:
+            outcome.delete(spark)
+            log.debug(
+                "%s: batch %d goes the general way (%d bad, %d deferred, %d refused)",
+                self.pipeline.name,
+                window.batch_id,
+                outcome.bad,
+                outcome.deferred,
+                len(outcome.refused),
+            )
+            return None
+        pause = Pause()
+        # New tables first: each is created with its rows and marker. Only then do the known
+        # tables commit, so that a crash in between leaves every known table before the
+        # batch, and a restart from the tables' markers (without the checkpoint) reads the
+        # batch again rather than starting past the rows of a table never created.
+        committed: dict[str, markers.Marker] = {}
+        opened: dict[str, tuple[Target, markers.TableState]] = {}
+
+        def commit(name: str) -> _Committed:
+            return self._commit_share(window, name, outcome, layout, states, pause)
+
+        for phase in (new, [n for n in outcome.tables if n not in new]):
+            errors: dict[str, BaseException] = {}
+            for name, (result, error) in each_outcome(phase, commit).items():
+                if error is not None:
+                    errors[name] = error
+                    continue
+                assert result is not None
+                committed[name], found = result
+                if found is not None:
+                    opened[name] = found
+            if errors:
+                self._record_commits(window, outcome, committed, states, opened)
+                # Files are deleted only where nothing was committed for certain: a failed
+                # commit may have gone through (Iceberg keeps its files in that case too).
+                untouched = [
+                    n
+                    for n in outcome.tables
+                    if n not in committed and (n not in errors or isinstance(errors[n], _Refit))
+                ]
+                outcome.delete(spark, untouched)
+                first = next(iter(errors.values()))
+                if not isinstance(first, _Refit):
+                    raise first
+                for name, target in self.ledger.targets.items():
+                    states[name] = markers.find_marker(target.table, self.pipeline.name)
+                return None
+        self._record_commits(window, outcome, committed, states, opened)
+        self.ledger.count(unmatched=outcome.unmatched, filtered=outcome.filtered)
+        log.debug(
+            "%s: batch %d written to %d table(s) in one job (%.2f s; commits %.2f s)",
+            self.pipeline.name,
+            window.batch_id,
+            len(committed),
+            written - began,
+            time.monotonic() - written,
+        )
+        return set(committed)
+
+    def _record_commits(
+        self,
+        window: BatchWindow,
+        outcome: one_job.Outcome,
+        committed: dict[str, markers.Marker],
+        states: dict[str, markers.TableState],
+        opened: dict[str, tuple[Target, markers.TableState]],
+    ) -> None:
+        """Keep and report the job's commits (new tables join the pipeline's, as the commit
+        opened them)."""
+        targets = self.ledger.targets
+        for name, marker in committed.items():
+            if name not in targets:
+                target, state = opened.get(name) or self.ledger.open(name)
+                targets[name] = target
+                states[name] = state
+            share = outcome.tables[name]
+            self.ledger.committed(
+                window, targets[name], marker, share.records, share.timestamps, share.bytes
+            )
+
+    def _commit_share(
+        self,
+        window: BatchWindow,
+        name: str,
+        outcome: one_job.Outcome,
+        layout: one_job.Layout,
+        states: dict[str, markers.TableState],
+        pause: Pause,
+    ) -> _Committed:
+        """Commit one table's files of the job (creating the table if new): its marker, and
+        for a new table, the table opened and its state (read here, alongside the other
+        tables' commits)."""
+        pause.before_write(name)
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        share = outcome.tables[name]
+        target = self.ledger.targets.get(name)
+        state = states.get(name)
+        marker = window.marker(
+            state.marker if state is not None else None,
+            self.pipeline.name,
+            self.ledger.observed(target, state) if target is not None else {},
+        )
+        summary = jvm.java.util.HashMap()
+        for key, value in marker.to_summary().items():
+            summary.put(key, value)
+        writes = jvm.dev.frazil.spark.RoutedWrites
+        if target is not None:
+            assert state is not None
+            writes.append(outcome.java, target.table.java, name, summary)
+            markers.check_no_interleaving(target.table, state, marker)
+            return marker, None
+        template = layout.template
+        assert template is not None
+        drops = jvm.java.util.ArrayList()
+        for column in template.drops(share.with_values):
+            drops.add(column)
+        created = writes.createAndAppend(
+            outcome.java,
+            iceberg_catalog(self.spark, self.tables.catalog),
+            identifier(self.spark, name.split(".")),
+            template.java_table,
+            template.properties,
+            drops,
+            NAME_MAPPING,
+            summary,
+        )
+        if not created:
+            raise _Refit(name)
+        log.info("%s: created table %s", self.pipeline.name, name)
+        # Should opening it fail, the table is committed all the same: the error is raised
+        # (its files stay), the known tables commit nothing, and the restart reads it anew.
+        return marker, self.ledger.open(name)
+
+    def _layout(self, schema: StructType) -> one_job.Layout | None:
+        """The job's columns for this batch shape and the current tables (cached)."""
+        targets = self.ledger.targets
+        views = {n: self.columns.view(t) for n, t in targets.items()}
+        key = (
+            "one-job",
+            schema.json(),
+            tuple((n, v.schema_id, v.mapping_text) for n, v in sorted(views.items())),
+        )
+        if key in self._layouts:
+            return self._layouts[key]
+        user = c.user_schema(schema)
+        known: dict[str, tuple[WriteColumns, list[str]]] = {}
+        shared: dict[tuple[object, ...], WriteColumns] = {}
+        layout: one_job.Layout | None = None
+        for name, target in targets.items():
+            java = target.table.java
+            if (
+                not one_job.template_eligible(target.settings.model_copy(update={"aliases": {}}))
+                or not java.sortOrder().isUnsorted()
+                or str(java.properties().getOrDefault("write.format.default", "parquet")).lower()
+                != "parquet"
+            ):
+                break
+            columns = one_job.table_columns(
+                schema, user, views[name], target.settings, name, shared
+            )
+            if columns is None:
+                break
+            known[name] = columns
+        else:
+            layout = one_job.build_layout(schema, known, self._template(user), views)
+        if len(self._layouts) > 8:
+            self._layouts.clear()
+        self._layouts[key] = layout
+        return layout
+
+    def _template(self, user: StructType) -> one_job.Template | None:
+        """The template of the tables the batch may create (the same for every layout of
+        this batch shape: the known tables change)."""
+        namespace = self.tables.new_table_namespace()
+        if namespace is None or self.tables.catalog_type not in ("jdbc", "hadoop"):
+            return None
+        at = (namespace, user.json())
+        if at not in self._templates:
+            self._templates = {
+                at: one_job.make_template(
+                    self.spark, self.tables.catalog, self.pipeline, namespace, user
+                )
+            }
+        return self._templates[at]

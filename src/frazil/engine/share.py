@@ -1,0 +1,36 @@
+"""One table's share of a routed batch, as the general way's aggregation found it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from frazil import columns as c
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+
+@dataclass(frozen=True)
+class TableShare:
+    """One table's share of a routed batch."""
+
+    #: Records to append.
+    records: int
+    #: The user columns holding a value in at least one of its records.
+    with_values: set[str]
+    #: Largest Kafka timestamp per partition among its records.
+    timestamps: tuple[tuple[tuple[str, int], int | None], ...]
+    #: The table's :data:`~frazil.columns.ROUTE_HASH` in the batch's cache.
+    route_hash: int | None = None
+
+
+def of_table(name: str, share: TableShare | None) -> Column:
+    """A routed batch's rows for table ``name`` (by hash first: the cache's blocks are
+    pruned by it)."""
+    from pyspark.sql import functions as F
+
+    mine = F.col(c.ROUTE_TABLE) == F.lit(name)
+    if share is None or share.route_hash is None:
+        return mine
+    return (F.col(c.ROUTE_HASH) == F.lit(share.route_hash)) & mine

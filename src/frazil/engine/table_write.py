@@ -1,0 +1,375 @@
+"""The table writer: one table's share of a micro-batch, appended or merged in one Iceberg
+commit that carries the table's marker, and what follows the commit."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from frazil import columns as c
+from frazil.config.models import PipelineConfig
+from frazil.engine import dead_capture
+from frazil.engine.adapt import ColumnAdapter
+from frazil.engine.bad_records import (
+    BadRecords,
+    failure,
+    is_bad_record_failure,
+    learnable,
+    own_error,
+)
+from frazil.engine.dead_sender import DeadLetterSender
+from frazil.engine.ledger import TableLedger
+from frazil.engine.live_plan import LivePlan
+from frazil.engine.share import TableShare, of_table
+from frazil.engine.window import BatchWindow, Partition
+from frazil.progress import markers
+from frazil.sink.evolution import WriteColumns
+from frazil.sink.iceberg import append_rows
+from frazil.sink.merge import merge_rows
+from frazil.sink.tables import Target
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, Observation, SparkSession
+
+#: Rows one task writes to one routed table, at most (fewer tasks, fewer small files).
+ROWS_PER_WRITE_TASK = 250_000
+
+
+@dataclass
+class ObservedMetrics:
+    """What a batch's write observes as its rows stream by: records and the largest Kafka
+    timestamp per partition (column expressions built once per partition set: each costs
+    py4j round trips)."""
+
+    _cache: dict[tuple[object, ...], list[Column]] = field(default_factory=dict)
+
+    def columns(self, partitions: tuple[Partition, ...], *, flagged: bool = False) -> list[Column]:
+        """``records`` and ``ts_<i>`` (the largest timestamp of ``partitions[i]``).
+
+        ``flagged``: observed before the write's filter, on rows flagged
+        :data:`~frazil.columns.WANTED` (written) and :data:`~frazil.columns.DROPPED` (skipped
+        as configured, counted as ``dropped``).
+        """
+        from pyspark.sql import functions as F
+
+        key = ("metrics", partitions, flagged)
+        cached = self._cache.get(key)
+        if cached is None:
+            wanted = F.col(c.WANTED) if flagged else F.lit(True)
+            cached = [
+                F.count(F.when(wanted, F.lit(1))).alias("records"),
+                *[
+                    F.max(
+                        F.when(
+                            wanted & (F.col(c.TOPIC) == t) & (F.col(c.PARTITION) == p),
+                            F.col(c.TIMESTAMP_MS),
+                        )
+                    ).alias(f"ts_{i}")
+                    for i, (t, p) in enumerate(partitions)
+                ],
+            ]
+            if flagged:
+                cached.append(F.count(F.when(F.col(c.DROPPED), F.lit(1))).alias("dropped"))
+            self._cache[key] = cached
+        return list(cached)
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """The rows a table's write takes, and what the write observes of them."""
+
+    rows: DataFrame
+    #: Counts and timestamps, observed as the rows stream by (None: the share's counts).
+    observation: Observation | None = None
+    #: Failing records observed in the write's pass (dead letters of a one-pass write).
+    failing: Observation | None = None
+    #: Failing records found in the cache before a MERGE (which cannot be observed).
+    failing_at: list[Any] | None = None
+
+
+@dataclass
+class TableWriter:
+    """Writes one table's share of a batch in one commit carrying its marker.
+
+    The marker must be in the commit's summary, so it is built before the data is read:
+    offsets from the planned range; largest timestamps from the batches observed before (a
+    correct lower bound for valid-through, made exact by the next commit or at stop). A
+    record marked with an error makes the write's job fail before Iceberg commits anything
+    (:class:`~frazil.engine.bad_records.BadRecords`), unless a dead-letter queue takes it.
+
+    The rows are selected one of four ways: **observed** (one table, no dead letters:
+    counts, timestamps and skipped records observed in the write's own pass), **plain** (a
+    table of the cached batch, whose aggregation counted it), **merge with dead letters**
+    (failing records found in the cache, since a MERGE cannot be observed) and **with dead
+    letters** (failing records leave the write and are observed in its pass).
+
+    Attributes:
+        spark: The session.
+        pipeline: The pipeline.
+        live: The live plan (the batch's schema).
+        columns: Fits the batch to the table.
+        ledger: Records each commit.
+        metrics: The observed metrics' expressions.
+        dead: The dead-letter sender; None: failing records stop the pipeline.
+    """
+
+    spark: SparkSession
+    pipeline: PipelineConfig
+    live: LivePlan
+    columns: ColumnAdapter
+    ledger: TableLedger
+    metrics: ObservedMetrics
+    dead: DeadLetterSender | None = None
+    _budget: int | None = None
+
+    def write(
+        self,
+        window: BatchWindow,
+        frame: DataFrame,
+        target: Target,
+        state: markers.TableState,
+        share: TableShare | None,
+        *,
+        learn: bool = False,
+    ) -> None:
+        """Append (or merge) the table's rows of the batch in one commit carrying its marker,
+        then send its failing records to the dead-letter queue and record the commit.
+
+        Args:
+            window: The batch.
+            frame: The planned batch (one table), or the cache of the routed or merging
+                batch (one row per record and table).
+            target: The table.
+            state: The table's state when the batch began.
+            share: The table's share of a cached batch; None: ``frame`` is the planned batch.
+            learn: With a dead-letter queue, whether records a decoder may learn from still
+                fail the write (so that the table evolves rather than the queue filling).
+
+        Raises:
+            BadRecords: A record marked with an error met the write; nothing was committed.
+        """
+        from pyspark.sql import functions as F
+
+        marker = window.marker(
+            state.marker, self.pipeline.name, self.ledger.observed(target, state)
+        )
+        if state.marker is not None and marker.offsets == state.marker.offsets:
+            if self.dead is not None:
+                # A replay: the table has the batch, the dead-letter queue may not.
+                self.dead.send(window, frame, target, share, None)
+            return  # nothing new for this table
+        merging = target.settings.write.merges
+        wanted = F.col(c.OP).isin(*c.WRITTEN_OPS)
+        keep = None if window.starts_at(state.marker) else markers.offset_filter(state.marker)
+        if keep is not None:
+            wanted = wanted & keep
+        if share is not None:
+            wanted = of_table(target.name, share) & wanted
+        schema = self.live.plan.schema_of(window.batch)
+        columns = self.columns.adapt(
+            schema, target, window.batch_id, share.with_values if share else None
+        )
+        # Records dropped as configured (a filter, a skipped tombstone), counted once: a
+        # routed or merging batch counts them in its aggregation.
+        dropped = (F.col(c.OP) == F.lit(c.OP_SKIP)) & F.col(c.ERROR).isNull()
+        if keep is not None:
+            dropped = dropped & keep
+        if self.dead is None and share is None and not merging:
+            chosen = self._observed(window, frame, wanted, dropped)
+        elif self.dead is None:
+            chosen = _Selection(frame.where(wanted))
+        elif merging:
+            chosen = self._merge_with_dead_letters(frame, target, share, columns, keep)
+        else:
+            chosen = self._with_dead_letters(
+                window, frame, target, share, columns, keep, dropped, learn
+            )
+        rows, observation = chosen.rows, chosen.observation
+        if share is not None and not merging:
+            # A table's share of the batch in as few tasks (and files) as its size needs:
+            # the other tables' writes keep the other cores busy.
+            rows = rows.coalesce(max(1, -(-share.records // ROWS_PER_WRITE_TASK)))
+        if observation is None and not merging and (share is None or self.dead is not None):
+            # One table: counts and timestamps are observed as the rows stream by.
+            observation = _observation("frazil")
+            rows = rows.observe(observation, *self.metrics.columns(window.partitions))
+        # The routed batch's aggregation counted them already (one Dataset less per table:
+        # each costs an analysis through py4j).
+        self._commit(target, rows, columns, marker, merging, frame, wanted)
+        markers.check_no_interleaving(target.table, state, marker)
+        self._after_commit(window, frame, target, share, marker, chosen, observation)
+
+    def _observed(
+        self, window: BatchWindow, frame: DataFrame, wanted: Column, dropped: Column
+    ) -> _Selection:
+        """One table without dead letters: everything observed in the write's own pass."""
+        from pyspark.sql import functions as F
+
+        # Observed before the filter, so that the skipped records are counted in the same
+        # pass; records and timestamps count the written ones only.
+        observation = _observation("frazil")
+        rows = (
+            frame.select("*", wanted.alias(c.WANTED), dropped.alias(c.DROPPED))
+            .observe(observation, *self.metrics.columns(window.partitions, flagged=True))
+            .where(F.col(c.WANTED))
+        )
+        return _Selection(rows, observation=observation)
+
+    def _merge_with_dead_letters(
+        self,
+        frame: DataFrame,
+        target: Target,
+        share: TableShare | None,
+        columns: WriteColumns,
+        keep: Column | None,
+    ) -> _Selection:
+        """A MERGE cannot be observed as it runs: find the failing records in the cache."""
+        from pyspark.sql import functions as F
+
+        error = columns.error
+        own = own_error(error, True)
+        written = frame.where(of_table(target.name, share)).where(F.col(c.OP).isin(*c.WRITTEN_OPS))
+        failing_at = [
+            tuple(r)
+            for r in written.where(own.isNotNull())
+            .select(c.TOPIC, c.PARTITION, c.OFFSET, own["stage"], own["reason"])
+            .collect()
+        ]
+        rows = written.where(error.isNull() if keep is None else error.isNull() & keep)
+        return _Selection(rows, failing_at=failing_at)
+
+    def _with_dead_letters(
+        self,
+        window: BatchWindow,
+        frame: DataFrame,
+        target: Target,
+        share: TableShare | None,
+        columns: WriteColumns,
+        keep: Column | None,
+        dropped: Column,
+        learn: bool,
+    ) -> _Selection:
+        """Failing records leave the write for the dead-letter queue; they are observed in
+        the same pass, with their raw bytes where these fit (engine/dead_capture.py)."""
+        from pyspark.sql import functions as F
+
+        error = columns.error
+        mine = frame if share is None else frame.where(of_table(target.name, share))
+        own = own_error(error, share is not None)
+        failing = _observation("frazil_dead")
+        limit = (
+            # A routed batch is cached: its failing records are read from the cache.
+            0
+            if share is not None
+            else dead_capture.carry_limit(
+                self._carry_budget(),
+                # Not from the table's marker: a re-planned batch may start below it.
+                dead_capture.records_upper_bound(window.planned, window.start),
+            )
+        )
+        written_op = F.col(c.OP).isin(*c.WRITTEN_OPS)
+        own_written = F.when(written_op, own)
+        appended = mine.observe(
+            failing,
+            F.count(own_written).alias("bad"),
+            dead_capture.observed(own_written, limit, c.HEADERS in frame.columns).alias("at"),
+            F.count(F.when(dropped, F.lit(1)) if share is None else F.lit(None)).alias("dropped"),
+        ).where(written_op)
+        good = (
+            F.when(learnable(error), failure()).otherwise(error.isNull())
+            if learn
+            else (error.isNull())
+        )
+        rows = appended.where(good if keep is None else good & keep)
+        return _Selection(rows, failing=failing)
+
+    def _commit(
+        self,
+        target: Target,
+        rows: DataFrame,
+        columns: WriteColumns,
+        marker: markers.Marker,
+        merging: bool,
+        frame: DataFrame,
+        wanted: Column,
+    ) -> None:
+        """The table's one commit, its summary carrying the marker.
+
+        Raises:
+            BadRecords: A record marked bad failed the job (nothing committed).
+        """
+        from pyspark.sql import functions as F
+
+        table_columns = columns.table if self.dead is not None else columns.guarded(failure())
+        options = {"check-nullability": "false"} if target.view and target.view.required else {}
+        try:
+            if merging:
+                write = target.settings.write
+                changes = rows.select(
+                    *table_columns, F.col(c.OP), F.col(c.OFFSET), F.col(c.PARTITION)
+                )
+                merge_rows(
+                    changes, target.qualified, write.key, write.order_by, marker.to_summary()
+                )
+            else:
+                append_rows(
+                    rows.select(*table_columns), target.qualified, marker.to_summary(), options
+                )
+        except Exception as exc:  # py4j / Spark wrap the job failure; look for our mark
+            if not is_bad_record_failure(exc):
+                raise
+            raise BadRecords(frame.where(wanted).select(*columns.rows())) from None
+
+    def _after_commit(
+        self,
+        window: BatchWindow,
+        frame: DataFrame,
+        target: Target,
+        share: TableShare | None,
+        marker: markers.Marker,
+        chosen: _Selection,
+        observation: Observation | None,
+    ) -> None:
+        """Count what the write dropped, send its failing records to the dead-letter queue,
+        and record the commit."""
+        written_bytes = target.table.current_total("added-files-size")
+        failing = chosen.failing
+        found = (
+            None
+            if failing is None
+            else dead_capture.Failing.observed(self.spark.sparkContext._jvm, failing)
+        )
+        if share is None and not target.settings.write.merges:
+            filtered = (
+                dead_capture.observed_count(failing, "dropped")
+                if failing is not None
+                else int((observation.get if observation is not None else {}).get("dropped") or 0)
+            )
+            self.ledger.count(filtered=filtered)
+        if found is not None:
+            assert self.dead is not None
+            self.dead.send(window, frame, target, share, found)
+        if chosen.failing_at:
+            assert self.dead is not None
+            self.dead.send(window, frame, target, share, dead_capture.Failing.at(chosen.failing_at))
+        if observation is not None:
+            seen = observation.get
+            records = int(seen.get("records") or 0)
+            stamps = {tp: seen.get(f"ts_{i}") for i, tp in enumerate(window.partitions)}
+        else:
+            assert share is not None
+            records, stamps = share.records, dict(share.timestamps)
+        self.ledger.committed(window, target, marker, records, stamps, written_bytes)
+
+    def _carry_budget(self) -> int:
+        """Bytes of failing records a batch's write may carry to the driver."""
+        if self._budget is None:
+            self._budget = dead_capture.driver_budget(self.spark)
+        return self._budget
+
+
+def _observation(prefix: str) -> Observation:
+    from pyspark.sql import Observation
+
+    return Observation(f"{prefix}_{uuid.uuid4().hex}")

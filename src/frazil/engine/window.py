@@ -1,0 +1,183 @@
+"""The batch window: the offsets one micro-batch covers, where it starts, the partitions it
+leaves behind, and the marker each of its commits carries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from frazil.engine.checkpoint import Checkpoint
+from frazil.errors import PipelineError
+from frazil.progress import markers
+from frazil.source.admin import JvmKafkaAdmin
+from frazil.source.kafka import TopicOffsets
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: A Kafka partition: topic and partition number.
+Partition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class BatchWindow:
+    """What every table's write of one batch shares.
+
+    Attributes:
+        batch: The micro-batch's raw Kafka rows.
+        batch_id: Spark's batch id.
+        planned: The batch's planned end offsets (next offset to read) of every partition,
+            idle ones included.
+        start: Where it starts: the previous batch's planned end, if known (None: the offset
+            filter must decide).
+        lagging: Partitions it did not read to their end offset (a rate limit).
+        started: ``time.monotonic()`` when the batch began.
+        query_id: The streaming query's id.
+    """
+
+    batch: DataFrame
+    batch_id: int
+    planned: TopicOffsets
+    start: TopicOffsets | None
+    lagging: set[Partition]
+    started: float
+    query_id: str
+
+    @property
+    def partitions(self) -> tuple[Partition, ...]:
+        """The planned partitions, sorted (the order of observed per-partition metrics)."""
+        return tuple((t, p) for t, parts in sorted(self.planned.items()) for p in sorted(parts))
+
+    def marker(
+        self,
+        previous: markers.Marker | None,
+        pipeline: str,
+        stats: dict[Partition, markers.PartitionStats],
+    ) -> markers.Marker:
+        """The marker of a commit of this batch: its planned offsets over ``previous``, and
+        valid-through from ``stats``, what earlier commits observed (a correct lower bound,
+        made exact by the next commit or at stop)."""
+        return markers.next_marker(
+            previous,
+            pipeline=pipeline,
+            planned=self.planned,
+            stats=stats,
+            lagging=self.lagging,
+            batch_id=self.batch_id,
+            query_id=self.query_id,
+        )
+
+    def start_marker(self, previous: markers.Marker | None, pipeline: str) -> markers.Marker:
+        """A marker saying a table holds everything of the pipeline before this batch."""
+        return markers.next_marker(
+            previous,
+            pipeline=pipeline,
+            planned=self.start or {},
+            stats={},
+            lagging=set(),
+            batch_id=self.batch_id - 1,
+            query_id=self.query_id,
+        )
+
+    def starts_at(self, marker: markers.Marker | None) -> bool:
+        """Whether the batch holds nothing below ``marker`` (the offset filter is left out)."""
+        return markers.starts_at_or_after(self.start, marker)
+
+
+@dataclass(frozen=True)
+class LastBatch:
+    """The last batch a run handled: a routed table without records in it still gets its
+    offsets when the run ends."""
+
+    batch_id: int
+    planned: TopicOffsets
+    lagging: set[Partition]
+
+
+@dataclass
+class BatchCursor:
+    """Where the stream is: opens each batch's window from the checkpoint's offset log and
+    the previous batch, and remembers the window once the batch is done.
+
+    Attributes:
+        checkpoint: The query's checkpoint (its offset log plans each batch).
+        admin: Kafka's latest offsets, to find lagging partitions; None without a rate limit
+            (Spark then plans every partition up to its latest offset, so none lags).
+    """
+
+    checkpoint: Checkpoint
+    admin: JvmKafkaAdmin | None = None
+    #: The last batch handled and its planned end offsets: the next batch starts there.
+    _previous: tuple[int, TopicOffsets] | None = None
+    #: The partitions the last batch written left behind their end offset.
+    _previous_lagging: set[Partition] = field(default_factory=set)
+
+    def new_query(self) -> None:
+        """Batch ids start again at 0 in a new checkpoint: the old ones say nothing of it."""
+        self._previous = None
+
+    def planned(self, batch_id: int) -> TopicOffsets:
+        """The batch's planned range from the offset log (written by Spark before it runs)."""
+        return self.checkpoint.planned_offsets(batch_id)
+
+    def open(
+        self,
+        batch: DataFrame,
+        batch_id: int,
+        planned: TopicOffsets,
+        started: float,
+        query_id: str,
+    ) -> BatchWindow:
+        """The window of a batch about to be written."""
+        return BatchWindow(
+            batch=batch,
+            batch_id=batch_id,
+            planned=planned,
+            start=self._start(batch_id),
+            lagging=self._lagging(planned),
+            started=started,
+            query_id=query_id,
+        )
+
+    def skipped(self, batch_id: int, planned: TopicOffsets) -> None:
+        """A batch wholly in its tables already: the next one starts at its end."""
+        self._previous = (batch_id, planned)
+
+    def done(self, window: BatchWindow) -> None:
+        """A batch written: the next one starts at its end."""
+        self._previous = (window.batch_id, window.planned)
+        self._previous_lagging = window.lagging
+
+    @property
+    def last(self) -> LastBatch | None:
+        """The last batch handled in this query, if any."""
+        if self._previous is None:
+            return None
+        return LastBatch(self._previous[0], self._previous[1], self._previous_lagging)
+
+    def _start(self, batch_id: int) -> TopicOffsets | None:
+        """Where the batch starts: the previous batch's planned end, if known."""
+        if self._previous is not None and self._previous[0] == batch_id - 1:
+            return self._previous[1]
+        if batch_id > 0:
+            try:
+                return self.checkpoint.planned_offsets(batch_id - 1)
+            except PipelineError:  # purged from the offset log: filter to be safe
+                return None
+        return None
+
+    def _lagging(self, planned: TopicOffsets) -> set[Partition]:
+        """Partitions the batch did not read to their end offset.
+
+        Without a rate limit Spark plans every partition up to its latest offset, so none
+        lags; with one, Kafka's latest offsets tell.
+        """
+        if self.admin is None or not planned:
+            return set()
+        latest = self.admin.offsets({t: sorted(ps) for t, ps in planned.items()}, "latest")
+        return {
+            (topic, partition)
+            for topic, parts in planned.items()
+            for partition, end in parts.items()
+            if end < latest.get(topic, {}).get(partition, end)
+        }

@@ -1,0 +1,80 @@
+"""The table ledger's bookkeeping without Spark: whose marker is newest, what a commit keeps
+for the next marker, counts and events."""
+
+from __future__ import annotations
+
+from frazil.engine.ledger import TableLedger
+from frazil.engine.window import BatchWindow
+from frazil.progress.events import CommitEvent, Event, SchemaEvolved
+from frazil.progress.markers import Marker, PartitionStats, TableState
+from frazil.sink.tables import Target
+
+
+def _target(name: str = "db.t") -> Target:
+    return Target(name, f"lake.{name}", None, None)  # type: ignore[arg-type]
+
+
+def _window(batch_id: int = 4) -> BatchWindow:
+    return BatchWindow(
+        batch=None,  # type: ignore[arg-type]
+        batch_id=batch_id,
+        planned={"t": {0: 10, 1: 5}},
+        start={"t": {0: 6, 1: 5}},
+        lagging={("t", 1)},
+        started=0.0,
+        query_id="q",
+    )
+
+
+def _ledger(events: list[Event], target: Target) -> TableLedger:
+    return TableLedger("p", {target.name: target}, None, events.append)
+
+
+def test_a_commit_keeps_its_observations_for_the_next_marker_and_reports_it() -> None:
+    events: list[Event] = []
+    target = _target()
+    ledger = _ledger(events, target)
+    window = _window()
+    marker = window.marker(None, "p", {})
+    ledger.committed(window, target, marker, 4, {("t", 0): 1_000, ("t", 1): None}, 2048)
+    assert target.last is marker
+    assert target.pending == {("t", 0): PartitionStats(0, 1_000)}
+    assert target.lagging == {("t", 1)}
+    assert ledger.stats.records == 4
+    (event,) = events
+    assert isinstance(event, CommitEvent)
+    assert (event.table, event.batch_id, event.records, event.total_records) == ("db.t", 4, 4, 4)
+    assert event.offsets == {"t": {0: 10, 1: 5}}
+    assert event.max_timestamps == {("t", 0): 1_000}
+    assert event.bytes_written == 2048
+
+
+def test_observations_carry_over_only_while_the_run_made_the_newest_marker() -> None:
+    target = _target()
+    ledger = _ledger([], target)
+    window = _window()
+    marker = window.marker(None, "p", {})
+    ledger.committed(window, target, marker, 1, {("t", 0): 7}, 0)
+    ours = TableState(marker, 1, 1)
+    theirs = TableState(Marker("p", {"t": {0: 10}}), 2, 1)
+    assert ledger.ours(ours, target) and not ledger.ours(theirs, target)
+    assert ledger.observed(target, ours) == {("t", 0): PartitionStats(0, 7)}
+    assert ledger.observed(target, theirs) == {}
+    assert ledger.observed(target, None) == {}
+
+
+def test_counts_and_schema_changes_add_up() -> None:
+    events: list[Event] = []
+    ledger = _ledger(events, _target())
+    ledger.count(unmatched=2, filtered=3)
+    ledger.count(filtered=1)
+    ledger.evolved("db.t", 5, ("add amount: bigint",))
+    assert (ledger.stats.unmatched, ledger.stats.filtered) == (2, 4)
+    assert ledger.stats.evolutions == ["db.t: add amount: bigint"]
+    assert events == [SchemaEvolved("p", "db.t", 5, ("add amount: bigint",))]
+
+
+def test_without_a_listener_events_go_nowhere() -> None:
+    ledger = TableLedger("p", {})
+    ledger.emit(SchemaEvolved("p", "db.t", 1, ()))
+    ledger.finish(None, routed=True, query_id="q")  # no tables: nothing to commit

@@ -1,0 +1,110 @@
+"""The batch window and cursor without Spark: where a batch starts, what lags, its markers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from frazil.engine.window import BatchCursor, BatchWindow
+from frazil.errors import PipelineError
+from frazil.progress.markers import Marker, PartitionStats
+
+
+class _Log:
+    """The checkpoint's offset log: planned offsets by batch id (purged ones missing)."""
+
+    def __init__(self, planned: dict[int, dict[str, dict[int, int]]]) -> None:
+        self.planned = planned
+
+    def planned_offsets(self, batch_id: int) -> dict[str, dict[int, int]]:
+        if batch_id not in self.planned:
+            raise PipelineError(f"batch {batch_id} is not in the offset log")
+        return self.planned[batch_id]
+
+
+class _Admin:
+    def __init__(self, latest: dict[str, dict[int, int]]) -> None:
+        self.latest = latest
+        self.asked: list[dict[str, list[int]]] = []
+
+    def offsets(self, partitions: dict[str, list[int]], spec: str) -> dict[str, dict[int, int]]:
+        assert spec == "latest"
+        self.asked.append(partitions)
+        return self.latest
+
+
+def _cursor(log: dict[int, dict[str, dict[int, int]]], admin: Any = None) -> BatchCursor:
+    return BatchCursor(_Log(log), admin)  # type: ignore[arg-type]
+
+
+def _window(cursor: BatchCursor, batch_id: int) -> BatchWindow:
+    return cursor.open(None, batch_id, cursor.planned(batch_id), 0.0, "q")  # type: ignore[arg-type]
+
+
+def test_a_batch_starts_at_the_previous_batch_end() -> None:
+    cursor = _cursor({0: {"t": {0: 5}}, 1: {"t": {0: 9}}})
+    first = _window(cursor, 0)
+    assert first.start is None  # the first batch of a checkpoint: the filter decides
+    cursor.done(first)
+    assert _window(cursor, 1).start == {"t": {0: 5}}
+
+
+def test_without_the_previous_batch_the_offset_log_tells_where_it_starts() -> None:
+    cursor = _cursor({3: {"t": {0: 30}}, 4: {"t": {0: 40}}})
+    assert _window(cursor, 4).start == {"t": {0: 30}}
+
+
+def test_a_purged_previous_batch_leaves_the_start_unknown() -> None:
+    cursor = _cursor({4: {"t": {0: 40}}})
+    assert _window(cursor, 4).start is None
+
+
+def test_a_new_query_forgets_the_previous_batch() -> None:
+    cursor = _cursor({0: {"t": {0: 5}}, 1: {"t": {0: 9}}})
+    cursor.done(_window(cursor, 0))
+    cursor.new_query()
+    assert cursor.last is None
+    assert _window(cursor, 1).start == {"t": {0: 5}}  # from the log, not remembered
+
+
+def test_a_skipped_batch_moves_the_start_but_keeps_the_lagging_partitions() -> None:
+    admin = _Admin({"t": {0: 50, 1: 9}})
+    cursor = _cursor({0: {"t": {0: 5, 1: 9}}, 1: {"t": {0: 9, 1: 9}}}, admin)
+    cursor.done(_window(cursor, 0))
+    cursor.skipped(1, {"t": {0: 9, 1: 9}})
+    last = cursor.last
+    assert last is not None
+    assert (last.batch_id, last.planned, last.lagging) == (1, {"t": {0: 9, 1: 9}}, {("t", 0)})
+
+
+def test_lagging_partitions_come_from_kafka_only_with_an_admin() -> None:
+    planned = {"t": {0: 5, 1: 9}}
+    assert _window(_cursor({0: planned}), 0).lagging == set()
+    admin = _Admin({"t": {0: 8, 1: 9}})
+    window = _window(_cursor({0: planned}, admin), 0)
+    assert window.lagging == {("t", 0)}
+    assert admin.asked == [{"t": [0, 1]}]
+
+
+def test_partitions_are_sorted_by_topic_then_partition() -> None:
+    window = _window(_cursor({0: {"b": {1: 1, 0: 1}, "a": {2: 1}}}), 0)
+    assert window.partitions == (("a", 2), ("b", 0), ("b", 1))
+
+
+def test_the_window_makes_each_commit_marker_from_the_planned_range() -> None:
+    cursor = _cursor({6: {"t": {0: 20, 1: 4}}, 5: {"t": {0: 10, 1: 4}}})
+    window = _window(cursor, 6)
+    previous = Marker(pipeline="p", offsets={"t": {0: 10, 1: 4}}, max_timestamps={"t": {0: 7}})
+    marker = window.marker(previous, "p", {("t", 0): PartitionStats(0, 11)})
+    assert marker.offsets == {"t": {0: 20, 1: 4}}
+    assert marker.max_timestamps["t"][0] == 11
+    assert (marker.batch_id, marker.query_id, marker.pipeline) == (6, "q", "p")
+    # Never below what the table holds already (a replayed, re-planned batch).
+    assert window.marker(Marker("p", {"t": {0: 30, 1: 4}}), "p", {}).offsets == {"t": {0: 30, 1: 4}}
+
+
+def test_a_start_marker_holds_everything_before_the_batch() -> None:
+    window = _window(_cursor({6: {"t": {0: 20}}, 5: {"t": {0: 10}}}), 6)
+    start = window.start_marker(None, "p")
+    assert (start.offsets, start.batch_id, start.query_id) == ({"t": {0: 10}}, 5, "q")
+    assert window.starts_at(start)
+    assert not window.starts_at(Marker("p", {"t": {0: 12}}))

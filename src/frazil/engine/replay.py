@@ -205,7 +205,7 @@ def _run(
 
     catalog = config.catalog.name
     route = build_route(pipeline)
-    tables = TableSet(spark, catalog, pipeline, route)
+    tables = TableSet(spark, catalog, pipeline, route, config.catalog.type)
     single = pipeline.table
     shape = resolve_shape(
         spark, config, pipeline, qualified(catalog, single) if single is not None else None

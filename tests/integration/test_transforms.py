@@ -45,8 +45,9 @@ def _pipeline(schema: dict[str, str], transforms: list[Any], **extra: Any) -> Pi
 def _value_schema(spark: Any, pipeline: PipelineConfig) -> Any:
     from pyspark.sql.types import StructType
 
-    assert pipeline.schema_ is not None
-    return StructType.fromDDL(", ".join(f"`{n}` {t}" for n, t in pipeline.schema_.items()))
+    declared = pipeline.value.schema_
+    assert declared is not None
+    return StructType.fromDDL(", ".join(f"`{n}` {t}" for n, t in declared.items()))
 
 
 def _chain(spark: Any, pipeline: PipelineConfig) -> TransformChain:

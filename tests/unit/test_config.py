@@ -39,13 +39,13 @@ def test_minimal_config_gets_documented_defaults(tmp_path: Path) -> None:
     pipeline = config.pipelines[0]
     assert pipeline.trigger_seconds() == 1.0
     assert config.checkpoint_for(pipeline) == f"{tmp_path}/.frazil/checkpoints/payments"
-    assert [f.to_spark_sql() for f in pipeline.partition_fields()] == ["days(created_at)"]
+    assert [f.to_spark_sql() for f in pipeline.defaults.partition_fields()] == ["days(created_at)"]
 
 
 def test_issue_contract_example_validates(tmp_path: Path) -> None:
     example = Path(__file__).parents[2] / "examples" / "payments.yaml"
     config = load_config(example)
-    assert config.pipelines[0].schema_ == PAYMENTS_SCHEMA
+    assert config.pipelines[0].value.schema_ == PAYMENTS_SCHEMA
 
 
 def test_every_problem_is_reported_with_its_key_path() -> None:
@@ -265,7 +265,7 @@ def test_partition_by_requested_kafka_metadata_column(schema: dict[str, str] | N
     if schema is None:
         del pipeline["schema"]
     config = parse_config({"pipelines": [pipeline]})
-    assert config.pipelines[0].partition_by == ["days(_kafka_timestamp)", "_kafka_topic"]
+    assert config.pipelines[0].defaults.partition_by == ["days(_kafka_timestamp)", "_kafka_topic"]
 
 
 @pytest.mark.parametrize("declared", [True, False])
@@ -297,7 +297,7 @@ def test_partition_by_unchecked_columns_with_inferred_schema() -> None:
     pipeline = _pipeline(partition_by=["days(anything)", "bucket(4, payer.id)"])
     del pipeline["schema"]
     config = parse_config({"pipelines": [pipeline]})
-    assert config.pipelines[0].schema_ is None
+    assert config.pipelines[0].value.schema_ is None
 
 
 def test_partition_column_missing_lists_metadata_columns_too() -> None:

@@ -43,7 +43,7 @@ def test_where_the_value_schema_comes_from(pipeline: dict[str, object], source: 
     config = parse_config(
         {"schema_registry": _REGISTRY, "pipelines": [_pipeline(**pipeline)]}, base_dir=Path("/x")
     )
-    assert config.pipelines[0].value_source() == source
+    assert config.pipelines[0].value.source() == source
 
 
 def test_registry_subjects_default_to_the_topic_name_strategy() -> None:
@@ -51,9 +51,10 @@ def test_registry_subjects_default_to_the_topic_name_strategy() -> None:
         {"schema_registry": _REGISTRY, "pipelines": [_pipeline(format="avro", key_format="avro")]}
     )
     pipeline = config.pipelines[0]
-    assert pipeline.value_subject() == "orders-value"
-    assert pipeline.key_subject_name() == "orders-key"
-    assert pipeline.key_source() == "registry"
+    assert pipeline.key is not None
+    assert pipeline.value.subject_name(pipeline.topics) == "orders-value"
+    assert pipeline.key.subject_name(pipeline.topics) == "orders-key"
+    assert pipeline.key.source() == "registry"
 
 
 def test_registry_formats_need_a_registry() -> None:
@@ -158,8 +159,9 @@ def test_schema_files_resolve_against_the_config_folder(tmp_path: Path) -> None:
         },
         base_dir=tmp_path,
     )
-    assert config.pipelines[0].schema_file == str(tmp_path / "schemas" / "o.avsc")
-    assert config.pipelines[0].key_schema_file == str(tmp_path / "k.avsc")
+    value, key = config.pipelines[0].value, config.pipelines[0].key
+    assert value.schema_file == str(tmp_path / "schemas" / "o.avsc")
+    assert key is not None and key.schema_file == str(tmp_path / "k.avsc")
 
 
 def test_key_column_must_be_an_identifier() -> None:

@@ -76,7 +76,7 @@ def test_static_route_from_yaml_like_keys() -> None:
     assert route.targets("1") == ["db.ones"]
     assert route.targets("false") == ["db.falses", "db.all"]
     assert route.table_names() == ["db.ones", "db.falses", "db.all", "db.debits", "db.credits"]
-    assert pipeline.routed
+    assert pipeline.route is not None
     assert pipeline.table is None
     assert pipeline.static_tables() == route.table_names()
     assert pipeline.describe_target() == (
@@ -343,7 +343,7 @@ def test_table_and_route_are_exclusive() -> None:
 
 def test_single_table_pipeline() -> None:
     pipeline = _parse(table="db.events")
-    assert not pipeline.routed
+    assert pipeline.route is None
     assert pipeline.static_tables() == ["db.events"]
     assert pipeline.describe_target() == "db.events"
 
@@ -450,7 +450,7 @@ def test_settings_override_evolution_policy() -> None:
         table="db.events",
         tables={"db.events": {"schema_evolution": "freeze"}},
     )
-    assert pipeline.schema_evolution == "evolve"
+    assert pipeline.defaults.schema_evolution == "evolve"
     assert pipeline.settings_for("db.events").schema_evolution == "freeze"
     assert pipeline.settings_for("db.other").schema_evolution == "evolve"
 
@@ -460,8 +460,8 @@ def test_settings_lists_are_copies() -> None:
     settings = pipeline.settings_for("db.a")
     settings.sort_by.append("id")
     settings.table_properties["k"] = "v"
-    assert pipeline.sort_by == ["created_at desc"]
-    assert "k" not in pipeline.table_properties
+    assert pipeline.defaults.sort_by == ["created_at desc"]
+    assert "k" not in pipeline.defaults.table_properties
 
 
 def test_defaults_of_table_settings() -> None:

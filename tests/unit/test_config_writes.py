@@ -100,4 +100,4 @@ def test_op_codes_take_a_string_or_a_list() -> None:
 def test_a_dumped_config_loads_again() -> None:
     config = _config({"mode": "cdc", "key": ["id"], "op_field": "op"})
     again = parse_config(config.model_dump(mode="json", by_alias=True))
-    assert again.pipelines[0].write == config.pipelines[0].write
+    assert again.pipelines[0].defaults.write == config.pipelines[0].defaults.write

@@ -58,13 +58,14 @@ def validate(
     console.print(f"[green]✓[/] {config} is valid: {len(loaded.pipelines)} pipeline(s)")
     for pipeline in loaded.pipelines:
         source = ", ".join(pipeline.topics) if pipeline.topics else f"/{pipeline.topic_pattern}/"
-        partitions = ", ".join(pipeline.partition_by) or "unpartitioned"
-        schema = f"{len(pipeline.schema_)} fields" if pipeline.schema_ else "inferred at start"
+        partitions = ", ".join(pipeline.defaults.partition_by) or "unpartitioned"
+        declared = pipeline.value.schema_
+        schema = f"{len(declared)} fields" if declared else "inferred at start"
         count = len(pipeline.transforms)
         transforms = f"{count} transform{'s' if count != 1 else ''}"
         if count and declared_fields(pipeline) is None:
             transforms += " (checked against the schema at start)"
-        write = pipeline.write
+        write = pipeline.defaults.write
         mode = ""
         if write.merges:
             how = "Debezium" if write.debezium else write.op_field or ""
@@ -72,7 +73,7 @@ def validate(
         console.print(
             f"  [bold]{pipeline.name}[/]: {source} → "
             f"{_target(loaded.catalog.name, pipeline)} "
-            f"({partitions}); {pipeline.format}, schema {schema}; {mode}{transforms}; "
+            f"({partitions}); {pipeline.value.format}, schema {schema}; {mode}{transforms}; "
             f"trigger {pipeline.trigger}; checkpoint {mask_value(loaded.checkpoint_for(pipeline))}",
             highlight=False,
         )

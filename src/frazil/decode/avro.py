@@ -239,10 +239,9 @@ def _shape(spark: SparkSession, reader: str, name: str) -> tuple[StructType, boo
 
 def _build(context: BuildContext) -> AvroDecoder:
     spark, pipeline = context.spark, context.pipeline
-    name = pipeline.key_column if context.part == "key" else "value"
-    schema_file = context.option("schema_file")
+    name = context.decoding.column
+    schema_file = context.decoding.schema_file
     if schema_file is not None:
-        assert isinstance(schema_file, str)
         key = context.config_key("schema_file")
         try:
             text = Path(schema_file).read_text()
@@ -265,7 +264,7 @@ def _build(context: BuildContext) -> AvroDecoder:
         registry=registry,
         writers=writers,
         reader_id=latest.schema_id,
-        evolve=pipeline.schema_evolution == "evolve" and context.part == "value",
+        evolve=pipeline.defaults.schema_evolution == "evolve" and context.part == "value",
     )
 
 

@@ -48,8 +48,8 @@ def schema_from_fields(fields: dict[str, str]) -> StructType:
 
 def schema_from_config(pipeline: PipelineConfig) -> StructType:
     """The declared ``schema:`` as a Spark ``StructType`` (all fields nullable)."""
-    assert pipeline.schema_ is not None
-    return schema_from_fields(pipeline.schema_)
+    assert pipeline.value.schema_ is not None
+    return schema_from_fields(pipeline.value.schema_)
 
 
 def _text(data: Column) -> Column:
@@ -94,8 +94,8 @@ def infer_schema(
             f"records yet; declare pipelines[].{what} in the config"
         )
     options = {"inferTimestamp": "true", "prefersDecimal": "false"}
-    if pipeline.timestamp_format:
-        options["timestampFormat"] = pipeline.timestamp_format
+    if pipeline.value.timestamp_format:
+        options["timestampFormat"] = pipeline.value.timestamp_format
     inferred = spark.read.options(**options).json(spark.sparkContext.parallelize(values, 1))
     fields = [f for f in inferred.schema.fields if f.name != "_corrupt_record"]
     if not fields:
@@ -284,23 +284,22 @@ def _merge_type(old: DataType, new: DataType) -> DataType:
 
 
 def _build(context: BuildContext) -> JsonDecoder:
-    pipeline = context.pipeline
-    declared = context.option("schema")
-    schema_file = context.option("schema_file")
-    timestamp_format = pipeline.timestamp_format if context.part == "value" else None
-    freeze = pipeline.schema_evolution == "freeze" and context.part == "value"
+    pipeline, part = context.pipeline, context.decoding
+    declared = part.schema_
+    schema_file = part.schema_file
+    # Only a value has a timestamp_format (a key's is always None).
+    timestamp_format = part.timestamp_format
+    freeze = pipeline.defaults.schema_evolution == "freeze" and context.part == "value"
     if declared is not None:
-        assert isinstance(declared, dict)
         # A declared schema is the contract: other fields are ignored, or errors under freeze.
         schema = schema_from_fields(declared)
-        if pipeline.write.debezium and context.part == "value":
+        if pipeline.defaults.write.debezium and context.part == "value":
             from frazil.decode.debezium import envelope_schema
 
             # The declared fields are the row's: the records are its change events.
             schema = envelope_schema(schema, strict=freeze)
         return JsonDecoder(schema, timestamp_format, strict=freeze)
     if schema_file is not None:
-        assert isinstance(schema_file, str)
         try:
             document = json.loads(Path(schema_file).read_text())
         except (OSError, ValueError) as exc:
@@ -308,8 +307,7 @@ def _build(context: BuildContext) -> JsonDecoder:
                 f"{context.config_key('schema_file')}: cannot read JSON Schema {schema_file}: {exc}"
             ) from None
         return JsonDecoder(json_schema_to_spark(document, schema_file), timestamp_format)
-    source = pipeline.key_source() if context.part == "key" else pipeline.value_source()
-    if source == "registry":
+    if part.source() == "registry":
         found = wire.subject_schemas(context, "JSON", "a JSON Schema")
         subject, latest = found.subject, found.latest
         where = f"subject {subject!r} version {latest.version} (id {latest.schema_id})"

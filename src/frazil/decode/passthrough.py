@@ -50,7 +50,7 @@ class PassThrough:
 
 
 def _name(context: BuildContext) -> str:
-    return context.pipeline.key_column if context.part == "key" else "value"
+    return context.decoding.column
 
 
 register(Format("string", lambda context: PassThrough(_name(context), binary=False)))

@@ -417,11 +417,9 @@ def _only_message(compiled: Descriptors, key: str) -> str:
 
 def _build(context: BuildContext) -> ProtobufDecoder:
     spark = context.spark
-    message = context.option("message")
-    assert message is None or isinstance(message, str)
-    schema_file = context.option("schema_file")
+    message = context.decoding.message
+    schema_file = context.decoding.schema_file
     if schema_file is not None:
-        assert isinstance(schema_file, str)
         key = context.config_key("schema_file")
         compiled = _load_file(Path(schema_file), message, key, context.config_key("message"))
         try:
@@ -452,7 +450,7 @@ def _build(context: BuildContext) -> ProtobufDecoder:
         reader,
         message,
         registry=registry,
-        evolve=context.pipeline.schema_evolution == "evolve" and context.part == "value",
+        evolve=context.pipeline.defaults.schema_evolution == "evolve" and context.part == "value",
     )
     decoder.writers[latest.schema_id] = compiled
     decoder.add_writers([v for v in versions if v.schema_id != latest.schema_id])

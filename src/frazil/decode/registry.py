@@ -14,17 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.config.models import Decoding, FrazilConfig, Part, PipelineConfig
 from frazil.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
-
-#: Which of a record's binary columns a decoder reads.
-Part = Literal["value", "key"]
 
 
 @dataclass(frozen=True)
@@ -97,30 +94,27 @@ class BuildContext:
     batch_options: dict[str, str] | None = None
 
     @property
+    def decoding(self) -> Decoding:
+        """The part's settings: the pipeline's ``value`` or ``key``."""
+        if self.part == "key":
+            assert self.pipeline.key is not None
+            return self.pipeline.key
+        return self.pipeline.value
+
+    @property
     def format(self) -> str:
         """The part's format name."""
-        if self.part == "key":
-            assert self.pipeline.key_format is not None
-            return self.pipeline.key_format
-        return self.pipeline.format
+        return self.decoding.format
 
     @property
     def key_path(self) -> str:
         """The config key of the part's format, for messages (``pipelines[2].key_format``)."""
-        index = self.config.pipelines.index(self.pipeline)
-        return f"pipelines[{index}].{'key_format' if self.part == 'key' else 'format'}"
+        return self.config_key("format")
 
     def config_key(self, name: str) -> str:
         """The config key of one of this part's options (``pipelines[0].key_schema_file``)."""
         index = self.config.pipelines.index(self.pipeline)
-        return f"pipelines[{index}].{'key_' if self.part == 'key' else ''}{name}"
-
-    def option(self, name: str) -> object:
-        """A pipeline key of this part: ``schema_file`` or ``key_schema_file`` etc."""
-        key = f"key_{name}" if self.part == "key" else name
-        if name == "schema" and self.part == "value":
-            key = "schema_"
-        return getattr(self.pipeline, key)
+        return f"pipelines[{index}].{self.decoding.config_key(name)}"
 
 
 @dataclass(frozen=True)

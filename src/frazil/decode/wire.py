@@ -122,7 +122,7 @@ def subject_schemas(
     assert context.config.schema_registry is not None
     pipeline = context.pipeline
     registry = SchemaRegistry(context.config.schema_registry)
-    subject = pipeline.key_subject_name() if context.part == "key" else pipeline.value_subject()
+    subject = context.decoding.subject_name(pipeline.topics)
     if subject is None:
         raise ConfigError(
             f"{context.config_key('subject')}: a topic_pattern pipeline names its registry subject"

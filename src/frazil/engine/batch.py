@@ -145,7 +145,7 @@ class BatchHandler:
         )
         self._cached = CachedWrite(
             self.pipeline.name,
-            self.pipeline.format,
+            self.pipeline.value.format,
             self.live,
             self.tables,
             self.ledger,
@@ -220,7 +220,7 @@ class BatchHandler:
         """Whether batches are decoded once into a cache before their tables are written:
         with several tables, and for upsert/CDC, whose MERGE reads its source more than once
         (and cannot be observed while it runs)."""
-        return self.routed or self.pipeline.write.merges
+        return self.routed or self.pipeline.defaults.write.merges
 
     def _handle(self, batch: DataFrame, batch_id: int) -> None:
         """One micro-batch, in order:
@@ -323,7 +323,7 @@ class BatchHandler:
                     attempt, learn = attempt + 1, False
                     continue
                 raise rejected(
-                    bad.rows, self.pipeline.name, self.pipeline.format, window.batch_id
+                    bad.rows, self.pipeline.name, self.pipeline.value.format, window.batch_id
                 ) from None
 
     def _write_cached(self, window: BatchWindow, states: dict[str, markers.TableState]) -> set[str]:

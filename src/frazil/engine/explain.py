@@ -81,9 +81,9 @@ def explain(
                 pipeline=pipeline.name,
                 table=f"{config.catalog.name}.{pipeline.describe_target()}",
                 table_exists=table is not None and table_exists(spark, table),
-                value_format=pipeline.format,
-                value_schema_source=pipeline.value_source(),
-                key_format=pipeline.key_format,
+                value_format=pipeline.value.format,
+                value_schema_source=pipeline.value.source(),
+                key_format=pipeline.key.format if pipeline.key is not None else None,
                 source_schema=shape.source_schema,
                 transforms=tuple(
                     TransformStep(name, description, schema)

@@ -117,7 +117,7 @@ class TableLedger:
     ) -> None:
         """Keep what a table's commit observed for its next marker, and report the commit."""
         target.pending = {
-            tp: markers.PartitionStats(0, int(ts)) for tp, ts in stamps.items() if ts is not None
+            tp: markers.PartitionStats(int(ts)) for tp, ts in stamps.items() if ts is not None
         }
         target.last = marker
         target.committed_at = time.monotonic()

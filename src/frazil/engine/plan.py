@@ -172,7 +172,7 @@ def _not_a_column(pipeline: PipelineConfig, key: str, name: str, batch: Projecti
 
 def _mode_step(pipeline: PipelineConfig) -> Step:
     dead = pipeline.errors.dead_letters
-    write = pipeline.write
+    write = pipeline.defaults.write
     if not write.merges:
         return Step(
             "mode",
@@ -201,7 +201,7 @@ def _mode_step(pipeline: PipelineConfig) -> Step:
                 batch,
                 write,
                 table_keys,
-                c.DECODED_KEY if pipeline.key_format else None,
+                c.DECODED_KEY if pipeline.key is not None else None,
             )
         except KeyError as exc:
             raise _not_a_column(pipeline, "write: column", exc.args[0], batch) from None
@@ -224,12 +224,12 @@ def build_plan(
     steps = [
         Step(
             "decode",
-            f"{pipeline.format} values into {len(decoder.schema.fields)} column(s); "
+            f"{pipeline.value.format} values into {len(decoder.schema.fields)} column(s); "
             "undecodable records marked",
             lambda batch: decode_value(decoder, batch),
         )
     ]
-    write = pipeline.write
+    write = pipeline.defaults.write
     if write.debezium:
         from frazil.decode.debezium import unwrap
 
@@ -242,13 +242,14 @@ def build_plan(
             )
         )
     if key_decoder is not None:
+        key = pipeline.key
+        assert key is not None, "a key decoder decodes the pipeline's key_format"
         decoders.append(("key", key_decoder))
         steps.append(
             Step(
                 "decode key",
-                f"{pipeline.key_format} keys into column {pipeline.key_column!r}; "
-                "undecodable keys marked",
-                lambda batch: decode_key(key_decoder, pipeline.key_column, batch),
+                f"{key.format} keys into column {key.column!r}; undecodable keys marked",
+                lambda batch: decode_key(key_decoder, key.column, batch),
             )
         )
     steps.append(

@@ -81,9 +81,10 @@ def replay(
             f"pipeline {pipeline.name!r} has no dead-letter table (errors.dlq_table): "
             "nothing to replay"
         )
-    if pipeline.write.merges:
+    write = pipeline.defaults.write
+    if write.merges:
         raise ConfigError(
-            f"pipeline {pipeline.name!r} writes with mode {pipeline.write.mode}; replaying "
+            f"pipeline {pipeline.name!r} writes with mode {write.mode}; replaying "
             "dead letters is supported for append pipelines so far"
         )
     catalog = config.catalog.name

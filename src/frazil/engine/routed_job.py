@@ -73,7 +73,7 @@ class OneJobWrite:
             write the batch (a replay, a table to adopt, a failing record, a column to add,
             a table with settings of its own).
         """
-        if self.pipeline.write.merges:
+        if self.pipeline.defaults.write.merges:
             return None
         for name in self.ledger.targets:
             state = states[name]

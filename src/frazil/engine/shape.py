@@ -71,13 +71,13 @@ def _existing_value_fields(
 
     if table is None or pipeline.transforms or pipeline.route is not None:
         return None
-    if pipeline.write.debezium:  # the table holds rows, the topic envelopes
+    if pipeline.defaults.write.debezium:  # the table holds rows, the topic envelopes
         return None
     from frazil.sink.table import table_exists
 
     if not table_exists(spark, table):
         return None
-    skip = {pipeline.key_column} if pipeline.key_format else set()
+    skip = {pipeline.key.column} if pipeline.key is not None else set()
     fields = [
         f
         for f in spark.table(table).schema.fields
@@ -114,7 +114,7 @@ def resolve_shape(
         )
     )
     key: Decoder | None = None
-    if pipeline.key_format is not None:
+    if pipeline.key is not None:
         key = build_decoder(
             BuildContext(
                 spark, config, pipeline, "key", batch_options=_batch_options(config, pipeline)
@@ -132,7 +132,7 @@ def resolve_shape(
 
 def consumed_columns(pipeline: PipelineConfig) -> tuple[str, ...]:
     """Columns the write mode reads and does not write: a top-level CDC operation field."""
-    write = pipeline.write
+    write = pipeline.defaults.write
     field = write.op_field
     if write.mode != "cdc" or field is None or "." in field or field in write.key:
         return ()
@@ -148,16 +148,17 @@ def source_schema(pipeline: PipelineConfig, value: Decoder, key: Decoder | None)
     from pyspark.sql.types import StructField, StructType
 
     fields: list[StructField] = list(value.schema.fields)
-    if pipeline.write.debezium:
+    if pipeline.defaults.write.debezium:
         from frazil.decode.debezium import row_schema
 
         try:
-            fields = list(row_schema(value.schema, pipeline.write).fields)
+            fields = list(row_schema(value.schema, pipeline.defaults.write).fields)
         except ValueError as exc:
             raise ConfigError(f"pipeline {pipeline.name!r}: {exc}") from None
     if key is not None:
+        assert pipeline.key is not None, "a key decoder decodes the pipeline's key_format"
         key_type = key.schema.fields[0].dataType if key.scalar else key.schema
-        fields.append(StructField(pipeline.key_column, key_type, True))
+        fields.append(StructField(pipeline.key.column, key_type, True))
     fields.extend(metadata_fields(pipeline))
     _check_unique(pipeline, fields)
     return StructType(fields)
@@ -180,7 +181,7 @@ def _check_route(config: FrazilConfig, pipeline: PipelineConfig, schema: StructT
 
 def _check_write(config: FrazilConfig, pipeline: PipelineConfig, schema: StructType) -> None:
     """Key and ordering columns must be table columns (after decoding and transforms)."""
-    write = pipeline.write
+    write = pipeline.defaults.write
     if not write.merges:
         return
     index = config.pipelines.index(pipeline)
@@ -210,7 +211,7 @@ def _check_partitions(config: FrazilConfig, pipeline: PipelineConfig, schema: St
     index = config.pipelines.index(pipeline)
     columns = {f.name for f in schema.fields}
     listed = ", ".join(f.name for f in schema.fields)
-    for j, field in enumerate(pipeline.partition_fields()):
+    for j, field in enumerate(pipeline.defaults.partition_fields()):
         root = field.column.split(".")[0]
         if root not in columns:
             raise ConfigError(
@@ -219,21 +220,21 @@ def _check_partitions(config: FrazilConfig, pipeline: PipelineConfig, schema: St
             )
     for name, own in pipeline.tables.items():
         for key, entries in (("partition_by", own.partition_by), ("sort_by", own.sort_by)):
-            for j, entry in enumerate(entries or []):
+            for j, entry in enumerate(entries):
                 root = entry.split("(")[-1].split(",")[-1].strip(" )").split()[0].split(".")[0]
                 if root not in columns:
                     raise ConfigError(
                         f"pipelines[{index}].tables.{name}.{key}[{j}]: column {root!r} is not "
                         f"in the table (columns: {listed})"
                     )
-    for j, entry in enumerate(pipeline.sort_by):
+    for j, entry in enumerate(pipeline.defaults.sort_by):
         root = entry.split()[0].split(".")[0]
         if root not in columns:
             raise ConfigError(
                 f"pipelines[{index}].sort_by[{j}]: column {root!r} is not in the table "
                 f"(columns: {listed})"
             )
-    for j, ident in enumerate(pipeline.identifier_fields):
+    for j, ident in enumerate(pipeline.defaults.identifier_fields):
         if ident not in columns:
             raise ConfigError(
                 f"pipelines[{index}].identifier_fields[{j}]: column {ident!r} is not in the "
@@ -242,12 +243,13 @@ def _check_partitions(config: FrazilConfig, pipeline: PipelineConfig, schema: St
 
 
 def _check_unique(pipeline: PipelineConfig, fields: list[StructField]) -> None:
+    key_column = pipeline.key.column if pipeline.key is not None else "key"
     seen: dict[str, str] = {}
     for f in fields:
         first = seen.setdefault(f.name.lower(), f.name)
         if first != f.name or sum(1 for g in fields if g.name.lower() == f.name.lower()) > 1:
             raise ConfigError(
                 f"pipeline {pipeline.name!r}: column {f.name!r} comes twice (the value's "
-                f"fields, the key column {pipeline.key_column!r} and Kafka metadata share "
+                f"fields, the key column {key_column!r} and Kafka metadata share "
                 "one namespace; set key_column to another name)"
             )

@@ -65,7 +65,9 @@ def config_tables(
 
     found: dict[str, TableRef] = {}
     for pipeline in config.pipelines:
-        tables = TableSet(spark, config.catalog.name, pipeline, build_route(pipeline))
+        tables = TableSet(
+            spark, config.catalog.name, pipeline, build_route(pipeline), config.catalog.type
+        )
         for name in tables.known():
             found.setdefault(name, TableRef(name, pipeline))
         dead = pipeline.errors.dlq_table

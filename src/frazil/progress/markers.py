@@ -298,9 +298,9 @@ def valid_through(
 
 @dataclass(frozen=True)
 class PartitionStats:
-    """What a batch holds for one partition, after the offset filter."""
+    """What a batch holds for one partition, after the offset filter: its largest Kafka
+    timestamp (epoch ms), None without one."""
 
-    records: int
     max_timestamp_ms: int | None
 
 

@@ -68,15 +68,7 @@ def dlq_schema() -> StructType:
 
 def dlq_settings(name: str) -> ResolvedTable:
     """How a dead-letter table is created: partitioned by day of failure."""
-    return ResolvedTable(
-        name=name,
-        partition_by=list(DLQ_PARTITIONING),
-        sort_by=[],
-        identifier_fields=[],
-        table_properties={},
-        schema_evolution="evolve",
-        aliases={},
-    )
+    return ResolvedTable(name=name, partition_by=list(DLQ_PARTITIONING))
 
 
 def dead_letter_columns(pipeline: str, error: Column, has_headers: bool) -> list[Column]:

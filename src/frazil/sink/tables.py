@@ -58,14 +58,16 @@ class TableSet:
         catalog: The Spark catalog name.
         pipeline: The pipeline.
         route: The pipeline's route.
-        catalog_type: The catalog's type (``catalog.type``).
+        catalog_type: The catalog's type (``catalog.type``): whether a routed batch may
+            create its new tables from a template (``jdbc`` and ``hadoop`` only). No default,
+            so that no caller gets the embedded catalog's type by leaving it out.
     """
 
     spark: SparkSession
     catalog: str
     pipeline: PipelineConfig
     route: Route
-    catalog_type: str = "jdbc"
+    catalog_type: str
 
     def target(self, name: str) -> Target:
         """A handle on an existing table."""

@@ -65,20 +65,21 @@ def declared_fields(pipeline: PipelineConfig) -> dict[str, str] | None:
     (inferred, a schema file, the registry): then only the start of ``frazil run`` can check.
     A type this function cannot tell (an Avro key) is :data:`UNKNOWN`.
     """
-    if pipeline.schema_ is None:
+    if pipeline.value.schema_ is None:
         return None
-    fields = dict(pipeline.schema_)
-    if pipeline.key_format is not None:
-        if pipeline.key_format == "string":
+    fields = dict(pipeline.value.schema_)
+    key = pipeline.key
+    if key is not None:
+        if key.format == "string":
             key_type = "string"
-        elif pipeline.key_format == "bytes":
+        elif key.format == "bytes":
             key_type = "binary"
-        elif pipeline.key_format == "json" and pipeline.key_schema:
-            inner = ",".join(f"{name}:{t}" for name, t in pipeline.key_schema.items())
+        elif key.format == "json" and key.schema_:
+            inner = ",".join(f"{name}:{t}" for name, t in key.schema_.items())
             key_type = f"struct<{inner}>"
         else:
             key_type = UNKNOWN
-        fields[pipeline.key_column] = key_type
+        fields[key.column] = key_type
     for name in pipeline.kafka_metadata:
         fields[f"{METADATA_PREFIX}{name}"] = METADATA_TYPES[name]
     return fields

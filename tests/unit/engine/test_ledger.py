@@ -38,7 +38,7 @@ def test_a_commit_keeps_its_observations_for_the_next_marker_and_reports_it() ->
     marker = window.marker(None, "p", {})
     ledger.committed(window, target, marker, 4, {("t", 0): 1_000, ("t", 1): None}, 2048)
     assert target.last is marker
-    assert target.pending == {("t", 0): PartitionStats(0, 1_000)}
+    assert target.pending == {("t", 0): PartitionStats(1_000)}
     assert target.lagging == {("t", 1)}
     assert ledger.stats.records == 4
     (event,) = events
@@ -58,7 +58,7 @@ def test_observations_carry_over_only_while_the_run_made_the_newest_marker() -> 
     ours = TableState(marker, 1, 1)
     theirs = TableState(Marker("p", {"t": {0: 10}}), 2, 1)
     assert ledger.ours(ours, target) and not ledger.ours(theirs, target)
-    assert ledger.observed(target, ours) == {("t", 0): PartitionStats(0, 7)}
+    assert ledger.observed(target, ours) == {("t", 0): PartitionStats(7)}
     assert ledger.observed(target, theirs) == {}
     assert ledger.observed(target, None) == {}
 

@@ -94,7 +94,7 @@ def test_the_window_makes_each_commit_marker_from_the_planned_range() -> None:
     cursor = _cursor({6: {"t": {0: 20, 1: 4}}, 5: {"t": {0: 10, 1: 4}}})
     window = _window(cursor, 6)
     previous = Marker(pipeline="p", offsets={"t": {0: 10, 1: 4}}, max_timestamps={"t": {0: 7}})
-    marker = window.marker(previous, "p", {("t", 0): PartitionStats(0, 11)})
+    marker = window.marker(previous, "p", {("t", 0): PartitionStats(11)})
     assert marker.offsets == {"t": {0: 20, 1: 4}}
     assert marker.max_timestamps["t"][0] == 11
     assert (marker.batch_id, marker.query_id, marker.pipeline) == (6, "q", "p")

@@ -64,7 +64,7 @@ def test_next_marker_covers_idle_partitions_never_goes_back_and_drops_gone_topic
         previous,
         pipeline="p",
         planned={"t": {0: 120, 1: 40, 2: 0}},
-        stats={("t", 0): PartitionStats(20, 1500)},
+        stats={("t", 0): PartitionStats(1500)},
         lagging=set(),
         batch_id=7,
         query_id="q",

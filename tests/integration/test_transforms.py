@@ -17,7 +17,7 @@ import pytest
 
 from frazil import columns as c
 from frazil.config import parse_config
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.errors import ConfigError, PipelineError
 from frazil.sink.modes import append_mode
 from frazil.source.raw import to_contract

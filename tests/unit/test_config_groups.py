@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from frazil.config import parse_config
-from frazil.config.models import ResolvedTable
+from frazil.config.table_settings import ResolvedTable
 from frazil.errors import ConfigError
 
 

@@ -24,7 +24,7 @@ from pyspark.sql.types import (
 )
 
 from frazil.config import parse_config
-from frazil.config.models import ResolvedTable
+from frazil.config.table_settings import ResolvedTable
 from frazil.sink.evolution import Mismatch, TableView, _fits, _merge, _promotable, compare
 
 TABLE = "db.events"

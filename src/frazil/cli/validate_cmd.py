@@ -9,7 +9,8 @@ import typer
 
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.config.loader import load_config, redacted
-from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.config.models import FrazilConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.config.secrets import mask_value, redact_text, secret_values
 from frazil.errors import ConfigError
 from frazil.transform.check import check_transforms, declared_fields

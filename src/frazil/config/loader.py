@@ -10,7 +10,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from frazil.config.models import FrazilConfig, is_uri
+from frazil.config.locations import is_uri
+from frazil.config.models import FrazilConfig
 from frazil.config.secrets import is_secret_key as is_secret_key
 from frazil.config.secrets import redact_mapping, redact_text, remember, secret_values_in
 from frazil.errors import ConfigError

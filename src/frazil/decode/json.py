@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.config.types import to_spark_ddl
 from frazil.decode import wire
 from frazil.decode.errors import decode_error

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from frazil.config.models import Decoding, FrazilConfig, Part, PipelineConfig
+from frazil.config.decoding import Decoding, Part
+from frazil.config.models import FrazilConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.engine.adapt import ColumnAdapter
 from frazil.engine.bad_records import BadRecords, rejected
 from frazil.engine.cached_write import CachedWrite

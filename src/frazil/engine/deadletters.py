@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.config.models import FrazilConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.errors import PipelineError
 from frazil.progress import markers
 from frazil.sink.deadletter import (

@@ -23,7 +23,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
-from frazil.config.models import PipelineConfig, ResolvedTable
+from frazil.config.pipeline import PipelineConfig
+from frazil.config.table_settings import ResolvedTable
 from frazil.sink.evolution import TableView, WriteColumns, compare, spark_schema, write_columns
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.config.models import FrazilConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.engine.plan import BatchPlan, build_plan
 from frazil.engine.shape import PipelineShape, resolve_shape, source_schema
 from frazil.route.rules import Route, build_route

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.columns import Projection
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.decode.registry import Decoder
 from frazil.errors import ConfigError
 from frazil.route.rules import Route, build_route

@@ -27,7 +27,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
-from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.config.models import FrazilConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.engine.pipeline import build_pipeline
 from frazil.errors import ConfigError, PipelineError
 from frazil.progress import markers

@@ -6,7 +6,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.engine.ledger import BatchStats
 from frazil.progress.markers import PIPELINE, Marker, find_marker, format_ms
 from frazil.sink.iceberg import IcebergTable

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.engine import one_job
 from frazil.engine.adapt import ColumnAdapter
 from frazil.engine.ledger import TableLedger

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.config.models import FrazilConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.engine.batch import BatchHandler, StopRequested
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.deadletters import DeadLetters

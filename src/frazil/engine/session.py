@@ -8,7 +8,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from frazil.config.models import CatalogConfig, FrazilConfig, is_remote, is_uri, local_path
+from frazil.config.locations import is_remote, is_uri, local_path
+from frazil.config.models import CatalogConfig, FrazilConfig
 from frazil.config.secrets import spark_redaction_conf
 from frazil.jvm.cds import java_options as cds_java_options
 from frazil.progress.fence import jvm_option

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.engine import dead_capture
 from frazil.engine.adapt import ColumnAdapter
 from frazil.engine.bad_records import (

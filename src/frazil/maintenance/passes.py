@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from frazil.config.durations import parse_duration
 from frazil.config.maintenance import ResolvedPolicy
-from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.config.models import FrazilConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.errors import FrazilError, MaintenanceError, first_line
 from frazil.maintenance.actions import ActionResult, Actions, with_retries
 from frazil.maintenance.expiry import protected

@@ -14,7 +14,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from frazil.config.models import FrazilConfig, PipelineConfig, local_path
+from frazil.config.locations import local_path
+from frazil.config.models import FrazilConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.errors import FrazilError
 from frazil.progress import fence
 from frazil.progress.markers import (

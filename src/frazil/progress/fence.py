@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from frazil import paths, procs
-from frazil.config.models import is_remote, local_path
+from frazil.config.locations import is_remote, local_path
 from frazil.errors import PipelineError
 
 log = logging.getLogger(__name__)

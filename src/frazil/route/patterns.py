@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.config.routing import StaticRoute, TopicRoute, is_regex_key
 from frazil.errors import ConfigError
 

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
-from frazil.config.models import ResolvedTable
+from frazil.config.table_settings import ResolvedTable
 from frazil.errors import KafkaError
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
-from frazil.config.models import ResolvedTable
+from frazil.config.table_settings import ResolvedTable
 from frazil.errors import PipelineError
 
 if TYPE_CHECKING:

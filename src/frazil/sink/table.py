@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from frazil.config.models import ResolvedTable
 from frazil.config.partitioning import PartitionField
+from frazil.config.table_settings import ResolvedTable
 from frazil.errors import PipelineError
 from frazil.sink.iceberg import iceberg_catalog, identifier, namespace
 

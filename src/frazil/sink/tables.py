@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from frazil.config.models import PipelineConfig, ResolvedTable
+from frazil.config.pipeline import PipelineConfig
+from frazil.config.table_settings import ResolvedTable
 from frazil.errors import PipelineError
 from frazil.progress import markers
 from frazil.route.rules import Route

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.config.models import FrazilConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.errors import KafkaError
 from frazil.source.kafka import TopicOffsets
 

@@ -6,7 +6,8 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from frazil.config.models import FrazilConfig, PipelineConfig
+from frazil.config.models import FrazilConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.errors import KafkaError
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.config.transforms import Transform, transform_name
 from frazil.errors import ConfigError, PipelineError
 from frazil.transform import sql

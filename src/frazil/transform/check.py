@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import partial
 
 from frazil.columns import METADATA_PREFIX
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.config.transforms import (
     Cast,
     Derive,

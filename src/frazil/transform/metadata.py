@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

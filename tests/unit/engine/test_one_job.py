@@ -8,7 +8,7 @@ import json
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from frazil.config import parse_config
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.engine.one_job import Outcome, Template, new_columns, template_eligible
 from frazil.sink.evolution import TableView
 

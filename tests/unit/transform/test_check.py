@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from frazil.config import parse_config
-from frazil.config.models import PipelineConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.transform.check import check_transforms, declared_fields
 
 _SCHEMA = {

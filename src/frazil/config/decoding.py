@@ -1,0 +1,162 @@
+"""How a pipeline's records are decoded: :class:`Decoding`, one for the value and one for the
+key, and the checks of a part's schema settings.
+
+The config writes these settings flat under the pipeline (``format``, ``key_format``, …);
+:mod:`frazil.config.flat_keys` gathers them into the two parts, and
+:class:`~frazil.config.pipeline.PipelineConfig` runs :func:`check_schema_source` on each once
+every key is valid on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from frazil.columns import INTERNAL_PREFIX, METADATA_PREFIX
+from frazil.config.base import IDENT, Frozen
+from frazil.config.types import TypeSyntaxError, to_spark_ddl
+
+#: Value and key formats. ``string``/``bytes`` pass the payload through as one column.
+FormatName = Literal["json", "avro", "protobuf", "string", "bytes"]
+#: Formats whose schema can come from a Schema Registry (wire format: magic byte + id).
+REGISTRY_FORMATS = ("json", "avro", "protobuf")
+
+#: Which part of a record a :class:`Decoding` decodes.
+Part = Literal["value", "key"]
+
+
+def _check_field_name(name: str) -> None:
+    if not re.match(IDENT, name):
+        raise ValueError(f"field name {name!r} must be letters, digits and '_'")
+    # Spark resolves column names case-insensitively, so __FRAZIL_X collides just the same.
+    lowered = name.lower()
+    if lowered.startswith(INTERNAL_PREFIX):
+        raise ValueError(
+            f"field name {name!r}: the prefix {INTERNAL_PREFIX!r} is reserved for "
+            "frazil's internal columns"
+        )
+    if lowered.startswith(METADATA_PREFIX):
+        raise ValueError(
+            f"field name {name!r}: the prefix {METADATA_PREFIX!r} is reserved for "
+            "kafka_metadata columns"
+        )
+
+
+def _check_case_collisions(names: Iterable[str]) -> None:
+    seen: dict[str, str] = {}
+    for name in names:
+        first = seen.setdefault(name.lower(), name)
+        if first != name:
+            raise ValueError(
+                f"fields {first!r} and {name!r} differ only in case, and Spark resolves "
+                "column names case-insensitively"
+            )
+
+
+class Decoding(Frozen):
+    """How one part of a pipeline's records, the value or the key, is decoded.
+
+    The config writes these settings flat under the pipeline: ``format``, ``schema``,
+    ``schema_file``, ``subject``, ``message`` and ``timestamp_format`` for the value;
+    ``key_format``, ``key_schema``, ``key_schema_file``, ``key_subject``, ``key_message``
+    and ``key_column`` for the key (:class:`PipelineConfig` gathers them).
+
+    Attributes:
+        part: Which part this decodes: ``value`` or ``key``.
+        format: The part's format.
+        schema_: Declared JSON fields, name → type (``schema``); None to read the schema
+            from ``schema_file`` or the registry, or (JSON) to infer it.
+        schema_file: A schema file: JSON Schema, Avro, ``.proto`` or a descriptor set.
+        subject: The registry subject; None for ``<first topic>-<part>``.
+        message: Protobuf: the full name of the message the records hold.
+        timestamp_format: JSON values: the pattern of timestamps written as text.
+        column: The column the part becomes when decoded whole: always for the key
+            (``key_column``, default ``key``); for a value only as one scalar (``string``,
+            ``bytes``, an Avro schema that is not a record), named ``value``.
+    """
+
+    part: Part
+    format: FormatName = "json"
+    schema_: dict[str, str] | None = Field(default=None, alias="schema")
+    schema_file: str | None = None
+    subject: str | None = None
+    message: str | None = None
+    timestamp_format: str | None = None
+    column: Annotated[str, Field(pattern=IDENT)]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _column_named_by_part(cls, data: Any) -> Any:
+        # key_column defaults to "key"; a value's column is always "value".
+        if isinstance(data, dict) and "column" not in data:
+            return {**data, "column": data.get("part")}
+        return data
+
+    @field_validator("schema_")
+    @classmethod
+    def _check_schema(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("must declare at least one field, or be omitted to infer it")
+        for field_name, type_text in value.items():
+            _check_field_name(field_name)
+            try:
+                to_spark_ddl(type_text)
+            except TypeSyntaxError as exc:
+                raise ValueError(f"field {field_name!r}: {exc}") from None
+        _check_case_collisions(value)
+        return value
+
+    def source(self) -> str:
+        """Where the part's schema comes from: ``none`` (``string``, ``bytes``),
+        ``declared``, ``file``, ``registry`` or ``inferred`` (JSON)."""
+        if self.format in ("string", "bytes"):
+            return "none"
+        if self.schema_ is not None:
+            return "declared"
+        if self.schema_file is not None:
+            return "file"
+        if self.format == "json" and self.subject is None:
+            return "inferred"
+        return "registry"
+
+    def subject_name(self, topics: list[str] | None) -> str | None:
+        """The registry subject of the part's schema: ``subject``, or by the topic name
+        strategy ``<first topic>-value`` / ``<first topic>-key`` (None for a
+        ``topic_pattern`` pipeline, which must name it)."""
+        if self.subject:
+            return self.subject
+        return f"{topics[0]}-{self.part}" if topics else None
+
+    def config_key(self, name: str) -> str:
+        """The key one of the part's settings is written as under the pipeline, for
+        messages: ``schema_file`` is ``key_schema_file`` for the key."""
+        return f"key_{name}" if self.part == "key" else name
+
+
+def check_schema_source(part: Decoding) -> None:
+    prefix = part.config_key("")  # "key_" for the key: messages name the keys as written
+    fmt, schema, schema_file, message = part.format, part.schema_, part.schema_file, part.message
+    if fmt in ("string", "bytes"):
+        for key, value in (("schema", schema), ("schema_file", schema_file), ("message", message)):
+            if value is not None:
+                raise ValueError(f"'{prefix}{key}' does not apply to {prefix}format {fmt}")
+        return
+    if schema is not None and fmt != "json":
+        raise ValueError(
+            f"'{prefix}schema' declares JSON fields; {prefix}format {fmt} takes "
+            f"'{prefix}schema_file' or the schema registry"
+        )
+    if schema is not None and schema_file is not None:
+        raise ValueError(f"set '{prefix}schema' or '{prefix}schema_file', not both")
+    if message is not None and fmt != "protobuf":
+        raise ValueError(f"'{prefix}message' applies to {prefix}format protobuf only")
+    if fmt == "protobuf" and schema_file is not None and message is None:
+        raise ValueError(
+            f"'{prefix}message' is required with '{prefix}schema_file': the full name of "
+            "the message the records hold (e.g. shop.v1.Order)"
+        )

@@ -30,11 +30,30 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-#: Codes of the rows the job does not write (``RoutedWrites``' constants).
+# The contract with the JVM helper: ``RoutedWrites`` reads the layout's columns by position
+# and the kinds by value, with constants of the same names and values as these
+# (tests/unit/engine/test_one_job.py reads them from the Java source and compares).
+
+#: A row's kind: the index of the table shape holding its values, or a code for a row the
+#: job does not write: a record with an error, one the route matched to no table, one
+#: dropped as configured, one its table must first change for, and the other tables' rows
+#: of a dropped record (not counted).
 BAD, UNMATCHED, FILTERED, DEFERRED, IGNORED = -1, -2, -3, -4, -5
-#: The layout's columns before the table shapes (read by position in the JVM).
+#: The layout's columns before the table shapes: the row's kind and table, the record's
+#: Kafka topic, partition and timestamp (ms).
 KIND = "__frazil_kind"
 ROUTE_TABLE = "__frazil_route_table"
+#: Their positions; table shape ``i`` is the column at ``FIRST_STRUCT + i``.
+KIND_COLUMN, TABLE_COLUMN, TOPIC_COLUMN, PARTITION_COLUMN, TIMESTAMP_COLUMN = 0, 1, 2, 3, 4
+FIRST_STRUCT = 5
+#: The fixed columns by position (the layout's first FIRST_STRUCT columns).
+FIXED_COLUMNS: dict[int, str] = {
+    KIND_COLUMN: KIND,
+    TABLE_COLUMN: ROUTE_TABLE,
+    TOPIC_COLUMN: c.TOPIC,
+    PARTITION_COLUMN: c.PARTITION,
+    TIMESTAMP_COLUMN: c.TIMESTAMP_MS,
+}
 #: Tasks per core that write the tables, at least: each task writes whole tables (a table's
 #: rows are shuffled to one task), so that a table gets one file per partition and batch.
 TASKS_PER_CORE = 2
@@ -52,7 +71,6 @@ class Share:
 
     created: bool
     records: int
-    files: int
     bytes: int
     #: Indexes of the template's columns holding a value in the table's rows (new tables).
     with_values: frozenset[int]
@@ -86,7 +104,6 @@ class Outcome:
                 name: Share(
                     created=bool(t["created"]),
                     records=int(t["records"]),
-                    files=int(t["files"]),
                     bytes=int(t["bytes"]),
                     with_values=frozenset(int(i) for i in t["with_values"]),
                     timestamps={(str(tp), int(p)): int(ts) for tp, p, ts in t["timestamps"]},
@@ -186,14 +203,8 @@ class Layout:
 
         exploded = planned.select(F.explode_outer(F.col(c.TABLE)).alias(ROUTE_TABLE), "*")
         with_kind = exploded.select("*", self.kind.alias(KIND))
-        out = with_kind.select(
-            F.col(KIND),
-            F.col(ROUTE_TABLE),
-            F.col(c.TOPIC),
-            F.col(c.PARTITION),
-            F.col(c.TIMESTAMP_MS),
-            *self.shapes,
-        )
+        fixed = [F.col(FIXED_COLUMNS[i]) for i in range(FIRST_STRUCT)]
+        out = with_kind.select(*fixed, *self.shapes)
         total, known = self.tasks(cores)
         task = self._tasks.get(cores)
         if task is None:

@@ -55,19 +55,38 @@ import org.apache.spark.unsafe.types.UTF8String;
  * rows it holds to each table's data files (Iceberg's Parquet writers for Spark rows), and
  * the driver then commits each table's files in one commit of its own.
  *
- * <p>The batch is a Dataset laid out as: {@code kind} (int), the table name (string), the
- * record's topic (string), partition (int) and Kafka timestamp in milliseconds (long), then
- * one struct column per table shape. A row's {@code kind} is the index of the struct column
- * holding its values for its table, or a negative code for a row that is not written (see
- * the constants). A table the driver named is written with that table's schema, spec and
- * properties; any other name is a table the batch meets first, written with the template
- * (schema, spec, properties) under {@code <namespace location>/<table>} and created by
- * {@link #createAndAppend} with exactly that schema.
+ * <p>The batch is a Dataset laid out as: the row's kind (int, at {@link #KIND_COLUMN}), its
+ * table's name (string, {@link #TABLE_COLUMN}), the record's topic (string, {@link
+ * #TOPIC_COLUMN}), partition (int, {@link #PARTITION_COLUMN}) and Kafka timestamp in
+ * milliseconds (long, {@link #TIMESTAMP_COLUMN}), then one struct column per table shape from
+ * {@link #FIRST_STRUCT} on. A row's kind is the index of the shape holding its values for its
+ * table (the struct at {@code FIRST_STRUCT + kind}), or a negative code for a row that is not
+ * written ({@link #BAD} to {@link #IGNORED}). A table the driver named is written with that
+ * table's schema, spec and properties; any other name is a table the batch meets first,
+ * written with the template (schema, spec, properties) under {@code <namespace
+ * location>/<table>} and created by {@link #createAndAppend} with exactly that schema.
+ *
+ * <p>These positions and codes are the contract with {@code frazil.engine.one_job}, which
+ * builds the layout with constants of the same names and values; {@code
+ * tests/unit/engine/test_one_job.py} reads them from this file and compares.
  *
  * <p>Nothing is committed by the job: should the driver decide against committing (a record
  * it must see first), it deletes the files with {@link Result#deleteFiles}.
  */
 public final class RoutedWrites {
+  /** Position of the row's kind: a table shape's index, or one of the codes below. */
+  public static final int KIND_COLUMN = 0;
+  /** Position of the name of the row's table. */
+  public static final int TABLE_COLUMN = 1;
+  /** Position of the record's Kafka topic. */
+  public static final int TOPIC_COLUMN = 2;
+  /** Position of the record's Kafka partition. */
+  public static final int PARTITION_COLUMN = 3;
+  /** Position of the record's Kafka timestamp in milliseconds. */
+  public static final int TIMESTAMP_COLUMN = 4;
+  /** Position of the first table shape: shape {@code i} is the column {@code FIRST_STRUCT + i}. */
+  public static final int FIRST_STRUCT = 5;
+
   /** A record with an error (decode, transform, a value its table cannot take). */
   public static final int BAD = -1;
   /** A record the route matched to no table. */
@@ -79,7 +98,6 @@ public final class RoutedWrites {
   /** A row not written and not counted (the other tables' rows of a filtered record). */
   public static final int IGNORED = -5;
 
-  private static final int FIRST_STRUCT = 5;
   private static final int ROWS_PER_SIZE_CHECK = 1000;
   private static final ObjectMapper JSON = new ObjectMapper();
   /**
@@ -159,6 +177,42 @@ public final class RoutedWrites {
     }
   }
 
+  /** Records not written, by code (the summary's counts; {@link #IGNORED} rows are not). */
+  static final class Counts implements Serializable {
+    long bad;
+    long unmatched;
+    long filtered;
+    long deferred;
+
+    void add(int kind) {
+      switch (kind) {
+        case BAD:
+          bad++;
+          break;
+        case UNMATCHED:
+          unmatched++;
+          break;
+        case FILTERED:
+          filtered++;
+          break;
+        case DEFERRED:
+          deferred++;
+          break;
+        case IGNORED:
+          break;
+        default:
+          throw new IllegalArgumentException("unknown row kind " + kind);
+      }
+    }
+
+    void add(Counts other) {
+      bad += other.bad;
+      unmatched += other.unmatched;
+      filtered += other.filtered;
+      deferred += other.deferred;
+    }
+  }
+
   /** One table's share of the batch, as written by the tasks. */
   public static final class TableShare implements Serializable {
     final String table;
@@ -191,18 +245,18 @@ public final class RoutedWrites {
   /** What one task wrote, and the rows it did not write. */
   static final class TaskOutput implements Serializable {
     final Map<String, TableShare> tables = new LinkedHashMap<>();
-    final long[] counts = new long[5];
+    final Counts counts = new Counts();
     final List<String> refused = new ArrayList<>();
   }
 
   /** The job's outcome, read by the driver before it commits. */
   public static final class Result {
     private final Map<String, TableShare> tables;
-    private final long[] counts;
+    private final Counts counts;
     private final List<String> refused;
     private final Map<String, FileIO> ios;
 
-    Result(Map<String, TableShare> tables, long[] counts, List<String> refused, Map<String, FileIO> ios) {
+    Result(Map<String, TableShare> tables, Counts counts, List<String> refused, Map<String, FileIO> ios) {
       this.tables = tables;
       this.counts = counts;
       this.refused = refused;
@@ -212,23 +266,22 @@ public final class RoutedWrites {
     /**
      * The outcome as JSON: {@code bad}, {@code unmatched}, {@code filtered}, {@code deferred}
      * record counts, {@code refused} (new table names outside the template's namespace), and
-     * per table: {@code created} (met first), {@code records}, {@code files}, {@code
-     * with_values} (indexes of the template's columns holding a value; new tables only) and
-     * {@code timestamps} ([topic, partition, largest timestamp ms]).
+     * per table: {@code created} (met first), {@code records}, {@code bytes} (of its files),
+     * {@code with_values} (indexes of the template's columns holding a value; new tables only)
+     * and {@code timestamps} ([topic, partition, largest timestamp ms]).
      */
     public String summary() throws IOException {
       Map<String, Object> out = new LinkedHashMap<>();
-      out.put("bad", counts[0]);
-      out.put("unmatched", counts[1]);
-      out.put("filtered", counts[2]);
-      out.put("deferred", counts[3]);
+      out.put("bad", counts.bad);
+      out.put("unmatched", counts.unmatched);
+      out.put("filtered", counts.filtered);
+      out.put("deferred", counts.deferred);
       out.put("refused", refused);
       Map<String, Object> byTable = new LinkedHashMap<>();
       for (TableShare share : tables.values()) {
         Map<String, Object> t = new LinkedHashMap<>();
         t.put("created", share.created);
         t.put("records", share.records);
-        t.put("files", share.files.size());
         long bytes = 0;
         for (DataFile f : share.files) {
           bytes += f.fileSizeInBytes();
@@ -326,12 +379,10 @@ public final class RoutedWrites {
                 false)
             .collect();
     Map<String, TableShare> merged = new LinkedHashMap<>();
-    long[] counts = new long[5];
+    Counts counts = new Counts();
     List<String> refused = new ArrayList<>();
     for (TaskOutput out : outputs) {
-      for (int i = 0; i < counts.length; i++) {
-        counts[i] += out.counts[i];
-      }
+      counts.add(out.counts);
       for (String name : out.refused) {
         if (!refused.contains(name)) {
           refused.add(name);
@@ -440,27 +491,28 @@ public final class RoutedWrites {
       try {
         while (rows.hasNext()) {
           InternalRow row = rows.next();
-          int kind = row.getInt(0);
+          int kind = row.getInt(KIND_COLUMN);
           if (kind < 0) {
-            if (kind != IGNORED) {
-              output.counts[-kind - 1]++;
-            }
+            output.counts.add(kind);
             continue;
           }
-          UTF8String name = row.getUTF8String(1);
+          UTF8String name = row.getUTF8String(TABLE_COLUMN);
           Sink sink = sinks.get(name);
           if (sink == null) {
             sink = open(name.toString(), kind);
             sinks.put(name.clone(), sink);
           }
           if (sink.share == null) {
-            output.counts[-DEFERRED - 1]++;
+            output.counts.add(DEFERRED);
             continue;
           }
           InternalRow values = row.getStruct(FIRST_STRUCT + kind, shapes[kind].size());
           sink.write(values);
           sink.share.records++;
-          sink.stamp(topic(row.getUTF8String(2)), row.getInt(3), row.getLong(4));
+          sink.stamp(
+              topic(row.getUTF8String(TOPIC_COLUMN)),
+              row.getInt(PARTITION_COLUMN),
+              row.getLong(TIMESTAMP_COLUMN));
         }
         for (Sink sink : sinks.values()) {
           sink.close();

@@ -3,9 +3,10 @@
 The common case of a routed batch: every table it meets either exists and takes the batch's
 columns as they are, or is new and can be created with the pipeline's defaults. One Spark job
 then decodes the batch, shuffles its rows by table and writes each table's data files in the
-task that holds them (frazil's JVM helper ``RoutedWrites``, with Iceberg's Parquet writers for
-Spark rows); the driver commits each table's files in one commit carrying its marker, and
-creates each new table in the same transaction as its first rows.
+task that holds them (frazil's JVM helper ``RoutedWrites``, with Iceberg's own writers for
+Spark rows, as its Spark writes use them); the driver commits each table's files in one
+commit carrying its marker, and creates each new table in the same transaction as its first
+rows.
 
 Anything else is found by the job itself and sent back to the general path
 (:meth:`frazil.engine.batch.BatchHandler._fan_out`), which decodes the batch into a cache:

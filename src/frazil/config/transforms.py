@@ -33,6 +33,7 @@ from pydantic import (
     model_validator,
 )
 
+from frazil.columns import INTERNAL_PREFIX
 from frazil.config.types import TypeSyntaxError, to_spark_ddl
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -46,8 +47,8 @@ _OFFSET = re.compile(r"^(UTC|GMT|UT)?[+-]\d{1,2}(:?\d{2})?$")
 def _check_name(name: str) -> str:
     if not _NAME.match(name):
         raise ValueError(f"column name {name!r} must be letters, digits and '_'")
-    if name.lower().startswith("__frazil_"):
-        raise ValueError(f"column name {name!r}: the prefix '__frazil_' is reserved")
+    if name.lower().startswith(INTERNAL_PREFIX):
+        raise ValueError(f"column name {name!r}: the prefix '{INTERNAL_PREFIX}' is reserved")
     return name
 
 

@@ -3,12 +3,13 @@
 The common case of a routed batch: every table it meets either exists and takes the batch's
 columns as they are, or is new and can be created with the pipeline's defaults. One Spark job
 then decodes the batch, shuffles its rows by table and writes each table's data files in the
-task that holds them (frazil's JVM helper ``RoutedWrites``, with Iceberg's Parquet writers for
-Spark rows); the driver commits each table's files in one commit carrying its marker, and
-creates each new table in the same transaction as its first rows.
+task that holds them (frazil's JVM helper ``RoutedWrites``, with Iceberg's own writers for
+Spark rows, as its Spark writes use them); the driver commits each table's files in one
+commit carrying its marker, and creates each new table in the same transaction as its first
+rows.
 
-Anything else is found by the job itself and sent back to the general path
-(:meth:`frazil.engine.batch.BatchHandler._fan_out`), which decodes the batch into a cache:
+Anything else is found by the job itself and sent back to the general, cached way
+(:class:`frazil.engine.cached_write.CachedWrite`), which decodes the batch into a cache:
 a record with an error (it may teach a decoder, or go to the dead-letter queue), a record
 holding a value in a column its table lacks (the table evolves first), a new table with
 settings of its own. The files the job wrote are then deleted, nothing is committed, and the
@@ -31,11 +32,28 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-#: Codes of the rows the job does not write (``RoutedWrites``' constants).
+# The contract with the JVM helper: ``RoutedWrites`` reads the layout's columns by position
+# and the kinds by value, with constants of the same names and values as these
+# (tests/unit/engine/test_one_job.py reads them from the Java source and compares).
+
+#: A row's kind: the index of the table shape holding its values, or a code for a row the
+#: job does not write: a record with an error, one the route matched to no table, one
+#: dropped as configured, one its table must first change for, and the other tables' rows
+#: of a dropped record (not counted).
 BAD, UNMATCHED, FILTERED, DEFERRED, IGNORED = -1, -2, -3, -4, -5
-#: The layout's columns before the table shapes (read by position in the JVM).
-KIND = "__frazil_kind"
-ROUTE_TABLE = "__frazil_route_table"
+#: The layout's columns before the table shapes: the row's kind and table, the record's
+#: Kafka topic, partition and timestamp (ms).
+#: Their positions; table shape ``i`` is the column at ``FIRST_STRUCT + i``.
+KIND_COLUMN, TABLE_COLUMN, TOPIC_COLUMN, PARTITION_COLUMN, TIMESTAMP_COLUMN = 0, 1, 2, 3, 4
+FIRST_STRUCT = 5
+#: The fixed columns by position (the layout's first FIRST_STRUCT columns).
+FIXED_COLUMNS: dict[int, str] = {
+    KIND_COLUMN: c.KIND,
+    TABLE_COLUMN: c.ROUTE_TABLE,
+    TOPIC_COLUMN: c.TOPIC,
+    PARTITION_COLUMN: c.PARTITION,
+    TIMESTAMP_COLUMN: c.TIMESTAMP_MS,
+}
 #: Tasks per core that write the tables, at least: each task writes whole tables (a table's
 #: rows are shuffled to one task), so that a table gets one file per partition and batch.
 TASKS_PER_CORE = 2
@@ -53,7 +71,6 @@ class Share:
 
     created: bool
     records: int
-    files: int
     bytes: int
     #: Indexes of the template's columns holding a value in the table's rows (new tables).
     with_values: frozenset[int]
@@ -87,7 +104,6 @@ class Outcome:
                 name: Share(
                     created=bool(t["created"]),
                     records=int(t["records"]),
-                    files=int(t["files"]),
                     bytes=int(t["bytes"]),
                     with_values=frozenset(int(i) for i in t["with_values"]),
                     timestamps={(str(tp), int(p)): int(ts) for tp, p, ts in t["timestamps"]},
@@ -135,7 +151,7 @@ class Template:
 
     def drops(self, with_values: frozenset[int]) -> list[str]:
         """The columns a new table does not get: those none of its records filled (the
-        general path creates routed tables with the columns their records hold)."""
+        general way creates routed tables with the columns their records hold)."""
         if not with_values:
             return []
         needed = {p.column.split(".")[0] for p in self.settings.partition_fields()}
@@ -185,16 +201,9 @@ class Layout:
         """
         from pyspark.sql import functions as F
 
-        exploded = planned.select(F.explode_outer(F.col(c.TABLE)).alias(ROUTE_TABLE), "*")
-        with_kind = exploded.select("*", self.kind.alias(KIND))
-        out = with_kind.select(
-            F.col(KIND),
-            F.col(ROUTE_TABLE),
-            F.col(c.TOPIC),
-            F.col(c.PARTITION),
-            F.col(c.TIMESTAMP_MS),
-            *self.shapes,
-        )
+        with_kind = c.explode_routes(planned).select("*", self.kind.alias(c.KIND))
+        fixed = [F.col(FIXED_COLUMNS[i]) for i in range(FIRST_STRUCT)]
+        out = with_kind.select(*fixed, *self.shapes)
         total, known = self.tasks(cores)
         task = self._tasks.get(cores)
         if task is None:
@@ -205,7 +214,7 @@ class Layout:
         """A row's task: its known table's own, or one of the rest by a hash of its name."""
         from pyspark.sql import functions as F
 
-        rt = F.col(ROUTE_TABLE)
+        rt = F.col(c.ROUTE_TABLE)
         spare = total - known
         others = (
             F.pmod(F.hash(rt), F.lit(spare)) + F.lit(known)
@@ -221,7 +230,7 @@ class Layout:
 
 def template_eligible(settings: ResolvedTable) -> bool:
     """Whether a new table with these settings can be written by the job: appends in Parquet,
-    no sort order, no identifier fields, no aliases (the general path handles those)."""
+    no sort order, no identifier fields, no aliases (the general way handles those)."""
     return (
         not settings.write.merges
         and not settings.sort_by
@@ -284,7 +293,7 @@ def build_layout(
     """The kind of each row and the table shapes (one struct per distinct column list)."""
     from pyspark.sql import functions as F
 
-    rt = F.col(ROUTE_TABLE)
+    rt = F.col(c.ROUTE_TABLE)
     first = rt == F.get(F.col(c.TABLE), 0)
     written = F.col(c.OP).isin(*c.WRITTEN_OPS)
     kind = (
@@ -329,14 +338,14 @@ def build_layout(
         kind = kind.otherwise(DEFERRED)
     layout.kind = kind
     layout.shapes = [
-        F.when(F.col(KIND) == i, F.struct(*cols)).alias(_shape_name(i))
+        F.when(F.col(c.KIND) == i, F.struct(*cols)).alias(_shape_name(i))
         for i, cols in enumerate(shapes)
     ]
     return layout
 
 
 def _shape_name(index: int) -> str:
-    return f"__frazil_shape_{index}"
+    return f"{c.SHAPE_PREFIX}{index}"
 
 
 def _same_types(actual: Any, table: StructType) -> bool:
@@ -364,7 +373,7 @@ def make_template(
     from frazil.sink.iceberg import iceberg_catalog, identifier
     from frazil.sink.table import ensure_namespace, table_layout
 
-    staged_name = f"{namespace}.__frazil_staged_{pipeline.name}"
+    staged_name = f"{namespace}.{c.STAGED_PREFIX}{pipeline.name}"
     settings = pipeline.settings_for(staged_name)
     if not template_eligible(settings) or not user.fields:
         return None

@@ -4,12 +4,16 @@ drops, and how the JVM's outcome is read (no Spark session: plain types)."""
 from __future__ import annotations
 
 import json
+import re
 
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from frazil import columns as c
 from frazil.config import parse_config
 from frazil.config.pipeline import PipelineConfig
+from frazil.engine import one_job
 from frazil.engine.one_job import Outcome, Template, new_columns, template_eligible
+from frazil.jvm.build import SOURCES
 from frazil.sink.evolution import TableView
 
 
@@ -98,7 +102,6 @@ def test_the_outcome_is_read_from_the_jvms_summary() -> None:
                     "db.t_a": {
                         "created": True,
                         "records": 5,
-                        "files": 2,
                         "bytes": 900,
                         "with_values": [0, 2],
                         "timestamps": [["t", 0, 1700], ["t", 1, 1800]],
@@ -149,8 +152,6 @@ def test_a_shape_fits_its_tables_only_with_the_same_types_nullability_aside() ->
 
 
 def test_each_known_table_gets_a_task_and_new_tables_share_the_rest() -> None:
-    from frazil.engine import one_job
-
     def layout(known: int, template: bool) -> one_job.Layout:
         names = [f"db.t{i}" for i in range(known)]
         return one_job.Layout(
@@ -168,3 +169,25 @@ def test_each_known_table_gets_a_task_and_new_tables_share_the_rest() -> None:
     assert many.tasks(2) == (one_job.MAX_KNOWN_TASKS, one_job.MAX_KNOWN_TASKS)
     # A large cluster does not get thousands of empty tasks per batch.
     assert layout(3, False).tasks(1000) == (one_job.MAX_KNOWN_TASKS, 3)
+
+
+def test_the_jvm_reads_the_layout_and_kinds_by_the_names_python_writes_them_with() -> None:
+    """``RoutedWrites`` reads the layout's columns by position and the kinds by value: each of
+    its int constants has a Python constant of the same name and value (a change on one side
+    fails here)."""
+    source = (SOURCES / "dev" / "frazil" / "spark" / "RoutedWrites.java").read_text()
+    java = {
+        name: int(value)
+        for name, value in re.findall(r"public static final int (\w+) = (-?\d+);", source)
+    }
+    positions = ["KIND_COLUMN", "TABLE_COLUMN", "TOPIC_COLUMN", "PARTITION_COLUMN"]
+    positions += ["TIMESTAMP_COLUMN", "FIRST_STRUCT"]
+    codes = ["BAD", "UNMATCHED", "FILTERED", "DEFERRED", "IGNORED"]
+    assert java == {name: getattr(one_job, name) for name in positions + codes}
+    # The fixed columns fill the positions before the first shape, each once.
+    assert sorted(one_job.FIXED_COLUMNS) == list(range(one_job.FIRST_STRUCT))
+    assert len(set(one_job.FIXED_COLUMNS.values())) == one_job.FIRST_STRUCT
+    assert one_job.FIXED_COLUMNS[one_job.KIND_COLUMN] == c.KIND
+    assert one_job.FIXED_COLUMNS[one_job.TABLE_COLUMN] == c.ROUTE_TABLE
+    # A shape's index is its kind, so no code may be one.
+    assert all(java[code] < 0 for code in codes) and len({java[c] for c in codes}) == len(codes)

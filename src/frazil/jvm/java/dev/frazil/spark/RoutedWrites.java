@@ -13,13 +13,13 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ExecutorService;
+import java.util.function.BiFunction;
 import org.apache.iceberg.AppendFiles;
 import org.apache.iceberg.DataFile;
+import org.apache.iceberg.FileFormat;
 import org.apache.iceberg.LocationProviders;
-import org.apache.iceberg.MetricsConfig;
 import org.apache.iceberg.PartitionKey;
 import org.apache.iceberg.PartitionSpec;
-import org.apache.iceberg.Schema;
 import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.StructLike;
 import org.apache.iceberg.Table;
@@ -28,14 +28,16 @@ import org.apache.iceberg.Transaction;
 import org.apache.iceberg.UpdateSchema;
 import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.catalog.TableIdentifier;
-import org.apache.iceberg.io.DataWriter;
+import org.apache.iceberg.data.RegistryBasedFileWriterFactory;
+import org.apache.iceberg.io.FanoutDataWriter;
 import org.apache.iceberg.io.FileIO;
 import org.apache.iceberg.io.LocationProvider;
+import org.apache.iceberg.io.OutputFileFactory;
+import org.apache.iceberg.io.RollingDataWriter;
 import org.apache.iceberg.mapping.MappingUtil;
 import org.apache.iceberg.mapping.NameMappingParser;
-import org.apache.iceberg.parquet.Parquet;
 import org.apache.iceberg.relocated.com.google.common.util.concurrent.MoreExecutors;
-import org.apache.iceberg.spark.data.SparkParquetWriters;
+import org.apache.iceberg.types.Type;
 import org.apache.iceberg.types.Types;
 import org.apache.iceberg.util.PropertyUtil;
 import org.apache.spark.TaskContext;
@@ -52,22 +54,55 @@ import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Writes a routed micro-batch to all of its tables in one Spark job: each task writes the
- * rows it holds to each table's data files (Iceberg's Parquet writers for Spark rows), and
- * the driver then commits each table's files in one commit of its own.
+ * rows it holds to each table's data files with Iceberg's own writers for Spark rows (a
+ * fan-out writer per table, one rolling file per partition), and the driver then commits
+ * each table's files in one commit of its own.
  *
- * <p>The batch is a Dataset laid out as: {@code kind} (int), the table name (string), the
- * record's topic (string), partition (int) and Kafka timestamp in milliseconds (long), then
- * one struct column per table shape. A row's {@code kind} is the index of the struct column
- * holding its values for its table, or a negative code for a row that is not written (see
- * the constants). A table the driver named is written with that table's schema, spec and
- * properties; any other name is a table the batch meets first, written with the template
- * (schema, spec, properties) under {@code <namespace location>/<table>} and created by
- * {@link #createAndAppend} with exactly that schema.
+ * <p>The batch is a Dataset laid out as: the row's kind (int, at {@link #KIND_COLUMN}), its
+ * table's name (string, {@link #TABLE_COLUMN}), the record's topic (string, {@link
+ * #TOPIC_COLUMN}), partition (int, {@link #PARTITION_COLUMN}) and Kafka timestamp in
+ * milliseconds (long, {@link #TIMESTAMP_COLUMN}), then one struct column per table shape from
+ * {@link #FIRST_STRUCT} on. A row's kind is the index of the shape holding its values for its
+ * table (the struct at {@code FIRST_STRUCT + kind}), or a negative code for a row that is not
+ * written ({@link #BAD} to {@link #IGNORED}). A table the driver named is written with that
+ * table's schema, spec and properties; any other name is a table the batch meets first,
+ * written with the template (schema, spec, properties) under {@code <namespace
+ * location>/<table>} and created by {@link #createAndAppend} with exactly that schema.
+ *
+ * <p>These positions and codes are the contract with {@code frazil.engine.one_job}, which
+ * builds the layout with constants of the same names and values; {@code
+ * tests/unit/engine/test_one_job.py} reads them from this file and compares.
+ *
+ * <p>A task writes with Iceberg's parts as Iceberg's own Spark writes use them ({@code
+ * SparkWrite} in Iceberg 1.11): an {@link OutputFileFactory} names and places each table's
+ * files, a {@link FanoutDataWriter} (a {@link RollingDataWriter} for an unpartitioned table)
+ * keeps a rolling file per partition, and a {@link RegistryBasedFileWriterFactory} makes the
+ * Parquet writers for Spark rows, with the table's properties and metrics settings. Two
+ * classes of Iceberg's Spark writes are package-private and so are copied ({@link
+ * RowWrapper}) or subclassed the same way ({@link SparkRowWriters}). Not used: {@code
+ * ClusteredDataWriter}, which needs rows clustered by partition and fails on a partition met
+ * again (a task's rows come in Kafka order); the Kafka Connect sink's {@code
+ * RecordUtils.createTableWriter}, which writes Iceberg's generic records (each Spark row would
+ * be converted); {@code BaseTaskWriter}'s {@code PartitionedFanoutWriter}, the same fan-out as
+ * {@link FanoutDataWriter} behind the older task-writer interface.
  *
  * <p>Nothing is committed by the job: should the driver decide against committing (a record
  * it must see first), it deletes the files with {@link Result#deleteFiles}.
  */
 public final class RoutedWrites {
+  /** Position of the row's kind: a table shape's index, or one of the codes below. */
+  public static final int KIND_COLUMN = 0;
+  /** Position of the name of the row's table. */
+  public static final int TABLE_COLUMN = 1;
+  /** Position of the record's Kafka topic. */
+  public static final int TOPIC_COLUMN = 2;
+  /** Position of the record's Kafka partition. */
+  public static final int PARTITION_COLUMN = 3;
+  /** Position of the record's Kafka timestamp in milliseconds. */
+  public static final int TIMESTAMP_COLUMN = 4;
+  /** Position of the first table shape: shape {@code i} is the column {@code FIRST_STRUCT + i}. */
+  public static final int FIRST_STRUCT = 5;
+
   /** A record with an error (decode, transform, a value its table cannot take). */
   public static final int BAD = -1;
   /** A record the route matched to no table. */
@@ -79,8 +114,6 @@ public final class RoutedWrites {
   /** A row not written and not counted (the other tables' rows of a filtered record). */
   public static final int IGNORED = -5;
 
-  private static final int FIRST_STRUCT = 5;
-  private static final int ROWS_PER_SIZE_CHECK = 1000;
   private static final ObjectMapper JSON = new ObjectMapper();
   /**
    * Runs a commit's manifest scans (the merge and filter of existing manifests, the manifest
@@ -93,69 +126,116 @@ public final class RoutedWrites {
 
   private RoutedWrites() {}
 
-  /** How one table is written: its schema, spec, properties and where its files go. */
-  static final class Layout implements Serializable {
-    final Schema schema;
-    final PartitionSpec spec;
-    final Map<String, String> properties;
-    final FileIO io;
-    final String location;
-    final boolean created;
-    final MetricsConfig metrics;
+  /**
+   * The template's serializable copy, relocated for each new table: a new table's files go
+   * under {@code <namespace location>/<table>}, and only the tasks learn its name (from its
+   * rows). Iceberg's {@link OutputFileFactory} takes a {@link Table} and asks it for its
+   * location provider, hence a copy whose location is the new table's. {@link
+   * SerializableTable} copies from a live table only (given a copy, it would load the
+   * metadata file), so the driver makes one copy and each new table gets a shallow clone.
+   */
+  static final class TemplateTable extends SerializableTable implements Cloneable {
+    private final String namespace;
+    private String location;
+    private transient LocationProvider locations;
 
-    Layout(
-        Schema schema,
-        PartitionSpec spec,
-        Map<String, String> properties,
-        FileIO io,
-        String location,
-        boolean created,
-        MetricsConfig metrics) {
-      this.schema = schema;
-      this.spec = spec;
-      this.properties = properties;
-      this.io = io;
-      this.location = location;
-      this.created = created;
-      this.metrics = metrics;
-    }
-
-    /** A table's layout, from the table (a copy that travels to the tasks). */
-    static Layout of(Table table, boolean created, String location) {
-      Table copy = SerializableTable.copyOf(table);
-      return new Layout(
-          copy.schema(),
-          copy.spec(),
-          copy.properties(),
-          copy.io(),
-          location == null ? copy.location() : location,
-          created,
-          MetricsConfig.forTable(table));
-    }
-
-    /** The same layout for a table at {@code at}. */
-    Layout at(String at) {
-      return new Layout(schema, spec, properties, io, at, created, metrics);
-    }
-  }
-
-  /** New tables' layout: the template's, each table under the namespace's location. */
-  static final class Template implements Serializable {
-    final Layout layout;
-    final String namespace;
-
-    Template(Layout layout, String namespace) {
-      this.layout = layout;
+    TemplateTable(Table template, String namespace, String namespaceLocation) {
+      super(template);
       this.namespace = namespace;
+      this.location = namespaceLocation;
     }
 
-    /** A new table's layout, or null for a name outside the template's namespace. */
-    Layout layoutOf(String table) {
+    /** A new table's copy, or null for a name outside the template's namespace. */
+    TemplateTable tableOf(String table) {
       String prefix = namespace + ".";
       if (!table.startsWith(prefix) || table.indexOf('.', prefix.length()) >= 0) {
         return null;
       }
-      return layout.at(layout.location + "/" + table.substring(prefix.length()));
+      TemplateTable copy;
+      try {
+        copy = (TemplateTable) clone();
+      } catch (CloneNotSupportedException e) {
+        throw new IllegalStateException(e);
+      }
+      copy.location = location + "/" + table.substring(prefix.length());
+      copy.locations = null;
+      return copy;
+    }
+
+    @Override
+    public String location() {
+      return location;
+    }
+
+    @Override
+    public LocationProvider locationProvider() {
+      if (locations == null) {
+        locations = LocationProviders.locationsFor(location, properties());
+      }
+      return locations;
+    }
+  }
+
+  /**
+   * Iceberg's data writers for Spark rows of one shape, built from Iceberg's file format
+   * registry as Iceberg's own Spark writes build theirs: {@code
+   * org.apache.iceberg.spark.source.SparkFileWriterFactory} (package-private in Iceberg 1.11,
+   * so not usable here) is this same subclass of {@link RegistryBasedFileWriterFactory}, plus
+   * delete writers the job does not need. Each file gets the table's properties and {@link
+   * org.apache.iceberg.MetricsConfig#forTable}, as there. No sort order: the job writes only
+   * unsorted tables, and its files record none, as before.
+   */
+  static final class SparkRowWriters extends RegistryBasedFileWriterFactory<InternalRow, StructType> {
+    SparkRowWriters(Table table, StructType shape) {
+      super(
+          table,
+          FileFormat.PARQUET,
+          InternalRow.class,
+          table.schema(),
+          null,
+          FileFormat.PARQUET,
+          null,
+          null,
+          null,
+          null,
+          shape,
+          null);
+    }
+  }
+
+  /** Records not written, by code (the summary's counts; {@link #IGNORED} rows are not). */
+  static final class Counts implements Serializable {
+    long bad;
+    long unmatched;
+    long filtered;
+    long deferred;
+
+    void add(int kind) {
+      switch (kind) {
+        case BAD:
+          bad++;
+          break;
+        case UNMATCHED:
+          unmatched++;
+          break;
+        case FILTERED:
+          filtered++;
+          break;
+        case DEFERRED:
+          deferred++;
+          break;
+        case IGNORED:
+          break;
+        default:
+          throw new IllegalArgumentException("unknown row kind " + kind);
+      }
+    }
+
+    void add(Counts other) {
+      bad += other.bad;
+      unmatched += other.unmatched;
+      filtered += other.filtered;
+      deferred += other.deferred;
     }
   }
 
@@ -191,18 +271,18 @@ public final class RoutedWrites {
   /** What one task wrote, and the rows it did not write. */
   static final class TaskOutput implements Serializable {
     final Map<String, TableShare> tables = new LinkedHashMap<>();
-    final long[] counts = new long[5];
+    final Counts counts = new Counts();
     final List<String> refused = new ArrayList<>();
   }
 
   /** The job's outcome, read by the driver before it commits. */
   public static final class Result {
     private final Map<String, TableShare> tables;
-    private final long[] counts;
+    private final Counts counts;
     private final List<String> refused;
     private final Map<String, FileIO> ios;
 
-    Result(Map<String, TableShare> tables, long[] counts, List<String> refused, Map<String, FileIO> ios) {
+    Result(Map<String, TableShare> tables, Counts counts, List<String> refused, Map<String, FileIO> ios) {
       this.tables = tables;
       this.counts = counts;
       this.refused = refused;
@@ -212,23 +292,22 @@ public final class RoutedWrites {
     /**
      * The outcome as JSON: {@code bad}, {@code unmatched}, {@code filtered}, {@code deferred}
      * record counts, {@code refused} (new table names outside the template's namespace), and
-     * per table: {@code created} (met first), {@code records}, {@code files}, {@code
-     * with_values} (indexes of the template's columns holding a value; new tables only) and
-     * {@code timestamps} ([topic, partition, largest timestamp ms]).
+     * per table: {@code created} (met first), {@code records}, {@code bytes} (of its files),
+     * {@code with_values} (indexes of the template's columns holding a value; new tables only)
+     * and {@code timestamps} ([topic, partition, largest timestamp ms]).
      */
     public String summary() throws IOException {
       Map<String, Object> out = new LinkedHashMap<>();
-      out.put("bad", counts[0]);
-      out.put("unmatched", counts[1]);
-      out.put("filtered", counts[2]);
-      out.put("deferred", counts[3]);
+      out.put("bad", counts.bad);
+      out.put("unmatched", counts.unmatched);
+      out.put("filtered", counts.filtered);
+      out.put("deferred", counts.deferred);
       out.put("refused", refused);
       Map<String, Object> byTable = new LinkedHashMap<>();
       for (TableShare share : tables.values()) {
         Map<String, Object> t = new LinkedHashMap<>();
         t.put("created", share.created);
         t.put("records", share.records);
-        t.put("files", share.files.size());
         long bytes = 0;
         for (DataFile f : share.files) {
           bytes += f.fileSizeInBytes();
@@ -301,15 +380,15 @@ public final class RoutedWrites {
       Table template,
       String templateNamespace,
       String namespaceLocation) {
-    Map<String, Layout> known = new HashMap<>();
+    Map<String, Table> known = new HashMap<>();
     Map<String, FileIO> ios = new HashMap<>();
     for (int i = 0; i < names.length; i++) {
-      known.put(names[i], Layout.of(tables[i], false, null));
+      known.put(names[i], SerializableTable.copyOf(tables[i]));
     }
-    Template newTables =
+    TemplateTable newTables =
         template == null
             ? null
-            : new Template(Layout.of(template, true, namespaceLocation), templateNamespace);
+            : new TemplateTable(template, templateNamespace, namespaceLocation);
     StructType layout = batch.schema();
     StructType[] shapes = new StructType[layout.fields().length - FIRST_STRUCT];
     for (int i = 0; i < shapes.length; i++) {
@@ -326,12 +405,10 @@ public final class RoutedWrites {
                 false)
             .collect();
     Map<String, TableShare> merged = new LinkedHashMap<>();
-    long[] counts = new long[5];
+    Counts counts = new Counts();
     List<String> refused = new ArrayList<>();
     for (TaskOutput out : outputs) {
-      for (int i = 0; i < counts.length; i++) {
-        counts[i] += out.counts[i];
-      }
+      counts.add(out.counts);
       for (String name : out.refused) {
         if (!refused.contains(name)) {
           refused.add(name);
@@ -347,8 +424,8 @@ public final class RoutedWrites {
       }
     }
     for (String name : merged.keySet()) {
-      Layout l = known.get(name);
-      ios.put(name, l != null ? l.io : newTables.layout.io);
+      Table table = known.get(name);
+      ios.put(name, table != null ? table.io() : newTables.io());
     }
     return new Result(merged, counts, refused, ios);
   }
@@ -411,21 +488,21 @@ public final class RoutedWrites {
     return true;
   }
 
-  /** One task: routes each row to its table's writer for its partition. */
+  /** One task: routes each row to its table's writer. */
   static final class TaskWriter {
-    private final Map<String, Layout> known;
-    private final Template template;
+    private final Map<String, Table> known;
+    private final TemplateTable template;
     private final StructType[] shapes;
     private final String operation;
     private final int partitionIndex;
+    private final long taskId;
     private final TaskOutput output = new TaskOutput();
     private final Map<UTF8String, Sink> sinks = new HashMap<>();
     private final Map<UTF8String, String> topics = new HashMap<>();
-    private int fileCount;
 
     TaskWriter(
-        Map<String, Layout> known,
-        Template template,
+        Map<String, Table> known,
+        TemplateTable template,
         StructType[] shapes,
         String operation,
         int partitionIndex) {
@@ -434,39 +511,40 @@ public final class RoutedWrites {
       this.shapes = shapes;
       this.operation = operation;
       this.partitionIndex = partitionIndex;
+      TaskContext context = TaskContext.get();
+      this.taskId = context == null ? 0 : context.taskAttemptId();
     }
 
     TaskOutput run(Iterator<InternalRow> rows) throws IOException {
       try {
         while (rows.hasNext()) {
           InternalRow row = rows.next();
-          int kind = row.getInt(0);
+          int kind = row.getInt(KIND_COLUMN);
           if (kind < 0) {
-            if (kind != IGNORED) {
-              output.counts[-kind - 1]++;
-            }
+            output.counts.add(kind);
             continue;
           }
-          UTF8String name = row.getUTF8String(1);
+          UTF8String name = row.getUTF8String(TABLE_COLUMN);
           Sink sink = sinks.get(name);
           if (sink == null) {
             sink = open(name.toString(), kind);
             sinks.put(name.clone(), sink);
           }
           if (sink.share == null) {
-            output.counts[-DEFERRED - 1]++;
+            output.counts.add(DEFERRED);
             continue;
           }
           InternalRow values = row.getStruct(FIRST_STRUCT + kind, shapes[kind].size());
           sink.write(values);
           sink.share.records++;
-          sink.stamp(topic(row.getUTF8String(2)), row.getInt(3), row.getLong(4));
-        }
-        for (Sink sink : sinks.values()) {
-          sink.close();
+          sink.stamp(
+              topic(row.getUTF8String(TOPIC_COLUMN)),
+              row.getInt(PARTITION_COLUMN),
+              row.getLong(TIMESTAMP_COLUMN));
         }
         for (Sink sink : sinks.values()) {
           if (sink.share != null) {
+            sink.share.files.addAll(sink.finish());
             output.tables.put(sink.share.table, sink.share);
           }
         }
@@ -489,96 +567,100 @@ public final class RoutedWrites {
     }
 
     private Sink open(String name, int kind) {
-      Layout layout = known.get(name);
-      if (layout == null) {
-        layout = template == null ? null : template.layoutOf(name);
-        if (layout == null) {
+      Table table = known.get(name);
+      boolean created = false;
+      if (table == null) {
+        table = template == null ? null : template.tableOf(name);
+        if (table == null) {
           if (!output.refused.contains(name)) {
             output.refused.add(name);
           }
-          return new Sink(null, null, null);
+          return new Sink(null, false, null, null, null);
         }
+        created = true;
       }
       TableShare share =
-          new TableShare(name, layout.created, layout.location, layout.schema.columns().size());
-      return new Sink(layout, shapes[kind], share);
+          new TableShare(name, created, table.location(), table.schema().columns().size());
+      // Iceberg's file names, <task index>-<task attempt>-<operation>-<file number>.parquet as
+      // in Spark's writes; the operation is the job's id and the table's number in this task:
+      // each table numbers its files from 1, and tables may share a data directory
+      // (write.data.path), where the job's id alone would repeat a name.
+      OutputFileFactory files =
+          OutputFileFactory.builderFor(table, partitionIndex, taskId)
+              .format(FileFormat.PARQUET)
+              .operationId(operation + "-" + (sinks.size() + 1))
+              .build();
+      return new Sink(table, created, shapes[kind], share, files);
     }
 
-    /** One table's writers in this task, one per partition. */
+    /**
+     * One table's writer in this task: Iceberg's own, as its Spark writes use them: a {@link
+     * FanoutDataWriter} for a partitioned table (the rows are not clustered by
+     * partition, so each partition's file stays open until the task ends), a {@link
+     * RollingDataWriter} otherwise; both roll to a new file at the table's {@code
+     * write.target-file-size-bytes}.
+     */
     final class Sink {
-      final Layout layout;
-      final StructType shape;
+      final Table table;
+      final boolean created;
       final TableShare share;
-      final Map<PartitionKey, DataWriter<InternalRow>> writers = new HashMap<>();
-      final List<DataWriter<InternalRow>> closed = new ArrayList<>();
+      final PartitionSpec spec;
       final PartitionKey key;
       final RowWrapper wrapper;
-      final LocationProvider locations;
-      final MetricsConfig metrics;
-      final long targetFileSize;
-      DataWriter<InternalRow> unpartitioned;
-      int sinceSizeCheck;
+      final FanoutDataWriter<InternalRow> partitioned;
+      final RollingDataWriter<InternalRow> unpartitioned;
 
-      Sink(Layout layout, StructType shape, TableShare share) {
-        this.layout = layout;
-        this.shape = shape;
+      Sink(
+          Table table,
+          boolean created,
+          StructType shape,
+          TableShare share,
+          OutputFileFactory files) {
+        this.table = table;
+        this.created = created;
         this.share = share;
-        if (layout == null) {
+        if (table == null) {
+          spec = null;
           key = null;
           wrapper = null;
-          locations = null;
-          metrics = null;
-          targetFileSize = 0;
+          partitioned = null;
+          unpartitioned = null;
           return;
         }
-        key = new PartitionKey(layout.spec, layout.schema);
-        wrapper = new RowWrapper(shape, layout.schema.asStruct());
-        locations = LocationProviders.locationsFor(layout.location, layout.properties);
-        metrics = layout.metrics;
-        targetFileSize =
+        spec = table.spec();
+        SparkRowWriters writers = new SparkRowWriters(table, shape);
+        long targetFileSize =
             PropertyUtil.propertyAsLong(
-                layout.properties,
+                table.properties(),
                 TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
                 TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT);
+        if (spec.isUnpartitioned()) {
+          key = null;
+          wrapper = null;
+          partitioned = null;
+          unpartitioned =
+              new RollingDataWriter<>(writers, files, table.io(), targetFileSize, spec, null);
+        } else {
+          key = new PartitionKey(spec, table.schema());
+          wrapper = new RowWrapper(shape, table.schema().asStruct());
+          partitioned = new FanoutDataWriter<>(writers, files, table.io(), targetFileSize);
+          unpartitioned = null;
+        }
       }
 
-      void write(InternalRow values) throws IOException {
-        DataWriter<InternalRow> writer;
-        if (layout.spec.isUnpartitioned()) {
-          if (unpartitioned == null) {
-            unpartitioned = newWriter(null);
-          }
-          writer = unpartitioned;
-        } else {
+      void write(InternalRow values) {
+        if (partitioned != null) {
           key.partition(wrapper.wrap(values));
-          writer = writers.get(key);
-          if (writer == null) {
-            PartitionKey copy = key.copy();
-            writer = newWriter(copy);
-            writers.put(copy, writer);
-          }
+          partitioned.write(values, spec, key);
+        } else {
+          unpartitioned.write(values);
         }
-        writer.write(values);
-        if (layout.created) {
+        if (created) {
           boolean[] seen = share.withValues;
           for (int i = 0; i < seen.length; i++) {
             if (!seen[i] && !values.isNullAt(i)) {
               seen[i] = true;
             }
-          }
-        }
-        // As Iceberg's rolling writers: the size sums every column's buffers, so not per row.
-        if (++sinceSizeCheck < ROWS_PER_SIZE_CHECK) {
-          return;
-        }
-        sinceSizeCheck = 0;
-        if (writer.length() >= targetFileSize) {
-          writer.close();
-          closed.add(writer);
-          if (layout.spec.isUnpartitioned()) {
-            unpartitioned = null;
-          } else {
-            writers.remove(key);
           }
         }
       }
@@ -587,67 +669,30 @@ public final class RoutedWrites {
         share.maxTimestamps.merge(topic + "\u0000" + partition, timestampMs, Math::max);
       }
 
-      private DataWriter<InternalRow> newWriter(StructLike partition) throws IOException {
-        TaskContext context = TaskContext.get();
-        long taskId = context == null ? 0 : context.taskAttemptId();
-        String file =
-            String.format(
-                "%05d-%d-%s-%05d.parquet", partitionIndex, taskId, operation, ++fileCount);
-        String path =
-            partition == null
-                ? locations.newDataLocation(file)
-                : locations.newDataLocation(layout.spec, partition, file);
-        return Parquet.writeData(layout.io.newOutputFile(path))
-            .schema(layout.schema)
-            .createWriterFunc(
-                (icebergSchema, message) ->
-                    SparkParquetWriters.buildWriter(icebergSchema, message, shape))
-            .setAll(layout.properties)
-            .metricsConfig(metrics)
-            .withSpec(layout.spec)
-            .withPartition(partition)
-            .overwrite()
-            .build();
+      /** Closes the files (again: a no-op) and returns them. */
+      List<DataFile> finish() throws IOException {
+        if (partitioned != null) {
+          partitioned.close();
+          return partitioned.result().dataFiles();
+        }
+        unpartitioned.close();
+        return unpartitioned.result().dataFiles();
       }
 
-      void close() throws IOException {
-        List<DataWriter<InternalRow>> all = new ArrayList<>(closed);
-        if (unpartitioned != null) {
-          unpartitioned.close();
-          all.add(unpartitioned);
-        }
-        for (DataWriter<InternalRow> w : writers.values()) {
-          w.close();
-          all.add(w);
-        }
-        for (DataWriter<InternalRow> w : all) {
-          share.files.add(w.toDataFile());
-        }
-        writers.clear();
-        closed.clear();
-        unpartitioned = null;
-      }
-
+      /** Deletes this table's files, as Iceberg's Spark writes abort a task's: best effort. */
       void abort() {
-        if (layout == null) {
+        if (table == null) {
           return;
         }
-        List<DataWriter<InternalRow>> open = new ArrayList<>(writers.values());
-        if (unpartitioned != null) {
-          open.add(unpartitioned);
+        List<DataFile> files;
+        try {
+          files = finish();
+        } catch (Exception e) {
+          return; // A file that did not close: orphan-file cleanup removes what is left.
         }
-        open.addAll(closed);
-        for (DataWriter<InternalRow> w : open) {
+        for (DataFile f : files) {
           try {
-            w.close();
-            layout.io.deleteFile(w.toDataFile().location());
-          } catch (Exception e) {
-            // Best effort: orphan-file cleanup removes what is left.
-          }
-        }
-        for (DataFile f : share.files) {
-          try {
-            layout.io.deleteFile(f.location());
+            table.io().deleteFile(f.location());
           } catch (Exception e) {
             // As above.
           }
@@ -656,22 +701,33 @@ public final class RoutedWrites {
     }
   }
 
-  /** A Spark row as Iceberg's partition functions read it (Iceberg's internal values). */
+  /**
+   * A Spark row as Iceberg's partition functions read it (Iceberg's internal values).
+   *
+   * <p>Follows {@code org.apache.iceberg.spark.source.InternalRowWrapper} of Iceberg 1.11.0
+   * (spark/v4.1), which Iceberg's Spark writes use with {@link PartitionKey} and which is
+   * package-private there: the same getters (strings, UUIDs held as strings, decimals,
+   * binaries, nested structs), read-only.
+   */
   static final class RowWrapper implements StructLike {
     private final DataType[] types;
-    private final RowWrapper[] nested;
+    private final BiFunction<InternalRow, Integer, ?>[] getters;
     private InternalRow row;
 
+    @SuppressWarnings("unchecked")
     RowWrapper(StructType shape, Types.StructType iceberg) {
-      int size = shape.size();
-      types = new DataType[size];
-      nested = new RowWrapper[size];
-      List<Types.NestedField> fields = iceberg.fields();
-      for (int i = 0; i < size; i++) {
+      types = new DataType[shape.size()];
+      for (int i = 0; i < types.length; i++) {
         types[i] = shape.fields()[i].dataType();
-        if (types[i] instanceof StructType && i < fields.size() && fields.get(i).type().isStructType()) {
-          nested[i] = new RowWrapper((StructType) types[i], fields.get(i).type().asStructType());
-        }
+      }
+      if (types.length != iceberg.fields().size()) {
+        throw new IllegalArgumentException(
+            "Invalid length: Spark struct type (" + types.length + ") != Iceberg struct type ("
+                + iceberg.fields().size() + ")");
+      }
+      getters = new BiFunction[types.length];
+      for (int i = 0; i < types.length; i++) {
+        getters[i] = getter(iceberg.fields().get(i).type(), types[i]);
       }
     }
 
@@ -689,27 +745,35 @@ public final class RoutedWrites {
     public <T> T get(int pos, Class<T> javaClass) {
       if (row.isNullAt(pos)) {
         return null;
+      } else if (getters[pos] != null) {
+        return javaClass.cast(getters[pos].apply(row, pos));
       }
-      DataType type = types[pos];
-      Object value;
-      if (nested[pos] != null) {
-        value = nested[pos].wrap(row.getStruct(pos, ((StructType) type).size()));
-      } else if (type instanceof StringType) {
-        value = row.getUTF8String(pos).toString();
-      } else if (type instanceof BinaryType) {
-        value = ByteBuffer.wrap(row.getBinary(pos));
-      } else if (type instanceof DecimalType) {
-        DecimalType d = (DecimalType) type;
-        value = row.getDecimal(pos, d.precision(), d.scale()).toJavaBigDecimal();
-      } else {
-        value = row.get(pos, type);
-      }
-      return javaClass.cast(value);
+      return javaClass.cast(row.get(pos, types[pos]));
     }
 
     @Override
     public <T> void set(int pos, T value) {
       throw new UnsupportedOperationException("read-only");
+    }
+
+    private static BiFunction<InternalRow, Integer, ?> getter(Type iceberg, DataType type) {
+      if (type instanceof StringType) {
+        if (iceberg.typeId() == Type.TypeID.UUID) {
+          return (row, pos) -> UUID.fromString(row.getUTF8String(pos).toString());
+        }
+        return (row, pos) -> row.getUTF8String(pos).toString();
+      } else if (type instanceof DecimalType) {
+        DecimalType decimal = (DecimalType) type;
+        return (row, pos) ->
+            row.getDecimal(pos, decimal.precision(), decimal.scale()).toJavaBigDecimal();
+      } else if (type instanceof BinaryType) {
+        return (row, pos) -> ByteBuffer.wrap(row.getBinary(pos));
+      } else if (type instanceof StructType) {
+        StructType struct = (StructType) type;
+        RowWrapper nested = new RowWrapper(struct, iceberg.asStructType());
+        return (row, pos) -> nested.wrap(row.getStruct(pos, struct.size()));
+      }
+      return null;
     }
   }
 }

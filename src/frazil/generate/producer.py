@@ -28,6 +28,7 @@ from rich.progress import (
 
 from frazil.errors import KafkaError
 from frazil.generate.payments import PaymentGenerator
+from frazil.source.kafka import KAFKA_CLIENT_LOGGER
 
 #: Makes one record per call: ``(key, value)``; a ``None`` key lets Kafka pick the partition.
 EventFactory = Callable[[], tuple[bytes | None, bytes]]
@@ -36,7 +37,6 @@ EventFactory = Callable[[], tuple[bytes | None, bytes]]
 #: Idempotence with ``acks=all`` means a retried batch is never written twice; lingering a few
 #: milliseconds and compressing with LZ4 (cheap on CPU, readable by Spark's Kafka client) let
 #: librdkafka send large batches.
-KAFKA_CLIENT_LOGGER = "frazil.kafka.client"
 DEFAULT_PRODUCER_CONFIG: Final[Mapping[str, Any]] = {
     "acks": "all",
     "enable.idempotence": True,

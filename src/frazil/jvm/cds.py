@@ -61,60 +61,14 @@ def java_options() -> str:
 #: archive built the old way is ignored and rebuilt by the next ``frazil setup``.
 _LAYOUT = 2
 
-#: A representative run: frazil's own runner on a private broker, decoding JSON payments into
-#: a partitioned table, as ``frazil run`` does. Only the classes it loads end up in the
-#: archive, so it goes through the real path: Kafka admin and source, the batch plan, the
-#: Iceberg write and commit, the run report.
-_WORKLOAD = r"""
-import socket, sys
-from pathlib import Path
-from frazil.config import parse_config
-from frazil.engine import runner, session
-from frazil.generate.producer import ensure_topic, produce_events
-from frazil.generate.payments import PAYMENTS_SCHEMA
-from frazil.local.broker import LocalBroker
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-work = Path(sys.argv[2])
-broker = LocalBroker(work / "broker", port=free_port(), controller_port=free_port())
-broker.up(timeout=120)
-try:
-    ensure_topic(broker.bootstrap, "cds", partitions=2)
-    produce_events(broker.bootstrap, "cds", 20000, progress=False, seed=1)
-    config = parse_config({
-        "catalog": {"warehouse": str(work / "lake")},
-        "kafka": {"bootstrap_servers": broker.bootstrap},
-        "state_dir": str(work / "state"),
-        "spark": {"driver_memory": "1g"},
-        "pipelines": [{
-            "name": "cds", "topics": ["cds"], "table": "db.cds",
-            "schema": dict(PAYMENTS_SCHEMA), "partition_by": ["days(created_at)"],
-            "kafka_metadata": ["topic", "partition", "offset", "timestamp"],
-            "max_offsets_per_trigger": 5000,
-        }],
-    })
-    original = session.spark_conf
-    def conf(*args, **kwargs):
-        values = original(*args, **kwargs)
-        values["spark.driver.extraJavaOptions"] += " -XX:ArchiveClassesAtExit=" + sys.argv[1]
-        return values
-    session.spark_conf = conf
-    runner.run(config, until_caught_up=True)
-    from pyspark.sql import SparkSession
-    spark = SparkSession.getActiveSession()
-    spark.sql("SELECT count(*) FROM lake.db.cds.snapshots").collect()
-    spark.stop()
-finally:
-    broker.down()
-"""
+#: The representative run the archive is made from (a module above this package: it runs
+#: frazil's own runner on a private broker).
+WORKLOAD_MODULE = "frazil.engine.cds_workload"
 
 
 def build_archive(timeout: float = 600) -> Path:
-    """Run the workload in a fresh driver JVM that writes the archive when it exits.
+    """Run the workload (:data:`WORKLOAD_MODULE`) in a fresh driver JVM that writes the archive
+    when it exits.
 
     Returns:
         The archive's path.
@@ -129,7 +83,7 @@ def build_archive(timeout: float = 600) -> Path:
     env = {**os.environ, CDS_ENV: "0"}
     with tempfile.TemporaryDirectory(prefix="frazil-cds-") as work:
         done = subprocess.run(
-            [sys.executable, "-c", _WORKLOAD, str(partial), work],
+            [sys.executable, "-m", WORKLOAD_MODULE, str(partial), work],
             capture_output=True,
             text=True,
             env=env,

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from frazil.errors import CommitError, ConfigError, PipelineError
 from frazil.source.kafka import TopicOffsets, offsets_from_json, offsets_to_json
@@ -28,7 +28,39 @@ from frazil.source.kafka import TopicOffsets, offsets_from_json, offsets_to_json
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
-    from frazil.sink.iceberg import IcebergTable
+
+class SummaryView(Protocol):
+    """One snapshot of a table's history, as the rules read it."""
+
+    @property
+    def snapshot_id(self) -> int:
+        """The snapshot's id."""
+
+    def get(self, key: str) -> str | None:
+        """One entry of the snapshot's summary."""
+
+
+class MarkedTable(Protocol):
+    """What the rules read of a table: its history and size. The sink's
+    :class:`~frazil.sink.iceberg.IcebergTable` is one (the rules stay below the stages that
+    write tables)."""
+
+    @property
+    def name(self) -> str:
+        """The table's qualified name."""
+
+    def refresh(self) -> None:
+        """Pick up commits made since the last look."""
+
+    def current_snapshot_id(self) -> int | None:
+        """The current snapshot's id, or None."""
+
+    def ancestry(self) -> Iterator[SummaryView]:
+        """The current snapshot and its ancestors, newest first."""
+
+    def total_records(self) -> int:
+        """Live rows in the current snapshot."""
+
 
 PIPELINE = "frazil.pipeline"
 QUERY_ID = "frazil.query-id"
@@ -129,7 +161,7 @@ class TableState:
     total_records: int
 
 
-def find_marker(table: IcebergTable, pipeline: str) -> TableState:
+def find_marker(table: MarkedTable, pipeline: str) -> TableState:
     """The pipeline's newest marker in the table's current ancestry (newest first)."""
     table.refresh()
     snapshot_id = table.current_snapshot_id()
@@ -179,7 +211,7 @@ def merge_markers(markers: list[Marker | None], *, lowest: bool) -> Marker | Non
     )
 
 
-def check_no_interleaving(table: IcebergTable, state: TableState, marker: Marker) -> None:
+def check_no_interleaving(table: MarkedTable, state: TableState, marker: Marker) -> None:
     """After a commit: fail if another run of this pipeline committed since ``state`` was read.
 
     The offset filter makes a second run harmless once the first has committed; two runs

@@ -120,7 +120,7 @@ class DeadLetterTopic:
         if self._producer is None:
             from confluent_kafka import Producer
 
-            from frazil.generate.producer import KAFKA_CLIENT_LOGGER
+            from frazil.source.kafka import KAFKA_CLIENT_LOGGER
 
             self._ensure_topic()
             self._producer = Producer(

@@ -10,6 +10,10 @@ from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.errors import KafkaError
 
+#: The logger librdkafka's messages go to (the generator's producer, the dead-letter topic's):
+#: quiet unless ``--verbose``.
+KAFKA_CLIENT_LOGGER = "frazil.kafka.client"
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 

@@ -187,3 +187,16 @@ def test_a_table_setting_set_to_null_is_the_pipelines() -> None:
     assert _problems(tables={"db.t": {"table_properties": None}}) == [
         ("pipelines[0].tables.db.t.table_properties", "Input should be a valid dictionary")
     ]
+
+
+def test_key_column_reads_as_written_with_or_without_key_format() -> None:
+    from frazil.config import parse_config
+
+    def first(**extra: object) -> object:
+        return parse_config(
+            {"pipelines": [{"name": "p", "topics": ["t"], "table": "db.t", **extra}]}
+        ).pipelines[0]
+
+    assert first().key_column == "key"  # type: ignore[attr-defined]
+    assert first(key_column="k").key_column == "k"  # type: ignore[attr-defined]
+    assert first(key_format="string", key_column="k").key_column == "k"  # type: ignore[attr-defined]

@@ -223,6 +223,14 @@ class PipelineConfig(Frozen):
         idle_key_column = (self._idle_key_column or "key") if self.key is None else None
         return flatten(data, idle_key_column, info)
 
+    @property
+    def key_column(self) -> str:
+        """The column the decoded key goes to (``key_column``; ``key`` by default), as
+        written even without ``key_format``, where it names no column."""
+        if self.key is not None:
+            return self.key.column
+        return self._idle_key_column or "key"
+
     @field_validator("topics")
     @classmethod
     def _check_topics(cls, value: list[str] | None) -> list[str] | None:

@@ -244,7 +244,7 @@ def _check_partitions(config: FrazilConfig, pipeline: PipelineConfig, schema: St
 
 
 def _check_unique(pipeline: PipelineConfig, fields: list[StructField]) -> None:
-    key_column = pipeline.key.column if pipeline.key is not None else "key"
+    key_column = pipeline.key_column
     seen: dict[str, str] = {}
     for f in fields:
         first = seen.setdefault(f.name.lower(), f.name)

@@ -3,7 +3,6 @@ package dev.frazil.spark;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.io.Serializable;
-import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -13,15 +12,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ExecutorService;
-import java.util.function.BiFunction;
 import org.apache.iceberg.AppendFiles;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.FileFormat;
-import org.apache.iceberg.LocationProviders;
 import org.apache.iceberg.PartitionKey;
 import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.SerializableTable;
-import org.apache.iceberg.StructLike;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableProperties;
 import org.apache.iceberg.Transaction;
@@ -31,24 +27,17 @@ import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.data.RegistryBasedFileWriterFactory;
 import org.apache.iceberg.io.FanoutDataWriter;
 import org.apache.iceberg.io.FileIO;
-import org.apache.iceberg.io.LocationProvider;
 import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.io.RollingDataWriter;
 import org.apache.iceberg.mapping.MappingUtil;
 import org.apache.iceberg.mapping.NameMappingParser;
 import org.apache.iceberg.relocated.com.google.common.util.concurrent.MoreExecutors;
-import org.apache.iceberg.types.Type;
-import org.apache.iceberg.types.Types;
 import org.apache.iceberg.util.PropertyUtil;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.types.BinaryType;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DecimalType;
-import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 
@@ -125,83 +114,6 @@ public final class RoutedWrites {
   private static final ExecutorService IN_THREAD = MoreExecutors.newDirectExecutorService();
 
   private RoutedWrites() {}
-
-  /**
-   * The template's serializable copy, relocated for each new table: a new table's files go
-   * under {@code <namespace location>/<table>}, and only the tasks learn its name (from its
-   * rows). Iceberg's {@link OutputFileFactory} takes a {@link Table} and asks it for its
-   * location provider, hence a copy whose location is the new table's. {@link
-   * SerializableTable} copies from a live table only (given a copy, it would load the
-   * metadata file), so the driver makes one copy and each new table gets a shallow clone.
-   */
-  static final class TemplateTable extends SerializableTable implements Cloneable {
-    private final String namespace;
-    private String location;
-    private transient LocationProvider locations;
-
-    TemplateTable(Table template, String namespace, String namespaceLocation) {
-      super(template);
-      this.namespace = namespace;
-      this.location = namespaceLocation;
-    }
-
-    /** A new table's copy, or null for a name outside the template's namespace. */
-    TemplateTable tableOf(String table) {
-      String prefix = namespace + ".";
-      if (!table.startsWith(prefix) || table.indexOf('.', prefix.length()) >= 0) {
-        return null;
-      }
-      TemplateTable copy;
-      try {
-        copy = (TemplateTable) clone();
-      } catch (CloneNotSupportedException e) {
-        throw new IllegalStateException(e);
-      }
-      copy.location = location + "/" + table.substring(prefix.length());
-      copy.locations = null;
-      return copy;
-    }
-
-    @Override
-    public String location() {
-      return location;
-    }
-
-    @Override
-    public LocationProvider locationProvider() {
-      if (locations == null) {
-        locations = LocationProviders.locationsFor(location, properties());
-      }
-      return locations;
-    }
-  }
-
-  /**
-   * Iceberg's data writers for Spark rows of one shape, built from Iceberg's file format
-   * registry as Iceberg's own Spark writes build theirs: {@code
-   * org.apache.iceberg.spark.source.SparkFileWriterFactory} (package-private in Iceberg 1.11,
-   * so not usable here) is this same subclass of {@link RegistryBasedFileWriterFactory}, plus
-   * delete writers the job does not need. Each file gets the table's properties and {@link
-   * org.apache.iceberg.MetricsConfig#forTable}, as there. No sort order: the job writes only
-   * unsorted tables, and its files record none, as before.
-   */
-  static final class SparkRowWriters extends RegistryBasedFileWriterFactory<InternalRow, StructType> {
-    SparkRowWriters(Table table, StructType shape) {
-      super(
-          table,
-          FileFormat.PARQUET,
-          InternalRow.class,
-          table.schema(),
-          null,
-          FileFormat.PARQUET,
-          null,
-          null,
-          null,
-          null,
-          shape,
-          null);
-    }
-  }
 
   /** Records not written, by code (the summary's counts; {@link #IGNORED} rows are not). */
   static final class Counts implements Serializable {
@@ -698,82 +610,6 @@ public final class RoutedWrites {
           }
         }
       }
-    }
-  }
-
-  /**
-   * A Spark row as Iceberg's partition functions read it (Iceberg's internal values).
-   *
-   * <p>Follows {@code org.apache.iceberg.spark.source.InternalRowWrapper} of Iceberg 1.11.0
-   * (spark/v4.1), which Iceberg's Spark writes use with {@link PartitionKey} and which is
-   * package-private there: the same getters (strings, UUIDs held as strings, decimals,
-   * binaries, nested structs), read-only.
-   */
-  static final class RowWrapper implements StructLike {
-    private final DataType[] types;
-    private final BiFunction<InternalRow, Integer, ?>[] getters;
-    private InternalRow row;
-
-    @SuppressWarnings("unchecked")
-    RowWrapper(StructType shape, Types.StructType iceberg) {
-      types = new DataType[shape.size()];
-      for (int i = 0; i < types.length; i++) {
-        types[i] = shape.fields()[i].dataType();
-      }
-      if (types.length != iceberg.fields().size()) {
-        throw new IllegalArgumentException(
-            "Invalid length: Spark struct type (" + types.length + ") != Iceberg struct type ("
-                + iceberg.fields().size() + ")");
-      }
-      getters = new BiFunction[types.length];
-      for (int i = 0; i < types.length; i++) {
-        getters[i] = getter(iceberg.fields().get(i).type(), types[i]);
-      }
-    }
-
-    RowWrapper wrap(InternalRow value) {
-      this.row = value;
-      return this;
-    }
-
-    @Override
-    public int size() {
-      return types.length;
-    }
-
-    @Override
-    public <T> T get(int pos, Class<T> javaClass) {
-      if (row.isNullAt(pos)) {
-        return null;
-      } else if (getters[pos] != null) {
-        return javaClass.cast(getters[pos].apply(row, pos));
-      }
-      return javaClass.cast(row.get(pos, types[pos]));
-    }
-
-    @Override
-    public <T> void set(int pos, T value) {
-      throw new UnsupportedOperationException("read-only");
-    }
-
-    private static BiFunction<InternalRow, Integer, ?> getter(Type iceberg, DataType type) {
-      if (type instanceof StringType) {
-        if (iceberg.typeId() == Type.TypeID.UUID) {
-          return (row, pos) -> UUID.fromString(row.getUTF8String(pos).toString());
-        }
-        return (row, pos) -> row.getUTF8String(pos).toString();
-      } else if (type instanceof DecimalType) {
-        DecimalType decimal = (DecimalType) type;
-        return (row, pos) ->
-            row.getDecimal(pos, decimal.precision(), decimal.scale()).toJavaBigDecimal();
-      } else if (type instanceof BinaryType) {
-        return (row, pos) -> ByteBuffer.wrap(row.getBinary(pos));
-      } else if (type instanceof StructType) {
-        StructType struct = (StructType) type;
-        RowWrapper nested = new RowWrapper(struct, iceberg.asStructType());
-        return (row, pos) -> nested.wrap(row.getStruct(pos, struct.size()));
-      }
-      return null;
     }
   }
 }

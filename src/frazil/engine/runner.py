@@ -24,6 +24,13 @@ from frazil.engine.threads import each
 from frazil.errors import ConfigError, FrazilError, KafkaError, PipelineError
 from frazil.progress import fence, markers
 from frazil.progress.events import CommitEvent, Event
+from frazil.progress.start import (
+    decide_start,
+    parse_reset,
+    reset_marker,
+    resolve_reset,
+    resume_offsets,
+)
 from frazil.route.patterns import check_java_patterns
 from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
@@ -157,7 +164,7 @@ class PipelineRun:
         for target, state in zip(self.handler.targets.values(), states, strict=True):
             if state.marker is None and state.total_records > 0:
                 # The same refusal as for one table (decide_start), naming this table.
-                markers.decide_start(self.pipeline.name, target.name, state, None, False)
+                decide_start(self.pipeline.name, target.name, state, None, False)
         return markers.TableState(
             markers.merge_markers([s.marker for s in states], lowest=False),
             None,
@@ -201,19 +208,19 @@ class PipelineRun:
         return report
 
     def _resume_offsets(self, marker: markers.Marker | None) -> TopicOffsets:
-        return markers.resume_offsets(marker, self.admin.partitions(self.pipeline))
+        return resume_offsets(marker, self.admin.partitions(self.pipeline))
 
     def reset(self, spec_text: str) -> TopicOffsets:
         """Record ``--reset-offsets`` durably in every table, and return where to start."""
-        spec = markers.parse_reset(spec_text)
+        spec = parse_reset(spec_text)
         current = self.admin.partitions(self.pipeline)
-        offsets = markers.resolve_reset(
+        offsets = resolve_reset(
             spec,
             current,
             self.admin.offsets(current, "earliest"),
             self.admin.offsets(current, "latest"),
         )
-        marker = markers.reset_marker(self.pipeline.name, spec_text, offsets)
+        marker = reset_marker(self.pipeline.name, spec_text, offsets)
         for target in self.handler.targets.values():
             target.table.commit_summary_only(marker.to_summary())
         self.handler.checkpoint.set_aside()
@@ -228,7 +235,7 @@ class PipelineRun:
         state = self._state()
         checkpoint = self.handler.checkpoint
         committed = checkpoint.committed_offsets()
-        start = markers.decide_start(
+        start = decide_start(
             self.pipeline.name,
             self.pipeline.describe_target(),
             state,
@@ -342,7 +349,7 @@ def run(
     """
     selected = select_pipelines(config, pipeline_names)
     if reset_offsets is not None:
-        markers.parse_reset(reset_offsets)  # a bad argument fails before Spark starts
+        parse_reset(reset_offsets)  # a bad argument fails before Spark starts
     for pipeline in selected:
         check_topics(config, pipeline)
 

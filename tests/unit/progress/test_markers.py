@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
-from frazil.errors import ConfigError, PipelineError
 from frazil.progress import markers
-from frazil.progress.markers import Marker, PartitionStats, TableState
+from frazil.progress.markers import Marker, PartitionStats
 
 
 def _marker(offsets: dict[str, dict[int, int]], **extra: object) -> Marker:
@@ -43,14 +40,6 @@ def test_covered_only_when_every_planned_partition_is_in_the_table() -> None:
     assert not markers.covered(marker, {"t": {0: 10, 2: 1}})  # a partition it never saw
     assert not markers.covered(None, {"t": {0: 1}})
     assert not markers.covered(marker, {})
-
-
-def test_ahead_of_names_partitions_the_table_does_not_hold() -> None:
-    marker = _marker({"t": {0: 10, 1: 5}})
-    assert markers.ahead_of({"t": {0: 10, 1: 4}}, marker) == []
-    assert markers.ahead_of({"t": {0: 11, 1: 5}, "u": {0: 3}}, marker) == ["t/0", "u/0"]
-    assert markers.ahead_of({"t": {0: 0}}, None) == []
-    assert markers.ahead_of({"t": {0: 1}}, None) == ["t/0"]
 
 
 def test_next_marker_covers_idle_partitions_never_goes_back_and_drops_gone_topics() -> None:
@@ -94,64 +83,6 @@ def test_valid_through_is_held_back_by_lagging_partitions_only() -> None:
 def test_offset_filter_needs_a_marker() -> None:
     assert markers.offset_filter(None) is None
     assert markers.offset_filter(_marker({})) is None
-
-
-def _state(marker: Marker | None, rows: int = 0) -> TableState:
-    return TableState(marker=marker, snapshot_id=1 if rows or marker else None, total_records=rows)
-
-
-def test_start_refuses_a_filled_table_without_this_pipelines_marker() -> None:
-    with pytest.raises(PipelineError) as info:
-        markers.decide_start("p", "db.t", _state(None, rows=1234), None, False)
-    message = str(info.value)
-    assert "table db.t holds 1,234 rows but no progress marker of this pipeline" in message
-    assert "--reset-offsets earliest, latest" in message
-
-
-def test_start_decisions() -> None:
-    marker = _marker({"t": {0: 10}})
-    # New pipeline on a new table: the config's starting_offsets.
-    assert markers.decide_start("p", "db.t", _state(None), None, False) == markers.Start(
-        reason="new pipeline"
-    )
-    # Lost checkpoint: from the table.
-    start = markers.decide_start("p", "db.t", _state(marker, 5), None, False)
-    assert start.from_table and not start.set_aside
-    # Checkpoint behind or level with the table: keep it (the offset filter drops repeats).
-    assert markers.decide_start("p", "db.t", _state(marker, 5), {"t": {0: 4}}, True) == (
-        markers.Start()
-    )
-    # Checkpoint ahead (the table was rolled back): the table wins.
-    start = markers.decide_start("p", "db.t", _state(marker, 5), {"t": {0: 12}}, True)
-    assert start.from_table and start.set_aside and "t/0" in start.reason
-    # Table emptied (rolled back before the first commit) but the checkpoint went on.
-    start = markers.decide_start("p", "db.t", _state(None), {"t": {0: 12}}, True)
-    assert start.set_aside and start.use_starting_offsets
-
-
-def test_resume_offsets_follow_the_partitions_kafka_has_now() -> None:
-    marker = _marker({"t": {0: 10, 1: 4}, "deleted": {0: 3}})
-    assert markers.resume_offsets(marker, {"t": [0, 1, 2], "new": [0]}) == {
-        "t": {0: 10, 1: 4, 2: markers.EARLIEST},
-        "new": {0: markers.EARLIEST},
-    }
-
-
-def test_parse_and_resolve_reset() -> None:
-    current = {"t": [0, 1]}
-    earliest = {"t": {0: 3, 1: 0}}
-    latest = {"t": {0: 50, 1: 60}}
-    assert markers.resolve_reset("earliest", current, earliest, latest) == {"t": {0: 3, 1: 0}}
-    assert markers.resolve_reset("latest", current, earliest, latest) == {"t": {0: 50, 1: 60}}
-    spec = markers.parse_reset('{"t": {"0": 42}}')
-    assert markers.resolve_reset(spec, current, earliest, latest) == {"t": {0: 42, 1: 0}}
-    spec = markers.parse_reset('{"t": {"0": -1, "1": -2}}')
-    assert markers.resolve_reset(spec, current, earliest, latest) == {"t": {0: 50, 1: 0}}
-    for bad in ("newest", "[]", '{"t": 5}', '{"t": {"0": -3}}'):
-        with pytest.raises(ConfigError, match=r"--reset-offsets"):
-            markers.parse_reset(bad)
-    marker = markers.reset_marker("p", "latest", {"t": {0: 50}})
-    assert marker.to_summary()["frazil.reset"] == "latest"
 
 
 def test_filter_is_needed_only_when_a_batch_may_start_below_the_marker() -> None:

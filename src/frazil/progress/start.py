@@ -1,0 +1,170 @@
+"""Where a pipeline's run starts: the table against the checkpoint, resuming at the table's
+offsets, and explicit resets (``--reset-offsets``).
+
+The table, not the checkpoint, is the source of truth (docs/exactly-once.md): a checkpoint
+ahead of the table's marker is set aside, a table holding another writer's rows is refused,
+and a reset is recorded as a marker of its own. The markers these rules read and write are
+:mod:`frazil.progress.markers`'.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+from frazil.errors import ConfigError, PipelineError
+from frazil.progress.markers import EARLIEST, LATEST, Marker, TableState
+from frazil.source.kafka import TopicOffsets
+
+
+def ahead_of(checkpoint: TopicOffsets, marker: Marker | None) -> list[str]:
+    """Partitions where a checkpoint claims more than the table holds ("topic/partition")."""
+    known = marker.offsets if marker else {}
+    return [
+        f"{topic}/{partition}"
+        for topic, parts in sorted(checkpoint.items())
+        for partition, offset in sorted(parts.items())
+        if offset > max(known.get(topic, {}).get(partition, 0), 0)
+    ]
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a pipeline's query starts, decided from the table and the checkpoint.
+
+    Attributes:
+        from_table: Start a fresh checkpoint at the table's offsets (:attr:`offsets_source`).
+        set_aside: Move the existing checkpoint out of the way first.
+        use_starting_offsets: Start a fresh checkpoint at the pipeline's ``starting_offsets``.
+        reason: One line for the log and the run report.
+    """
+
+    from_table: bool = False
+    set_aside: bool = False
+    use_starting_offsets: bool = False
+    reason: str = ""
+
+
+def decide_start(
+    pipeline: str,
+    table: str,
+    state: TableState,
+    checkpoint_committed: TopicOffsets | None,
+    checkpoint_has_progress: bool,
+) -> Start:
+    """Reconcile the checkpoint with the table; the table's offsets win.
+
+    Raises:
+        PipelineError: The table holds rows but no marker of this pipeline: starting from
+            ``starting_offsets`` could duplicate or skip records, so the user must choose.
+    """
+    marker = state.marker
+    if marker is None:
+        if state.total_records > 0:
+            raise PipelineError(
+                f"pipeline {pipeline!r}: table {table} holds {state.total_records:,} rows but "
+                f"no progress marker of this pipeline in its snapshot history (the snapshot "
+                "that had it was expired or rolled back, the pipeline was renamed, or another "
+                "writer filled the table). Starting over could duplicate or skip records, so "
+                "frazil will not guess: run once with --reset-offsets earliest, latest or "
+                'a JSON map like \'{"topic": {"0": 42}}\' to say where to continue '
+                "(docs/exactly-once.md)"
+            )
+        if checkpoint_committed and ahead_of(checkpoint_committed, None):
+            return Start(
+                set_aside=True,
+                use_starting_offsets=True,
+                reason="the checkpoint is ahead of the table, which holds nothing of this "
+                "pipeline: started over from starting_offsets",
+            )
+        return Start(reason="new pipeline" if not checkpoint_has_progress else "")
+    if not checkpoint_has_progress:
+        return Start(
+            from_table=True,
+            reason="checkpoint had no progress: started from the table's offsets",
+        )
+    if checkpoint_committed:
+        ahead = ahead_of(checkpoint_committed, marker)
+        if ahead:
+            return Start(
+                from_table=True,
+                set_aside=True,
+                reason=f"checkpoint was ahead of the table ({', '.join(ahead[:4])}"
+                f"{' …' if len(ahead) > 4 else ''}): started from the table's offsets",
+            )
+    return Start()
+
+
+def resume_offsets(marker: Marker | None, current: dict[str, list[int]]) -> TopicOffsets:
+    """Starting offsets for the partitions Kafka has now: the marker's, else earliest.
+
+    Topics in the marker that no longer exist are left out (Spark refuses offsets for
+    partitions it is not assigned); partitions created meanwhile start from earliest, as
+    Spark starts partitions it discovers on its own.
+    """
+    known = marker.offsets if marker else {}
+    return {
+        topic: {p: known.get(topic, {}).get(p, EARLIEST) for p in partitions}
+        for topic, partitions in current.items()
+    }
+
+
+def parse_reset(text: str) -> str | TopicOffsets:
+    """Parse ``--reset-offsets``: ``earliest``, ``latest`` or ``{"topic": {"0": 42}}``.
+
+    In the JSON form -2 means earliest and -1 latest, as in Spark's ``startingOffsets``.
+
+    Raises:
+        ConfigError: Anything else.
+    """
+    if text in ("earliest", "latest"):
+        return text
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict) or not raw:
+            raise ValueError("not a JSON object")
+        result: TopicOffsets = {}
+        for topic, parts in raw.items():
+            if not isinstance(parts, dict):
+                raise ValueError(f"topic {topic!r} must map partitions to offsets")
+            result[str(topic)] = {int(p): int(o) for p, o in parts.items()}
+            if any(o < EARLIEST for o in result[str(topic)].values()):
+                raise ValueError("offsets must be >= -2 (-2 earliest, -1 latest)")
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"--reset-offsets {text!r}: expected earliest, latest or a JSON map like "
+            f'\'{{"topic": {{"0": 42}}}}\' ({exc})'
+        ) from None
+    return result
+
+
+def resolve_reset(
+    spec: str | TopicOffsets,
+    current: dict[str, list[int]],
+    earliest: TopicOffsets,
+    latest: TopicOffsets,
+) -> TopicOffsets:
+    """Concrete offsets for a reset, for every partition Kafka has now.
+
+    Partitions a JSON reset does not list start from earliest.
+    """
+    result: TopicOffsets = {}
+    for topic, partitions in current.items():
+        for partition in partitions:
+            first = earliest.get(topic, {}).get(partition, 0)
+            last = latest.get(topic, {}).get(partition, first)
+            if spec == "earliest":
+                offset = first
+            elif spec == "latest":
+                offset = last
+            else:
+                assert isinstance(spec, dict)
+                wanted = spec.get(topic, {}).get(partition, EARLIEST)
+                offset = first if wanted == EARLIEST else last if wanted == LATEST else wanted
+            result.setdefault(topic, {})[partition] = offset
+    return result
+
+
+def reset_marker(pipeline: str, spec_text: str, offsets: TopicOffsets) -> Marker:
+    """The marker that records a reset durably (a commit without rows carries it)."""
+    return replace(Marker(pipeline=pipeline, offsets=offsets), reset=spec_text)

@@ -8,6 +8,8 @@ ignored; and a field taken by its name as well as its alias (``schema_`` as ``sc
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict
 
 #: A plain name: letters, digits and ``_``, not starting with a digit.
@@ -18,3 +20,12 @@ class Frozen(BaseModel):
     """The base of the config's models (see the module's docstring)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+def check_regex(value: str) -> str:
+    """A validator: ``value`` compiles as a regular expression."""
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+    return value

@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from frazil.columns import INTERNAL_PREFIX, METADATA_PREFIX
 from frazil.config.base import IDENT, Frozen
-from frazil.config.types import TypeSyntaxError, to_spark_ddl
+from frazil.config.types import check_field_types
 
 #: Value and key formats. ``string``/``bytes`` pass the payload through as one column.
 FormatName = Literal["json", "avro", "protobuf", "string", "bytes"]
@@ -102,12 +102,7 @@ class Decoding(Frozen):
             return None
         if not value:
             raise ValueError("must declare at least one field, or be omitted to infer it")
-        for field_name, type_text in value.items():
-            _check_field_name(field_name)
-            try:
-                to_spark_ddl(type_text)
-            except TypeSyntaxError as exc:
-                raise ValueError(f"field {field_name!r}: {exc}") from None
+        check_field_types(value, _check_field_name)
         _check_case_collisions(value)
         return value
 

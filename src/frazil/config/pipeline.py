@@ -27,7 +27,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, InitErrorDetails
 
 from frazil.columns import METADATA_PREFIX
-from frazil.config.base import IDENT, Frozen
+from frazil.config.base import IDENT, Frozen, check_regex
 from frazil.config.decoding import Decoding, check_schema_source
 from frazil.config.durations import parse_duration
 from frazil.config.errors import ErrorsConfig
@@ -241,12 +241,7 @@ class PipelineConfig(Frozen):
     @field_validator("topic_pattern")
     @classmethod
     def _check_pattern(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
-        return value
+        return None if value is None else check_regex(value)
 
     @field_validator("table")
     @classmethod

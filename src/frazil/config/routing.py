@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, field_validator
 
+from frazil.config.base import check_regex
+
 #: ``namespace.table`` (one or more namespace levels).
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -213,11 +215,7 @@ class TopicRoute(_Frozen):
     @field_validator("topic")
     @classmethod
     def _topic(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
-        return value
+        return check_regex(value)
 
     @field_validator("table")
     @classmethod

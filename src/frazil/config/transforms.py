@@ -34,7 +34,7 @@ from pydantic import (
 )
 
 from frazil.columns import INTERNAL_PREFIX
-from frazil.config.types import TypeSyntaxError, to_spark_ddl
+from frazil.config.types import TypeSyntaxError, check_field_types, to_spark_ddl
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A field reference: a top-level column, or a path into structs (a.b.c).
@@ -156,12 +156,7 @@ class ParseJsonOptions(_Frozen):
         if value is not None:
             if not value:
                 raise ValueError("must declare at least one field")
-            for name, type_text in value.items():
-                _check_name(name)
-                try:
-                    to_spark_ddl(type_text)
-                except TypeSyntaxError as exc:
-                    raise ValueError(f"field {name!r}: {exc}") from None
+            check_field_types(value, _check_name)
         return value
 
     @model_validator(mode="after")

@@ -9,6 +9,7 @@ Spark DDL spelling, which Spark's own parser accepts.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _SIMPLE: dict[str, str] = {
     "string": "STRING",
@@ -111,3 +112,17 @@ def to_spark_ddl(type_text: str) -> str:
             return f"STRUCT<{', '.join(fields)}>"
     known = ", ".join(sorted({*_SIMPLE, "decimal(p,s)", "array<T>", "map<K,V>", "struct<...>"}))
     raise TypeSyntaxError(f"unknown type {type_text!r} (known: {known})")
+
+
+def check_field_types(fields: dict[str, str], check_name: Callable[[str], object]) -> None:
+    """A declared schema's fields: each name passes ``check_name`` and each type parses.
+
+    Raises:
+        ValueError: The first field that does not, naming it.
+    """
+    for name, type_text in fields.items():
+        check_name(name)
+        try:
+            to_spark_ddl(type_text)
+        except TypeSyntaxError as exc:
+            raise ValueError(f"field {name!r}: {exc}") from None

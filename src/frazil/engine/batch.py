@@ -151,7 +151,6 @@ class BatchHandler:
             self.ledger,
             cached,
             metrics,
-            cached.dead,
         )
 
     # -- lifecycle with the runner ------------------------------------------------------

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.engine.bad_records import BadRecords, learnable, rejected
-from frazil.engine.dead_sender import DeadLetterSender
 from frazil.engine.ledger import TableLedger
 from frazil.engine.live_plan import LivePlan
 from frazil.engine.share import TableShare
@@ -55,7 +54,6 @@ class CachedWrite:
         ledger: The pipeline's tables and the run's counts.
         writer: Writes each table's share.
         metrics: The observed metrics' expressions (timestamps per table).
-        dead: The dead-letter sender; None: failing records stop the pipeline.
     """
 
     pipeline: str
@@ -65,7 +63,6 @@ class CachedWrite:
     ledger: TableLedger
     writer: TableWriter
     metrics: ObservedMetrics
-    dead: DeadLetterSender | None = None
 
     def write(
         self, window: BatchWindow, states: dict[str, markers.TableState], attempt: int
@@ -95,14 +92,16 @@ class CachedWrite:
         try:
             summary = _summarise(frame, self.metrics.columns(window.partitions)[1:], window)
             if summary.bad:
-                may_learn = summary.learnable or self.dead is None
+                # The writer's dead-letter sender: failing records go there, or stop the batch.
+                dead = self.writer.dead
+                may_learn = summary.learnable or dead is None
                 if may_learn and self.live.learn(window.batch, window.batch_id, attempt):
                     return None
-                if self.dead is None:
+                if dead is None:
                     raise self._rejected(frame, window)
                 # Before any table commits: a crash afterwards replays the batch, and the
                 # dead-letter table's marker keeps its records once.
-                self.dead.send_unrouted(window, frame)
+                dead.send_unrouted(window, frame)
             self.ledger.count(unmatched=summary.unmatched, filtered=summary.filtered)
             self._create_all(window, states, summary, c.user_schema(planned.schema))
             names = list(summary.tables)
@@ -118,7 +117,7 @@ class CachedWrite:
                     summary.tables[name],
                 )
 
-            errors = [error for _, error in each_outcome(names, write).values()]
+            errors = [error for _, error in each_outcome(names, write)]
             first = next((e for e in errors if e is not None), None)
             if isinstance(first, BadRecords):
                 raise self._rejected(first.rows, window)

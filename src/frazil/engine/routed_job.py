@@ -131,7 +131,7 @@ class OneJobWrite:
 
         for phase in (new, [n for n in outcome.tables if n not in new]):
             errors: dict[str, BaseException] = {}
-            for name, (result, error) in each_outcome(phase, commit).items():
+            for name, (result, error) in zip(phase, each_outcome(phase, commit), strict=True):
                 if error is not None:
                     errors[name] = error
                     continue

@@ -25,30 +25,33 @@ _DEAD_PAUSE_ENV = "FRAZIL_TEST_PAUSE_BEFORE_DEAD_LETTERS"
 def each(items: Sequence[_T], call: Callable[[_T], _R]) -> list[_R]:
     """``call`` for each item, in order: inline for one, else FANOUT_THREADS at a time (a
     routed pipeline's tables: catalog round trips and commits, mostly waiting). The first
-    failure, in order, is raised."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    failure, in order, is raised, once every item is done."""
     if len(items) <= 1:
         return [call(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(len(items), FANOUT_THREADS)) as pool:
-        return list(pool.map(call, items))
+    results: list[_R] = []
+    for result, error in each_outcome(items, call):
+        if error is not None:
+            raise error
+        results.append(result)  # type: ignore[arg-type]
+    return results
 
 
 def each_outcome(
     items: Sequence[_T], call: Callable[[_T], _R]
-) -> dict[_T, tuple[_R | None, BaseException | None]]:
+) -> list[tuple[_R | None, BaseException | None]]:
     """``call`` for each item, FANOUT_THREADS at a time, waiting for all of them: each item's
-    result or failure (a failure does not stop the others, whose commits must be known)."""
+    result or failure, in the items' order (a failure does not stop the others, whose
+    commits must be known)."""
     from concurrent.futures import ThreadPoolExecutor
 
     if not items:
-        return {}
+        return []
     with ThreadPoolExecutor(max_workers=min(len(items), FANOUT_THREADS)) as pool:
-        futures = {item: pool.submit(call, item) for item in items}
-        outcomes: dict[_T, tuple[_R | None, BaseException | None]] = {}
-        for item, future in futures.items():
+        futures = [pool.submit(call, item) for item in items]
+        outcomes: list[tuple[_R | None, BaseException | None]] = []
+        for future in futures:
             error = future.exception()
-            outcomes[item] = (None, error) if error is not None else (future.result(), None)
+            outcomes.append((None, error) if error is not None else (future.result(), None))
     return outcomes
 
 

@@ -159,7 +159,9 @@ def test_marker_covers_idle_partitions_and_valid_through_waits_for_a_lagging_one
 ) -> None:
     topic, table, name = f"lag-{unique}", f"db.lag_{unique}", f"l_{unique}"
     ensure_topic(kafka_bootstrap, topic, partitions=3)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    # Idempotent, so that a retried produce request cannot reorder partition 1's records:
+    # the assertions below read a timestamp from an offset.
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
     now = int(time.time() * 1000)
     old = now - 3_600_000
 

@@ -43,6 +43,17 @@ class CommitError(PipelineError):
     """An Iceberg commit failed or its snapshot summary is inconsistent."""
 
 
+class StaleMarker(CommitError):
+    """The catalog refused a commit: the table's newest marker of the pipeline is no longer the
+    one the batch was planned after (another run committed in between, or the table was
+    rolled back). Nothing was committed; the batch is planned again."""
+
+
+class TableRolledBack(CommitError):
+    """A table's marker moved backwards while the pipeline ran (a rollback, a snapshot set
+    back): the run starts again from the tables' markers."""
+
+
 class DecodeError(PipelineError):
     """Records could not be decoded; the message names their topic, partition and offset."""
 

@@ -35,7 +35,7 @@ from frazil.engine.live_plan import LivePlan
 from frazil.engine.routed_job import OneJobWrite
 from frazil.engine.table_write import ObservedMetrics, TableWriter
 from frazil.engine.window import BatchCursor, BatchWindow
-from frazil.errors import FrazilError
+from frazil.errors import CommitError, FrazilError, StaleMarker, TableRolledBack
 from frazil.progress import markers
 from frazil.progress.events import BatchSkipped, BatchStarted, Event
 from frazil.sink.tables import TableSet, Target
@@ -52,6 +52,10 @@ __all__ = ["BatchHandler", "BatchStats", "StopRequested"]
 
 class StopRequested(FrazilError):
     """A batch began after shutdown was requested; Spark replays it on the next run."""
+
+
+#: Times one batch is planned again because another run's commits came in between.
+MOVED_ATTEMPTS = 5
 
 
 @dataclass
@@ -71,6 +75,8 @@ class BatchHandler:
         dead_letters: Where failing records go (``errors.tolerance: all``); None: they stop
             the pipeline.
         error: The error that stopped the last batch, if any.
+        restart: Why the query must start again from the tables' markers (a table rolled
+            back while it ran); the runner does so.
         closing: Set once the run stops: no batch starts.
         stops: Stop requests (SIGTERM, the caller's event): no batch starts once one is set,
             even before the runner's wait loop has noticed it and set ``closing``.
@@ -83,6 +89,7 @@ class BatchHandler:
     cursor: BatchCursor
     dead_letters: DeadLetters | None = None
     error: FrazilError | None = None
+    restart: str | None = None
     closing: bool = False
     stops: tuple[threading.Event, ...] = ()
     _query_id: str | None = None
@@ -173,8 +180,10 @@ class BatchHandler:
     def new_query(self) -> None:
         """Forget what belonged to the previous streaming query (a restart from the table)."""
         self.error = None
+        self.restart = None
         self.closing = False
         self.cursor.new_query()
+        self.ledger.forget_seen()
         self._query_id_set.clear()
 
     def set_query_id(self, query_id: str) -> None:
@@ -192,10 +201,33 @@ class BatchHandler:
             raise StopRequested(f"pipeline {self.pipeline.name!r} is stopping")
         with self._busy:
             try:
-                self._handle(batch, batch_id)
+                self._handle_again_if_moved(batch, batch_id)
+            except TableRolledBack as exc:
+                self.restart = str(exc)
+                raise
             except FrazilError as exc:
                 self.error = exc
                 raise
+
+    def _handle_again_if_moved(self, batch: DataFrame, batch_id: int) -> None:
+        """:meth:`_handle`, planned again from the tables' new state when the catalog refused
+        a commit on a stale marker (another run committed in between; a rollback is found by
+        the next attempt's step 2)."""
+        for attempt in range(1, MOVED_ATTEMPTS + 1):
+            try:
+                self._handle(batch, batch_id)
+                return
+            except StaleMarker as stale:
+                if attempt == MOVED_ATTEMPTS:
+                    raise CommitError(
+                        f"pipeline {self.pipeline.name!r}: batch {batch_id} was overtaken "
+                        f"{MOVED_ATTEMPTS} times in a row by other commits of the pipeline; "
+                        f"the last: {stale}. Another run of this pipeline is writing its "
+                        "tables: stop one of them"
+                    ) from None
+                log.warning(
+                    "%s: batch %d: %s; planning it again", self.pipeline.name, batch_id, stale
+                )
 
     def finish(self) -> None:
         """Record what the last batches observed (exact valid-through) in a marker of its own.
@@ -227,8 +259,9 @@ class BatchHandler:
         1. **Planned range.** Read the batch's planned offsets from the checkpoint's offset
            log (every partition, idle ones included).
         2. **Table states and the skip.** Read each table's marker by walking its snapshot
-           ancestry; if the whole range is already in every table (a replay), skip the batch
-           without reading it.
+           ancestry. A marker behind what the run saw before (a rollback) stops the query,
+           which starts again from the tables. If the whole range is already in every table
+           (a replay, another run), skip the batch without reading it.
         3. **Window.** Where the batch starts (the previous batch's end) and which
            partitions it leaves behind; each table's marker is built from it before any data
            is read (offsets from the planned range, valid-through from what earlier batches
@@ -248,9 +281,11 @@ class BatchHandler:
            in the cached way, records failing before routing before any table commits), or,
            without one, the first ones are named (stage, topic, partition, offset) and the
            pipeline stops.
-        6. **Record commits, idle markers.** Each commit is checked against another run of
-           the pipeline, kept for the table's next marker and reported; routed tables without
-           records get a marker now and then.
+        6. **Record commits, idle markers.** Each commit is kept for the table's next
+           marker and reported; routed tables without records get a marker now and then. The
+           catalog refuses a commit whose table got another marker of the pipeline since step
+           2 (another run, a rollback): nothing of it is committed and the batch is planned
+           again (:meth:`_handle_again_if_moved`).
         7. **Remember the window**: the next batch starts at its end.
         """
         self._query_id_set.wait()
@@ -260,6 +295,7 @@ class BatchHandler:
         planned = self.cursor.planned(batch_id)
         # 2. table states and the skip
         states = self.ledger.states()
+        self.ledger.check_moved(states)
         if self._skippable(planned, states):
             log.warning(
                 "%s: batch %d is already in its tables, skipping", self.pipeline.name, batch_id

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
-from frazil.errors import PipelineError
+from frazil.errors import PipelineError, StaleMarker
 from frazil.progress import markers
 from frazil.sink.deadletter import (
     ERROR_CLASSES,
@@ -27,7 +27,7 @@ from frazil.sink.deadletter import (
     dlq_schema,
     dlq_settings,
 )
-from frazil.sink.iceberg import IcebergTable, append_rows
+from frazil.sink.iceberg import IcebergTable, append_rows, stale_marker
 from frazil.sink.table import ensure_table, qualified
 from frazil.source.kafka import TopicOffsets, admin_config
 
@@ -139,7 +139,11 @@ class DeadLetters:
             if self.table is not None:
                 marker = marker_name(self.pipeline, source)
                 with self._commits:  # a routed batch's tables send from several threads
-                    self._append(rows, marker, planned, lagging, batch_id, query_id, seen)
+                    _replanned(
+                        lambda: self._append(
+                            rows, marker, planned, lagging, batch_id, query_id, seen
+                        )
+                    )
             if seen is None:
                 counted = dlq.groupBy("stage", "reason").agg(F.count(F.lit(1)).alias("n"))
                 found = {(str(r[0]), str(r[1])): int(r[2]) for r in counted.collect()}
@@ -176,27 +180,53 @@ class DeadLetters:
             self.topic.send(carried_topic_rows(rows(), self.pipeline, has_headers))
         if self.table is not None:
             with self._commits:
-                state, marker = self._next_marker(
-                    marker_name(self.pipeline, source), planned, lagging, batch_id, query_id
-                )
-                covered = state.marker.offsets if state.marker is not None else {}
-                if not _all_covered(covered, seen):
-                    jvm = self.table.spark.sparkContext._jvm
-                    assert jvm is not None
-                    jvm.dev.frazil.spark.DeadLetterFiles.append(
-                        self.table.java,
+                _replanned(
+                    lambda: self._append_carried(
                         records,
                         has_headers,
-                        self.pipeline,
-                        dict(ERROR_CLASSES),
-                        {
-                            f"{t}\u0000{p}": o
-                            for t, parts in covered.items()
-                            for p, o in parts.items()
-                        },
-                        marker.to_summary(),
+                        marker_name(self.pipeline, source),
+                        planned,
+                        lagging,
+                        batch_id,
+                        query_id,
+                        seen,
                     )
+                )
         self._counted(dict(Counter((str(s[3]), str(s[4])) for s in seen)))
+
+    def _append_carried(
+        self,
+        records: Any,
+        has_headers: bool,
+        name: str,
+        planned: TopicOffsets,
+        lagging: set[tuple[str, int]],
+        batch_id: int,
+        query_id: str,
+        seen: list[tuple[str, int, int, str, str]],
+    ) -> None:
+        assert self.table is not None
+        state, marker = self._next_marker(name, planned, lagging, batch_id, query_id)
+        covered = state.marker.offsets if state.marker is not None else {}
+        if _all_covered(covered, seen):
+            return
+        jvm = self.table.spark.sparkContext._jvm
+        assert jvm is not None
+        try:
+            jvm.dev.frazil.spark.DeadLetterFiles.append(
+                self.table.java,
+                records,
+                has_headers,
+                self.pipeline,
+                dict(ERROR_CLASSES),
+                {f"{t}\u0000{p}": o for t, parts in covered.items() for p, o in parts.items()},
+                marker.to_summary(),
+            )
+        except Exception as exc:
+            stale = stale_marker(exc)
+            if stale is None:
+                raise
+            raise stale from None
 
     def _counted(self, found: dict[tuple[str, str], int]) -> None:
         with self._lock:
@@ -249,6 +279,23 @@ class DeadLetters:
             query_id=query_id,
         )
         return state, marker
+
+
+#: Attempts of one dead-letter commit that another run's dead letters keep overtaking.
+DEAD_LETTER_ATTEMPTS = 5
+
+
+def _replanned(commit: Callable[[], None]) -> None:
+    """Run a dead-letter commit, planned again (marker read, offset filter) as long as another
+    run's dead letters of the same source come in between (bounded)."""
+    for attempt in range(1, DEAD_LETTER_ATTEMPTS + 1):
+        try:
+            commit()
+            return
+        except StaleMarker as stale:
+            if attempt == DEAD_LETTER_ATTEMPTS:
+                raise
+            log.warning("dead-letter table: %s; planning the commit again", stale)
 
 
 def _all_covered(covered: TopicOffsets, seen: list[tuple[str, int, int, str, str]]) -> bool:

@@ -3,6 +3,7 @@ run committed to each, and the run's counts and events."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -11,9 +12,13 @@ from typing import Any
 
 from frazil.engine.threads import each
 from frazil.engine.window import BatchWindow, LastBatch, Partition
+from frazil.errors import StaleMarker, TableRolledBack
 from frazil.progress import markers
 from frazil.progress.events import CommitEvent, Event, SchemaEvolved
 from frazil.sink.tables import TableSet, Target
+from frazil.source.kafka import offsets_to_json
+
+log = logging.getLogger("frazil.engine.batch")
 
 #: A routed table that gets no records still gets a marker this often (seconds), so that a
 #: restart from the tables never replays far for it.
@@ -72,6 +77,47 @@ class TableLedger:
 
         return dict(zip(names, each(names, read), strict=True))
 
+    def check_moved(self, states: dict[str, markers.TableState]) -> None:
+        """Compare each table's marker with what the run saw last, and remember it.
+
+        A marker behind it (the table rolled back while the run went on) stops the batch: the
+        records after the rollback point are read again only by a query started from the
+        tables' markers. A marker ahead of it by another commit than this run's is another
+        run of the pipeline: its records are in, the offset filter drops them here.
+
+        Raises:
+            TableRolledBack: A table's marker moved backwards.
+        """
+        for name, state in states.items():
+            target = self.targets.get(name)
+            if target is None:
+                continue
+            seen, found = target.seen, state.marker
+            if seen is not None and (found is None or found.commit_id != seen.commit_id):
+                if markers.behind(found, seen):
+                    raise TableRolledBack(
+                        f"pipeline {self.pipeline!r}: table {target.name} went back from "
+                        f"{offsets_to_json(seen.offsets)} to "
+                        f"{offsets_to_json(found.offsets) if found else 'no marker'} while the "
+                        "run went on (rolled back?)"
+                    )
+                if found is not None:
+                    log.warning(
+                        "%s: table %s got batch %d from another run (%s, query %s); its "
+                        "records are in, this run writes only what comes after them",
+                        self.pipeline,
+                        target.name,
+                        found.batch_id,
+                        found.run_by or "unknown",
+                        found.query_id or "unknown",
+                    )
+            target.seen = found
+
+    def forget_seen(self) -> None:
+        """A new query starts from the tables as they are: nothing seen before counts."""
+        for target in self.targets.values():
+            target.seen = None
+
     def open(self, name: str) -> tuple[Target, markers.TableState]:
         """A table of the pipeline's, opened, and its state."""
         assert self.tables is not None
@@ -119,7 +165,7 @@ class TableLedger:
         target.pending = {
             tp: markers.PartitionStats(int(ts)) for tp, ts in stamps.items() if ts is not None
         }
-        target.last = marker
+        target.last = target.seen = marker
         target.committed_at = time.monotonic()
         valid = window.marker(marker, marker.pipeline, target.pending).valid_through_ms
         target.lagging = window.lagging
@@ -167,11 +213,16 @@ class TableLedger:
         is still the table's newest one of the pipeline. A routed table that got no records
         in the last batches gets a marker of the last batch's offsets.
         """
+
         # Each table's marker is a few catalog round trips and a commit, mostly waiting.
-        each(
-            list(self.targets.values()),
-            lambda target: self._finish_one(target, last, routed, query_id),
-        )
+        def finish_one(target: Target) -> None:
+            try:
+                self._finish_one(target, last, routed, query_id)
+            except StaleMarker as stale:
+                # Another run's commit, or a rollback, since: its marker stands.
+                log.info("%s: final marker not recorded: %s", self.pipeline, stale)
+
+        each(list(self.targets.values()), finish_one)
 
     def _finish_one(
         self, target: Target, last: LastBatch | None, routed: bool, query_id: str
@@ -218,5 +269,5 @@ class TableLedger:
 
     def _commit_marker_only(self, target: Target, marker: markers.Marker) -> None:
         target.table.commit_summary_only(marker.to_summary())
-        target.last = marker
+        target.last = target.seen = marker
         target.committed_at = time.monotonic()

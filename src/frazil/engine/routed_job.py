@@ -18,7 +18,7 @@ from frazil.engine.threads import Pause, each, each_outcome
 from frazil.engine.window import BatchWindow
 from frazil.progress import markers
 from frazil.sink.evolution import NAME_MAPPING, WriteColumns
-from frazil.sink.iceberg import iceberg_catalog, identifier
+from frazil.sink.iceberg import iceberg_catalog, identifier, stale_marker
 from frazil.sink.tables import TableSet, Target
 
 if TYPE_CHECKING:
@@ -217,7 +217,13 @@ class OneJobWrite:
         writes = jvm.dev.frazil.spark.RoutedWrites
         if target is not None:
             assert state is not None
-            writes.append(outcome.java, target.table.java, name, summary)
+            try:
+                writes.append(outcome.java, target.table.java, name, summary)
+            except Exception as exc:
+                stale = stale_marker(exc)
+                if stale is None:
+                    raise
+                raise stale from None
             markers.check_no_interleaving(target.table, state, marker)
             return marker, None
         template = layout.template

@@ -156,8 +156,9 @@ class PipelineRun:
         ]
 
     def _state(self) -> markers.TableState:
-        """The tables' state for deciding where to start: one table's own; for several, the
-        furthest marker (a checkpoint beyond it is ahead of every table)."""
+        """The tables' state for deciding where to start: one table's own; for several, where
+        every table is complete (a checkpoint beyond it is ahead of some table — one rolled
+        back, say — whose records would never come back: the run starts from the tables)."""
         states = self._states()
         if len(states) == 1:
             return states[0]
@@ -166,7 +167,7 @@ class PipelineRun:
                 # The same refusal as for one table (decide_start), naming this table.
                 decide_start(self.pipeline.name, target.name, state, None, False)
         return markers.TableState(
-            markers.merge_markers([s.marker for s in states], lowest=False),
+            markers.merge_markers([s.marker for s in states], lowest=True),
             None,
             sum(s.total_records for s in states),
         )
@@ -433,6 +434,12 @@ def _wait(runs: list[PipelineRun], *stops: threading.Event) -> None:
         if any(s.is_set() for s in stops):
             return
         for r in runs:
+            if _failed(r) and r.handler.restart is not None:
+                # A table rolled back while the query ran: its records after the rollback
+                # point come back only from a query started at the tables' markers.
+                why, r.handler.restart = r.handler.restart, None
+                r.restart_from_table(why)
+                continue
             if _failed(r) and r.handler.error is None and r.pipeline.topic_pattern:
                 # Topics matched by a pattern come and go (rotated topics aged out by
                 # retention); Spark's source stops when one disappears. Start again from

@@ -23,6 +23,16 @@ ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExt
 ICEBERG_WORKER_THREADS = 16
 #: Hadoop's local file system, setting permissions without a process (frazil's jar).
 LOCAL_FILE_SYSTEM = "dev.frazil.hadoop.LocalFileSystem"
+#: The catalog wrapping Iceberg's, by catalog type (those with views need the view one: Spark
+#: offers views only through a catalog that has them).
+MARKED_CATALOG = {
+    "jdbc": "dev.frazil.iceberg.MarkedViewCatalog",
+    "rest": "dev.frazil.iceberg.MarkedViewCatalog",
+    "hadoop": "dev.frazil.iceberg.MarkedCatalog",
+}
+#: Properties naming the catalog :data:`MARKED_CATALOG` wraps.
+DELEGATE_TYPE = "frazil.delegate-type"
+DELEGATE_IMPL = "frazil.delegate-impl"
 
 
 def catalog_spark_conf(catalog: CatalogConfig) -> dict[str, str]:
@@ -34,7 +44,10 @@ def catalog_spark_conf(catalog: CatalogConfig) -> dict[str, str]:
     prefix = f"spark.sql.catalog.{catalog.name}"
     conf = {
         prefix: "org.apache.iceberg.spark.SparkCatalog",
-        f"{prefix}.type": catalog.type,
+        # Iceberg's catalog of that type, whose tables refuse a pipeline's commit planned on a
+        # stale marker: the table is the lock between runs (docs/exactly-once.md).
+        f"{prefix}.catalog-impl": MARKED_CATALOG[catalog.type],
+        f"{prefix}.{DELEGATE_TYPE}": catalog.type,
         f"{prefix}.warehouse": _as_uri(catalog.warehouse),
         # Tables written by another process (a second frazil run, a test) must be seen at once.
         f"{prefix}.cache-enabled": "false",
@@ -46,6 +59,12 @@ def catalog_spark_conf(catalog: CatalogConfig) -> dict[str, str]:
     if uri:
         conf[f"{prefix}.uri"] = uri
     for key, value in catalog.properties.items():
+        if key == "catalog-impl":
+            # A catalog of the user's own, wrapped all the same.
+            conf.pop(f"{prefix}.{DELEGATE_TYPE}")
+            conf[f"{prefix}.{DELEGATE_IMPL}"] = value
+            conf[f"{prefix}.catalog-impl"] = MARKED_CATALOG["hadoop"]
+            continue
         conf[f"{prefix}.{key}"] = value
     return conf
 

@@ -16,6 +16,8 @@ This module holds the rules; the batch handler and the runner apply them.
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -70,10 +72,20 @@ MAX_TIMESTAMPS = "frazil.max-timestamps"
 VALID_THROUGH = "frazil.valid-through"
 VALID_THROUGH_MS = "frazil.valid-through-ms"
 RESET = "frazil.reset"
+#: The commit id of the pipeline's marker a batch was planned after (:data:`NO_MARKER`: none);
+#: the catalog refuses the commit if that is no longer the table's newest marker of the
+#: pipeline (``dev.frazil.iceberg.MarkedOperations``).
+AFTER = "frazil.after"
+NO_MARKER = "-"
+#: Which run made the commit (host and process), to name it when two runs meet.
+RUN_BY = "frazil.run-by"
 
 #: Spark's codes for "earliest" and "latest" in ``startingOffsets`` JSON.
 EARLIEST = -2
 LATEST = -1
+
+#: This process, as markers name it.
+RUN = f"{socket.gethostname()} pid {os.getpid()}"
 
 #: How far back :func:`find_marker` walks before giving up (snapshots of other writers).
 _MAX_WALK = 100_000
@@ -90,6 +102,9 @@ class Marker:
         valid_through_ms: Every record whose Kafka timestamp is at or before this mark is in
             the table (see :func:`valid_through`).
         reset: Set on the marker an explicit ``--reset-offsets`` recorded (its argument).
+        after: The commit id of the marker this one was planned after (:data:`NO_MARKER`:
+            the table had none); None: the commit is not checked (a reset).
+        run_by: The run that made the commit (host and process id).
     """
 
     pipeline: str
@@ -100,6 +115,8 @@ class Marker:
     query_id: str = ""
     commit_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     reset: str | None = None
+    after: str | None = None
+    run_by: str = field(default_factory=lambda: RUN)
 
     def to_summary(self) -> dict[str, str]:
         """The snapshot-summary entries for this marker."""
@@ -116,6 +133,10 @@ class Marker:
             summary[VALID_THROUGH] = format_ms(self.valid_through_ms)
         if self.reset is not None:
             summary[RESET] = self.reset
+        if self.after is not None:
+            summary[AFTER] = self.after
+        if self.run_by:
+            summary[RUN_BY] = self.run_by
         return summary
 
     @classmethod
@@ -134,6 +155,8 @@ class Marker:
             query_id=get(QUERY_ID) or "",
             commit_id=get(COMMIT_ID) or "",
             reset=get(RESET),
+            after=get(AFTER),
+            run_by=get(RUN_BY) or "",
         )
 
 
@@ -231,6 +254,23 @@ def check_no_interleaving(table: MarkedTable, state: TableState, marker: Marker)
                 f"{marker.batch_id} was written; two runs of one pipeline must not share a "
                 "table at once (give each its own state_dir only if they read other topics)"
             )
+
+
+def behind(found: Marker | None, seen: Marker | None) -> bool:
+    """Whether a table's marker ``found`` lost progress the table had at ``seen`` (an earlier
+    look): some partition of ``seen`` is lower or missing in it, or the table has no marker
+    any more. A table is only ever behind what it had after a rollback (``rollback_to_snapshot``,
+    ``set_current_snapshot``, a cherry-pick of an older snapshot) or an expiry of its markers.
+    """
+    if seen is None:
+        return False
+    if found is None:
+        return True
+    return any(
+        found.offsets.get(topic, {}).get(partition, EARLIEST) < offset
+        for topic, parts in seen.offsets.items()
+        for partition, offset in parts.items()
+    )
 
 
 def offset_filter(marker: Marker | None) -> Column | None:
@@ -367,4 +407,5 @@ def next_marker(
         ),
         batch_id=batch_id,
         query_id=query_id,
+        after=previous.commit_id if previous is not None else NO_MARKER,
     )

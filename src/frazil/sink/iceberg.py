@@ -10,8 +10,27 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from frazil.errors import StaleMarker
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+#: The Java exception of a commit refused on a stale marker (dev.frazil.iceberg).
+STALE_MARKER = "StaleMarkerException"
+
+
+def stale_marker(exc: BaseException) -> StaleMarker | None:
+    """The :class:`StaleMarker` an exception from the JVM stands for, or None.
+
+    The catalog's message (the table, the pipeline, the marker planned after and the one
+    found, with the run that committed it) is kept.
+    """
+    text = str(exc)
+    at = text.find(STALE_MARKER)
+    if at < 0:
+        return None
+    line = text[at:].splitlines()[0]
+    return StaleMarker(line.partition(":")[2].strip() or line)
 
 
 def split_name(name: str) -> list[str]:
@@ -128,7 +147,13 @@ class IcebergTable:
         append = self._table.newFastAppend()
         for key, value in summary.items():
             append = append.set(key, value)
-        append.commit()
+        try:
+            append.commit()
+        except Exception as exc:
+            stale = stale_marker(exc)
+            if stale is None:
+                raise
+            raise stale from None
 
 
 def append_rows(
@@ -143,4 +168,10 @@ def append_rows(
         writer = writer.option(key, value)
     for key, value in summary.items():
         writer = writer.option(f"snapshot-property.{key}", value)
-    writer.append()
+    try:
+        writer.append()
+    except Exception as exc:
+        stale = stale_marker(exc)
+        if stale is None:
+            raise
+        raise stale from None

@@ -16,6 +16,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
+from frazil.sink.iceberg import stale_marker
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -112,6 +113,9 @@ def merge_rows(
                 # A compaction committed between the MERGE's read and its commit, so the
                 # files it deletes from are gone: nothing was committed, run it again on
                 # the new snapshot.
+                stale = stale_marker(exc)
+                if stale is not None:
+                    raise stale from None  # another run's commit, or a rollback: plan again
                 text = str(exc)
                 if attempt == MERGE_ATTEMPTS or not any(n in text for n in _CONFLICTS):
                     raise

@@ -48,6 +48,9 @@ class Target:
     view: TableView | None = None
     #: ``time.monotonic()`` of the run's last commit to the table.
     committed_at: float | None = None
+    #: The table's newest marker of the pipeline when the run last looked (a batch's start,
+    #: its commits): a marker found later must not be behind it.
+    seen: markers.Marker | None = None
 
 
 @dataclass

@@ -25,6 +25,7 @@ import org.apache.iceberg.UpdateSchema;
 import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.data.RegistryBasedFileWriterFactory;
+import org.apache.iceberg.exceptions.ValidationException;
 import org.apache.iceberg.io.FanoutDataWriter;
 import org.apache.iceberg.io.FileIO;
 import org.apache.iceberg.io.OutputFileFactory;
@@ -342,14 +343,30 @@ public final class RoutedWrites {
     return new Result(merged, counts, refused, ios);
   }
 
-  /** Appends a known table's files in one commit carrying {@code summary}. */
+  /**
+   * Appends a known table's files in one commit carrying {@code summary}. A commit refused by
+   * validation (a stale marker: another run, a rollback) deletes the files: nothing refers to
+   * them, and the batch is planned again.
+   */
   public static void append(Result result, Table table, String name, Map<String, String> summary) {
     AppendFiles append = table.newAppend().scanManifestsWith(IN_THREAD);
-    for (DataFile f : result.share(name).files) {
+    List<DataFile> files = result.share(name).files;
+    for (DataFile f : files) {
       append.appendFile(f);
     }
     summary.forEach(append::set);
-    append.commit();
+    try {
+      append.commit();
+    } catch (ValidationException e) {
+      for (DataFile f : files) {
+        try {
+          table.io().deleteFile(f.location());
+        } catch (RuntimeException suppressed) {
+          e.addSuppressed(suppressed);
+        }
+      }
+      throw e;
+    }
   }
 
   /**

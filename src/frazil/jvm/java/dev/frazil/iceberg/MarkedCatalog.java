@@ -1,0 +1,177 @@
+package dev.frazil.iceberg;
+
+import java.io.Closeable;
+import java.io.IOException;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.apache.iceberg.BaseTable;
+import org.apache.iceberg.CatalogProperties;
+import org.apache.iceberg.CatalogUtil;
+import org.apache.iceberg.Schema;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.catalog.Catalog;
+import org.apache.iceberg.catalog.Namespace;
+import org.apache.iceberg.catalog.SupportsNamespaces;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.exceptions.NamespaceNotEmptyException;
+import org.apache.iceberg.exceptions.NoSuchNamespaceException;
+import org.apache.iceberg.hadoop.Configurable;
+
+/**
+ * Any Iceberg catalog, whose tables refuse a pipeline's commit planned on a stale marker ({@link
+ * MarkedOperations}): the table is the lock between runs of one pipeline, whatever writes it
+ * (Spark appends and MERGE, frazil's own appends, marker-only commits).
+ *
+ * <p>Registered as Spark's {@code catalog-impl}; the catalog it wraps is named by {@link
+ * #DELEGATE_TYPE} (Iceberg's {@code type}: jdbc, rest, hadoop, hive) or {@link #DELEGATE_IMPL}
+ * (a {@code catalog-impl}), all other properties passed on unchanged.
+ */
+public class MarkedCatalog implements Catalog, SupportsNamespaces, Configurable<Object>, Closeable {
+  public static final String DELEGATE_TYPE = "frazil.delegate-type";
+  public static final String DELEGATE_IMPL = "frazil.delegate-impl";
+
+  protected Catalog delegate;
+  private Object conf;
+  private String name;
+
+  @Override
+  public void setConf(Object conf) {
+    this.conf = conf;
+  }
+
+  @Override
+  public void initialize(String catalogName, Map<String, String> properties) {
+    this.name = catalogName;
+    Map<String, String> own = new HashMap<>(properties);
+    own.remove(CatalogProperties.CATALOG_IMPL);
+    String type = own.remove(DELEGATE_TYPE);
+    String impl = own.remove(DELEGATE_IMPL);
+    if (impl != null) {
+      own.put(CatalogProperties.CATALOG_IMPL, impl);
+    } else if (type != null) {
+      own.put(CatalogUtil.ICEBERG_CATALOG_TYPE, type);
+    }
+    this.delegate = CatalogUtil.buildIcebergCatalog(catalogName, own, conf);
+  }
+
+  /** The catalog this one wraps. */
+  public Catalog delegate() {
+    return delegate;
+  }
+
+  /** {@code table} with its commits checked ({@link MarkedOperations}); others unchanged. */
+  static Table marked(Table table) {
+    if (table instanceof BaseTable && !(((BaseTable) table).operations() instanceof MarkedOperations)) {
+      BaseTable base = (BaseTable) table;
+      return new BaseTable(
+          new MarkedOperations(base.operations(), base.name()), base.name(), base.reporter());
+    }
+    return table;
+  }
+
+  @Override
+  public String name() {
+    return name;
+  }
+
+  @Override
+  public Table loadTable(TableIdentifier identifier) {
+    return marked(delegate.loadTable(identifier));
+  }
+
+  @Override
+  public List<TableIdentifier> listTables(Namespace namespace) {
+    return delegate.listTables(namespace);
+  }
+
+  @Override
+  public boolean tableExists(TableIdentifier identifier) {
+    return delegate.tableExists(identifier);
+  }
+
+  @Override
+  public boolean dropTable(TableIdentifier identifier, boolean purge) {
+    return delegate.dropTable(identifier, purge);
+  }
+
+  @Override
+  public void renameTable(TableIdentifier from, TableIdentifier to) {
+    delegate.renameTable(from, to);
+  }
+
+  @Override
+  public void invalidateTable(TableIdentifier identifier) {
+    delegate.invalidateTable(identifier);
+  }
+
+  @Override
+  public Table registerTable(TableIdentifier identifier, String metadataFileLocation) {
+    return marked(delegate.registerTable(identifier, metadataFileLocation));
+  }
+
+  @Override
+  public Catalog.TableBuilder buildTable(TableIdentifier identifier, Schema schema) {
+    // A table's creation has no marker before it to check against.
+    return delegate.buildTable(identifier, schema);
+  }
+
+  private SupportsNamespaces namespaces() {
+    if (!(delegate instanceof SupportsNamespaces)) {
+      throw new UnsupportedOperationException(
+          "catalog " + name + " (" + delegate.getClass().getName() + ") has no namespaces");
+    }
+    return (SupportsNamespaces) delegate;
+  }
+
+  @Override
+  public void createNamespace(Namespace namespace, Map<String, String> metadata) {
+    namespaces().createNamespace(namespace, metadata);
+  }
+
+  @Override
+  public List<Namespace> listNamespaces(Namespace namespace) throws NoSuchNamespaceException {
+    return namespaces().listNamespaces(namespace);
+  }
+
+  @Override
+  public Map<String, String> loadNamespaceMetadata(Namespace namespace)
+      throws NoSuchNamespaceException {
+    return namespaces().loadNamespaceMetadata(namespace);
+  }
+
+  @Override
+  public boolean dropNamespace(Namespace namespace) throws NamespaceNotEmptyException {
+    return namespaces().dropNamespace(namespace);
+  }
+
+  @Override
+  public boolean setProperties(Namespace namespace, Map<String, String> properties)
+      throws NoSuchNamespaceException {
+    return namespaces().setProperties(namespace, properties);
+  }
+
+  @Override
+  public boolean removeProperties(Namespace namespace, Set<String> properties)
+      throws NoSuchNamespaceException {
+    return namespaces().removeProperties(namespace, properties);
+  }
+
+  @Override
+  public boolean namespaceExists(Namespace namespace) {
+    return namespaces().namespaceExists(namespace);
+  }
+
+  @Override
+  public void close() throws IOException {
+    if (delegate instanceof Closeable) {
+      ((Closeable) delegate).close();
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "MarkedCatalog(" + delegate + ")";
+  }
+}

@@ -1,0 +1,154 @@
+package dev.frazil.iceberg;
+
+import java.util.Map;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.TableOperations;
+import org.apache.iceberg.encryption.EncryptionManager;
+import org.apache.iceberg.io.FileIO;
+import org.apache.iceberg.io.LocationProvider;
+
+/**
+ * A table's operations whose commit refuses a pipeline's batch planned on a stale marker.
+ *
+ * <p>Every commit frazil makes for a pipeline carries in its snapshot summary, besides its marker,
+ * {@link #AFTER}: the commit id of the pipeline's marker the batch was planned after ({@link
+ * #NONE} when the table had none). Iceberg calls {@link #commit} with the metadata the update was
+ * applied on ({@code base}, refreshed on each of its retries) and the catalog then swaps {@code
+ * base} for the new metadata atomically, or fails if the table moved. Checking here that {@code
+ * base}'s newest marker of the pipeline is still that one therefore makes the marker part of the
+ * commit's own optimistic check: commits of others in between (maintenance, other pipelines,
+ * dead letters) carry no marker of the pipeline and are retried over as Iceberg does; a marker of
+ * the pipeline in between (another run), or a marker gone (a rollback), refuses the commit with
+ * {@link StaleMarkerException}, which Iceberg does not retry.
+ *
+ * <p>Commits without {@link #AFTER} (maintenance, other writers, frazil's resets) are not checked.
+ */
+final class MarkedOperations implements TableOperations {
+  static final String PIPELINE = "frazil.pipeline";
+  static final String OFFSETS = "frazil.offsets";
+  static final String COMMIT_ID = "frazil.commit-id";
+  static final String BATCH_ID = "frazil.batch-id";
+  static final String QUERY_ID = "frazil.query-id";
+  static final String RUN_BY = "frazil.run-by";
+  static final String AFTER = "frazil.after";
+  /** {@link #AFTER} of a batch planned on a table without a marker of its pipeline. */
+  static final String NONE = "-";
+
+  private final TableOperations ops;
+  private final String name;
+
+  MarkedOperations(TableOperations ops, String name) {
+    this.ops = ops;
+    this.name = name;
+  }
+
+  @Override
+  public void commit(TableMetadata base, TableMetadata metadata) {
+    if (base != null) {
+      Snapshot head = metadata.currentSnapshot();
+      Snapshot before = base.currentSnapshot();
+      // The snapshots this commit puts on the main branch: from its head back to base's.
+      for (Snapshot s = head;
+          s != null
+              && (before == null || s.snapshotId() != before.snapshotId())
+              && base.snapshot(s.snapshotId()) == null;
+          s = s.parentId() == null ? null : metadata.snapshot(s.parentId())) {
+        check(s, base);
+      }
+    }
+    ops.commit(base, metadata);
+  }
+
+  /** Refuses {@code snapshot} if it was planned after another marker than {@code base}'s newest. */
+  private void check(Snapshot snapshot, TableMetadata base) {
+    Map<String, String> summary = snapshot.summary();
+    String after = summary == null ? null : summary.get(AFTER);
+    String pipeline = summary == null ? null : summary.get(PIPELINE);
+    if (after == null || pipeline == null) {
+      return;
+    }
+    Snapshot newest = newestMarker(base, pipeline);
+    String found = newest == null ? NONE : orEmpty(newest.summary().get(COMMIT_ID));
+    if (found.equals(after)) {
+      return;
+    }
+    String what =
+        newest == null
+            ? "the table holds no marker of it now"
+            : String.format(
+                "the table's newest marker of it is commit %s (batch %s, query %s%s, snapshot %d)",
+                found,
+                orEmpty(newest.summary().get(BATCH_ID)),
+                orEmpty(newest.summary().get(QUERY_ID)),
+                newest.summary().containsKey(RUN_BY) ? ", run " + newest.summary().get(RUN_BY) : "",
+                newest.snapshotId());
+    throw new StaleMarkerException(
+        String.format(
+            "table %s: batch %s of pipeline %s was planned after marker %s, but %s: another run "
+                + "committed in between, or the table was rolled back; nothing was committed",
+            name, orEmpty(summary.get(BATCH_ID)), pipeline, after, what));
+  }
+
+  /** The newest snapshot of {@code base}'s main ancestry carrying a marker of {@code pipeline}. */
+  static Snapshot newestMarker(TableMetadata base, String pipeline) {
+    Snapshot s = base.currentSnapshot();
+    while (s != null) {
+      Map<String, String> summary = s.summary();
+      if (summary != null && pipeline.equals(summary.get(PIPELINE)) && summary.containsKey(OFFSETS)) {
+        return s;
+      }
+      s = s.parentId() == null ? null : base.snapshot(s.parentId());
+    }
+    return null;
+  }
+
+  private static String orEmpty(String value) {
+    return value == null ? "" : value;
+  }
+
+  @Override
+  public TableMetadata current() {
+    return ops.current();
+  }
+
+  @Override
+  public TableMetadata refresh() {
+    return ops.refresh();
+  }
+
+  @Override
+  public FileIO io() {
+    return ops.io();
+  }
+
+  @Override
+  public EncryptionManager encryption() {
+    return ops.encryption();
+  }
+
+  @Override
+  public String metadataFileLocation(String fileName) {
+    return ops.metadataFileLocation(fileName);
+  }
+
+  @Override
+  public LocationProvider locationProvider() {
+    return ops.locationProvider();
+  }
+
+  @Override
+  public TableOperations temp(TableMetadata uncommittedMetadata) {
+    return ops.temp(uncommittedMetadata);
+  }
+
+  @Override
+  public long newSnapshotId() {
+    return ops.newSnapshotId();
+  }
+
+  @Override
+  public boolean requireStrictCleanup() {
+    return ops.requireStrictCleanup();
+  }
+}

@@ -222,7 +222,12 @@ class PipelineRun:
             self.admin.offsets(current, "latest"),
         )
         marker = reset_marker(self.pipeline.name, spec_text, offsets)
-        for target in self.handler.targets.values():
+        # Every table the route can name, not only those the run knows by their markers: a
+        # table whose marker expired is what the refusal sends users here for.
+        targets = self.handler.targets
+        for name, found in self.handler.tables.nameable().items():
+            targets.setdefault(name, found)
+        for target in targets.values():
             target.table.commit_summary_only(marker.to_summary())
         self.handler.checkpoint.set_aside()
         log.warning("%s: offsets reset to %s (%s)", self.pipeline.name, spec_text, offsets)

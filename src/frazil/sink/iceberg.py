@@ -45,7 +45,16 @@ def iceberg_catalog(spark: SparkSession, catalog: str) -> Any:
     Tables are looked up and created through it directly rather than through Spark SQL: that
     keeps the SQL parser and analyser out of every start (docs/benchmarks.md).
     """
-    plugin = spark._jsparkSession.sessionState().catalogManager().catalog(catalog)
+    manager = spark._jsparkSession.sessionState().catalogManager()
+    try:
+        plugin = manager.catalog(catalog)
+    except Exception:
+        # Spark loads a catalog with the thread's active session's settings: a thread of
+        # its own (a run started from a thread) has none until it is set.
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        plugin = manager.catalog(catalog)
     return plugin.icebergCatalog()
 
 

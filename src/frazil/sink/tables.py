@@ -4,23 +4,22 @@ A pipeline with one ``table`` creates it when it starts. A routed pipeline creat
 when the first records for it arrive, with the columns those records hold a value in (each
 event type's table gets its own columns), the pipeline's defaults and the table's overrides
 (``pipelines[].tables.<name>``). At start it finds the tables it wrote before: the route's
-fixed tables and, for a route whose names come from the records, every table of the
-template's namespace whose name the template can produce and which holds a marker of the
-pipeline.
+fixed tables and, for a route whose names come from the records, every table whose name
+the template can produce and which holds a marker of the pipeline, in whichever namespace
+the records put it (the catalog is listed level by level: :meth:`TableSet.template_tables`).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.table_settings import ResolvedTable
 from frazil.errors import PipelineError
 from frazil.progress import markers
-from frazil.route.rules import Route
+from frazil.route.rules import Route, template_pattern
 from frazil.sink.evolution import TableView
 from frazil.sink.iceberg import IcebergTable, iceberg_catalog, namespace
 from frazil.sink.table import ensure_table, qualified, table_exists
@@ -28,8 +27,6 @@ from frazil.sink.table import ensure_table, qualified, table_exists
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -153,10 +150,12 @@ class TableSet:
 
     def new_table_namespace(self) -> str | None:
         """The namespace the route creates its tables in: the template's, or that of most
-        of its fixed tables (None: the route names no table of its own)."""
-        templates = _template_namespaces(self.pipeline)
-        if templates:
-            return templates[0].rsplit(".", 1)[0]
+        of its fixed tables (None: the route names no table of its own, or the records
+        name the namespace)."""
+        template = _template(self.pipeline)
+        if template is not None:
+            head = template.rsplit(".", 1)[0]
+            return None if "{" in head else head
         spaces = [n.rsplit(".", 1)[0] for n in self.route.tables if "." in n]
         return max(sorted(set(spaces)), key=spaces.count) if spaces else None
 
@@ -165,44 +164,84 @@ class TableSet:
         return table_exists(self.spark, qualified(self.catalog, name))
 
     def known(self) -> dict[str, Target]:
-        """The tables the pipeline wrote before (and that exist now)."""
-        names = [n for n in self.route.tables if self.exists(n)]
-        pattern = self.route.names()
-        found: dict[str, Target] = {n: self.target(n) for n in names}
-        if pattern is None:
-            return found
-        namespaces = {".".join(n.split(".")[:-1]) for n in _template_namespaces(self.pipeline)}
-        ice = iceberg_catalog(self.spark, self.catalog)
-        for ns in sorted(namespaces):
-            parts = ns.split(".")
-            try:
-                listed = ice.listTables(namespace(self.spark, parts))
-            except Exception:  # the namespace does not exist yet
+        """The tables the pipeline wrote before (and that exist now): the route's fixed
+        tables, and the existing tables whose names its template can produce that hold a
+        marker of the pipeline, in whatever namespace the template put them."""
+        found: dict[str, Target] = {n: self.target(n) for n in self.route.tables if self.exists(n)}
+        for name in self.template_tables():
+            if name in found:
                 continue
-            for ident in listed:
-                name = f"{ns}.{ident.name()}"
-                if name in found or not pattern.fullmatch(name):
-                    continue
-                target = self.target(name)
-                if markers.find_marker(target.table, self.pipeline.name).marker is not None:
-                    found[name] = target
+            target = self.target(name)
+            if markers.find_marker(target.table, self.pipeline.name).marker is not None:
+                found[name] = target
         return found
 
+    def nameable(self) -> dict[str, Target]:
+        """Every existing table the route can send records to, whether it holds a marker of
+        the pipeline or not (those ``--reset-offsets`` records its marker in)."""
+        found: dict[str, Target] = {n: self.target(n) for n in self.route.tables if self.exists(n)}
+        for name in self.template_tables():
+            found.setdefault(name, self.target(name))
+        return found
 
-def _template_namespaces(pipeline: PipelineConfig) -> list[str]:
-    route = pipeline.route
-    template = getattr(route, "table", None)
+    def template_tables(self) -> list[str]:
+        """The existing tables whose names the route's template can produce, found in the
+        catalog: each namespace level the records name is listed (its children the level's
+        pattern matches), each namespace found has its tables listed; a fixed level is
+        looked up, not listed. Nothing for a route without a template.
+
+        Raises:
+            PipelineError: The catalog cannot list namespaces or tables.
+        """
+        template = _template(self.pipeline)
+        if template is None:
+            return []
+        *levels, table_level = template.split(".")
+        ice = iceberg_catalog(self.spark, self.catalog)
+        try:
+            spaces = self._namespaces(ice, levels)
+            table_pattern = template_pattern(table_level)
+            found: list[str] = []
+            for parts in spaces:
+                for ident in ice.listTables(namespace(self.spark, parts)):
+                    if table_pattern.fullmatch(str(ident.name())):
+                        found.append(".".join([*parts, str(ident.name())]))
+        except Exception as exc:  # py4j wraps the catalog's exception
+            raise PipelineError(
+                f"pipeline {self.pipeline.name!r}: cannot list the tables route.table "
+                f"{template!r} may have written before in catalog {self.catalog!r} (needed to "
+                f"restart from them): {str(exc).strip().splitlines()[0]}"
+            ) from None
+        return sorted(found)
+
+    def _namespaces(self, ice: Any, levels: list[str]) -> list[list[str]]:
+        """The existing namespaces the template's namespace ``levels`` can produce."""
+
+        def exists(parts: list[str]) -> bool:
+            return not parts or bool(ice.namespaceExists(namespace(self.spark, parts)))
+
+        # Each namespace with whether it was listed (so exists) or only spelled out.
+        found: list[tuple[list[str], bool]] = [([], True)]
+        for level in levels:
+            if "{" not in level:
+                found = [([*parts, level], False) for parts, _ in found]
+                continue
+            pattern = template_pattern(level)
+            children: list[tuple[list[str], bool]] = []
+            for parts, listed in found:
+                if not listed and not exists(parts):
+                    continue
+                for child in ice.listNamespaces(namespace(self.spark, parts)):
+                    last = str(list(child.levels())[-1])
+                    if pattern.fullmatch(last):
+                        children.append(([*parts, last], True))
+            found = children
+        return [parts for parts, listed in found if listed or exists(parts)]
+
+
+def _template(pipeline: PipelineConfig) -> str | None:
+    """The route's table template (its names come from the records), or None."""
+    template = getattr(pipeline.route, "table", None)
     if not isinstance(template, str) or "{" not in template:
-        return []
-    # The namespace is the part before the last dot; it holds no placeholder in practice
-    # (checked here: a placeholder there would need a listing of every namespace).
-    head = template.rsplit(".", 1)[0]
-    if "{" in head:
-        log.warning(
-            "%s: the route's namespace depends on the records (%s); tables of earlier runs "
-            "are found as their records arrive",
-            pipeline.name,
-            template,
-        )
-        return []
-    return [template]
+        return None
+    return template

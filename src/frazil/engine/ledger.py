@@ -123,6 +123,7 @@ class TableLedger:
         target.committed_at = time.monotonic()
         valid = window.marker(marker, marker.pipeline, target.pending).valid_through_ms
         target.lagging = window.lagging
+        target.planned_at_ms = window.planned_at_ms
         with self._lock:
             self.stats.records += records
             self.stats.last_commit_wall_ms = int(time.time() * 1000)
@@ -191,6 +192,7 @@ class TableLedger:
                         lagging=last.lagging,
                         batch_id=last.batch_id,
                         query_id=query_id,
+                        planned_at_ms=last.planned_at_ms,
                     ),
                 )
             return
@@ -207,6 +209,7 @@ class TableLedger:
             lagging=target.lagging,
             batch_id=mine.batch_id,
             query_id=mine.query_id,
+            planned_at_ms=target.planned_at_ms,
         )
         if (final.max_timestamps, final.valid_through_ms) == (
             mine.max_timestamps,

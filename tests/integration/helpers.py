@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -31,6 +32,13 @@ def end_offsets(bootstrap: str, topic: str, partitions: int = 4) -> dict[int, in
         return result
     finally:
         consumer.close()
+
+
+def last_planned_at_ms(config: Any) -> int:
+    """When Spark planned the newest batch of the config's first pipeline (its offset log)."""
+    offsets = Path(config.checkpoint_for(config.pipelines[0])) / "offsets"
+    newest = max((p for p in offsets.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    return int(json.loads(newest.read_text().splitlines()[1])["batchTimestampMs"])
 
 
 def payments_pipeline(name: str, topic: str, table: str, **extra: Any) -> dict[str, Any]:

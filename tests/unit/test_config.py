@@ -119,6 +119,18 @@ def test_spark_managed_kafka_keys_are_refused() -> None:
     assert "group.id cannot be set" in problems[0][1]
 
 
+def test_isolation_level_is_read_committed_or_read_uncommitted() -> None:
+    bad = {"kafka": {"properties": {"isolation.level": "committed"}}, "pipelines": [_pipeline()]}
+    problems = _problems(bad)
+    assert problems[0][0] == "kafka.properties"
+    assert "isolation.level is 'committed'" in problems[0][1]
+    # Kafka's Java consumer takes the lower-case names only.
+    upper = {"properties": {"isolation.level": "READ_UNCOMMITTED"}}
+    assert "isolation.level is" in _problems({"kafka": upper, "pipelines": [_pipeline()]})[0][1]
+    good = {"properties": {"isolation.level": "read_uncommitted"}}
+    parse_config({"kafka": good, "pipelines": [_pipeline()]})
+
+
 def test_env_substitution_and_missing_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FZ_BOOT", "10.0.0.1:9092")
     monkeypatch.delenv("FZ_MISSING", raising=False)

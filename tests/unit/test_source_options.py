@@ -9,7 +9,7 @@ import pytest
 from frazil.config import FrazilConfig, parse_config
 from frazil.engine.runner import select_pipelines
 from frazil.errors import ConfigError
-from frazil.source.kafka import admin_config, source_options, split_options
+from frazil.source.kafka import admin_config, isolation_level, source_options, split_options
 
 
 def _config() -> FrazilConfig:
@@ -137,3 +137,20 @@ def test_admin_client_goes_without_java_only_settings() -> None:
     conf, refused = admin_config(_with_properties(properties))
     assert refused == list(properties)
     assert not set(properties) & set(conf)
+
+
+def test_only_committed_records_are_read_unless_kafka_properties_say_otherwise() -> None:
+    config = _config()
+    assert source_options(config, config.pipelines[0])["kafka.isolation.level"] == (
+        "read_committed"
+    )
+    assert isolation_level(config) == "read_committed"
+    everything = parse_config(
+        {
+            "kafka": {"properties": {"isolation.level": "read_uncommitted"}},
+            "pipelines": [{"name": "a", "topics": ["t"], "table": "db.a"}],
+        }
+    )
+    options = source_options(everything, everything.pipelines[0])
+    assert options["kafka.isolation.level"] == "read_uncommitted"
+    assert isolation_level(everything) == "read_uncommitted"

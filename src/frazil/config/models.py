@@ -97,6 +97,12 @@ class KafkaConfig(Frozen):
                 f"{', '.join(bad)} cannot be set: Spark's Kafka source manages "
                 "consumer groups, offsets and deserializers itself"
             )
+        level = value.get("isolation.level")
+        if level is not None and level not in ("read_committed", "read_uncommitted"):
+            raise ValueError(
+                f"isolation.level is {level!r}: use read_committed (the default: records of "
+                "aborted transactions are never read) or read_uncommitted"
+            )
         return value
 
 

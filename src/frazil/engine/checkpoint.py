@@ -9,6 +9,7 @@ checkpoint claims to be. Every access goes through Hadoop's ``FileSystem``, so a
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,8 @@ class Checkpoint:
         self.location = location.rstrip("/")
         self._root = jvm.org.apache.hadoop.fs.Path(self.location)
         self._fs: Any = self._root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        #: ``batchTimestampMs`` of the offset log entries read last, by batch id.
+        self._planned_at: dict[int, int | None] = {}
 
     def _path(self, *parts: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path("/".join([self.location, *parts]))
@@ -74,7 +77,17 @@ class Checkpoint:
             raise PipelineError(
                 f"checkpoint {self.location}: no offset log entry for batch {batch_id}"
             )
+        self._planned_at[batch_id] = _planned_at(text)
+        while len(self._planned_at) > 4:  # a batch and the one before are all that is asked
+            del self._planned_at[next(iter(self._planned_at))]
         return _source_offsets(text, f"{self.location}/offsets/{batch_id}")
+
+    def planned_at_ms(self, batch_id: int) -> int | None:
+        """When Spark planned ``batch_id`` (epoch ms, the entry's ``batchTimestampMs``): the
+        moment its end offsets were Kafka's latest. None if the entry does not say."""
+        if batch_id not in self._planned_at:
+            self.planned_offsets(batch_id)
+        return self._planned_at.get(batch_id)
 
     def committed_offsets(self) -> tuple[int, TopicOffsets] | None:
         """The newest batch Spark marked done, with its end offsets; None if there is none."""
@@ -96,6 +109,16 @@ class Checkpoint:
         if not self._fs.rename(self._root, self._jvm.org.apache.hadoop.fs.Path(target)):
             raise PipelineError(f"could not move checkpoint {self.location} aside to {target}")
         return target
+
+
+def _planned_at(text: str) -> int | None:
+    """``batchTimestampMs`` of an offset log entry's metadata line, if it has one."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        stamp = json.loads(lines[1]).get("batchTimestampMs")
+    except (IndexError, ValueError, AttributeError):
+        return None
+    return int(stamp) if isinstance(stamp, int) and stamp > 0 else None
 
 
 def _source_offsets(text: str, where: str) -> TopicOffsets:

@@ -169,6 +169,7 @@ class TableLedger:
         target.committed_at = time.monotonic()
         valid = window.marker(marker, marker.pipeline, target.pending).valid_through_ms
         target.lagging = window.lagging
+        target.planned_at_ms = window.planned_at_ms
         with self._lock:
             self.stats.records += records
             self.stats.last_commit_wall_ms = int(time.time() * 1000)
@@ -242,6 +243,7 @@ class TableLedger:
                         lagging=last.lagging,
                         batch_id=last.batch_id,
                         query_id=query_id,
+                        planned_at_ms=last.planned_at_ms,
                     ),
                 )
             return
@@ -258,6 +260,7 @@ class TableLedger:
             lagging=target.lagging,
             batch_id=mine.batch_id,
             query_id=mine.query_id,
+            planned_at_ms=target.planned_at_ms,
         )
         if (final.max_timestamps, final.valid_through_ms) == (
             mine.max_timestamps,

@@ -15,7 +15,7 @@ from frazil.observe.groups import GroupCommitter
 from frazil.observe.metrics import MetricsServer, PipelineSample, TableSample, kafka_latest
 from frazil.progress import markers
 from frazil.progress.events import CommitEvent, Event
-from frazil.source.kafka import TopicOffsets, admin_config
+from frazil.source.kafka import TopicOffsets, admin_config, isolation_level
 
 if TYPE_CHECKING:
     from frazil.engine.runner import PipelineRun
@@ -79,7 +79,7 @@ class Observers:
         """Start what the config asks for (metrics: ``metrics`` or ``metrics_port``)."""
         observers = cls(config)
         conf, _ = admin_config(config)
-        observers.latest = LatestOffsets(kafka_latest(conf))
+        observers.latest = LatestOffsets(kafka_latest(conf, isolation_level(config)))
         observers.latest.start()
         if config.kafka.commit_offsets:
             observers.groups = GroupCommitter(conf)
@@ -89,7 +89,9 @@ class Observers:
             from frazil.observe.web import Dashboard
 
             host = config.metrics.host if config.metrics else "0.0.0.0"
-            observers.metrics = MetricsServer(observers.samples, kafka_latest(conf))
+            observers.metrics = MetricsServer(
+                observers.samples, kafka_latest(conf, isolation_level(config))
+            )
             # One port: /metrics for Prometheus, / for people.
             observers.web = Dashboard(config, observers.metrics.registry)
             observers.web.start(host, port)

@@ -33,6 +33,8 @@ class BatchWindow:
         lagging: Partitions it did not read to their end offset (a rate limit).
         started: ``time.monotonic()`` when the batch began.
         query_id: The streaming query's id.
+        planned_at_ms: When Spark planned the batch (epoch ms): every partition not in
+            ``lagging`` was read to its end then (valid-through counts from it).
     """
 
     batch: DataFrame
@@ -42,6 +44,7 @@ class BatchWindow:
     lagging: set[Partition]
     started: float
     query_id: str
+    planned_at_ms: int | None = None
 
     @property
     def partitions(self) -> tuple[Partition, ...]:
@@ -65,6 +68,7 @@ class BatchWindow:
             lagging=self.lagging,
             batch_id=self.batch_id,
             query_id=self.query_id,
+            planned_at_ms=self.planned_at_ms,
         )
 
     def start_marker(self, previous: markers.Marker | None, pipeline: str) -> markers.Marker:
@@ -92,6 +96,7 @@ class LastBatch:
     batch_id: int
     planned: TopicOffsets
     lagging: set[Partition]
+    planned_at_ms: int | None = None
 
 
 @dataclass
@@ -109,8 +114,10 @@ class BatchCursor:
     admin: JvmKafkaAdmin | None = None
     #: The last batch handled and its planned end offsets: the next batch starts there.
     _previous: tuple[int, TopicOffsets] | None = None
-    #: The partitions the last batch written left behind their end offset.
+    #: The partitions the last batch written left behind their end offset, and when it was
+    #: planned.
     _previous_lagging: set[Partition] = field(default_factory=set)
+    _previous_planned_at: int | None = None
 
     def new_query(self) -> None:
         """Batch ids start again at 0 in a new checkpoint: the old ones say nothing of it."""
@@ -137,6 +144,7 @@ class BatchCursor:
             lagging=self._lagging(planned),
             started=started,
             query_id=query_id,
+            planned_at_ms=self.checkpoint.planned_at_ms(batch_id),
         )
 
     def skipped(self, batch_id: int, planned: TopicOffsets) -> None:
@@ -147,13 +155,16 @@ class BatchCursor:
         """A batch written: the next one starts at its end."""
         self._previous = (window.batch_id, window.planned)
         self._previous_lagging = window.lagging
+        self._previous_planned_at = window.planned_at_ms
 
     @property
     def last(self) -> LastBatch | None:
         """The last batch handled in this query, if any."""
         if self._previous is None:
             return None
-        return LastBatch(self._previous[0], self._previous[1], self._previous_lagging)
+        return LastBatch(
+            self._previous[0], self._previous[1], self._previous_lagging, self._previous_planned_at
+        )
 
     def _start(self, batch_id: int) -> TopicOffsets | None:
         """Where the batch starts: the previous batch's planned end, if known."""

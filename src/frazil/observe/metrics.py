@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frazil.progress.events import CommitEvent, Event, SchemaEvolved
-from frazil.source.kafka import TopicOffsets
+from frazil.source.kafka import DEFAULT_ISOLATION_LEVEL, TopicOffsets
 
 log = logging.getLogger(__name__)
 
@@ -285,12 +285,21 @@ class MetricsServer:
             self._server = None
 
 
-def kafka_latest(admin_conf: dict[str, Any]) -> Callable[[TopicOffsets], TopicOffsets]:
-    """A function reading Kafka's latest offsets with one admin client kept open."""
-    from confluent_kafka import TopicPartition
+def kafka_latest(
+    admin_conf: dict[str, Any], isolation: str = DEFAULT_ISOLATION_LEVEL
+) -> Callable[[TopicOffsets], TopicOffsets]:
+    """A function reading Kafka's latest offsets with one admin client kept open.
+
+    Args:
+        admin_conf: The librdkafka admin client's settings.
+        isolation: The pipelines' isolation level: with ``read_committed`` "latest" is the
+            last stable offset, where Spark's source stops, so an open transaction is not lag.
+    """
+    from confluent_kafka import IsolationLevel, TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
     admin = AdminClient(admin_conf)
+    level = IsolationLevel[isolation.upper()]
 
     def latest(partitions: TopicOffsets) -> TopicOffsets:
         asked = {
@@ -299,7 +308,9 @@ def kafka_latest(admin_conf: dict[str, Any]) -> Callable[[TopicOffsets], TopicOf
             for partition in parts
         }
         found: TopicOffsets = {}
-        for tp, future in admin.list_offsets(asked, request_timeout=5).items():
+        for tp, future in admin.list_offsets(
+            asked, isolation_level=level, request_timeout=5
+        ).items():
             found.setdefault(tp.topic, {})[tp.partition] = int(future.result(timeout=5).offset)
         return found
 

@@ -25,7 +25,7 @@ from frazil.progress.markers import (
     PIPELINE,
     VALID_THROUGH_MS,
 )
-from frazil.source.kafka import TopicOffsets, admin_config, offsets_from_json
+from frazil.source.kafka import TopicOffsets, admin_config, isolation_level, offsets_from_json
 
 #: Commits the throughput is measured over.
 RECENT_COMMITS = 20
@@ -211,7 +211,7 @@ def read_status(
 
     catalog = catalog if catalog is not None else pyiceberg_catalog(config)
     conf, _ = admin_config(config)
-    latest_of = kafka_latest(conf)
+    latest_of = kafka_latest(conf, isolation_level(config))
     now = time.time() * 1000
     found: list[PipelineStatus] = []
     for pipeline in config.pipelines:

@@ -323,36 +323,61 @@ def covered(marker: Marker | None, planned: TopicOffsets) -> bool:
     )
 
 
+#: How far behind the moment it was found read to its end a partition holds the mark back
+#: at most. A record can reach Kafka well after its timestamp was set: a producer retries a
+#: send for up to ``delivery.timeout.ms`` (120 s by default), and a transaction's records
+#: become readable when it commits, up to ``transaction.timeout.ms`` (60 s by default) later.
+CAUGHT_UP_SLACK_MS = 120_000
+
+
 def valid_through(
     previous: int | None,
     max_timestamps: TopicOffsets,
     planned: TopicOffsets,
     lagging: set[tuple[str, int]],
+    planned_at_ms: int | None = None,
 ) -> int | None:
     """The valid-through mark after a commit.
 
-    Every record whose Kafka timestamp is at or before the mark is in the table: the minimum,
-    over partitions not yet read to their end offset, of the largest timestamp committed from
-    them. Partitions read to their end hold nothing back; when all are, the mark is the largest
-    committed timestamp. A lagging partition with nothing committed yet keeps the previous mark.
-    The mark never moves back.
+    Every record whose Kafka timestamp is at or before the mark is in the table. As for
+    Iceberg's Kafka Connect sink, the mark is the minimum over the pipeline's partitions of
+    how far each is known to be read:
+
+    * a partition not read to its end offset (``lagging``): the largest timestamp committed
+      from it (nothing committed yet: the mark stays where it was);
+    * a partition read to its end (Kafka's last stable offset) when the batch was planned:
+      the same, but never less than ``planned_at_ms - CAUGHT_UP_SLACK_MS``, so that an idle
+      partition does not hold the mark back for ever (the sink leaves the mark out whenever
+      one partition is idle).
+
+    The mark is never later than ``planned_at_ms`` (a producer whose clock runs ahead cannot
+    make it claim the future) and never moves back.
 
     Args:
         previous: The mark of the previous commit.
         max_timestamps: Largest committed timestamp per partition, this batch included.
         planned: The partitions the batch covered.
-        lagging: Partitions whose end offset is below Kafka's latest offset.
+        lagging: Partitions whose end offset is below Kafka's latest (stable) offset.
+        planned_at_ms: Wall-clock time (epoch ms) at which the batch's range was planned,
+            when every partition not in ``lagging`` was read to its end. None: not known
+            (a marker recording a start or a reset), and the mark stays where it was.
     """
-    partitions = [(t, p) for t, parts in planned.items() for p in parts]
-    if lagging:
-        stamps = [max_timestamps.get(t, {}).get(p) for t, p in partitions if (t, p) in lagging]
-        candidate = None if any(s is None for s in stamps) else min(stamps)  # type: ignore[type-var]
-    else:
-        known = [max_timestamps.get(t, {}).get(p) for t, p in partitions]
-        present = [s for s in known if s is not None]
-        candidate = max(present) if present else None
-    if candidate is None:
+    if planned_at_ms is None:
         return previous
+    floor = planned_at_ms - CAUGHT_UP_SLACK_MS
+    reached: list[int] = []
+    for topic, parts in planned.items():
+        for partition in parts:
+            stamp = max_timestamps.get(topic, {}).get(partition)
+            if (topic, partition) in lagging:
+                if stamp is None:
+                    return previous  # nothing of it committed: no telling how far it is
+                reached.append(stamp)
+            else:
+                reached.append(floor if stamp is None else max(stamp, floor))
+    if not reached:
+        return previous
+    candidate = min(min(reached), planned_at_ms)
     return candidate if previous is None else max(previous, candidate)
 
 
@@ -373,11 +398,13 @@ def next_marker(
     lagging: set[tuple[str, int]],
     batch_id: int,
     query_id: str = "",
+    planned_at_ms: int | None = None,
 ) -> Marker:
     """The marker of a commit covering a batch planned up to ``planned``.
 
     Offsets are those of every planned partition (idle ones included), never below the
     previous marker; partitions no longer planned (deleted topics) leave the marker.
+    ``planned_at_ms`` is when the batch was planned (see :func:`valid_through`).
     """
     prev_offsets = previous.offsets if previous else {}
     prev_stamps = previous.max_timestamps if previous else {}
@@ -403,7 +430,11 @@ def next_marker(
         offsets=offsets,
         max_timestamps=stamps,
         valid_through_ms=valid_through(
-            previous.valid_through_ms if previous else None, stamps, planned, lagging
+            previous.valid_through_ms if previous else None,
+            stamps,
+            planned,
+            lagging,
+            planned_at_ms,
         ),
         batch_id=batch_id,
         query_id=query_id,

@@ -41,6 +41,8 @@ class Target:
     #: Largest timestamps observed by the last commit, not yet in a marker.
     pending: dict[tuple[str, int], markers.PartitionStats] = field(default_factory=dict)
     lagging: set[tuple[str, int]] = field(default_factory=set)
+    #: When the batch of the last commit was planned (epoch ms; see ``markers.valid_through``).
+    planned_at_ms: int | None = None
     #: The table's columns, re-read when its schema id changes.
     view: TableView | None = None
     #: ``time.monotonic()`` of the run's last commit to the table.

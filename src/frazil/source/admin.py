@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.errors import KafkaError
-from frazil.source.kafka import TopicOffsets
+from frazil.source.kafka import TopicOffsets, isolation_level
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,8 +42,14 @@ class JvmKafkaAdmin:
         props.put("request.timeout.ms", str(_TIMEOUT_S * 1000))
         props.put("default.api.timeout.ms", str(_TIMEOUT_S * 1000))
         for key, value in config.kafka.properties.items():
-            props.put(key, value)
+            if key != "isolation.level":  # a consumer setting: the offset reads use it below
+                props.put(key, value)
         self._admin: Any = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+        # "latest" is what Spark's source reads up to: the last stable offset with
+        # read_committed (an open transaction's records, and all after them, are not yet
+        # readable), so a partition is never taken as lagging behind what cannot be read.
+        level = jvm.org.apache.kafka.common.IsolationLevel.valueOf(isolation_level(config).upper())
+        self._list_options: Any = jvm.org.apache.kafka.clients.admin.ListOffsetsOptions(level)
 
     def close(self) -> None:
         """Release the client's connections."""
@@ -94,7 +100,9 @@ class JvmKafkaAdmin:
 
         Args:
             partitions: topic -> partitions.
-            spec: ``earliest`` or ``latest`` (the next offset to be written).
+            spec: ``earliest`` or ``latest``: the next offset to be written, or with
+                ``read_committed`` (the default isolation level) the last stable offset,
+                below which every transaction has ended.
         """
         admin_pkg = self._jvm.org.apache.kafka.clients.admin
         offset_spec = (
@@ -107,7 +115,9 @@ class JvmKafkaAdmin:
                 request.put(tp, offset_spec)
         if request.isEmpty():
             return {}
-        answer = self._get(self._admin.listOffsets(request).all(), f"{spec} offsets")
+        answer = self._get(
+            self._admin.listOffsets(request, self._list_options).all(), f"{spec} offsets"
+        )
         result: TopicOffsets = {}
         for entry in answer.entrySet():
             tp = entry.getKey()

@@ -20,6 +20,20 @@ if TYPE_CHECKING:
 #: ``TopicOffsets`` maps topic -> partition -> next offset to read (Spark's JSON shape).
 TopicOffsets = dict[str, dict[int, int]]
 
+#: What frazil reads unless ``kafka.properties`` says ``isolation.level: read_uncommitted``:
+#: records of aborted transactions never, records of open ones once they commit.
+DEFAULT_ISOLATION_LEVEL = "read_committed"
+
+
+def isolation_level(config: FrazilConfig) -> str:
+    """The Kafka isolation level the pipeline reads with (``read_committed`` by default).
+
+    Spark's source and frazil's own offset reads (latest offsets for lag, lagging partitions
+    and ``--reset-offsets latest``) use the same one, so that "latest" is the last stable
+    offset exactly when the source stops there. The config checks the value.
+    """
+    return config.kafka.properties.get("isolation.level", DEFAULT_ISOLATION_LEVEL)
+
 
 def source_options(
     config: FrazilConfig,
@@ -50,6 +64,11 @@ def source_options(
         # fetch (Kafka's default 500 ms) before it finishes: up to half a second per wave of
         # tasks in every batch that catches up (bench/freshness). kafka.properties can override.
         "kafka.fetch.max.wait.ms": "50",
+        # Transactional producers (Debezium's exactly-once source, Kafka Streams, Flink's
+        # exactly-once sinks) abort transactions and send their records again: reading
+        # uncommitted records would ingest the aborted copies too. kafka.properties can
+        # override it.
+        "kafka.isolation.level": DEFAULT_ISOLATION_LEVEL,
     }
     if pipeline.topics is not None:
         options["subscribe"] = ",".join(pipeline.topics)

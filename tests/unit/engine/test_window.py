@@ -6,7 +6,11 @@ from typing import Any
 
 from frazil.engine.window import BatchCursor, BatchWindow
 from frazil.errors import PipelineError
+from frazil.progress import markers
 from frazil.progress.markers import Marker, PartitionStats
+
+#: When the offset log says a batch was planned: a minute apart, batch 0 at this instant.
+PLANNED_AT_0 = 1_800_000_000_000
 
 
 class _Log:
@@ -19,6 +23,9 @@ class _Log:
         if batch_id not in self.planned:
             raise PipelineError(f"batch {batch_id} is not in the offset log")
         return self.planned[batch_id]
+
+    def planned_at_ms(self, batch_id: int) -> int | None:
+        return PLANNED_AT_0 + 60_000 * batch_id
 
 
 class _Admin:
@@ -100,6 +107,25 @@ def test_the_window_makes_each_commit_marker_from_the_planned_range() -> None:
     assert (marker.batch_id, marker.query_id, marker.pipeline) == (6, "q", "p")
     # Never below what the table holds already (a replayed, re-planned batch).
     assert window.marker(Marker("p", {"t": {0: 30, 1: 4}}), "p", {}).offsets == {"t": {0: 30, 1: 4}}
+
+
+def test_valid_through_counts_from_when_spark_planned_the_batch() -> None:
+    # Batch 6 was planned at PLANNED_AT_0 + 6 min (a replay may run it much later): partition 1,
+    # read to its end then but idle, holds the mark back to that moment less the slack.
+    window = _window(_cursor({6: {"t": {0: 20, 1: 4}}, 5: {"t": {0: 10, 1: 4}}}), 6)
+    planned_at = PLANNED_AT_0 + 6 * 60_000
+    assert window.planned_at_ms == planned_at
+    fresh = planned_at - 1_000
+    marker = window.marker(None, "p", {("t", 0): PartitionStats(fresh)})
+    assert marker.valid_through_ms == planned_at - markers.CAUGHT_UP_SLACK_MS
+    cursor = _cursor({6: {"t": {0: 20, 1: 4}}})
+    cursor.done(_window(cursor, 6))
+    assert cursor.last is not None and cursor.last.planned_at_ms == planned_at
+    # A start marker knows nothing of when its offsets were read: the mark stays.
+    assert (
+        window.start_marker(Marker("p", {"t": {0: 10}}, valid_through_ms=5), "p").valid_through_ms
+        == 5
+    )
 
 
 def test_a_start_marker_holds_everything_before_the_batch() -> None:

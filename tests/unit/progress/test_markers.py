@@ -42,42 +42,76 @@ def test_covered_only_when_every_planned_partition_is_in_the_table() -> None:
     assert not markers.covered(marker, {})
 
 
+#: When the batches below were planned (epoch ms), and the slack a caught-up partition gets.
+T = 1_800_000_000_000
+SLACK = markers.CAUGHT_UP_SLACK_MS
+
+
 def test_next_marker_covers_idle_partitions_never_goes_back_and_drops_gone_topics() -> None:
     previous = _marker(
         {"t": {0: 100, 1: 50}, "gone": {0: 9}},
-        max_timestamps={"t": {0: 1000, 1: 900}, "gone": {0: 5}},
-        valid_through_ms=900,
+        max_timestamps={"t": {0: T - 9_000, 1: T - 8_000}, "gone": {0: 5}},
+        valid_through_ms=T - 2 * SLACK,
     )
     # An old checkpoint replays partition 1 below the marker; partition 2 is idle but planned.
     marker = markers.next_marker(
         previous,
         pipeline="p",
         planned={"t": {0: 120, 1: 40, 2: 0}},
-        stats={("t", 0): PartitionStats(1500)},
+        stats={("t", 0): PartitionStats(T - 1_000)},
         lagging=set(),
         batch_id=7,
         query_id="q",
+        planned_at_ms=T,
     )
     assert marker.offsets == {"t": {0: 120, 1: 50, 2: 0}}
-    assert marker.max_timestamps == {"t": {0: 1500, 1: 900}}
-    assert marker.valid_through_ms == 1500
+    assert marker.max_timestamps == {"t": {0: T - 1_000, 1: T - 8_000}}
+    # Partition 2, read to its end but never written to, holds it back by the slack only.
+    assert marker.valid_through_ms == T - SLACK
     assert marker.batch_id == 7
 
 
-def test_valid_through_is_held_back_by_lagging_partitions_only() -> None:
+def test_valid_through_is_the_minimum_over_partitions_even_when_all_are_read_to_their_end() -> None:
     planned = {"t": {0: 10, 1: 99}}
-    stamps = {"t": {0: 5_000, 1: 2_000}}
-    # Both read to their end: the largest committed timestamp.
-    assert markers.valid_through(None, stamps, planned, set()) == 5_000
+    stamps = {"t": {0: T - 1_000, 1: T - 2_000}}
+    # Both read to their end: partition 1 has nothing after T-2s yet, but a record stamped
+    # before T-1s could still come (producers batch and retry): the minimum, as the sink.
+    assert markers.valid_through(None, stamps, planned, set(), T) == T - 2_000
     # Partition 1 lags: nothing after its largest committed timestamp is known to be in.
-    assert markers.valid_through(None, stamps, planned, {("t", 1)}) == 2_000
-    # Both lag: the minimum.
-    assert markers.valid_through(None, stamps, planned, {("t", 0), ("t", 1)}) == 2_000
+    assert markers.valid_through(None, stamps, planned, {("t", 1)}, T) == T - 2_000
+    assert markers.valid_through(None, stamps, planned, {("t", 0), ("t", 1)}, T) == T - 2_000
+
+
+def test_an_idle_partition_read_to_its_end_holds_the_mark_back_by_the_slack_only() -> None:
+    planned = {"t": {0: 10, 1: 99, 2: 0}}
+    # Partition 1's newest record is three hours old, partition 2 never had one.
+    stamps = {"t": {0: T - 1_000, 1: T - 3 * 3_600_000}}
+    assert markers.valid_through(None, stamps, planned, set(), T) == T - SLACK
+    # Lagging, partition 1 holds it back to its newest committed record, however old.
+    assert markers.valid_through(None, stamps, planned, {("t", 1)}, T) == T - 3 * 3_600_000
     # A lagging partition with nothing committed yet keeps the previous mark.
-    assert markers.valid_through(1_000, {"t": {0: 5_000}}, planned, {("t", 1)}) == 1_000
-    # The mark never moves back.
-    assert markers.valid_through(3_000, stamps, planned, {("t", 1)}) == 3_000
-    assert markers.valid_through(None, {}, planned, set()) is None
+    assert markers.valid_through(T - SLACK * 2, stamps, planned, {("t", 2)}, T) == T - SLACK * 2
+    assert markers.valid_through(None, stamps, planned, {("t", 2)}, T) is None
+
+
+def test_a_producer_clock_ahead_never_makes_the_mark_claim_the_future() -> None:
+    planned = {"t": {0: 10, 1: 99}}
+    ahead = {"t": {0: T + 3_600_000, 1: T + 3_500_000}}
+    assert markers.valid_through(None, ahead, planned, set(), T) == T
+    assert markers.valid_through(None, ahead, planned, {("t", 0), ("t", 1)}, T) == T
+    # One partition ahead, the other right: the right one decides.
+    skewed = {"t": {0: T + 3_600_000, 1: T - 500}}
+    assert markers.valid_through(None, skewed, planned, set(), T) == T - 500
+
+
+def test_valid_through_never_moves_back_and_stays_without_a_planning_time() -> None:
+    planned = {"t": {0: 10, 1: 99}}
+    stamps = {"t": {0: T - 1_000, 1: T - 2_000}}
+    assert markers.valid_through(T - 500, stamps, planned, set(), T) == T - 500
+    # A start or reset marker does not know when its offsets were Kafka's latest.
+    assert markers.valid_through(T - 9_000, stamps, planned, set()) == T - 9_000
+    assert markers.valid_through(None, stamps, planned, set()) is None
+    assert markers.valid_through(None, {}, {}, set(), T) is None
 
 
 def test_offset_filter_needs_a_marker() -> None:

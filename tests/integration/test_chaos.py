@@ -1,0 +1,232 @@
+"""A randomised chaos test of exactly-once: real operations in a seeded random order.
+
+While records arrive on several partitions and are routed to two tables, a schedule of random
+operations runs against `frazil run` processes: kill -9 (driver alone, or with its JVM),
+SIGTERM, checkpoint deleted or restored from an older copy, a table rolled back while the run
+goes on, compaction and snapshot expiry, partitions added, a second run of the pipeline with a
+state folder of its own. Then a drain, and a check that every produced record is in its table
+exactly once.
+
+CI runs it for a bounded time (``FRAZIL_CHAOS_SECONDS``, default 150). Run it longer, or replay
+a failing schedule, with::
+
+    FRAZIL_CHAOS_SECONDS=1800 FRAZIL_CHAOS_SEED=1234 ./scripts/test -m slow \\
+        tests/integration/test_chaos.py
+
+The seed is printed at the start and in every failure message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from frazil.generate.producer import ensure_topic
+from frazil.sink.iceberg import IcebergTable
+from tests.integration.test_kill9 import FrazilProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+OPERATIONS = (
+    "kill9",
+    "kill9_group",
+    "sigterm",
+    "delete_checkpoint",
+    "restore_checkpoint",
+    "rollback",
+    "compact_expire",
+    "add_partition",
+    "second_run",
+)
+
+
+class Records:
+    """Produces routed records at a steady pace on a thread; remembers every id by table."""
+
+    def __init__(self, bootstrap: str, topic: str, unique: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        self.topic, self.unique = topic, unique
+        self.ids: dict[str, list[str]] = {"debit": [], "credit": []}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.count = 0
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            for _ in range(60):
+                self._one()
+            self.producer.poll(0)
+            time.sleep(0.2)
+        self.producer.flush(30)
+
+    def _one(self) -> None:
+        i = self.count
+        self.count += 1
+        kind = "debit" if i % 3 else "credit"
+        ident = f"{self.unique}-{i}"
+        record = {
+            "id": ident,
+            "type": kind,
+            "created_at": "2026-01-01T00:00:00",
+            "document": str(i),
+            "payer": "p",
+            "amount": i,
+        }
+        # Keyed: each key's records stay in one partition, wherever partitions are added.
+        self.producer.produce(self.topic, json.dumps(record).encode(), key=str(i % 97).encode())
+        self.ids[kind].append(ident)
+
+
+def _config(
+    path: Path, lake_dir: Path, bootstrap: str, state: Path, pipeline: dict[str, Any]
+) -> None:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "catalog": {"warehouse": str(lake_dir / "warehouse")},
+                "kafka": {"bootstrap_servers": bootstrap},
+                "state_dir": str(state),
+                "spark": {"driver_memory": "1g"},
+                "pipelines": [pipeline],
+            }
+        )
+    )
+
+
+def _ids(spark: Any, table: str) -> list[str]:
+    try:
+        return [r[0] for r in spark.sql(f"SELECT id FROM lake.{table}").collect()]
+    except Exception:  # not created yet
+        return []
+
+
+def test_random_operations_keep_every_record_exactly_once(
+    spark: Any, lake_dir: Path, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    seed = int(os.environ.get("FRAZIL_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
+    seconds = float(os.environ.get("FRAZIL_CHAOS_SECONDS") or 150)
+    print(f"chaos seed {seed}, {seconds:.0f} s")
+    rng = random.Random(seed)
+    topic, name = f"chaos-{unique}", f"chaos_{unique}"
+    tables = {kind: f"db.chaos_{unique}_{kind}" for kind in ("debit", "credit")}
+    ensure_topic(kafka_bootstrap, topic, partitions=3)
+    pipeline = {
+        "name": name,
+        "topics": [topic],
+        "schema": {
+            "id": "string",
+            "type": "string",
+            "created_at": "timestamp",
+            "document": "string",
+            "payer": "string",
+            "amount": "long",
+        },
+        "route": {"field": "type", "table": f"db.chaos_{unique}_{{value}}"},
+        "trigger": "1s",
+        "max_offsets_per_trigger": 1500,
+    }
+    state, other_state = tmp_path / "state", tmp_path / "state-other"
+    config, other = tmp_path / "frazil.yaml", tmp_path / "other.yaml"
+    _config(config, lake_dir, kafka_bootstrap, state, pipeline)
+    _config(other, lake_dir, kafka_bootstrap, other_state, pipeline)
+    checkpoint = state / "checkpoints" / name
+    saved = tmp_path / "saved-checkpoint"
+    records = Records(kafka_bootstrap, topic, unique)
+    records.thread.start()
+    log: list[str] = []
+
+    def fail(message: str) -> str:
+        return f"seed {seed}; operations {log}: {message}"
+
+    run: FrazilProcess | None = None
+    partitions = 3
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            if run is None or run.proc.poll() is not None:
+                if run is not None and run.proc.returncode not in (0, -9):
+                    pytest.fail(fail(f"run exited {run.proc.returncode}:\n{run.output()}"))
+                run = FrazilProcess(config)
+                assert run.wait_commits(1, timeout=180), fail(run.output())
+            time.sleep(rng.uniform(1, 5))
+            op = rng.choice(OPERATIONS)
+            log.append(op)
+            if op in ("kill9", "kill9_group"):
+                run.kill9(with_jvm=op == "kill9_group")
+            elif op == "sigterm":
+                run.proc.send_signal(signal.SIGTERM)
+                assert run.proc.wait(180) == 0, fail(run.output())
+            elif op in ("delete_checkpoint", "restore_checkpoint"):
+                run.proc.send_signal(signal.SIGTERM)
+                assert run.proc.wait(180) == 0, fail(run.output())
+                if op == "delete_checkpoint" or not saved.exists():
+                    if checkpoint.exists():
+                        shutil.rmtree(saved, ignore_errors=True)
+                        shutil.copytree(checkpoint, saved)  # an older copy, restored later
+                    shutil.rmtree(checkpoint, ignore_errors=True)
+                else:
+                    shutil.rmtree(checkpoint, ignore_errors=True)
+                    shutil.copytree(saved, checkpoint)
+            elif op == "rollback":
+                table = IcebergTable(spark, f"lake.{tables[rng.choice(list(tables))]}")
+                back = [s.snapshot_id for s in table.ancestry()][1:6]
+                if back:
+                    target = rng.choice(back)
+                    spark.sql(
+                        f"CALL lake.system.rollback_to_snapshot('{table.name[5:]}', {target})"
+                    )
+            elif op == "compact_expire":
+                kind = rng.choice(list(tables))
+                try:
+                    spark.sql(f"CALL lake.system.rewrite_data_files(table => '{tables[kind]}')")
+                    spark.sql(
+                        f"CALL lake.system.expire_snapshots(table => '{tables[kind]}', "
+                        "retain_last => 20)"
+                    )
+                except Exception as exc:  # a conflict with the run's commit: fine, not lost
+                    log.append(f"({type(exc).__name__})")
+            elif op == "add_partition" and partitions < 6:
+                partitions += 1
+                admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+                admin.create_partitions([NewPartitions(topic, partitions)])[topic].result(30)
+            elif op == "second_run":
+                second = FrazilProcess(other)
+                second.wait_commits(1, timeout=90)
+                time.sleep(rng.uniform(0, 4))
+                if rng.random() < 0.5:
+                    second.kill9(with_jvm=True)
+                else:
+                    second.proc.send_signal(signal.SIGTERM)
+                    code = second.proc.wait(180)
+                    assert code == 0 or "Another run of this pipeline" in second.output(), fail(
+                        second.output()
+                    )
+    finally:
+        records.stop.set()
+        records.thread.join(60)
+    assert run is not None
+    if run.proc.poll() is None:
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.proc.wait(180) == 0, fail(run.output())
+    drain = FrazilProcess(config, "--until-caught-up")
+    assert drain.proc.wait(600) == 0, fail(drain.output())
+    for kind, table in tables.items():
+        found = _ids(spark, table)
+        duplicates = [i for i, n in Counter(found).items() if n > 1]
+        missing = set(records.ids[kind]) - set(found)
+        assert not duplicates, fail(f"{table}: {len(duplicates)} duplicated, e.g. {duplicates[:3]}")
+        assert not missing, fail(f"{table}: {len(missing)} missing, e.g. {sorted(missing)[:3]}")
+        assert len(found) == len(records.ids[kind]), fail(table)

@@ -12,7 +12,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import FrazilConfig
@@ -95,6 +95,7 @@ class DeadLetters:
         query_id: str,
         seen: list[tuple[str, int, int, str, str]] | None = None,
         source: str = "",
+        topic_ids: dict[str, str] | None = None,
     ) -> None:
         """Send one batch's failing rows ``bad`` (with frazil's internal columns, ``error``
         set) to the topic, then to the table.
@@ -139,7 +140,9 @@ class DeadLetters:
             if self.table is not None:
                 marker = marker_name(self.pipeline, source)
                 with self._commits:  # a routed batch's tables send from several threads
-                    self._append(rows, marker, planned, lagging, batch_id, query_id, seen)
+                    self._append(
+                        rows, marker, planned, lagging, batch_id, query_id, seen, topic_ids
+                    )
             if seen is None:
                 counted = dlq.groupBy("stage", "reason").agg(F.count(F.lit(1)).alias("n"))
                 found = {(str(r[0]), str(r[1])): int(r[2]) for r in counted.collect()}
@@ -161,6 +164,7 @@ class DeadLetters:
         query_id: str,
         seen: list[tuple[str, int, int, str, str]],
         source: str = "",
+        topic_ids: dict[str, str] | None = None,
     ) -> None:
         """Send failing records carried out of the write's own pass (no Spark job): to the
         topic from ``rows``, then to the table from ``records`` in one commit with the
@@ -177,7 +181,12 @@ class DeadLetters:
         if self.table is not None:
             with self._commits:
                 state, marker = self._next_marker(
-                    marker_name(self.pipeline, source), planned, lagging, batch_id, query_id
+                    marker_name(self.pipeline, source),
+                    planned,
+                    lagging,
+                    batch_id,
+                    query_id,
+                    topic_ids,
                 )
                 covered = state.marker.offsets if state.marker is not None else {}
                 if not _all_covered(covered, seen):
@@ -215,11 +224,12 @@ class DeadLetters:
         batch_id: int,
         query_id: str,
         seen: list[tuple[str, int, int, str, str]] | None,
+        topic_ids: dict[str, str] | None = None,
     ) -> None:
         from frazil import columns as c
 
         assert self.table is not None
-        state, marker = self._next_marker(name, planned, lagging, batch_id, query_id)
+        state, marker = self._next_marker(name, planned, lagging, batch_id, query_id, topic_ids)
         covered = state.marker.offsets if state.marker is not None else {}
         if seen is not None and _all_covered(covered, seen):
             return  # a replayed batch whose dead letters the table has
@@ -234,11 +244,15 @@ class DeadLetters:
         lagging: set[tuple[str, int]],
         batch_id: int,
         query_id: str,
+        topic_ids: dict[str, str] | None = None,
     ) -> tuple[markers.TableState, markers.Marker]:
-        """The dead-letter table's marker ``name`` now, and the one this batch commits."""
+        """The dead-letter table's marker ``name`` now (without the offsets of topics
+        created again since, see :func:`~frazil.progress.markers.current_topics`), and the one
+        this batch commits."""
         assert self.table is not None
         self.table.refresh()
         state = markers.find_marker(self.table, name)
+        state = replace(state, marker=markers.current_topics(state.marker, topic_ids or {}))
         marker = markers.next_marker(
             state.marker,
             pipeline=name,
@@ -247,6 +261,7 @@ class DeadLetters:
             lagging=lagging,
             batch_id=batch_id,
             query_id=query_id,
+            topic_ids=topic_ids,
         )
         return state, marker
 

@@ -287,10 +287,11 @@ class MetricsServer:
 
 def kafka_latest(admin_conf: dict[str, Any]) -> Callable[[TopicOffsets], TopicOffsets]:
     """A function reading Kafka's latest offsets with one admin client kept open."""
-    from confluent_kafka import TopicPartition
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
     admin = AdminClient(admin_conf)
+    _NO_SUCH_PARTITION = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION}
 
     def latest(partitions: TopicOffsets) -> TopicOffsets:
         asked = {
@@ -300,7 +301,15 @@ def kafka_latest(admin_conf: dict[str, Any]) -> Callable[[TopicOffsets], TopicOf
         }
         found: TopicOffsets = {}
         for tp, future in admin.list_offsets(asked, request_timeout=5).items():
-            found.setdefault(tp.topic, {})[tp.partition] = int(future.result(timeout=5).offset)
+            try:
+                offset = int(future.result(timeout=5).offset)
+            except KafkaException as exc:
+                # Markers keep the offsets of deleted topics: they have no lag to show.
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.code() in _NO_SUCH_PARTITION:
+                    continue
+                raise
+            found.setdefault(tp.topic, {})[tp.partition] = offset
         return found
 
     return latest

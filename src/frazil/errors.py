@@ -39,6 +39,24 @@ class PipelineError(FrazilError):
     """A pipeline could not be planned, started or committed."""
 
 
+class TopicRecreated(PipelineError):
+    """A topic the running query reads was deleted and created again under the same name: the
+    query's offsets are the old topic's. The runner restarts the pipeline from its tables,
+    which reads the new topic from its start.
+
+    Attributes:
+        topics: ``(topic, old id, new id)`` of each such topic.
+    """
+
+    def __init__(self, pipeline: str, topics: list[tuple[str, str, str]]) -> None:
+        named = ", ".join(f"{t} (topic id {old} -> {new})" for t, old, new in topics)
+        super().__init__(
+            f"pipeline {pipeline!r}: topic(s) {named} were deleted and created again while "
+            "the pipeline read them; their offsets belong to the old topic"
+        )
+        self.topics = topics
+
+
 class CommitError(PipelineError):
     """An Iceberg commit failed or its snapshot summary is inconsistent."""
 

@@ -205,9 +205,12 @@ def test_marker_covers_idle_partitions_and_valid_through_waits_for_a_lagging_one
     assert len(table_ids(spark, table)) == 1001
 
 
-def test_deleted_topic_under_a_pattern_leaves_the_marker_and_breaks_nothing(
+def test_deleted_topic_under_a_pattern_keeps_its_offsets_and_breaks_nothing(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:
+    """A rotated topic deleted for good: the run restarts once from the table (Spark's source
+    stops when a partition disappears), the marker keeps the old topic's offsets (only
+    --reset-offsets removes them), and the next runs start without restarting."""
     day1, day2 = f"del{unique}.20240101", f"del{unique}.20240102"
     ids1 = produce_payments(kafka_bootstrap, day1, 200, seed=29, partitions=2)
     ids2 = produce_payments(kafka_bootstrap, day2, 100, seed=30, partitions=2)
@@ -216,6 +219,7 @@ def test_deleted_topic_under_a_pattern_leaves_the_marker_and_breaks_nothing(
     pipeline["topic_pattern"] = f"del{unique}\\.\\d{{8}}"
     config = make_config([pipeline])
     run(config, until_caught_up=True, spark=spark)
+    end1 = end_offsets(kafka_bootstrap, day1, partitions=2)
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.delete_topics([day1])[day1].result(30)
     deadline = time.monotonic() + 30
@@ -226,8 +230,19 @@ def test_deleted_topic_under_a_pattern_leaves_the_marker_and_breaks_nothing(
     reports = run(config, until_caught_up=True, spark=spark)
 
     assert reports[0].records_ingested == 150
-    assert set(reports[0].offsets) == {day2}
+    offsets = json.loads(frazil_snapshots(spark, f"db.del_{unique}")[-1]["frazil.offsets"])
+    assert offsets[day1] == {"0": end1[0], "1": end1[1]}
     _exactly(spark, f"db.del_{unique}", ids1 + ids2 + more)
+
+    # Started again, the pipeline does not fail, nor restart forever, for the topic gone.
+    later = produce_payments(kafka_bootstrap, day2, 50, seed=32, partitions=2)
+    again = run(config, until_caught_up=True, spark=spark)
+    assert again[0].records_ingested == 50
+    _exactly(spark, f"db.del_{unique}", ids1 + ids2 + more + later)
+    reset = run(config, until_caught_up=True, spark=spark, reset_offsets="latest")
+    assert reset[0].records_ingested == 0
+    offsets = json.loads(frazil_snapshots(spark, f"db.del_{unique}")[-1]["frazil.offsets"])
+    assert set(offsets) == {day2}, "--reset-offsets keeps only the topics Kafka has"
 
 
 def test_a_commit_of_another_run_in_between_is_detected(spark: Any, unique: str) -> None:

@@ -110,6 +110,7 @@ class BatchHandler:
         admin: JvmKafkaAdmin | None = None,
         on_event: Callable[[Event], None] | None = None,
         dead_letters: DeadLetters | None = None,
+        topics: JvmKafkaAdmin | None = None,
     ) -> BatchHandler:
         """A handler writing the pipeline's tables known now (and those its batches meet).
 
@@ -122,13 +123,15 @@ class BatchHandler:
                 behind; None without a rate limit.
             on_event: Receives the run's events.
             dead_letters: The dead-letter queue; None: failing records stop the pipeline.
+            topics: Kafka's topic ids, checked before each batch (a topic deleted and
+                created again under the query stops it); None: not checked.
         """
         return cls(
             pipeline=pipeline,
             live=live,
             tables=tables,
             ledger=TableLedger(pipeline.name, tables.known(), tables, on_event),
-            cursor=BatchCursor(checkpoint, admin),
+            cursor=BatchCursor(checkpoint, admin, topics),
             dead_letters=dead_letters,
         )
 
@@ -177,12 +180,16 @@ class BatchHandler:
         """The query's checkpoint."""
         return self.cursor.checkpoint
 
-    def new_query(self) -> None:
-        """Forget what belonged to the previous streaming query (a restart from the table)."""
+    def new_query(self, topic_ids: dict[str, str] | None = None) -> None:
+        """Forget what belonged to the previous streaming query (a restart from the table).
+
+        Args:
+            topic_ids: Kafka's topic ids the query's starting offsets were decided on.
+        """
         self.error = None
         self.restart = None
         self.closing = False
-        self.cursor.new_query()
+        self.cursor.new_query(topic_ids)
         self.ledger.forget_seen()
         self._query_id_set.clear()
 
@@ -257,11 +264,15 @@ class BatchHandler:
         """One micro-batch, in order:
 
         1. **Planned range.** Read the batch's planned offsets from the checkpoint's offset
-           log (every partition, idle ones included).
+           log (every partition, idle ones included), and Kafka's ids of its topics: a topic
+           deleted and created again since the query started stops the batch before anything
+           is read (the runner restarts from the tables).
         2. **Table states and the skip.** Read each table's marker by walking its snapshot
-           ancestry. A marker behind what the run saw before (a rollback) stops the query,
-           which starts again from the tables. If the whole range is already in every table
-           (a replay, another run), skip the batch without reading it.
+           ancestry (the offsets of a topic recorded under another id, the old topic of a
+           name created again, left out). A marker behind what the run saw before (a
+           rollback) stops the query, which starts again from the tables. If the whole range
+           is already in every table (a replay, another run), skip the batch without reading
+           it.
         3. **Window.** Where the batch starts (the previous batch's end) and which
            partitions it leaves behind; each table's marker is built from it before any data
            is read (offsets from the planned range, valid-through from what earlier batches
@@ -291,10 +302,14 @@ class BatchHandler:
         self._query_id_set.wait()
         started = time.monotonic()
         self.ledger.emit(BatchStarted(self.pipeline.name, batch_id))
-        # 1. planned range
+        # 1. planned range, and the ids of its topics (a topic created again stops here)
         planned = self.cursor.planned(batch_id)
-        # 2. table states and the skip
-        states = self.ledger.states()
+        topic_ids = self.cursor.topic_ids(self.pipeline.name, planned)
+        # 2. table states (without the old offsets of topics created again) and the skip
+        states = {
+            name: markers.current_state(state, topic_ids)
+            for name, state in self.ledger.states().items()
+        }
         self.ledger.check_moved(states)
         if self._skippable(planned, states):
             log.warning(
@@ -305,7 +320,9 @@ class BatchHandler:
             self.ledger.emit(BatchSkipped(self.pipeline.name, batch_id))
             return
         # 3. window
-        window = self.cursor.open(batch, batch_id, planned, started, self._query_id or "")
+        window = self.cursor.open(
+            batch, batch_id, planned, started, self._query_id or "", topic_ids
+        )
         # 4.-6. write one of three ways; bad records and commits inside each way
         if not self.cached:
             self._write_single(window, states)

@@ -61,6 +61,7 @@ class DeadLetterSender:
             lagging=window.lagging,
             batch_id=window.batch_id,
             query_id=window.query_id,
+            topic_ids=window.topic_ids,
         )
 
     def send(
@@ -106,6 +107,7 @@ class DeadLetterSender:
                 lagging=window.lagging,
                 batch_id=window.batch_id,
                 query_id=window.query_id,
+                topic_ids=window.topic_ids,
                 seen=seen.positions,
                 source=source,
             )
@@ -120,6 +122,7 @@ class DeadLetterSender:
                 lagging=window.lagging,
                 batch_id=window.batch_id,
                 query_id=window.query_id,
+                topic_ids=window.topic_ids,
                 seen=None if seen is None else seen.positions,
                 source=source,
             )

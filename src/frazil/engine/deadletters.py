@@ -12,7 +12,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import FrazilConfig
@@ -95,6 +95,7 @@ class DeadLetters:
         query_id: str,
         seen: list[tuple[str, int, int, str, str]] | None = None,
         source: str = "",
+        topic_ids: dict[str, str] | None = None,
     ) -> None:
         """Send one batch's failing rows ``bad`` (with frazil's internal columns, ``error``
         set) to the topic, then to the table.
@@ -141,7 +142,7 @@ class DeadLetters:
                 with self._commits:  # a routed batch's tables send from several threads
                     _replanned(
                         lambda: self._append(
-                            rows, marker, planned, lagging, batch_id, query_id, seen
+                            rows, marker, planned, lagging, batch_id, query_id, seen, topic_ids
                         )
                     )
             if seen is None:
@@ -165,6 +166,7 @@ class DeadLetters:
         query_id: str,
         seen: list[tuple[str, int, int, str, str]],
         source: str = "",
+        topic_ids: dict[str, str] | None = None,
     ) -> None:
         """Send failing records carried out of the write's own pass (no Spark job): to the
         topic from ``rows``, then to the table from ``records`` in one commit with the
@@ -190,6 +192,7 @@ class DeadLetters:
                         batch_id,
                         query_id,
                         seen,
+                        topic_ids,
                     )
                 )
         self._counted(dict(Counter((str(s[3]), str(s[4])) for s in seen)))
@@ -204,9 +207,10 @@ class DeadLetters:
         batch_id: int,
         query_id: str,
         seen: list[tuple[str, int, int, str, str]],
+        topic_ids: dict[str, str] | None,
     ) -> None:
         assert self.table is not None
-        state, marker = self._next_marker(name, planned, lagging, batch_id, query_id)
+        state, marker = self._next_marker(name, planned, lagging, batch_id, query_id, topic_ids)
         covered = state.marker.offsets if state.marker is not None else {}
         if _all_covered(covered, seen):
             return
@@ -245,11 +249,12 @@ class DeadLetters:
         batch_id: int,
         query_id: str,
         seen: list[tuple[str, int, int, str, str]] | None,
+        topic_ids: dict[str, str] | None = None,
     ) -> None:
         from frazil import columns as c
 
         assert self.table is not None
-        state, marker = self._next_marker(name, planned, lagging, batch_id, query_id)
+        state, marker = self._next_marker(name, planned, lagging, batch_id, query_id, topic_ids)
         covered = state.marker.offsets if state.marker is not None else {}
         if seen is not None and _all_covered(covered, seen):
             return  # a replayed batch whose dead letters the table has
@@ -264,11 +269,15 @@ class DeadLetters:
         lagging: set[tuple[str, int]],
         batch_id: int,
         query_id: str,
+        topic_ids: dict[str, str] | None = None,
     ) -> tuple[markers.TableState, markers.Marker]:
-        """The dead-letter table's marker ``name`` now, and the one this batch commits."""
+        """The dead-letter table's marker ``name`` now (without the offsets of topics
+        created again since, see :func:`~frazil.progress.markers.current_topics`), and the one
+        this batch commits."""
         assert self.table is not None
         self.table.refresh()
         state = markers.find_marker(self.table, name)
+        state = replace(state, marker=markers.current_topics(state.marker, topic_ids or {}))
         marker = markers.next_marker(
             state.marker,
             pipeline=name,
@@ -277,6 +286,7 @@ class DeadLetters:
             lagging=lagging,
             batch_id=batch_id,
             query_id=query_id,
+            topic_ids=topic_ids,
         )
         return state, marker
 

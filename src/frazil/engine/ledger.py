@@ -201,9 +201,7 @@ class TableLedger:
             if target.committed_at is not None and now - target.committed_at < IDLE_MARKER_SECONDS:
                 continue
             state = states.get(name)
-            if state is None or (
-                state.marker is not None and state.marker.offsets == window.planned
-            ):
+            if state is None or markers.covered(window.current(state).marker, window.planned):
                 continue
             self._commit_marker_only(target, window.marker(state.marker, self.pipeline, {}))
 
@@ -230,9 +228,10 @@ class TableLedger:
     ) -> None:
         """:meth:`finish` for one table."""
         mine = target.last
-        if routed and last is not None and (mine is None or mine.offsets != last.planned):
+        # Markers keep partitions the last batch did not plan: it is "covered", not "equal".
+        if routed and last is not None and not _holds(mine, last):
             state = markers.find_marker(target.table, self.pipeline)
-            if state.marker is None or state.marker.offsets != last.planned:
+            if not _holds(state.marker, last):
                 self._commit_marker_only(
                     target,
                     markers.next_marker(
@@ -244,6 +243,7 @@ class TableLedger:
                         batch_id=last.batch_id,
                         query_id=query_id,
                         planned_at_ms=last.planned_at_ms,
+                        topic_ids=last.topic_ids,
                     ),
                 )
             return
@@ -274,3 +274,8 @@ class TableLedger:
         target.table.commit_summary_only(marker.to_summary())
         target.last = target.seen = marker
         target.committed_at = time.monotonic()
+
+
+def _holds(marker: markers.Marker | None, last: LastBatch) -> bool:
+    """Whether a marker already holds the last batch (its topics under the same ids)."""
+    return markers.covered(markers.current_topics(marker, last.topic_ids), last.planned)

@@ -126,7 +126,11 @@ class Observers:
             [t.last for t in run.handler.targets.values() if t.last is not None], lowest=True
         )
         if lowest is not None:
-            self.groups.submit(self.config.kafka.group_for(pipeline), lowest.offsets)
+            # Markers keep the offsets of topics the query no longer reads (deleted ones,
+            # which Kafka would refuse); the group gets those of the topics read now.
+            reading = run.handler.cursor.query_ids
+            offsets = {t: ps for t, ps in lowest.offsets.items() if not reading or t in reading}
+            self.groups.submit(self.config.kafka.group_for(pipeline), offsets)
 
     def stop(self) -> None:
         """Commit the last offsets and stop serving metrics."""

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
@@ -21,7 +22,14 @@ from frazil.engine.observers import Observers
 from frazil.engine.pipeline import build_pipeline
 from frazil.engine.report import PipelineReport, combine_reports, table_report
 from frazil.engine.threads import each
-from frazil.errors import ConfigError, FrazilError, KafkaError, PipelineError
+from frazil.errors import (
+    ConfigError,
+    FrazilError,
+    KafkaError,
+    PipelineError,
+    TopicRecreated,
+    first_line,
+)
 from frazil.progress import fence, markers
 from frazil.progress.events import CommitEvent, Event
 from frazil.progress.start import (
@@ -119,6 +127,10 @@ class PipelineRun:
     start_reason: str = ""
     resumed_from_table: bool = False
     restarts: int = 0
+    #: Kafka's topic ids the next query's starting offsets are decided on.
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    #: Restarts from the tables, bounded (a cause that comes back stops the run).
+    budget: RestartBudget = field(default_factory=lambda: RestartBudget())
 
     def __post_init__(self) -> None:
         pipeline = self.pipeline
@@ -148,6 +160,7 @@ class PipelineRun:
             admin=self.admin if pipeline.max_offsets_per_trigger else None,
             on_event=self.on_event,
             dead_letters=DeadLetters.open(self.spark, self.config, pipeline),
+            topics=self.admin,
         )
 
     def _states(self) -> list[markers.TableState]:
@@ -155,11 +168,27 @@ class PipelineRun:
             markers.find_marker(t.table, self.pipeline.name) for t in self.handler.targets.values()
         ]
 
-    def _state(self) -> markers.TableState:
+    def _recreated(self, states: list[markers.TableState]) -> list[tuple[str, str, str]]:
+        """Topics the tables' markers recorded under another id than Kafka's now (deleted and
+        created again), each said at WARNING once."""
+        found = sorted(
+            {r for s in states for r in markers.recreated_topics(s.marker, self.topic_ids)}
+        )
+        for topic, old, new in found:
+            log.warning(
+                "%s: topic %s was deleted and created again (topic id %s, now %s): it is read "
+                "from its start; the tables' offsets of the old topic no longer apply",
+                self.pipeline.name,
+                topic,
+                old,
+                new,
+            )
+        return found
+
+    def _state(self, states: list[markers.TableState]) -> markers.TableState:
         """The tables' state for deciding where to start: one table's own; for several, where
         every table is complete (a checkpoint beyond it is ahead of some table — one rolled
         back, say — whose records would never come back: the run starts from the tables)."""
-        states = self._states()
         if len(states) == 1:
             return states[0]
         for target, state in zip(self.handler.targets.values(), states, strict=True):
@@ -172,9 +201,20 @@ class PipelineRun:
             sum(s.total_records for s in states),
         )
 
-    def _resume_marker(self) -> markers.Marker | None:
+    def _resume_marker(self, states: list[markers.TableState]) -> markers.Marker | None:
         """Where a restart from the tables starts: where every table is complete."""
-        return markers.merge_markers([s.marker for s in self._states()], lowest=True)
+        return markers.merge_markers([s.marker for s in states], lowest=True)
+
+    def _current_states(
+        self,
+    ) -> tuple[dict[str, list[int]], list[str], list[markers.TableState]]:
+        """Kafka's partitions and topic ids now (kept in :attr:`topic_ids`), the topics
+        created again since the tables' markers (said at WARNING), and the tables' states as
+        they stand for Kafka's topics now (the old offsets of those topics left out)."""
+        partitions, self.topic_ids = self.admin.describe(self.pipeline)
+        states = self._states()
+        recreated = [t for t, _, _ in self._recreated(states)]
+        return partitions, recreated, [markers.current_state(s, self.topic_ids) for s in states]
 
     def report(self) -> PipelineReport:
         """The run's report, read back from the pipeline's table(s)."""
@@ -208,20 +248,17 @@ class PipelineRun:
             )
         return report
 
-    def _resume_offsets(self, marker: markers.Marker | None) -> TopicOffsets:
-        return resume_offsets(marker, self.admin.partitions(self.pipeline))
-
     def reset(self, spec_text: str) -> TopicOffsets:
         """Record ``--reset-offsets`` durably in every table, and return where to start."""
         spec = parse_reset(spec_text)
-        current = self.admin.partitions(self.pipeline)
+        current, self.topic_ids = self.admin.describe(self.pipeline)
         offsets = resolve_reset(
             spec,
             current,
             self.admin.offsets(current, "earliest"),
             self.admin.offsets(current, "latest"),
         )
-        marker = reset_marker(self.pipeline.name, spec_text, offsets)
+        marker = reset_marker(self.pipeline.name, spec_text, offsets, self.topic_ids)
         # Every table the route can name, not only those the run knows by their markers: a
         # table whose marker expired is what the refusal sends users here for.
         targets = self.handler.targets
@@ -238,7 +275,8 @@ class PipelineRun:
         if reset_offsets is not None:
             self.start_reason = f"offsets reset to {reset_offsets}"
             return self.reset(reset_offsets)
-        state = self._state()
+        partitions, recreated, states = self._current_states()
+        state = self._state(states)
         checkpoint = self.handler.checkpoint
         committed = checkpoint.committed_offsets()
         start = decide_start(
@@ -247,6 +285,7 @@ class PipelineRun:
             state,
             committed[1] if committed else None,
             checkpoint.has_progress(),
+            recreated,
         )
         self.start_reason = start.reason
         if start.set_aside:
@@ -257,7 +296,7 @@ class PipelineRun:
         if start.from_table:
             self.resumed_from_table = True
             log.warning("%s: %s", self.pipeline.name, start.reason)
-            return self._resume_offsets(self._resume_marker())
+            return resume_offsets(self._resume_marker(states), partitions)
         return None
 
     def start(self, starting: TopicOffsets | None) -> None:
@@ -276,22 +315,62 @@ class PipelineRun:
         else:
             millis = int(self.pipeline.trigger_seconds() * 1000)
             stream = stream.trigger(processingTime=f"{millis} milliseconds")
-        self.handler.new_query()
+        self.handler.new_query(self.topic_ids)
         self.query = stream.start()
         self.handler.set_query_id(str(self.query.id))
 
-    def vanished_topics(self) -> list[str]:
-        """Topics the checkpoint read that Kafka no longer has (deleted, aged out)."""
+    def restart_cause(self) -> str | None:
+        """Why the failed query should start again from the tables, or None (a failure to
+        report): a table rolled back while it ran, topics it read were deleted (rotated topics
+        under a pattern aged out, Spark's source stops when a partition disappears) or deleted
+        and created again."""
+        if self.handler.restart is not None:
+            # A table rolled back while the query ran: its records after the rollback point
+            # come back only from a query started at the tables' markers.
+            why, self.handler.restart = self.handler.restart, None
+            return why
+        error = self.handler.error
+        if isinstance(error, TopicRecreated):
+            return str(error)
+        if error is not None:
+            return None
+        exc = self.query.exception() if self.query is not None else None
+        spark = f" (Spark: {first_line(exc)})" if exc is not None else ""
+        try:
+            _, now = self.admin.describe(self.pipeline)
+        except KafkaError as unreachable:  # Spark's failure is the one to report
+            log.info(
+                "%s: topics not checked after the failure: %s", self.pipeline.name, unreachable
+            )
+            return None
+        known = self.handler.cursor.query_ids
+        recreated = sorted(
+            f"{t} (topic id {old} -> {now[t]})"
+            for t, old in known.items()
+            if t in now and now[t] != old
+        )
+        if recreated:
+            return f"topic(s) {', '.join(recreated)} were deleted and created again{spark}"
         committed = self.handler.checkpoint.committed_offsets()
-        known = set(committed[1]) if committed else set()
-        for target in self.handler.targets.values():
-            if target.last is not None:
-                known |= set(target.last.offsets)
-        return sorted(known - set(self.admin.partitions(self.pipeline)))
+        read = set(known) | (set(committed[1]) if committed else set())
+        if self.pipeline.topics is not None:
+            read |= set(self.pipeline.topics)
+        gone = sorted(read - set(now))
+        if gone:
+            return f"topic(s) {', '.join(gone)} no longer exist{spark}"
+        return None
 
     def restart_from_table(self, why: str) -> None:
-        """Set the checkpoint aside and start again from the table's offsets."""
+        """Set the checkpoint aside and start again from the table's offsets.
+
+        Raises:
+            PipelineError: The pipeline restarted too often in a short time (the cause comes
+                back at every start): it stops, naming the cause.
+        """
+        self.budget.spend(self.pipeline.name, why, self._restart_hint())
         self.restarts += 1
+        if self.query is not None and self.query.isActive:
+            self.query.stop()  # a batch stopped it (a topic created again): let it end first
         moved = self.handler.checkpoint.set_aside()
         log.warning(
             "%s: %s; restarting from the table's offsets (old checkpoint: %s)",
@@ -299,7 +378,53 @@ class PipelineRun:
             why,
             moved,
         )
-        self.start(self._resume_offsets(self._resume_marker()))
+        partitions, _, states = self._current_states()
+        self.start(resume_offsets(self._resume_marker(states), partitions))
+
+    def _restart_hint(self) -> str:
+        index = next(
+            (i for i, p in enumerate(self.config.pipelines) if p.name == self.pipeline.name), 0
+        )
+        key = "topics" if self.pipeline.topics is not None else "topic_pattern"
+        return (
+            f"if a topic is gone for good, take it out of pipelines[{index}].{key}; to say "
+            "where to continue, run once with --reset-offsets earliest, latest or a JSON map "
+            "(docs/exactly-once.md)"
+        )
+
+
+@dataclass
+class RestartBudget:
+    """Restarts from the tables allowed in a window of time: a cause that comes back at
+    every start (a topic deleted and created again over and over, one that stays away) stops
+    the run with that cause instead of restarting forever.
+
+    Attributes:
+        limit: Restarts allowed within ``window_s``.
+        window_s: The window, in seconds.
+        clock: ``time.monotonic`` (tests give their own).
+    """
+
+    limit: int = 5
+    window_s: float = 600.0
+    clock: Callable[[], float] = time.monotonic
+    _times: list[float] = field(default_factory=list)
+
+    def spend(self, pipeline: str, why: str, hint: str) -> None:
+        """Count one restart.
+
+        Raises:
+            PipelineError: ``limit`` restarts were made within ``window_s`` already.
+        """
+        now = self.clock()
+        self._times = [t for t in self._times if now - t < self.window_s]
+        if len(self._times) >= self.limit:
+            raise PipelineError(
+                f"pipeline {pipeline!r}: restarted from its tables {len(self._times)} times "
+                f"within {self.window_s:g} s and the cause is back: {why}. Stopped instead of "
+                f"restarting again; {hint}"
+            )
+        self._times.append(now)
 
 
 class _Signals:
@@ -439,19 +564,15 @@ def _wait(runs: list[PipelineRun], *stops: threading.Event) -> None:
         if any(s.is_set() for s in stops):
             return
         for r in runs:
-            if _failed(r) and r.handler.restart is not None:
-                # A table rolled back while the query ran: its records after the rollback
-                # point come back only from a query started at the tables' markers.
-                why, r.handler.restart = r.handler.restart, None
-                r.restart_from_table(why)
-                continue
-            if _failed(r) and r.handler.error is None and r.pipeline.topic_pattern:
-                # Topics matched by a pattern come and go (rotated topics aged out by
-                # retention); Spark's source stops when one disappears. Start again from
-                # the table, whose offsets no longer name them.
-                gone = r.vanished_topics()
-                if gone:
-                    r.restart_from_table(f"topic(s) {', '.join(gone)} no longer exist")
+            if _failed(r):
+                # Topics come and go (rotated topics under a pattern aged out by retention, a
+                # topic deleted and created again): Spark's source stops, or the batch does
+                # when a topic has another id. Start again from the tables, which name the
+                # topics Kafka has now (a topic created again from its start); a cause that
+                # comes back at every start stops the run (RestartBudget).
+                why = r.restart_cause()
+                if why:
+                    r.restart_from_table(why)
         if any(_failed(r) for r in runs):
             return
         active = [r for r in runs if r.query is not None and r.query.isActive]

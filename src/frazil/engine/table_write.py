@@ -151,6 +151,7 @@ class TableWriter:
         """
         from pyspark.sql import functions as F
 
+        state = window.current(state)  # a topic created again: the old one's offsets are gone
         marker = window.marker(
             state.marker, self.pipeline.name, self.ledger.observed(target, state)
         )
@@ -161,7 +162,11 @@ class TableWriter:
             return  # nothing new for this table
         merging = target.settings.write.merges
         wanted = F.col(c.OP).isin(*c.WRITTEN_OPS)
-        keep = None if window.starts_at(state.marker) else markers.offset_filter(state.marker)
+        keep = (
+            None
+            if window.starts_at(state.marker)
+            else markers.offset_filter(state.marker, window.planned)
+        )
         if keep is not None:
             wanted = wanted & keep
         if share is not None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from frazil.engine.checkpoint import Checkpoint
-from frazil.errors import PipelineError
+from frazil.errors import PipelineError, TopicRecreated
 from frazil.progress import markers
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import TopicOffsets
@@ -35,6 +35,8 @@ class BatchWindow:
         query_id: The streaming query's id.
         planned_at_ms: When Spark planned the batch (epoch ms): every partition not in
             ``lagging`` was read to its end then (valid-through counts from it).
+        topic_ids: Kafka's topic ids of the planned topics, those the query's offsets refer
+            to (recorded in each marker; a table's marker under other ids is the old topics').
     """
 
     batch: DataFrame
@@ -45,6 +47,7 @@ class BatchWindow:
     started: float
     query_id: str
     planned_at_ms: int | None = None
+    topic_ids: dict[str, str] = field(default_factory=dict)
 
     @property
     def partitions(self) -> tuple[Partition, ...]:
@@ -69,6 +72,7 @@ class BatchWindow:
             batch_id=self.batch_id,
             query_id=self.query_id,
             planned_at_ms=self.planned_at_ms,
+            topic_ids=self.topic_ids,
         )
 
     def start_marker(self, previous: markers.Marker | None, pipeline: str) -> markers.Marker:
@@ -81,11 +85,17 @@ class BatchWindow:
             lagging=set(),
             batch_id=self.batch_id - 1,
             query_id=self.query_id,
+            topic_ids=self.topic_ids,
         )
 
     def starts_at(self, marker: markers.Marker | None) -> bool:
         """Whether the batch holds nothing below ``marker`` (the offset filter is left out)."""
-        return markers.starts_at_or_after(self.start, marker)
+        return markers.starts_at_or_after(self.start, marker, self.planned)
+
+    def current(self, state: markers.TableState) -> markers.TableState:
+        """A table's state as it stands for this batch's topics: the offsets of a topic the
+        table recorded under another id (the old topic of a name created again) left out."""
+        return markers.current_state(state, self.topic_ids)
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,7 @@ class LastBatch:
     planned: TopicOffsets
     lagging: set[Partition]
     planned_at_ms: int | None = None
+    topic_ids: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -112,16 +123,52 @@ class BatchCursor:
 
     checkpoint: Checkpoint
     admin: JvmKafkaAdmin | None = None
+    #: Kafka's topic ids, checked before each batch; None: not checked (tests).
+    topics: JvmKafkaAdmin | None = None
+    #: The topic ids the query's offsets refer to: Kafka's when the query started, and
+    #: those of topics it discovered since, as first seen.
+    query_ids: dict[str, str] = field(default_factory=dict)
     #: The last batch handled and its planned end offsets: the next batch starts there.
     _previous: tuple[int, TopicOffsets] | None = None
     #: The partitions the last batch written left behind their end offset, and when it was
     #: planned.
     _previous_lagging: set[Partition] = field(default_factory=set)
     _previous_planned_at: int | None = None
+    #: The topic ids of the last batch written.
+    _previous_ids: dict[str, str] = field(default_factory=dict)
 
-    def new_query(self) -> None:
-        """Batch ids start again at 0 in a new checkpoint: the old ones say nothing of it."""
+    def new_query(self, topic_ids: dict[str, str] | None = None) -> None:
+        """Batch ids start again at 0 in a new checkpoint: the old ones say nothing of it.
+
+        Args:
+            topic_ids: Kafka's topic ids the query's starting offsets were decided on.
+        """
         self._previous = None
+        self.query_ids = dict(topic_ids or {})
+
+    def topic_ids(self, pipeline: str, planned: TopicOffsets) -> dict[str, str]:
+        """The topic ids of the batch's topics, checked against the query's.
+
+        Spark's Kafka source knows topics by name only: a topic deleted and created again
+        under the same name is read on from the old topic's offsets (its first records
+        skipped), so a batch whose topic has another id than the query's is not written.
+
+        Raises:
+            TopicRecreated: A planned topic has another id now than when the query met it.
+        """
+        if self.topics is None or not planned:
+            return {t: i for t, i in self.query_ids.items() if t in planned}
+        now = self.topics.topic_ids(planned)
+        changed = sorted(
+            (topic, self.query_ids[topic], new)
+            for topic, new in now.items()
+            if topic in self.query_ids and self.query_ids[topic] != new
+        )
+        if changed:
+            raise TopicRecreated(pipeline, changed)
+        for topic, new in now.items():
+            self.query_ids.setdefault(topic, new)
+        return {t: i for t, i in self.query_ids.items() if t in planned}
 
     def planned(self, batch_id: int) -> TopicOffsets:
         """The batch's planned range from the offset log (written by Spark before it runs)."""
@@ -134,6 +181,7 @@ class BatchCursor:
         planned: TopicOffsets,
         started: float,
         query_id: str,
+        topic_ids: dict[str, str] | None = None,
     ) -> BatchWindow:
         """The window of a batch about to be written."""
         return BatchWindow(
@@ -145,6 +193,7 @@ class BatchCursor:
             started=started,
             query_id=query_id,
             planned_at_ms=self.checkpoint.planned_at_ms(batch_id),
+            topic_ids=dict(topic_ids or {}),
         )
 
     def skipped(self, batch_id: int, planned: TopicOffsets) -> None:
@@ -156,6 +205,7 @@ class BatchCursor:
         self._previous = (window.batch_id, window.planned)
         self._previous_lagging = window.lagging
         self._previous_planned_at = window.planned_at_ms
+        self._previous_ids = window.topic_ids
 
     @property
     def last(self) -> LastBatch | None:
@@ -163,7 +213,11 @@ class BatchCursor:
         if self._previous is None:
             return None
         return LastBatch(
-            self._previous[0], self._previous[1], self._previous_lagging, self._previous_planned_at
+            self._previous[0],
+            self._previous[1],
+            self._previous_lagging,
+            self._previous_planned_at,
+            self._previous_ids,
         )
 
     def _start(self, batch_id: int) -> TopicOffsets | None:

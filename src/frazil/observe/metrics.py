@@ -295,11 +295,12 @@ def kafka_latest(
         isolation: The pipelines' isolation level: with ``read_committed`` "latest" is the
             last stable offset, where Spark's source stops, so an open transaction is not lag.
     """
-    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
     admin = AdminClient(admin_conf)
     level = IsolationLevel[isolation.upper()]
+    _NO_SUCH_PARTITION = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION}
 
     def latest(partitions: TopicOffsets) -> TopicOffsets:
         asked = {
@@ -311,7 +312,15 @@ def kafka_latest(
         for tp, future in admin.list_offsets(
             asked, isolation_level=level, request_timeout=5
         ).items():
-            found.setdefault(tp.topic, {})[tp.partition] = int(future.result(timeout=5).offset)
+            try:
+                offset = int(future.result(timeout=5).offset)
+            except KafkaException as exc:
+                # Markers keep the offsets of deleted topics: they have no lag to show.
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.code() in _NO_SUCH_PARTITION:
+                    continue
+                raise
+            found.setdefault(tp.topic, {})[tp.partition] = offset
         return found
 
     return latest

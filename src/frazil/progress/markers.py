@@ -16,11 +16,12 @@ This module holds the rules; the batch handler and the runner apply them.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from frazil.errors import CommitError
@@ -79,6 +80,7 @@ AFTER = "frazil.after"
 NO_MARKER = "-"
 #: Which run made the commit (host and process), to name it when two runs meet.
 RUN_BY = "frazil.run-by"
+TOPIC_IDS = "frazil.topic-ids"
 
 #: Spark's codes for "earliest" and "latest" in ``startingOffsets`` JSON.
 EARLIEST = -2
@@ -97,7 +99,9 @@ class Marker:
 
     Attributes:
         offsets: Next offset to read per topic-partition, for every partition the pipeline
-            read when this commit was made (topics deleted since have left it).
+            has read, including those its last batches did not plan (a topic a narrowed
+            ``topic_pattern`` leaves out, a deleted one); only ``--reset-offsets`` removes
+            them.
         max_timestamps: Largest Kafka timestamp (epoch ms) committed per partition.
         valid_through_ms: Every record whose Kafka timestamp is at or before this mark is in
             the table (see :func:`valid_through`).
@@ -105,6 +109,9 @@ class Marker:
         after: The commit id of the marker this one was planned after (:data:`NO_MARKER`:
             the table had none); None: the commit is not checked (a reset).
         run_by: The run that made the commit (host and process id).
+        topic_ids: Kafka's id (a UUID) of each topic whose offsets these are, where known: a
+            topic deleted and created again under the same name has another id, and its
+            offsets here say nothing of the new topic (:func:`current_topics`).
     """
 
     pipeline: str
@@ -117,6 +124,7 @@ class Marker:
     reset: str | None = None
     after: str | None = None
     run_by: str = field(default_factory=lambda: RUN)
+    topic_ids: dict[str, str] = field(default_factory=dict)
 
     def to_summary(self) -> dict[str, str]:
         """The snapshot-summary entries for this marker."""
@@ -137,6 +145,8 @@ class Marker:
             summary[AFTER] = self.after
         if self.run_by:
             summary[RUN_BY] = self.run_by
+        if self.topic_ids:
+            summary[TOPIC_IDS] = json.dumps(self.topic_ids, sort_keys=True, separators=(",", ":"))
         return summary
 
     @classmethod
@@ -157,6 +167,7 @@ class Marker:
             reset=get(RESET),
             after=get(AFTER),
             run_by=get(RUN_BY) or "",
+            topic_ids=json.loads(get(TOPIC_IDS) or "{}"),
         )
 
 
@@ -221,9 +232,13 @@ def merge_markers(markers: list[Marker | None], *, lowest: bool) -> Marker | Non
             value = max(v for v in values if v is not None)
         offsets.setdefault(topic, {})[partition] = value
     valid = [m.valid_through_ms for m in present]
+    topic_ids: dict[str, str] = {}
+    for m in present:
+        topic_ids.update(m.topic_ids)
     return Marker(
         pipeline=present[0].pipeline,
         offsets=offsets,
+        topic_ids=topic_ids,
         valid_through_ms=(
             min(v for v in valid if v is not None)
             if lowest and all(v is not None for v in valid)
@@ -231,6 +246,46 @@ def merge_markers(markers: list[Marker | None], *, lowest: bool) -> Marker | Non
         ),
         batch_id=max(m.batch_id for m in present),
     )
+
+
+def recreated_topics(marker: Marker | None, ids: dict[str, str]) -> list[tuple[str, str, str]]:
+    """Topics the marker recorded under another Kafka topic id than ``ids`` (Kafka's now):
+    deleted and created again under the same name. Each as ``(topic, old id, new id)``.
+
+    A topic without a recorded id (a marker written before ids were recorded) or without a
+    current one (not in Kafka now) is not named: nothing tells it changed.
+    """
+    if marker is None:
+        return []
+    return sorted(
+        (topic, old, ids[topic])
+        for topic, old in marker.topic_ids.items()
+        if topic in ids and ids[topic] != old
+    )
+
+
+def current_topics(marker: Marker | None, ids: dict[str, str]) -> Marker | None:
+    """The marker as it stands for the topics Kafka has under ``ids``.
+
+    The offsets, largest timestamps and id of a topic deleted and created again since (see
+    :func:`recreated_topics`) are left out: they are the old topic's, so the new topic is read
+    from its start and the offset filter does not drop its records.
+    """
+    gone = {topic for topic, _, _ in recreated_topics(marker, ids)}
+    if marker is None or not gone:
+        return marker
+    return replace(
+        marker,
+        offsets={t: dict(ps) for t, ps in marker.offsets.items() if t not in gone},
+        max_timestamps={t: dict(ps) for t, ps in marker.max_timestamps.items() if t not in gone},
+        topic_ids={t: i for t, i in marker.topic_ids.items() if t not in gone},
+    )
+
+
+def current_state(state: TableState, ids: dict[str, str]) -> TableState:
+    """A table's state with its marker as :func:`current_topics` leaves it."""
+    marker = current_topics(state.marker, ids)
+    return state if marker is state.marker else replace(state, marker=marker)
 
 
 def check_no_interleaving(table: MarkedTable, state: TableState, marker: Marker) -> None:
@@ -273,11 +328,12 @@ def behind(found: Marker | None, seen: Marker | None) -> bool:
     )
 
 
-def offset_filter(marker: Marker | None) -> Column | None:
+def offset_filter(marker: Marker | None, planned: TopicOffsets | None = None) -> Column | None:
     """A condition keeping rows at or above the marker's offset for their partition.
 
     Returns None when there is nothing to filter (no marker). Partitions the marker does not
-    know are kept whole.
+    know are kept whole. ``planned``: the batch's partitions; the marker's others (which the
+    batch holds no row of) are left out of the condition.
     """
     from pyspark.sql import functions as F
 
@@ -288,17 +344,24 @@ def offset_filter(marker: Marker | None) -> Column | None:
     entries = []
     for topic, parts in sorted(marker.offsets.items()):
         for partition, offset in sorted(parts.items()):
+            if planned is not None and partition not in planned.get(topic, {}):
+                continue
             entries += [F.lit(f"{topic}\x00{partition}"), F.lit(offset)]
+    if not entries:
+        return None
     bounds = F.create_map(*entries)
     key = F.concat(F.col(c.TOPIC), F.lit("\x00"), F.col(c.PARTITION).cast("string"))
     return F.col(c.OFFSET) >= F.coalesce(F.try_element_at(bounds, key), F.lit(0))
 
 
-def starts_at_or_after(start: TopicOffsets | None, marker: Marker | None) -> bool:
+def starts_at_or_after(
+    start: TopicOffsets | None, marker: Marker | None, planned: TopicOffsets | None = None
+) -> bool:
     """Whether a batch starting at ``start`` holds nothing below the marker (no filter needed).
 
     Partitions the start does not name (new ones, read from earliest) must be unknown to the
-    marker too.
+    marker too. ``planned``: the batch's partitions; the marker's others (a topic the batch
+    does not read, kept in the marker) hold no row of it and do not count.
     """
     if marker is None or not marker.offsets:
         return True
@@ -306,6 +369,8 @@ def starts_at_or_after(start: TopicOffsets | None, marker: Marker | None) -> boo
         return False
     for topic, parts in marker.offsets.items():
         for partition, offset in parts.items():
+            if planned is not None and partition not in planned.get(topic, {}):
+                continue
             begin = start.get(topic, {}).get(partition)
             if begin is None or begin < offset:
                 return False
@@ -399,17 +464,29 @@ def next_marker(
     batch_id: int,
     query_id: str = "",
     planned_at_ms: int | None = None,
+    topic_ids: dict[str, str] | None = None,
 ) -> Marker:
     """The marker of a commit covering a batch planned up to ``planned``.
 
     Offsets are those of every planned partition (idle ones included), never below the
-    previous marker; partitions no longer planned (deleted topics) leave the marker.
+    previous marker. Partitions the batch did not plan keep the previous marker's offsets
+    and largest timestamps (a topic a narrowed pattern leaves out for a while, one missing
+    from Kafka's metadata for a moment, a deleted one): read again later, they continue
+    where they were. Only ``--reset-offsets`` removes them.
+
     ``planned_at_ms`` is when the batch was planned (see :func:`valid_through`).
+
+    Args:
+        topic_ids: Kafka's topic ids of the batch's topics; a topic the previous marker
+            recorded under another id was created again, and its old offsets are dropped
+            (:func:`current_topics`).
     """
+    ids = topic_ids or {}
+    previous = current_topics(previous, ids)
     prev_offsets = previous.offsets if previous else {}
     prev_stamps = previous.max_timestamps if previous else {}
-    offsets: TopicOffsets = {}
-    stamps: TopicOffsets = {}
+    offsets: TopicOffsets = {t: dict(ps) for t, ps in prev_offsets.items()}
+    stamps: TopicOffsets = {t: dict(ps) for t, ps in prev_stamps.items()}
     for topic, parts in planned.items():
         for partition, end in parts.items():
             before = prev_offsets.get(topic, {}).get(partition)
@@ -439,4 +516,5 @@ def next_marker(
         batch_id=batch_id,
         query_id=query_id,
         after=previous.commit_id if previous is not None else NO_MARKER,
+        topic_ids={**(previous.topic_ids if previous else {}), **ids},
     )

@@ -51,8 +51,17 @@ def decide_start(
     state: TableState,
     checkpoint_committed: TopicOffsets | None,
     checkpoint_has_progress: bool,
+    recreated: list[str] | None = None,
 ) -> Start:
     """Reconcile the checkpoint with the table; the table's offsets win.
+
+    Args:
+        state: The table's state, its marker without the offsets of topics created again
+            (:func:`~frazil.progress.markers.current_topics`).
+        recreated: Topics deleted and created again since the marker was recorded (another
+            Kafka topic id): a checkpoint holds the old topic's offsets, which say nothing of
+            the new one (Spark would skip its first records, or fail when it has fewer), so
+            it is set aside and the run starts from the table, reading them from their start.
 
     Raises:
         PipelineError: The table holds rows but no marker of this pipeline: starting from
@@ -78,6 +87,18 @@ def decide_start(
                 "pipeline: started over from starting_offsets",
             )
         return Start(reason="new pipeline" if not checkpoint_has_progress else "")
+    if recreated:
+        again = (
+            f"topic(s) {', '.join(recreated)} were deleted and created again: read from their start"
+        )
+        if checkpoint_has_progress:
+            return Start(
+                from_table=True,
+                set_aside=True,
+                reason=f"{again}; the checkpoint held the old topic's offsets: started from "
+                "the table's offsets",
+            )
+        return Start(from_table=True, reason=f"{again}; started from the table's offsets")
     if not checkpoint_has_progress:
         return Start(
             from_table=True,
@@ -165,6 +186,13 @@ def resolve_reset(
     return result
 
 
-def reset_marker(pipeline: str, spec_text: str, offsets: TopicOffsets) -> Marker:
-    """The marker that records a reset durably (a commit without rows carries it)."""
-    return replace(Marker(pipeline=pipeline, offsets=offsets), reset=spec_text)
+def reset_marker(
+    pipeline: str, spec_text: str, offsets: TopicOffsets, topic_ids: dict[str, str] | None = None
+) -> Marker:
+    """The marker that records a reset durably (a commit without rows carries it).
+
+    It names only the partitions Kafka has now: the offsets of any other (topics deleted,
+    or left out by a narrowed ``topic_pattern``) leave the marker here, and only here.
+    """
+    ids = {t: i for t, i in (topic_ids or {}).items() if t in offsets}
+    return replace(Marker(pipeline=pipeline, offsets=offsets, topic_ids=ids), reset=spec_text)

@@ -10,6 +10,7 @@ works here too; librdkafka, which understands none of the Java-only settings, is
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import FrazilConfig
@@ -60,11 +61,13 @@ class JvmKafkaAdmin:
         try:
             return future.get(_TIMEOUT_S, unit)
         except Exception as exc:  # py4j wraps the Java ExecutionException / TimeoutException
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-            raise KafkaError(
-                f"Kafka at {self._bootstrap} (kafka.bootstrap_servers) did not answer {what}: "
-                f"{first}"
-            ) from None
+            raise self._error(exc, what) from None
+
+    def _error(self, exc: Exception, what: str) -> KafkaError:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        return KafkaError(
+            f"Kafka at {self._bootstrap} (kafka.bootstrap_servers) did not answer {what}: {first}"
+        )
 
     def partitions(self, pipeline: PipelineConfig) -> dict[str, list[int]]:
         """The partitions of the topics the pipeline subscribes to, as Kafka reports them now.
@@ -72,6 +75,11 @@ class JvmKafkaAdmin:
         Topics listed in ``topics`` but missing in Kafka are left out; for ``topic_pattern``
         the pattern is a Java regex matched against the whole name, as Spark matches it.
         """
+        return self.describe(pipeline)[0]
+
+    def describe(self, pipeline: PipelineConfig) -> tuple[dict[str, list[int]], dict[str, str]]:
+        """The partitions (as :meth:`partitions`) and Kafka topic ids of the topics the
+        pipeline subscribes to, from one description."""
         names = [str(n) for n in self._get(self._admin.listTopics().names(), "a topic list")]
         if pipeline.topic_pattern is not None:
             pattern = re.compile(pipeline.topic_pattern)
@@ -79,20 +87,50 @@ class JvmKafkaAdmin:
         else:
             present = set(names)
             wanted = [t for t in pipeline.topics or [] if t in present]
-        if not wanted:
+        partitions: dict[str, list[int]] = {}
+        ids: dict[str, str] = {}
+        for name, description in self._describe(wanted).items():
+            partitions[name] = sorted(int(p.partition()) for p in description.partitions())
+            ids[name] = str(description.topicId().toString())
+        return partitions, ids
+
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Kafka's id (a UUID) of each of ``topics`` that exists now.
+
+        A topic deleted and created again under the same name gets another id.
+        """
+        return {
+            name: str(description.topicId().toString())
+            for name, description in self._describe(sorted(set(topics))).items()
+        }
+
+    def _describe(self, names: list[str]) -> dict[str, Any]:
+        """Java ``TopicDescription`` of each topic of ``names`` that exists (others are left
+        out: a topic can be deleted between the list and the description)."""
+        if not names:
             return {}
         collection = self._jvm.java.util.ArrayList()
-        for name in wanted:
+        for name in names:
             collection.add(name)
-        described = self._get(
-            self._admin.describeTopics(collection).allTopicNames(), "a topic description"
-        )
-        result: dict[str, list[int]] = {}
-        for name in wanted:
-            description = described.get(name)
-            if description is None:
+        described = self._admin.describeTopics(collection)
+        unit = self._jvm.java.util.concurrent.TimeUnit.SECONDS
+        try:  # all at once, one answer (the usual case: every topic exists)
+            found = described.allTopicNames().get(_TIMEOUT_S, unit)
+            return {name: found.get(name) for name in names if found.get(name) is not None}
+        except Exception:  # one is missing (or Kafka is away): each one's own answer tells
+            pass
+        futures = described.topicNameValues()
+        result: dict[str, Any] = {}
+        for name in names:
+            future = futures.get(name)
+            if future is None:
                 continue
-            result[name] = sorted(int(p.partition()) for p in description.partitions())
+            try:
+                result[name] = future.get(_TIMEOUT_S, unit)
+            except Exception as exc:  # py4j wraps the Java ExecutionException
+                if "UnknownTopicOrPartition" in str(exc):
+                    continue  # deleted since the list
+                raise self._error(exc, f"a description of topic {name}") from None
         return result
 
     def offsets(self, partitions: dict[str, list[int]], spec: str) -> TopicOffsets:

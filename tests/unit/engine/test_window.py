@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from frazil.engine.window import BatchCursor, BatchWindow
 from frazil.errors import PipelineError
 from frazil.progress import markers
@@ -134,3 +136,54 @@ def test_a_start_marker_holds_everything_before_the_batch() -> None:
     assert (start.offsets, start.batch_id, start.query_id) == ({"t": {0: 10}}, 5, "q")
     assert window.starts_at(start)
     assert not window.starts_at(Marker("p", {"t": {0: 12}}))
+
+
+class _Topics:
+    """Kafka's topic ids now."""
+
+    def __init__(self, ids: dict[str, str]) -> None:
+        self.ids = ids
+
+    def topic_ids(self, topics: Any) -> dict[str, str]:
+        return {t: i for t, i in self.ids.items() if t in set(topics)}
+
+
+def test_a_topic_created_again_under_the_query_stops_the_batch() -> None:
+    from frazil.errors import TopicRecreated
+
+    kafka = _Topics({"t": "a", "u": "b"})
+    cursor = BatchCursor(_Log({}), None, kafka)  # type: ignore[arg-type]
+    cursor.new_query({"t": "a"})
+    # A topic the query discovered is recorded as first seen.
+    assert cursor.topic_ids("p", {"t": {0: 1}, "u": {0: 1}}) == {"t": "a", "u": "b"}
+    kafka.ids["t"] = "c"
+    with pytest.raises(TopicRecreated) as info:
+        cursor.topic_ids("p", {"t": {0: 1}})
+    assert info.value.topics == [("t", "a", "c")]
+    assert "t (topic id a -> c)" in str(info.value)
+    # A new query starts from the ids its offsets were decided on.
+    cursor.new_query({"t": "c"})
+    assert cursor.topic_ids("p", {"t": {0: 0}}) == {"t": "c"}
+
+
+def test_a_window_leaves_out_the_old_offsets_of_a_topic_created_again() -> None:
+    from frazil.progress.markers import TableState
+
+    window = BatchWindow(
+        batch=None,  # type: ignore[arg-type]
+        batch_id=0,
+        planned={"t": {0: 300}},
+        start=None,
+        lagging=set(),
+        started=0.0,
+        query_id="q",
+        topic_ids={"t": "new"},
+    )
+    old = TableState(Marker("p", {"t": {0: 5000}}, topic_ids={"t": "old"}), 1, 5000)
+    assert window.current(old).marker == Marker(
+        "p",
+        {},
+        commit_id=old.marker.commit_id,  # type: ignore[union-attr]
+    )
+    marker = window.marker(old.marker, "p", {})
+    assert marker.offsets == {"t": {0: 300}} and marker.topic_ids == {"t": "new"}

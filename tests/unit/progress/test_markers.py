@@ -47,7 +47,7 @@ T = 1_800_000_000_000
 SLACK = markers.CAUGHT_UP_SLACK_MS
 
 
-def test_next_marker_covers_idle_partitions_never_goes_back_and_drops_gone_topics() -> None:
+def test_next_marker_covers_idle_partitions_never_goes_back_and_keeps_unplanned_ones() -> None:
     previous = _marker(
         {"t": {0: 100, 1: 50}, "gone": {0: 9}},
         max_timestamps={"t": {0: T - 9_000, 1: T - 8_000}, "gone": {0: 5}},
@@ -64,11 +64,60 @@ def test_next_marker_covers_idle_partitions_never_goes_back_and_drops_gone_topic
         query_id="q",
         planned_at_ms=T,
     )
-    assert marker.offsets == {"t": {0: 120, 1: 50, 2: 0}}
-    assert marker.max_timestamps == {"t": {0: T - 1_000, 1: T - 8_000}}
+    # A topic the batch did not plan (deleted, or left out by a narrowed pattern) keeps its
+    # offsets and largest timestamps: read again later, it continues where it was.
+    assert marker.offsets == {"t": {0: 120, 1: 50, 2: 0}, "gone": {0: 9}}
+    assert marker.max_timestamps == {"t": {0: T - 1_000, 1: T - 8_000}, "gone": {0: 5}}
     # Partition 2, read to its end but never written to, holds it back by the slack only.
     assert marker.valid_through_ms == T - SLACK
     assert marker.batch_id == 7
+
+
+def test_a_topic_id_round_trips_and_a_topic_created_again_starts_over() -> None:
+    previous = _marker(
+        {"t": {0: 5000, 1: 5000}, "u": {0: 7}},
+        max_timestamps={"t": {0: 1000}, "u": {0: 900}},
+        topic_ids={"t": "old-id", "u": "u-id"},
+    )
+    summary = previous.to_summary()
+    assert summary["frazil.topic-ids"] == '{"t":"old-id","u":"u-id"}'
+    assert Marker.from_summary(summary.get) == previous
+    assert "frazil.topic-ids" not in _marker({"t": {0: 1}}).to_summary()
+    # "t" was deleted and created again: the new topic's 2,000 records are all new, and its
+    # offsets replace the old topic's (not the larger of both).
+    ids = {"t": "new-id", "u": "u-id"}
+    assert markers.recreated_topics(previous, ids) == [("t", "old-id", "new-id")]
+    assert markers.recreated_topics(previous, {"u": "u-id"}) == []  # "t" not in Kafka now
+    assert markers.recreated_topics(_marker({"t": {0: 1}}), ids) == []  # no id recorded
+    current = markers.current_topics(previous, ids)
+    assert current is not None
+    assert current.offsets == {"u": {0: 7}} and current.topic_ids == {"u": "u-id"}
+    assert markers.current_topics(previous, {"t": "old-id"}) is previous
+    marker = markers.next_marker(
+        previous,
+        pipeline="p",
+        planned={"t": {0: 1200, 1: 800}},
+        stats={("t", 0): PartitionStats(50)},
+        lagging=set(),
+        batch_id=1,
+        topic_ids={"t": "new-id"},
+    )
+    assert marker.offsets == {"t": {0: 1200, 1: 800}, "u": {0: 7}}
+    assert marker.max_timestamps == {"t": {0: 50}, "u": {0: 900}}
+    assert marker.topic_ids == {"t": "new-id", "u": "u-id"}
+    # The old offsets no longer cover the new topic's batch.
+    assert markers.covered(previous, {"t": {0: 1200, 1: 800}})
+    assert not markers.covered(current, {"t": {0: 1200, 1: 800}})
+    state = markers.TableState(previous, 3, 10)
+    assert markers.current_state(state, ids).marker == current
+    assert markers.current_state(state, {"t": "old-id"}) is state
+
+
+def test_merged_markers_keep_the_topic_ids() -> None:
+    a = _marker({"t": {0: 5}}, topic_ids={"t": "i"})
+    b = _marker({"t": {0: 3}, "u": {0: 1}}, topic_ids={"t": "i", "u": "j"})
+    merged = markers.merge_markers([a, b], lowest=True)
+    assert merged is not None and merged.topic_ids == {"t": "i", "u": "j"}
 
 
 def test_valid_through_is_the_minimum_over_partitions_even_when_all_are_read_to_their_end() -> None:
@@ -127,3 +176,8 @@ def test_filter_is_needed_only_when_a_batch_may_start_below_the_marker() -> None
     assert not markers.starts_at_or_after({"t": {0: 10}}, marker)  # partition 1 unknown
     assert not markers.starts_at_or_after(None, marker)
     assert markers.starts_at_or_after(None, None)
+    # Partitions the batch does not plan (kept in the marker) hold none of its rows.
+    kept = _marker({"t": {0: 10}, "gone": {0: 99}})
+    assert not markers.starts_at_or_after({"t": {0: 10}}, kept)
+    assert markers.starts_at_or_after({"t": {0: 10}}, kept, {"t": {0: 20}})
+    assert not markers.starts_at_or_after({"t": {0: 10}}, kept, {"t": {0: 20}, "gone": {0: 99}})

@@ -59,6 +59,24 @@ def test_start_decisions() -> None:
     assert start.set_aside and start.use_starting_offsets
 
 
+def test_a_topic_created_again_sets_the_checkpoint_aside_and_starts_from_the_table() -> None:
+    # The marker (its old topic's offsets already left out) and a checkpoint level with it:
+    # the checkpoint still holds the old topic's offsets.
+    marker = _marker({"u": {0: 10}})
+    start = decide_start("p", "db.t", _state(marker, 5), {"t": {0: 50}, "u": {0: 10}}, True, ["t"])
+    assert start.from_table and start.set_aside
+    assert "topic(s) t were deleted and created again" in start.reason
+    start = decide_start("p", "db.t", _state(marker, 5), None, False, ["t"])
+    assert start.from_table and not start.set_aside
+    assert decide_start("p", "db.t", _state(marker, 5), {"u": {0: 10}}, True, []) == Start()
+
+
+def test_a_reset_names_only_the_topics_kafka_has_with_their_ids() -> None:
+    marker = reset_marker("p", "latest", {"t": {0: 4}}, {"t": "i", "gone": "g"})
+    assert marker.offsets == {"t": {0: 4}} and marker.topic_ids == {"t": "i"}
+    assert marker.reset == "latest"
+
+
 def test_resume_offsets_follow_the_partitions_kafka_has_now() -> None:
     marker = _marker({"t": {0: 10, 1: 4}, "deleted": {0: 3}})
     assert resume_offsets(marker, {"t": [0, 1, 2], "new": [0]}) == {

@@ -16,6 +16,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
+from frazil.sink import yielding
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -98,6 +99,7 @@ def merge_rows(
     view = f"frazil_changes_{uuid.uuid4().hex}"
     latest.createOrReplaceTempView(view)
     statement = merge_statement(table, view, columns, key, order_by)
+    merge_ended = yielding.merge_started(table)  # inline maintenance waits for it
     try:
         jvm = spark.sparkContext._jvm
         assert jvm is not None
@@ -113,10 +115,12 @@ def merge_rows(
                 # files it deletes from are gone: nothing was committed, run it again on
                 # the new snapshot.
                 text = str(exc)
+                yielding.merge_failed(spark, table, text)  # `frazil maintain` backs off
                 if attempt == MERGE_ATTEMPTS or not any(n in text for n in _CONFLICTS):
                     raise
                 log.info("MERGE into %s conflicted with a concurrent commit; retrying", table)
                 time.sleep(delay)
                 delay *= 2
     finally:
+        merge_ended()
         spark.catalog.dropTempView(view)

@@ -9,18 +9,21 @@ pipeline's plan:
 2. records that fail again are appended to the dead-letter table with their new reason;
 3. the replayed records are deleted from the dead-letter table.
 
-Each step's commit is recognisable, so a replay that crashed is finished, not repeated:
-the replay is named by the dead-letter snapshot it read and its filters (``R``). Step 1's
-commit carries ``frazil.dlq-replay.<pipeline> = R`` in the table, step 2's in the
-dead-letter table, and a marker without data (``frazil.dlq-replay-done.<pipeline> = R``)
-closes it. The next replay first finishes an open one: it skips the steps whose commits
-exist and deletes (again, harmlessly) the rows it read.
+A replay is named by the dead-letter snapshot it read and its filters (``R``). What it did
+so far is kept where snapshot expiry cannot remove it (:mod:`frazil.engine.replay_state`):
+its progress in a property of the dead-letter table, the snapshot it reads under a tag. Each
+append's commit also carries ``frazil.dlq-replay.<pipeline> = R`` (``frazil.dlq-replay-failed.``
+for the send-back), so a replay interrupted between a commit and noting it tells from the
+history since whether the commit happened. The next replay first finishes an open one: it
+skips the steps done and deletes (again, harmlessly) the rows it read. One replay of a
+pipeline runs at a time: each holds a claim on it, a property of the dead-letter table.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +33,7 @@ from frazil import columns as c
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.pipeline import build_pipeline
+from frazil.engine.replay_state import STATE, ReplayClaim, ReplayState
 from frazil.errors import ConfigError, PipelineError
 from frazil.progress import markers
 from frazil.sink.deadletter import dead_letter_columns
@@ -44,13 +48,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Opens a replay (a marker without data in the dead-letter table), and marks its append
-#: to the pipeline's table.
+#: Marks a replay's append to the pipeline's table (and opened a replay of an older frazil:
+#: a marker without data in the dead-letter table).
 REPLAY = "frazil.dlq-replay."
 #: Marks the replay's append of records that failed again, in the dead-letter table.
 FAILED = "frazil.dlq-replay-failed."
-#: Closes a replay (a marker without data in the dead-letter table).
+#: Closed a replay of an older frazil (a marker without data in the dead-letter table).
 DONE = "frazil.dlq-replay-done."
+#: The step of the send-back of records that failed again (the others: ``table <name>``).
+SENT_BACK = "dead letters"
+#: Attempts of the delete when it loses to a concurrent commit (a run's dead letters).
+DELETE_ATTEMPTS = 6
+DELETE_BACKOFF_S = 0.5
+_CONFLICTS = ("ValidationException", "CommitFailedException")
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,7 @@ def replay(
 
     Raises:
         ConfigError: The pipeline has no dead-letter table, or upserts (replay appends).
+        PipelineError: Another replay of the pipeline is running.
     """
     if pipeline.errors.dlq_table is None:
         raise ConfigError(
@@ -90,11 +101,35 @@ def replay(
         )
     catalog = config.catalog.name
     dead = IcebergTable(spark, qualified(catalog, pipeline.errors.dlq_table))
-    open_replay = _open_replay(dead, pipeline.name)
-    resumed = open_replay is not None
+    claim = ReplayClaim(dead, pipeline.name)
+    claim.acquire()
+    try:
+        return _replay(spark, config, pipeline, dead, claim, stage, since)
+    finally:
+        claim.release()
+
+
+def _replay(
+    spark: SparkSession,
+    config: FrazilConfig,
+    pipeline: PipelineConfig,
+    dead: IcebergTable,
+    claim: ReplayClaim,
+    stage: str | None,
+    since: datetime | None,
+) -> ReplayReport:
+    """The replay, under its claim: finish the open one, or open one and run it."""
+    state = claim.state()
+    if state is None:
+        legacy = _open_replay(dead, pipeline.name)
+        if legacy is not None:
+            # Opened by an older frazil: its progress is noted here from now on.
+            state = ReplayState(legacy, legacy=True)
+            claim.save(state, _parse(legacy)[0])
+    resumed = state is not None
     fingerprint = _fingerprint(pipeline)
-    if open_replay is not None:
-        replay_id = open_replay
+    if state is not None:
+        replay_id = state.id
         snapshot, stage, since, started_with = _parse(replay_id)
         if started_with != fingerprint:
             # Another config may sort the records otherwise: finishing with it could lose
@@ -115,14 +150,19 @@ def replay(
         replayed = source.count()
         if replayed == 0 and not resumed:
             return ReplayReport(pipeline.name, 0, 0, 0, False)
-        if not resumed:
+        if state is None:
             # Opened before anything is written: a crash from here on is finished next time.
-            dead.commit_summary_only({REPLAY + pipeline.name: replay_id})
-        written, failed = _run(spark, config, pipeline, source, dead, replay_id)
+            state = ReplayState(replay_id)
+            claim.save(state, snapshot)
+        progress = _Progress(claim, state)
+        written, failed = _run(spark, config, pipeline, source, dead, progress)
+        claim.renew()
         # Rows that failed before the replay began; the ones it sent back are newer.
         _delete(spark, dead.name, source, pipeline.name)
-        dead.refresh()
-        dead.commit_summary_only({DONE + pipeline.name: replay_id})
+        claim.close(state)
+        if state.legacy:
+            # Older frazil looks for this marker; without it, it would take the replay as open.
+            dead.commit_summary_only({DONE + pipeline.name: replay_id})
     finally:
         source.unpersist()
     log.info(
@@ -133,6 +173,59 @@ def replay(
         failed,
     )
     return ReplayReport(pipeline.name, replayed, written, failed, resumed)
+
+
+class _Progress:
+    """The open replay's steps: which commits are done, noted in the dead-letter table's
+    properties around each commit (:mod:`frazil.engine.replay_state`)."""
+
+    def __init__(self, claim: ReplayClaim, state: ReplayState) -> None:
+        self.claim = claim
+        self.state = state
+
+    @property
+    def id(self) -> str:
+        """The replay's name (each commit's marker value)."""
+        return self.state.id
+
+    def done(self, step: str, table: IcebergTable, key: str) -> bool:
+        """Whether the step's commit (``key`` = the replay's name in its summary) is made.
+
+        Raises:
+            PipelineError: The step began, and the table's history since was expired before
+                it could be told whether its commit happened.
+        """
+        entry = self.state.steps.get(step)
+        if entry is None and not self.state.legacy:
+            return False
+        if entry is not None and entry.get("done"):
+            return True
+        before = None if entry is None else entry.get("before")
+        found = _appended(table, key, self.id, before)
+        if found is None:
+            raise PipelineError(
+                f"{table.name}: the dead-letter replay {self.id} was interrupted around its "
+                f"commit to this table, and the table's snapshots since (from {before}) were "
+                f"expired: whether the commit was made cannot be told. Look for rows of "
+                f"snapshots whose summary has {key} = {self.id}; remove them if any, then "
+                f"remove table property {STATE}{self.claim.pipeline} of {self.claim.dead.name} "
+                "and replay again"
+            )
+        if found:
+            self.finish(step)
+        return found
+
+    def begin(self, step: str, table: IcebergTable) -> None:
+        """Note the step as begun, with the table's snapshot before its commit."""
+        table.refresh()
+        self.state.steps[step] = {"before": table.current_snapshot_id(), "done": False}
+        self.claim.save(self.state)
+
+    def finish(self, step: str) -> None:
+        """Note the step's commit as made."""
+        entry = self.state.steps.setdefault(step, {"before": None})
+        entry["done"] = True
+        self.claim.save(self.state)
 
 
 def _fingerprint(pipeline: PipelineConfig) -> str:
@@ -155,7 +248,8 @@ def _parse(replay_id: str) -> tuple[int, str | None, datetime | None, str]:
 
 
 def _open_replay(dead: IcebergTable, pipeline: str) -> str | None:
-    """The newest replay of the pipeline that started but did not finish, if any."""
+    """The newest replay of the pipeline that an older frazil opened (a marker in the
+    dead-letter table's history) and did not finish, if any."""
     dead.refresh()
     for view in dead.ancestry():
         done = view.get(DONE + pipeline)
@@ -186,9 +280,23 @@ def _read(
     return rows
 
 
-def _committed(table: IcebergTable, key: str, value: str) -> bool:
+def _appended(table: IcebergTable, key: str, value: str, before: int | None) -> bool | None:
+    """Whether a commit with ``key`` = ``value`` in its summary is among the table's
+    snapshots since ``before`` (None: since the table's first); None when that history was
+    expired in part, so that it cannot be told."""
     table.refresh()
-    return any(view.get(key) == value for view in table.ancestry())
+    java = table.java
+    snapshot = java.currentSnapshot()
+    while snapshot is not None:
+        if snapshot.summary().get(key) == value:
+            return True
+        if before is not None and int(snapshot.snapshotId()) == before:
+            return False
+        parent = snapshot.parentId()
+        if parent is None:
+            return False if before is None else None
+        snapshot = java.snapshot(parent)
+    return False if before is None and java.currentSnapshot() is None else None
 
 
 def _run(
@@ -197,7 +305,7 @@ def _run(
     pipeline: PipelineConfig,
     source: DataFrame,
     dead: IcebergTable,
-    replay_id: str,
+    progress: _Progress,
 ) -> tuple[int, int]:
     """Write what succeeds now to its table(s) and send back what fails again (each table's
     append and the send-back once: each commit is named by the replay)."""
@@ -240,7 +348,7 @@ def _run(
                 target = _create(tables, pipeline, name, user, values[name], known)
                 known[name] = target
             rows = routed.where(F.col(c.ROUTE_TABLE) == name)
-            good, bad = _write_table(spark, pipeline, target, rows, values[name], replay_id)
+            good, bad = _write_table(spark, pipeline, target, rows, values[name], progress)
             written += good
             failing.append(bad)
         back = failing[0]
@@ -249,8 +357,10 @@ def _run(
         back = back.cache()
         try:
             failed = back.count()
-            if failed and not _committed(dead, FAILED + pipeline.name, replay_id):
-                append_rows(back, dead.name, {FAILED + pipeline.name: replay_id})
+            if failed and not progress.done(SENT_BACK, dead, FAILED + pipeline.name):
+                progress.begin(SENT_BACK, dead)
+                append_rows(back, dead.name, {FAILED + pipeline.name: progress.id})
+                progress.finish(SENT_BACK)
         finally:
             back.unpersist()
     finally:
@@ -312,7 +422,7 @@ def _write_table(
     target: Target,
     rows: DataFrame,
     with_values: set[str],
-    replay_id: str,
+    progress: _Progress,
 ) -> tuple[int, DataFrame]:
     """Append a table's replayed records that it takes now (evolving it as a run would);
     returns how many, and the dead-letter rows of those it cannot take."""
@@ -338,14 +448,17 @@ def _write_table(
     columns = write_columns(rows.schema, view, diff, target.name)
     good = rows.where(columns.error.isNull())
     written = good.count()
-    if written and not _committed(table, REPLAY + pipeline.name, replay_id):
+    step = f"table {target.name}"
+    if written and not progress.done(step, table, REPLAY + pipeline.name):
         options = {"check-nullability": "false"} if view.required else {}
+        progress.begin(step, table)
         append_rows(
             good.select(*columns.table),
             target.qualified,
-            {REPLAY + pipeline.name: replay_id},
+            {REPLAY + pipeline.name: progress.id},
             options,
         )
+        progress.finish(step)
     bad = rows.where(columns.error.isNotNull()).select(
         *dead_letter_columns(pipeline.name, columns.error, True)
     )
@@ -359,16 +472,45 @@ def _delete(spark: SparkSession, name: str, source: DataFrame, pipeline: str) ->
     source.select("pipeline", "topic", "partition", "offset", "failed_at").createOrReplaceTempView(
         view
     )
+    statement = (
+        f"MERGE INTO {name} t USING {view} s ON t.pipeline = s.pipeline "
+        "AND t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset "
+        "AND t.failed_at = s.failed_at WHEN MATCHED THEN DELETE"
+    )
     try:
-        spark.sql(
-            f"MERGE INTO {name} t USING {view} s ON t.pipeline = s.pipeline "
-            "AND t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset "
-            "AND t.failed_at = s.failed_at WHEN MATCHED THEN DELETE"
-        )
-    except Exception as exc:  # py4j wraps Spark's error
-        raise PipelineError(
-            f"pipeline {pipeline!r}: could not delete the replayed dead letters from {name}: "
-            f"{str(exc).splitlines()[0]}"
-        ) from None
+        delay = DELETE_BACKOFF_S
+        for attempt in range(1, DELETE_ATTEMPTS + 1):
+            try:
+                spark.sql(statement)
+                return
+            except Exception as exc:  # py4j wraps Spark's error
+                text = str(exc)
+                if attempt < DELETE_ATTEMPTS and any(n in text for n in _CONFLICTS):
+                    # A run's dead letters (or maintenance) committed while the MERGE ran;
+                    # nothing was deleted. The exact match makes running it again on the new
+                    # snapshot safe.
+                    log.info(
+                        "%s: deleting the replayed dead letters from %s lost to a concurrent "
+                        "commit; retrying (attempt %d of %d)",
+                        pipeline,
+                        name,
+                        attempt + 1,
+                        DELETE_ATTEMPTS,
+                    )
+                    time.sleep(delay)
+                    delay *= 2
+                    continue
+                raise PipelineError(
+                    f"pipeline {pipeline!r}: could not delete the replayed dead letters from "
+                    f"{name}: {_cause(text)}. The replay stays open: run `frazil dlq "
+                    "replay` again to finish it (what it wrote is not written again)"
+                ) from None
     finally:
         spark.catalog.dropTempView(view)
+
+
+def _cause(text: str) -> str:
+    """The JVM's own exception line of a py4j error (its first line only names the call)."""
+    lines = [line.strip().lstrip(": ") for line in text.strip().splitlines()]
+    found = next((line for line in lines if "Exception" in line or "Error" in line), None)
+    return (found or (lines[0] if lines else "unknown error"))[:300]

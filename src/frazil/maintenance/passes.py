@@ -24,11 +24,15 @@ from frazil.maintenance.actions import ActionResult, Actions, with_retries
 from frazil.maintenance.expiry import protected
 from frazil.maintenance.health import TableHealth, read_health
 from frazil.maintenance.planner import Planned, plan
+from frazil.sink import yielding
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+
+#: How long a rewriting action outside a budgeted pass waits for a table's MERGEs to end.
+_TURN_WAIT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -140,9 +144,34 @@ def run_pass(
             if budget_s is not None and time.monotonic() - started > budget_s:
                 log.info("maintenance: budget of %.0fs spent; the rest waits", budget_s)
                 break
+            if step.action in yielding.REWRITES:
+                table.refresh()
+                ago = yielding.backing_off(table.java.properties().get(yielding.MERGE_CONFLICT_AT))
+                if ago is not None:
+                    log.info(
+                        "maintenance: %s: %s skipped: a pipeline's MERGE into it lost to a "
+                        "concurrent commit %.0fs ago (table property %s); rewrites wait %.0fs",
+                        ref.name,
+                        step.action,
+                        ago,
+                        yielding.MERGE_CONFLICT_AT,
+                        yielding.BACKOFF_S,
+                    )
+                    continue
             if on_action is not None:
                 on_action(ref.name, step.action)
-            report.results.append(_run(actions, step, policy, before, ref.name, spark, name))
+            wait = budget_s if budget_s is not None else _TURN_WAIT_S
+            with yielding.maintenance_turn(name, wait) as free:
+                if not free:
+                    log.info(
+                        "maintenance: %s: %s skipped: the pipeline's MERGEs into it kept "
+                        "running for %.0fs; the next pass tries again",
+                        ref.name,
+                        step.action,
+                        wait,
+                    )
+                    continue
+                report.results.append(_run(actions, step, policy, before, ref.name, spark, name))
             table.refresh()
         table.refresh()
         report.after = read_health(spark, name, table.java, policy, protected(spark, name).since_ms)

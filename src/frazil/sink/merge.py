@@ -16,6 +16,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
+from frazil.sink import yielding
 from frazil.sink.iceberg import stale_marker
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ def merge_rows(
     view = f"frazil_changes_{uuid.uuid4().hex}"
     latest.createOrReplaceTempView(view)
     statement = merge_statement(table, view, columns, key, order_by)
+    merge_ended = yielding.merge_started(table)  # inline maintenance waits for it
     try:
         jvm = spark.sparkContext._jvm
         assert jvm is not None
@@ -117,10 +119,12 @@ def merge_rows(
                 if stale is not None:
                     raise stale from None  # another run's commit, or a rollback: plan again
                 text = str(exc)
+                yielding.merge_failed(spark, table, text)  # `frazil maintain` backs off
                 if attempt == MERGE_ATTEMPTS or not any(n in text for n in _CONFLICTS):
                     raise
                 log.info("MERGE into %s conflicted with a concurrent commit; retrying", table)
                 time.sleep(delay)
                 delay *= 2
     finally:
+        merge_ended()
         spark.catalog.dropTempView(view)

@@ -275,3 +275,29 @@ def test_two_runs_side_by_side_write_each_record_once(
         )
     )
     _exactly(table_ids(spark, table), produced)
+
+
+def test_a_routed_table_rolled_back_while_stopped_gets_its_records_back_once(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A routed restart decides against the lowest of its tables' markers: a checkpoint ahead
+    of one rolled-back table is set aside, and that table's records come back."""
+    topic, name = f"rs-{unique}", f"rs_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=2)
+    pipeline = payments_pipeline(name, topic, "unused", max_offsets_per_trigger=400)
+    del pipeline["table"]
+    pipeline["route"] = {"field": "type", "table": f"db.rs_{unique}_{{value}}"}
+    tables = [f"db.rs_{unique}_debit", f"db.rs_{unique}_credit"]
+    config = make_config([pipeline])
+    produced = _produce(kafka_bootstrap, topic, 0, 2000, 2)
+    run(config, until_caught_up=True, spark=spark)
+    rolled = IcebergTable(spark, f"lake.{tables[0]}")
+    back = [s.snapshot_id for s in rolled.ancestry()][3]
+    spark.sql(f"CALL lake.system.rollback_to_snapshot('{tables[0]}', {back})")
+    assert len(table_ids(spark, tables[0])) < 1000
+    produced += _produce(kafka_bootstrap, topic, 2000, 400, 2)
+
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert "ahead of the table" in reports[0].start
+    _exactly([i for t in tables for i in table_ids(spark, t)], produced)

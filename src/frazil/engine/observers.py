@@ -18,7 +18,7 @@ from frazil.progress.events import CommitEvent, Event
 from frazil.source.kafka import TopicOffsets, admin_config, isolation_level
 
 if TYPE_CHECKING:
-    from frazil.engine.runner import PipelineRun
+    from frazil.engine.pipeline_run import PipelineRun
     from frazil.observe.web import Dashboard
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from frazil.engine.runner import RestartBudget
+from frazil.engine.restarts import RestartBudget
 from frazil.errors import PipelineError
 
 

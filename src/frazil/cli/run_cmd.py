@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import time
 from pathlib import Path
 
 import typer
 
 from frazil.cli.app import GLOBALS, LogFormat, OutputFormat, app, console, err_console
 from frazil.cli.render import print_reports
+from frazil.cli.run_view import BacklogBar, BatchLines, freshness, table_line
 from frazil.config.loader import load_config
-from frazil.progress.events import BatchStarted, CommitEvent, Event
-from frazil.progress.markers import format_ms
+from frazil.progress.events import BatchDone, BatchStarted, CommitEvent, Event
 
 log = logging.getLogger("frazil.run")
 
@@ -57,13 +57,19 @@ def run(
     if json_logs:
         commits.setLevel(logging.INFO)
 
+    # One line per batch; with --verbose, a line per table and batch too. On a terminal, a
+    # run until caught up shows its backlog in a progress bar (never with -o json).
+    verbose = GLOBALS.verbose
+    lines = BatchLines()
+    bar = (
+        BacklogBar(err_console)
+        if until_caught_up and not quiet and not json_logs and err_console.is_terminal
+        else None
+    )
+
     def on_commit(event: CommitEvent) -> None:
-        fresh = (
-            None
-            if event.valid_through_ms is None
-            else max(0.0, time.time() - event.valid_through_ms / 1000)
-        )
         if json_logs:
+            fresh = freshness(event.valid_through_ms)
             commits.info(
                 "commit",
                 extra={
@@ -84,38 +90,37 @@ def run(
             return
         if quiet:
             return
-        valid = format_ms(event.valid_through_ms) if event.valid_through_ms else "-"
-        freshness = "" if fresh is None else f", freshness {fresh:.1f}s"
-        if event.lag_records is not None:
-            freshness += f", lag {event.lag_records:,}"
-        err_console.print(
-            f"[dim]{event.pipeline}[/] batch {event.batch_id}: {event.records:,} records → "
-            f"{event.table} in {event.seconds:.1f}s (total {event.total_records:,}, "
-            f"valid through {valid}{freshness})",
-            highlight=False,
-        )
+        lines.commit(event)
+        if verbose:
+            err_console.print(table_line(event), highlight=False)
 
     def on_event(event: Event) -> None:
         if isinstance(event, BatchStarted):
             # With --verbose: when each micro-batch starts (bench/startup.py times the first).
             log.info("%s: batch %d started", event.pipeline, event.batch_id)
+        elif isinstance(event, BatchDone) and not quiet and not json_logs:
+            line, written = lines.done(event)
+            err_console.print(line, highlight=False)
+            if bar is not None:
+                bar.add(event, written)
 
     def on_started(names: list[str]) -> None:
         if not quiet:
             mode = "until caught up" if until_caught_up else "until SIGINT/SIGTERM"
             err_console.print(f"running {', '.join(names)} ({mode})", highlight=False)
 
-    reports = run_pipelines(
-        loaded,
-        pipeline_names=pipeline or None,
-        until_caught_up=until_caught_up,
-        reset_offsets=reset_offsets,
-        on_commit=on_commit,
-        on_event=on_event,
-        on_started=on_started,
-        metrics_port=metrics_port,
-    )
+    with bar if bar is not None else contextlib.nullcontext():
+        reports = run_pipelines(
+            loaded,
+            pipeline_names=pipeline or None,
+            until_caught_up=until_caught_up,
+            reset_offsets=reset_offsets,
+            on_commit=on_commit,
+            on_event=on_event,
+            on_started=on_started,
+            metrics_port=metrics_port,
+        )
     if quiet:
         console.print_json(json.dumps([r.to_json() for r in reports]))
     else:
-        print_reports(reports, loaded)
+        print_reports(reports, loaded, str(config))

@@ -1,0 +1,158 @@
+"""What ``frazil run`` prints while it runs: one line per micro-batch (a line per table and
+batch with ``--verbose``), and on a terminal a progress bar of the backlog when it runs until
+caught up."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
+
+from frazil.progress.events import BatchDone, CommitEvent
+from frazil.progress.markers import format_ms
+
+
+def freshness(valid_through_ms: int | None, now: float | None = None) -> float | None:
+    """Seconds from the newest Kafka timestamp a commit made visible to now."""
+    if valid_through_ms is None:
+        return None
+    return max(0.0, (time.time() if now is None else now) - valid_through_ms / 1000)
+
+
+def table_line(event: CommitEvent) -> str:
+    """One table's commit of a batch (``--verbose``), in rich markup."""
+    valid = format_ms(event.valid_through_ms) if event.valid_through_ms else "-"
+    fresh = freshness(event.valid_through_ms)
+    tail = "" if fresh is None else f", freshness {fresh:.1f}s"
+    if event.lag_records is not None:
+        tail += f", lag {event.lag_records:,}"
+    return (
+        f"[dim]{escape(event.pipeline)}[/] batch {event.batch_id}: {event.records:,} records → "
+        f"{escape(event.table)} in {event.seconds:.1f}s (total {event.total_records:,}, "
+        f"valid through {valid}{tail})"
+    )
+
+
+@dataclass
+class BatchLines:
+    """Turns the per-table commits of each batch into one line when the batch is done.
+
+    Commits of a routed batch arrive from several threads; the batch's :class:`BatchDone`
+    comes after all of them.
+    """
+
+    _commits: dict[tuple[str, int], list[CommitEvent]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def commit(self, event: CommitEvent) -> None:
+        """Keep a table's commit until its batch is done."""
+        with self._lock:
+            self._commits.setdefault((event.pipeline, event.batch_id), []).append(event)
+
+    def done(self, event: BatchDone) -> tuple[str, int]:
+        """The batch's line, in rich markup (records, tables, seconds, freshness, lag), and
+        the records it wrote."""
+        with self._lock:
+            commits = self._commits.pop((event.pipeline, event.batch_id), [])
+        records = sum(c.records for c in commits)
+        target = escape(commits[0].table) if len(commits) == 1 else f"{len(commits):,} tables"
+        total = max((c.total_records for c in commits), default=None)
+        details = [] if total is None else [f"total {total:,}"]
+        stamps = [c.valid_through_ms for c in commits if c.valid_through_ms is not None]
+        # The table furthest behind tells how fresh the whole batch is.
+        fresh = freshness(min(stamps)) if stamps and len(stamps) == len(commits) else None
+        if fresh is not None:
+            details.append(f"freshness {fresh:.1f}s")
+        if event.lag_records is not None:
+            details.append(f"lag {event.lag_records:,}")
+        tail = f" ({', '.join(details)})" if details else ""
+        line = (
+            f"[dim]{escape(event.pipeline)}[/] batch {event.batch_id}: {records:,} records → "
+            f"{target} in {event.seconds:.1f}s{tail}"
+        )
+        return line, records
+
+
+@dataclass
+class Backlog:
+    """The backlog of the pipelines of a run, from their batches: records read, records
+    left in Kafka beyond the tables, and the rate."""
+
+    started: float = field(default_factory=time.monotonic)
+    read: int = 0
+    _lag: dict[str, int] = field(default_factory=dict)
+
+    def add(self, event: BatchDone, written: int) -> None:
+        """Count a batch: its Kafka range if known, otherwise the records it wrote."""
+        self.read += event.read if event.read is not None else written
+        if event.lag_records is not None:
+            self._lag[event.pipeline] = event.lag_records
+
+    @property
+    def left(self) -> int | None:
+        """Records in Kafka beyond the tables (None until a batch told)."""
+        return sum(self._lag.values()) if self._lag else None
+
+    def rate(self, now: float | None = None) -> float:
+        """Records read per second since the run started."""
+        elapsed = (time.monotonic() if now is None else now) - self.started
+        return self.read / elapsed if elapsed > 0 else 0.0
+
+    def eta(self, now: float | None = None) -> float | None:
+        """Seconds to catch up at the current rate (None: not known)."""
+        rate = self.rate(now)
+        left = self.left
+        if left is None or rate <= 0:
+            return None
+        return left / rate
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-:--:--"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class BacklogBar:
+    """A rich progress bar of the backlog on ``out`` (a terminal): records read of read plus
+    left, the rate and the time to catch up. Lines printed on ``out`` go above it."""
+
+    def __init__(self, out: Console) -> None:
+        self.backlog = Backlog()
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("catching up"),
+            BarColumn(bar_width=None),
+            TextColumn("{task.fields[left]}"),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[eta]}"),
+            console=out,
+            transient=True,
+        )
+        self._task = self._progress.add_task("backlog", total=None, left="? left", rate="", eta="")
+
+    def __enter__(self) -> BacklogBar:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def add(self, event: BatchDone, written: int) -> None:
+        """Move the bar by a batch."""
+        b = self.backlog
+        b.add(event, written)
+        left = b.left
+        self._progress.update(
+            self._task,
+            completed=b.read,
+            total=None if left is None else b.read + left,
+            left="? left" if left is None else f"{left:,} left",
+            rate=f"{b.rate():,.0f} records/s",
+            eta=f"ETA {_duration(b.eta())}",
+        )

@@ -155,11 +155,9 @@ def test_a_batch_is_one_line_however_many_tables() -> None:
     line, written = lines.done(BatchDone("orders", 4, 2.5, read=300, lag_records=1_200))
     assert written == 300
     plain = Console().render_str(line).plain
-    assert plain == "orders batch 4: 300 records → 30 tables in 2.5s (total 590, lag 1,200)"
+    assert plain == "orders batch 4: 300 records → 30 tables in 2.5s (lag 1,200)"
     line, written = lines.done(BatchDone("orders", 5, 0.5))
-    assert Console().render_str(line).plain == (
-        "orders batch 5: 7 records → db.t0 in 0.5s (total 597)"
-    )
+    assert Console().render_str(line).plain == ("orders batch 5: 7 records → db.t0 in 0.5s")
 
 
 def test_the_backlog_counts_kafka_ranges_and_lag() -> None:
@@ -208,3 +206,30 @@ def test_help_wraps_sentences_at_word_boundaries(command: list[str]) -> None:
         first = following.strip(" │").split()[0]
         end = 76 if boxed else 77  # the text's last usable column, with a margin
         assert len(text) + 1 + len(first) > end, f"{text!r} broke before {first!r}"
+
+
+def test_the_backlog_bar_keeps_log_lines_and_batch_lines_above_it() -> None:
+    import io
+    import logging
+
+    from frazil.cli.run_view import BacklogBar
+
+    stream = io.StringIO()
+    out = Console(file=stream, force_terminal=True, width=80, color_system=None)
+    handler = logging.StreamHandler(sys.stderr)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with BacklogBar(out) as bar:
+            bar.started()
+            bar.add(BatchDone("a", 1, 1.0, read=1_000, lag_records=3_000), written=1_000)
+            out.print("a batch 1: 1,000 records → db.t in 1.0s")
+            logging.getLogger("frazil.test").warning("a warning while the bar runs")
+            assert bar.backlog.left == 3_000
+        assert handler.stream is sys.stderr  # given back
+    finally:
+        root.removeHandler(handler)
+    text = stream.getvalue()
+    assert "a batch 1: 1,000 records → db.t in 1.0s" in text
+    assert "a warning while the bar runs" in text
+    assert "3,000 left" in text

@@ -98,6 +98,8 @@ def run(
         if isinstance(event, BatchStarted):
             # With --verbose: when each micro-batch starts (bench/startup.py times the first).
             log.info("%s: batch %d started", event.pipeline, event.batch_id)
+            if bar is not None:
+                bar.started()
         elif isinstance(event, BatchDone) and not quiet and not json_logs:
             line, written = lines.done(event)
             err_console.print(line, highlight=False)

@@ -4,9 +4,12 @@ caught up."""
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -60,8 +63,8 @@ class BatchLines:
             commits = self._commits.pop((event.pipeline, event.batch_id), [])
         records = sum(c.records for c in commits)
         target = escape(commits[0].table) if len(commits) == 1 else f"{len(commits):,} tables"
-        total = max((c.total_records for c in commits), default=None)
-        details = [] if total is None else [f"total {total:,}"]
+        # Short enough for 80 columns; the totals are in the per-table lines (-v).
+        details = []
         stamps = [c.valid_through_ms for c in commits if c.valid_through_ms is not None]
         # The table furthest behind tells how fresh the whole batch is.
         fresh = freshness(min(stamps)) if stamps and len(stamps) == len(commits) else None
@@ -134,14 +137,33 @@ class BacklogBar:
             console=out,
             transient=True,
         )
+        self._moved: list[tuple[logging.StreamHandler[Any], Any]] = []
+        self._begun = False
         self._task = self._progress.add_task("backlog", total=None, left="? left", rate="", eta="")
 
     def __enter__(self) -> BacklogBar:
+        original = sys.stderr
         self._progress.start()
+        # Log lines go above the bar too: the handlers write to the stderr they were given
+        # at start, which the bar's redirection of sys.stderr does not reach.
+        if sys.stderr is not original:
+            for handler in logging.getLogger().handlers:
+                if isinstance(handler, logging.StreamHandler) and handler.stream is original:
+                    self._moved.append((handler, original))
+                    handler.setStream(sys.stderr)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        for handler, stream in self._moved:
+            handler.setStream(stream)
+        self._moved.clear()
         self._progress.stop()
+
+    def started(self) -> None:
+        """A batch began: the rate counts from the first one (not from Spark's start)."""
+        if not self._begun:
+            self._begun = True
+            self.backlog.started = time.monotonic()
 
     def add(self, event: BatchDone, written: int) -> None:
         """Move the bar by a batch."""

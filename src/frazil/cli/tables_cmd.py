@@ -12,7 +12,6 @@ from typing import Any
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from frazil.cli.app import OutputFormat, app, console
 from frazil.cli.render import Column, fit_table
@@ -116,14 +115,24 @@ def health(
     )
     for reason in h.reasons:
         console.print(f"  - {escape(reason)}")
-    view = Table("partition", "data files", "bytes", "small", "median", "delete files", "rows")
-    for p in h.partitions:
-        view.add_row(
+    columns = [
+        Column("partition", whole=True), Column("data files", justify="right"),
+        Column("bytes", 3, justify="right"), Column("small", 4, justify="right"),
+        Column("median", 5, justify="right"), Column("delete files", 2, justify="right"),
+        Column("rows", 1, justify="right"),
+    ]  # fmt: skip
+    rows = [
+        [
             escape(p.partition or "(unpartitioned)"), f"{p.data_files:,}", _size(p.data_bytes),
             f"{p.small_files:,}", _size(p.median_file_bytes), f"{p.delete_files:,}",
             f"{p.records:,}",
-        )  # fmt: skip
+        ]
+        for p in h.partitions
+    ]  # fmt: skip
+    view, left_out = fit_table(columns, rows, console.width)
     console.print(view)
+    if left_out:
+        console.print(f"[dim]not shown at this width: {', '.join(left_out)} (see -o json)[/]")
 
 
 @app.command()

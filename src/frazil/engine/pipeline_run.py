@@ -170,12 +170,13 @@ class PipelineRun:
         else:
             report = combine_reports(self.pipeline, handler.stats, parts, self.start_reason)
         if handler.dead_letters is not None:
+            counts = handler.dead_letters.counts
             report = dataclasses.replace(
                 report,
                 dead_letters={
-                    f"{stage}: {reason}": n
-                    for (stage, reason), n in sorted(handler.dead_letters.counts.items())
+                    f"{stage}: {reason}": n for (stage, reason), n in sorted(counts.items())
                 },
+                dead_lettered=sum(counts.values()),
             )
         return report
 

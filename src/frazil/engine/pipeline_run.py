@@ -227,7 +227,9 @@ class PipelineRun:
             )
         if start.from_table:
             self.resumed_from_table = True
-            log.warning("%s: %s", self.pipeline.name, start.reason)
+            # INFO: a start from the table is how frazil recovers; what calls for a look (a
+            # checkpoint set aside, a topic created again) was said at WARNING above.
+            log.info("%s: %s", self.pipeline.name, start.reason)
             return resume_offsets(self._resume_marker(states), partitions)
         return None
 

@@ -137,7 +137,7 @@ def test_commands_at_80_columns(
     hint = f"frazil sql -c frazil.yaml 'SELECT * FROM lake.{table} LIMIT 10'"
     assert f"  {hint}" in run.splitlines(), run
     assert _long_lines(run, "frazil sql -c") == [], run
-    assert f"✓ {name}" in run and "records ingested" in run
+    assert f"✓ {name}" in run and "records written" in run
     assert " records → " in run and "…" not in run
 
     # Tables: every name and header whole (columns left out, not cut).
@@ -202,7 +202,7 @@ def test_a_routed_run_prints_a_line_per_batch_and_a_short_summary(
     assert len(text.stderr.splitlines()) <= len(batches) + 4, text.stderr
     summary = text.stdout.splitlines()
     assert len(summary) <= 30, text.stdout
-    assert "30 table(s), 3,000 rows" in text.stdout
+    assert "3,000 in 30 table(s)" in text.stdout
     assert "and 25 more (2,500 rows; all in -o json)" in text.stdout
     assert "GROUP BY" not in text.stdout and "LIMIT 10" in text.stdout
 

@@ -69,8 +69,8 @@ def test_a_routed_summary_stays_a_handful_of_lines() -> None:
     )
     text = "\n".join(f"{k} {v}" for k, v in rows)
     assert len(rows) < 30, text
-    assert "100 table(s), 14,950 rows" in text
-    assert "lake.db.orders_c099: 199 rows" in text
+    assert "14,950 in 100 table(s)" in text
+    assert "lake.db.orders_c099: 0 written, 199 rows" in text
     assert "and 95 more (" in text and "all in -o json" in text
     assert "lake.db.orders_c000" not in text
     # Twelve partitions of a topic are counted, not listed.

@@ -162,22 +162,37 @@ def summary_rows(r: PipelineReport, catalog: str) -> list[tuple[str, str]]:
     """The rows of one pipeline's summary: a bounded number, however many tables it wrote."""
     lag = f"{r.freshness_lag_ms / 1000:.1f} s" if r.freshness_lag_ms is not None else "-"
     offsets = _offsets(r.offsets) or ["-"]
+    routed = len(r.tables) > 1 or r.table not in r.tables
+    if routed:
+        # A record routed to several tables is a row in each: say rows, and how many tables.
+        written = (
+            f"{r.records_ingested:,} row(s) to {len(r.rows_written or r.tables)} table(s) "
+            f"in {r.batches} batch(es)"
+        )
+        in_tables = f"{r.table_rows:,} in {len(r.tables)} table(s)"
+    else:
+        written = f"{r.records_ingested:,} in {r.batches} batch(es)"
+        in_tables = f"{r.table_rows:,}"
     rows = [
         ("table", f"{catalog}.{r.table}"),
-        ("records ingested", f"{r.records_ingested:,} in {r.batches} batch(es)"),
-        ("rows in table", f"{r.table_rows:,}"),
+        ("rows written" if routed else "records written", written),
+        ("rows in tables" if routed else "rows in table", in_tables),
         ("snapshots", str(r.snapshots)),
         ("data files", str(r.data_files)),
         ("kafka offsets", offsets[0]),
         *(("", line) for line in offsets[1:]),
         ("valid through", r.valid_through or "-"),
         ("last commit", r.last_commit or "-"),
-        ("freshness lag", f"{lag} (commit time − newest Kafka timestamp it made visible)"),
+        ("freshness", f"{lag} at the last commit (its time − valid through)"),
     ]
-    if len(r.tables) > 1 or r.table not in r.tables:
+    if routed:
+        # The biggest tables by rows, then how many more: a handful of lines for 100 tables.
         tables = top(r.tables)
-        rows.append(("tables", f"{len(r.tables):,} table(s), {sum(r.tables.values()):,} rows"))
-        rows += [("", f"{catalog}.{t}: {n:,} rows") for t, n in tables.shown]
+        rows += [
+            ("tables" if i == 0 else "", f"{catalog}.{t}: {r.rows_written.get(t, 0):,} written, "
+             f"{n:,} rows")
+            for i, (t, n) in enumerate(tables.shown)
+        ]  # fmt: skip
         if tables.more:
             rows.append(
                 ("", f"and {tables.more:,} more ({tables.more_total:,} rows; all in -o json)")

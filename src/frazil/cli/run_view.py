@@ -16,14 +16,14 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 
 from frazil.progress.events import BatchDone, CommitEvent
+from frazil.progress.freshness import freshness_seconds, pipeline_valid_through
 from frazil.progress.markers import format_ms
 
 
-def freshness(valid_through_ms: int | None, now: float | None = None) -> float | None:
-    """Seconds from the newest Kafka timestamp a commit made visible to now."""
-    if valid_through_ms is None:
-        return None
-    return max(0.0, (time.time() if now is None else now) - valid_through_ms / 1000)
+def freshness(valid_through_ms: int | None) -> float | None:
+    """Freshness now of a commit's recorded valid-through, in seconds: the same figure as
+    ``frazil status``, the metrics and the page (frazil.progress.freshness)."""
+    return freshness_seconds(valid_through_ms, time.time() * 1000)
 
 
 def table_line(event: CommitEvent) -> str:
@@ -65,9 +65,8 @@ class BatchLines:
         target = escape(commits[0].table) if len(commits) == 1 else f"{len(commits):,} tables"
         # Short enough for 80 columns; the totals are in the per-table lines (-v).
         details = []
-        stamps = [c.valid_through_ms for c in commits if c.valid_through_ms is not None]
         # The table furthest behind tells how fresh the whole batch is.
-        fresh = freshness(min(stamps)) if stamps and len(stamps) == len(commits) else None
+        fresh = freshness(pipeline_valid_through(c.valid_through_ms for c in commits))
         if fresh is not None:
             details.append(f"freshness {fresh:.1f}s")
         if event.lag_records is not None:

@@ -150,7 +150,7 @@ def _offsets(offsets: dict[str, dict[int, int]]) -> list[str]:
     lines = []
     for topic, parts in sorted(offsets.items()):
         if len(parts) <= 4:
-            lines.append(f"{topic}: " + ", ".join(f"{p}→{o:,}" for p, o in sorted(parts.items())))
+            lines.append(f"{topic}: " + ", ".join(f"{p}→{o}" for p, o in sorted(parts.items())))
         else:
             lines.append(f"{topic}: {len(parts)} partitions, {sum(parts.values()):,} in all")
     if len(lines) > SHOWN + 1:

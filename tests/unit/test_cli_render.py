@@ -233,3 +233,13 @@ def test_the_backlog_bar_keeps_log_lines_and_batch_lines_above_it() -> None:
     assert "a batch 1: 1,000 records → db.t in 1.0s" in text
     assert "a warning while the bar runs" in text
     assert "3,000 left" in text
+
+
+def test_a_batch_counts_the_kafka_records_between_its_start_and_end() -> None:
+    from frazil.engine.batch import _covered
+
+    start = {"t": {0: 5, 1: 10}}
+    assert _covered(start, {"t": {0: 15, 1: 12}}) == 12
+    # A partition the start does not name counts nothing (its start is not known).
+    assert _covered(start, {"t": {0: 5, 1: 10, 2: 7}}) == 0
+    assert _covered(None, {"t": {0: 1}}) is None

@@ -402,7 +402,8 @@ class BatchHandler:
 
 
 def _covered(start: TopicOffsets | None, end: TopicOffsets) -> int | None:
-    """Kafka records between two offset maps (None without a start: not known)."""
+    """Kafka records between two offset maps (None without a start: not known; a partition
+    the start does not name counts nothing)."""
     if start is None:
         return None
     return sum(

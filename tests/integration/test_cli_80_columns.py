@@ -10,6 +10,7 @@ handful of lines, while ``-o json`` still lists every table.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -74,6 +75,9 @@ def _in_tmux(folder: Path, commands: list[tuple[str, str]], timeout: float = 900
         assert "=== done" in text, text[-3000:]
     finally:
         subprocess.run([*tmux, "kill-server"], check=False)
+        # tmux leaves its socket file behind.
+        tmp = Path(os.environ.get("TMUX_TMPDIR", "/tmp"))
+        (tmp / f"tmux-{os.getuid()}" / socket).unlink(missing_ok=True)
     sections: dict[str, str] = {}
     for name, _ in commands:
         start = text.index(f"=== {name}\n") + len(f"=== {name}\n")
@@ -224,6 +228,4 @@ def test_a_routed_run_prints_a_line_per_batch_and_a_short_summary(
 
 
 def _env() -> dict[str, str]:
-    import os
-
     return {**os.environ}

@@ -155,7 +155,7 @@ def test_a_batch_is_one_line_however_many_tables() -> None:
     line, written = lines.done(BatchDone("orders", 4, 2.5, read=300, lag_records=1_200))
     assert written == 300
     plain = Console().render_str(line).plain
-    assert plain == "orders batch 4: 300 records → 30 tables in 2.5s (lag 1,200)"
+    assert plain == "orders batch 4: 300 rows → 30 tables in 2.5s (lag 1,200)"
     line, written = lines.done(BatchDone("orders", 5, 0.5))
     assert Console().render_str(line).plain == ("orders batch 5: 7 records → db.t0 in 0.5s")
 

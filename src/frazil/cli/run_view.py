@@ -72,8 +72,11 @@ class BatchLines:
         if event.lag_records is not None:
             details.append(f"lag {event.lag_records:,}")
         tail = f" ({', '.join(details)})" if details else ""
+        # Of several tables, rows: a record routed to two tables is a row in each (as the
+        # summary says).
+        unit = "records" if len(commits) <= 1 else "rows"
         line = (
-            f"[dim]{escape(event.pipeline)}[/] batch {event.batch_id}: {records:,} records → "
+            f"[dim]{escape(event.pipeline)}[/] batch {event.batch_id}: {records:,} {unit} → "
             f"{target} in {event.seconds:.1f}s{tail}"
         )
         return line, records

@@ -14,6 +14,7 @@ from frazil.cli.render import print_reports
 from frazil.config.loader import load_config
 from frazil.progress.events import BatchStarted, CommitEvent, Event
 from frazil.progress.markers import format_ms
+from frazil.transform.check import config_problems
 
 log = logging.getLogger("frazil.run")
 
@@ -50,7 +51,7 @@ def run(
     """
     from frazil.engine.runner import run as run_pipelines
 
-    loaded = load_config(config)
+    loaded = load_config(config, checks=config_problems)
     quiet = output is OutputFormat.json
     json_logs = GLOBALS.log_format is LogFormat.json
     commits = logging.getLogger("frazil.commit")

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
+
+from pydantic import ValidationError
 
 from frazil.columns import METADATA_PREFIX
+from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.transforms import (
     Cast,
@@ -85,6 +89,27 @@ def declared_fields(pipeline: PipelineConfig) -> dict[str, str] | None:
     return fields
 
 
+def config_problems(data: dict[str, Any], config: FrazilConfig | None) -> list[tuple[str, str]]:
+    """:func:`static_problems` of every pipeline, for the loader's ``checks``.
+
+    Args:
+        data: The parsed config tree.
+        config: The config, or None when it does not validate: then each pipeline that
+            validates on its own is checked, so a typo elsewhere does not hide its problems.
+    """
+    if config is not None:
+        pipelines = list(enumerate(config.pipelines))
+    else:
+        raw = data.get("pipelines")
+        pipelines = []
+        for index, entry in enumerate(raw if isinstance(raw, list) else []):
+            try:
+                pipelines.append((index, PipelineConfig.model_validate(entry)))
+            except (ValidationError, ValueError):
+                continue  # its own problems are reported already
+    return [problem for i, p in pipelines for problem in static_problems(p, index=i)]
+
+
 def check_transforms(
     pipeline: PipelineConfig, fields: dict[str, str] | None, *, index: int | None = None
 ) -> list[tuple[str, str]]:
@@ -112,6 +137,95 @@ def check_transforms(
         columns, reasons = plan(columns, transform)
         problems.extend((key, reason) for reason in reasons)
     return problems
+
+
+def planned_columns(pipeline: PipelineConfig, fields: dict[str, str]) -> list[str]:
+    """The names of the columns the transforms leave (a failing entry taken as absent)."""
+    columns: Fields = tuple(field_from_ddl(name, t) for name, t in fields.items())
+    for transform in pipeline.transforms:
+        columns = plan(columns, transform)[0]
+    return [column.name for column in columns]
+
+
+def column_problems(
+    pipeline: PipelineConfig, columns: list[str], *, index: int
+) -> list[tuple[str, str]]:
+    """The keys naming a column the records do not have after decoding and transforms:
+    ``partition_by``, ``sort_by``, ``identifier_fields`` (also per table), ``route.field``,
+    and an upsert or CDC ``write.key`` / ``write.order_by``.
+
+    The start of ``frazil run`` and ``frazil plan`` check them against the resolved schema;
+    ``frazil validate`` against the declared one. Same keys, same words.
+
+    Args:
+        pipeline: The pipeline.
+        columns: The column names after decoding and transforms, in order.
+        index: The pipeline's position in the config, for the key paths.
+
+    Returns:
+        ``(key path, reason)`` per problem, in the order above.
+    """
+    known = set(columns)
+    listed = ", ".join(columns)
+    prefix = f"pipelines[{index}]."
+    problems: list[tuple[str, str]] = []
+
+    def missing(key: str, column: str, where: str = "in the table") -> None:
+        problems.append((prefix + key, f"column {column!r} is not {where} (columns: {listed})"))
+
+    for j, field in enumerate(pipeline.defaults.partition_fields()):
+        root = field.column.split(".")[0]
+        if root not in known:
+            missing(f"partition_by[{j}]", root)
+    for name, own in pipeline.tables.items():
+        for key, entries in (("partition_by", own.partition_by), ("sort_by", own.sort_by)):
+            for j, entry in enumerate(entries):
+                root = entry.split("(")[-1].split(",")[-1].strip(" )").split()[0].split(".")[0]
+                if root not in known:
+                    missing(f"tables.{name}.{key}[{j}]", root)
+    for j, entry in enumerate(pipeline.defaults.sort_by):
+        root = entry.split()[0].split(".")[0]
+        if root not in known:
+            missing(f"sort_by[{j}]", root)
+    for j, ident in enumerate(pipeline.defaults.identifier_fields):
+        if ident not in known:
+            missing(f"identifier_fields[{j}]", ident)
+    path = getattr(pipeline.route, "field", None)
+    if isinstance(path, str) and path.split(".")[0] not in known:
+        missing("route.field", path.split(".")[0], "in the records after decoding and transforms")
+    write = pipeline.defaults.write
+    if write.merges:
+        named: list[tuple[str, str]] = [(f"write.key[{j}]", k) for j, k in enumerate(write.key)]
+        if write.order_by:
+            named.append(("write.order_by", write.order_by))
+        for table, own in pipeline.tables.items():
+            if own.write is not None:
+                named += [
+                    (f"tables.{table}.write.key[{j}]", k) for j, k in enumerate(own.write.key or [])
+                ]
+                if own.write.order_by:
+                    named.append((f"tables.{table}.write.order_by", own.write.order_by))
+        for key, column in named:
+            if column not in known:
+                missing(key, column)
+    return problems
+
+
+def static_problems(pipeline: PipelineConfig, *, index: int) -> list[tuple[str, str]]:
+    """What can be checked of a valid pipeline against its declared schema, without Spark:
+    its transforms (:func:`check_transforms`), then the columns its keys name
+    (:func:`column_problems`). Nothing when the schema is not declared, or for Debezium
+    envelopes (the table holds the rows inside them)."""
+    fields = declared_fields(pipeline)
+    if fields is None or pipeline.defaults.write.debezium:
+        return []
+    problems = check_transforms(pipeline, fields, index=index)
+    columns = column_problems(pipeline, planned_columns(pipeline, fields), index=index)
+    if not pipeline.transforms:
+        # Without transforms the loader has checked partition_by against the schema already.
+        prefix = f"pipelines[{index}].partition_by["
+        columns = [(key, reason) for key, reason in columns if not key.startswith(prefix)]
+    return problems + columns
 
 
 def plan(columns: Fields, transform: Transform) -> tuple[Fields, list[str]]:

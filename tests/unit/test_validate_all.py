@@ -215,3 +215,44 @@ def test_frazil_validate_lists_them_all(tmp_path: Path) -> None:
     listed = json.loads(as_json.stdout)
     assert listed["valid"] is False
     assert [p["key"] for p in listed["problems"]] == [key for key, _ in EXPECTED]
+
+
+def test_a_pipeline_the_loader_refuses_still_gets_its_transforms_checked() -> None:
+    # The usual first hour: one pipeline, a typo in a key, and transforms that do not fit.
+    pipeline = {
+        "name": "p",
+        "topic": ["t"],
+        "format": "jsn",
+        "schema": {"id": "long", "payer": "strng", "bad name": "int"},
+        "table": "db.t",
+        "transforms": [
+            {"flaten": {}},
+            {"rename": {"payr": "who"}},
+            {"parse_timestamp": {"field": "payer", "format": "yyyy"}},
+        ],
+        "partition_by": ["days(created)", "bucket(id)"],
+        "trigger": "soon",
+    }
+    with pytest.raises(ConfigError) as info:
+        parse_config({"pipelines": [pipeline]}, checks=config_problems)
+    keys = [key for key, _ in info.value.problems]
+    assert keys == [
+        "pipelines[0].format",
+        "pipelines[0].schema.payer",
+        "pipelines[0].schema.bad name",
+        "pipelines[0].transforms[0]",
+        "pipelines[0].partition_by[1]",
+        "pipelines[0].trigger",
+        "pipelines[0].topic",
+        # Checked with the refused keys set aside: 'payer' of a type unknown here, the
+        # refused transform as if it were not there.
+        "pipelines[0].transforms[1].rename",
+        "pipelines[0].partition_by[0]",
+    ]
+    by_key = dict(info.value.problems)
+    assert by_key["pipelines[0].transforms[1].rename"] == (
+        "field 'payr' does not exist (fields: id, payer)"
+    )
+    assert by_key["pipelines[0].partition_by[0]"] == (
+        "column 'created' is not in the table (columns: id, payer)"
+    )

@@ -30,8 +30,8 @@ from frazil.columns import METADATA_PREFIX
 from frazil.config.base import IDENT, Frozen, check_regex
 from frazil.config.decoding import (
     Decoding,
-    _check_case_collisions,
-    _check_field_name,
+    check_case_collisions,
+    check_field_name,
     check_schema_source,
 )
 from frazil.config.durations import parse_duration
@@ -151,11 +151,15 @@ def _each_field(errors: list[InitErrorDetails], data: dict[Any, Any]) -> list[In
     for error in errors:
         loc = error["loc"]
         fields = data.get(loc[0]) if len(loc) == 1 and isinstance(loc[0], str) else None
-        if loc[0] not in ("schema", "schema_", "key_schema") or not isinstance(fields, dict):
+        if (
+            not loc
+            or loc[0] not in ("schema", "schema_", "key_schema")
+            or not isinstance(fields, dict)
+        ):
             out.append(error)
             continue
         named = {k: v for k, v in fields.items() if isinstance(k, str) and isinstance(v, str)}
-        each = field_problems(named, _check_field_name)
+        each = field_problems(named, check_field_name)
         out += [
             InitErrorDetails(
                 type="value_error", loc=(loc[0], name), input=named[name], ctx={"error": reason}
@@ -166,7 +170,7 @@ def _each_field(errors: list[InitErrorDetails], data: dict[Any, Any]) -> list[In
             out.append(error)
             continue
         try:
-            _check_case_collisions(named)
+            check_case_collisions(named)
         except ValueError as exc:
             out.append(
                 InitErrorDetails(type="value_error", loc=loc, input=fields, ctx={"error": exc})

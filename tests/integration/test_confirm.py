@@ -18,6 +18,9 @@ from frazil.errors import PipelineError
 from frazil.progress.start import TableReset
 from tests.integration.helpers import frazil_snapshots, payments_pipeline, produce_payments
 
+#: Where the first run continues: the table's start again.
+RESET = ("--until-caught-up", "--reset-offsets", "earliest")
+
 
 def _frazil(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -58,6 +61,28 @@ def test_reset_offsets_without_yes_and_without_a_terminal_changes_nothing(
     spark.sql(f"REFRESH TABLE lake.{table}")
     assert _count(spark, table) == 300
     assert frazil_snapshots(spark, table) == before  # the marker and every snapshot as they were
+
+    # On a terminal it asks; "n" changes nothing either.
+    terminal, typed = os.openpty()
+    try:
+        os.write(terminal, b"n\n")  # waits in the terminal until the question reads it
+        declined = subprocess.run(
+            [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(path), *RESET],
+            stdin=typed,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        os.close(terminal)
+        os.close(typed)
+    assert declined.returncode != 0
+    assert "Traceback" not in declined.stderr
+    text = " ".join(declined.stderr.split())
+    assert "Reset these tables' offsets? [y/N]:" in text
+    assert f"--reset-offsets earliest not applied to {table}: nothing was changed" in text
+    spark.sql(f"REFRESH TABLE lake.{table}")
+    assert frazil_snapshots(spark, table) == before
 
     accepted = _frazil(
         "run", "-c", str(path), "--until-caught-up", "--reset-offsets", "earliest", "--yes"

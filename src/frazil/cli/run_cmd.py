@@ -15,6 +15,7 @@ from frazil.cli.render import print_reports
 from frazil.config.loader import load_config
 from frazil.errors import PipelineError
 from frazil.progress.events import BatchStarted, CommitEvent, Event
+from frazil.progress.freshness import freshness_seconds
 from frazil.progress.markers import format_ms
 from frazil.progress.start import TableReset
 from frazil.transform.check import config_problems
@@ -71,11 +72,9 @@ def run(
         commits.setLevel(logging.INFO)
 
     def on_commit(event: CommitEvent) -> None:
-        fresh = (
-            None
-            if event.valid_through_ms is None
-            else max(0.0, time.time() - event.valid_through_ms / 1000)
-        )
+        # What the table now records (frazil.progress.freshness): the same figure as
+        # `frazil status`, the metrics and the page.
+        fresh = freshness_seconds(event.valid_through_ms, time.time() * 1000)
         if json_logs:
             commits.info(
                 "commit",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 from pathlib import Path
 
 import typer
@@ -13,7 +14,10 @@ from frazil.cli.app import GLOBALS, LogFormat, OutputFormat, app, console, err_c
 from frazil.cli.render import print_reports
 from frazil.cli.run_view import BacklogBar, BatchLines, freshness, table_line
 from frazil.config.loader import load_config
+from frazil.errors import PipelineError
 from frazil.progress.events import BatchDone, BatchStarted, CommitEvent, Event
+from frazil.progress.start import TableReset
+from frazil.transform.check import config_problems
 
 log = logging.getLogger("frazil.run")
 
@@ -34,7 +38,16 @@ def run(
         "--reset-offsets",
         help="Continue from these offsets instead of the table's: earliest, latest, or JSON "
         'like \'{"topic": {"0": 42}}\' (-2 earliest, -1 latest; unlisted partitions start at '
-        "earliest). Recorded in the table, so later runs go on from there.",
+        "earliest). Recorded in the table, so later runs go on from there. On tables that "
+        "hold data of the pipeline it says what they hold and what will be read again, and "
+        "asks (--yes to go on without asking).",
+    ),
+    yes: bool = typer.Option(
+        False,
+        "--yes",
+        "-y",
+        help="Go on with --reset-offsets on tables that hold data without asking (needed "
+        "without a terminal, e.g. in CI).",
     ),
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
     metrics_port: int = typer.Option(
@@ -50,7 +63,7 @@ def run(
     """
     from frazil.engine.runner import run as run_pipelines
 
-    loaded = load_config(config)
+    loaded = load_config(config, checks=config_problems)
     quiet = output is OutputFormat.json
     json_logs = GLOBALS.log_format is LogFormat.json
     commits = logging.getLogger("frazil.commit")
@@ -106,12 +119,37 @@ def run(
             if bar is not None:
                 bar.add(event, written)
 
+    bar_stack = contextlib.ExitStack()
+
     def on_started(names: list[str]) -> None:
         if not quiet:
             mode = "until caught up" if until_caught_up else "until SIGINT/SIGTERM"
             err_console.print(f"running {', '.join(names)} ({mode})", highlight=False)
+        if bar is not None:
+            bar_stack.enter_context(bar)
 
-    with bar if bar is not None else contextlib.nullcontext():
+    def confirm_reset(resets: list[TableReset]) -> bool:
+        err_console.print(
+            f"--reset-offsets {reset_offsets} changes where {len(resets)} table(s) holding "
+            "data of their pipeline continue:",
+            highlight=False,
+        )
+        for found in resets:
+            for line in found.lines():
+                err_console.print(f"  {line}", highlight=False, soft_wrap=True)
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            names = ", ".join(found.table for found in resets)
+            raise PipelineError(
+                f"--reset-offsets {reset_offsets} not applied to {names}: they hold data "
+                "(above) and there is no terminal to ask on; nothing was changed. Run again "
+                "with --yes to go on"
+            )
+        return typer.confirm("Reset these tables' offsets?", default=False, err=True)
+
+    # The bar starts once the pipelines run (after a --reset-offsets question, if any).
+    with bar_stack:
         reports = run_pipelines(
             loaded,
             pipeline_names=pipeline or None,
@@ -121,6 +159,7 @@ def run(
             on_event=on_event,
             on_started=on_started,
             metrics_port=metrics_port,
+            confirm_reset=confirm_reset,
         )
     if quiet:
         console.print_json(json.dumps([r.to_json() for r in reports]))

@@ -95,8 +95,9 @@ def _root(
             formatter.converter = time.gmtime
             handler.setFormatter(formatter)
     if not verbose:
-        # The Kafka clients' own lines (a transient "Failed to acquire idempotence PID").
-        logging.getLogger("frazil.kafka.client").setLevel(logging.ERROR)
+        # The Kafka clients' own lines (a transient "Failed to acquire idempotence PID", a
+        # "Connection refused" every 50 ms): frazil reports what they come to itself.
+        logging.getLogger("frazil.kafka.client").setLevel(logging.CRITICAL)
     if not verbose:
         # py4j logs the full Python traceback of a failing foreachBatch call; frazil reports
         # the error itself (with --verbose the traceback is shown).

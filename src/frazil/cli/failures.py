@@ -69,7 +69,7 @@ def _spark(exc: BaseException) -> str:
     """Spark's own message (``[UNRESOLVED_COLUMN...] ... line 1 pos 7``) without the plan."""
     desc = getattr(exc, "_desc", None)
     text = desc if isinstance(desc, str) and desc.strip() else str(exc)
-    return _first(text).rstrip(";").rstrip() or type(exc).__name__
+    return _first(text).rstrip().removesuffix(";") or type(exc).__name__
 
 
 def _java(exc: BaseException) -> str:
@@ -115,6 +115,8 @@ def _java_text(exc: BaseException) -> str:
 def _strip_class(line: str) -> str:
     """``org.apache.spark.sql.AnalysisException: [X] text`` → ``[X] text``: Spark's conditions
     name the problem already; other exceptions keep their short class name, which does."""
+    # Spark ends an analysis error's first line with ";" before the plan it leaves out here.
+    line = line.rstrip().removesuffix(";")
     head, sep, rest = line.partition(": ")
     if not sep or " " in head or "." not in head:
         return line

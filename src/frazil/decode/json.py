@@ -187,7 +187,7 @@ class JsonDecoder:
         corrupt = parsed[_CORRUPT]
         # Only evaluated for bad records: tells a broken document from a type mismatch.
         is_object = F.from_json(text, "map<string,string>").isNotNull()
-        reason = F.when(is_object, F.lit("a field does not match the schema's type")).otherwise(
+        reason = F.when(is_object, mismatch_reason(text, parsed, self.schema)).otherwise(
             F.lit("not a JSON object (malformed JSON, an array, a string, a number or null)")
         )
         error = (
@@ -214,6 +214,52 @@ class JsonDecoder:
         )
         fields = {f.name: parsed[f.name] for f in self.schema.fields}
         return Decoded(value=value, error=error.cast(c.ERROR_DDL), fields=fields)
+
+
+#: What a type mismatch says when no top-level field can be named (one nested deeper).
+MISMATCH = "a field does not match the schema's type"
+
+
+def mismatch_reason(text: Column, parsed: Column, schema: StructType) -> Column:
+    """Which field of a JSON object does not read as its schema type, and both types:
+    ``field 'amount' has a value of type string, the schema's type is bigint``.
+
+    A field is named when the record holds a value for it (not ``null``) that ``from_json``
+    could not read. The record's type comes from Spark's variant of the text (its JSON
+    types: string, bigint, decimal(20,0), boolean, object, array). A mismatch nested inside a
+    struct falls back to :data:`MISMATCH`. Only evaluated for records that failed to decode.
+    """
+    from pyspark.sql import functions as F
+
+    variant = F.try_parse_json(text)
+    named = []
+    for field in schema.fields:
+        kind = F.lower(
+            F.schema_of_variant(F.try_variant_get(variant, _path(field.name), "variant"))
+        )
+        # An object's or an array's full shape can be long: its kind says enough.
+        shown = (
+            F.when(kind.startswith("object"), F.lit("object"))
+            .when(kind.startswith("array"), F.lit("array"))
+            .otherwise(kind)
+        )
+        named.append(
+            F.when(
+                kind.isNotNull() & (kind != F.lit("void")) & parsed[field.name].isNull(),
+                F.concat(
+                    F.lit(f"field {field.name!r} has a value of type "),
+                    shown,
+                    F.lit(f", the schema's type is {_short_type(field.dataType)}"),
+                ),
+            )
+        )
+    return F.coalesce(*named, F.lit(MISMATCH))
+
+
+def _short_type(data_type: DataType) -> str:
+    """A type for a message: ``bigint``, ``array<string>``, or ``struct`` for a long one."""
+    text = str(data_type.simpleString())
+    return text if len(text) <= 40 else text.split("<", 1)[0]
 
 
 def _path(name: str) -> str:

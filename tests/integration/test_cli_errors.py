@@ -230,3 +230,27 @@ def test_a_first_ctrl_c_says_what_it_does_and_a_second_stops_at_once_with_what_w
         "committed by this run:",
     ], output
     assert re.fullmatch(rf"  {table}: [\d,]+ records in \d+ batch(es)? \(total [\d,]+\)", lines[-1])
+
+
+def test_a_py4j_error_keeps_the_jvm_exceptions_line_and_its_root_cause(spark: Any) -> None:
+    from py4j.protocol import Py4JJavaError
+
+    from frazil.cli.failures import describe
+
+    jvm = spark.sparkContext._jvm
+    future = jvm.java.util.concurrent.CompletableFuture
+    with pytest.raises(Py4JJavaError) as parse:
+        jvm.java.lang.Integer.parseInt("x")
+    with pytest.raises(Py4JJavaError) as wrapped:
+        future.failedFuture(jvm.java.lang.IllegalStateException("boom")).get()
+    with pytest.raises(Py4JJavaError) as caused:
+        inner = jvm.java.lang.IllegalArgumentException("no such partition")
+        future.failedFuture(jvm.java.lang.RuntimeException("the write failed", inner)).join()
+
+    assert describe(parse.value) == 'NumberFormatException: For input string: "x"'
+    # A wrapper (ExecutionException) gives way to the exception it wraps.
+    assert describe(wrapped.value) == "IllegalStateException: boom"
+    assert describe(caused.value) == (
+        "RuntimeException: the write failed\n"
+        "  caused by: IllegalArgumentException: no such partition"
+    )

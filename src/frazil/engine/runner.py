@@ -130,7 +130,9 @@ class StoppedNow(BaseException):
 
 
 #: What the first stop request does, said as soon as it arrives.
-STOPPING = "stopping after the batch in flight commits (Ctrl-C again to stop now)"
+STOPPING = "stopping after the batch in flight commits"
+#: What a first Ctrl-C adds: how not to wait.
+AGAIN = " (Ctrl-C again to stop now)"
 
 
 class _Signals:
@@ -138,8 +140,9 @@ class _Signals:
     stops at once (:class:`StoppedNow`).
 
     Args:
-        on_stopping: Called with :data:`STOPPING` when the first request arrives, so the user
-            hears at once what the run does while the batch in flight finishes.
+        on_stopping: Called with :data:`STOPPING` (and :data:`AGAIN` after a Ctrl-C) when the
+            first request arrives, so the user hears at once what the run does while the
+            batch in flight finishes.
     """
 
     def __init__(self, on_stopping: Callable[[str], None] | None = None) -> None:
@@ -160,7 +163,7 @@ class _Signals:
             return
         self.stop.set()
         if self._on_stopping is not None:
-            self._on_stopping(STOPPING)
+            self._on_stopping(STOPPING + (AGAIN if signum == signal.SIGINT else ""))
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():

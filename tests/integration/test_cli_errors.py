@@ -232,20 +232,22 @@ def test_a_first_ctrl_c_says_what_it_does_and_a_second_stops_at_once_with_what_w
     assert re.fullmatch(rf"  {table}: [\d,]+ records in \d+ batch(es)? \(total [\d,]+\)", lines[-1])
 
 
-def test_a_py4j_error_keeps_the_jvm_exceptions_line_and_its_root_cause(spark: Any) -> None:
-    from py4j.protocol import Py4JJavaError
-
+def test_a_jvm_error_keeps_the_java_exceptions_line_and_its_root_cause(spark: Any) -> None:
+    # PySpark turns Py4J's errors into its own (NumberFormatException, UnknownException…);
+    # either way the Java exception's chain is what the message comes from.
     from frazil.cli.failures import describe
 
     jvm = spark.sparkContext._jvm
     future = jvm.java.util.concurrent.CompletableFuture
-    with pytest.raises(Py4JJavaError) as parse:
+    with pytest.raises(Exception) as parse:
         jvm.java.lang.Integer.parseInt("x")
-    with pytest.raises(Py4JJavaError) as wrapped:
+    with pytest.raises(Exception) as wrapped:
         future.failedFuture(jvm.java.lang.IllegalStateException("boom")).get()
-    with pytest.raises(Py4JJavaError) as caused:
+    with pytest.raises(Exception) as caused:
         inner = jvm.java.lang.IllegalArgumentException("no such partition")
         future.failedFuture(jvm.java.lang.RuntimeException("the write failed", inner)).join()
+    with pytest.raises(Exception) as analysis:
+        spark.sql("SELECT nope FROM VALUES (1) AS t(a)")
 
     assert describe(parse.value) == 'NumberFormatException: For input string: "x"'
     # A wrapper (ExecutionException) gives way to the exception it wraps.
@@ -254,3 +256,6 @@ def test_a_py4j_error_keeps_the_jvm_exceptions_line_and_its_root_cause(spark: An
         "RuntimeException: the write failed\n"
         "  caused by: IllegalArgumentException: no such partition"
     )
+    analysed = describe(analysis.value)
+    assert analysed.startswith("[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column")
+    assert analysed.endswith("SQLSTATE: 42703; line 1 pos 7") and "\n" not in analysed

@@ -12,6 +12,8 @@ PySpark nor confluent-kafka (an exception of theirs means they are loaded alread
 
 from __future__ import annotations
 
+from typing import Any
+
 from frazil.errors import FrazilError, first_line
 
 #: Longest line kept from a library's message (Spark's first lines can be long, but a line of a
@@ -49,6 +51,11 @@ def describe(exc: BaseException) -> str:
         # Py4JNetworkError, Py4JError: the Spark driver's JVM went away or never answered.
         return f"the Spark driver (JVM) stopped answering: {first_line(exc, _LIMIT)}"
     if _is(exc, "pyspark.errors."):
+        # PySpark turns most Py4J errors into its own (AnalysisException, UnknownException…)
+        # and keeps the Java one: its chain says what and why, as a Py4J error's does.
+        origin = getattr(exc, "_origin", None)  # the Java Throwable (a Py4J JavaObject)
+        if origin is not None and type(origin).__name__ == "JavaObject":
+            return _java_chain(origin) or _spark(exc)
         return _spark(exc)
     if _is(exc, "confluent_kafka.schema_registry"):
         return f"schema registry: {first_line(exc, _LIMIT)}"
@@ -73,8 +80,13 @@ def _spark(exc: BaseException) -> str:
 
 
 def _java(exc: BaseException) -> str:
-    """The JVM exception's first line, and its root cause's when that says something else."""
-    java = getattr(exc, "java_exception", None)
+    """A Py4J error: its Java exception's chain, or its text when the JVM is gone."""
+    return _java_chain(getattr(exc, "java_exception", None)) or _java_text(exc)
+
+
+def _java_chain(java: Any) -> str | None:
+    """The Java exception's first line, and its root cause's when that says something else;
+    None when the JVM cannot be asked (a second Ctrl-C stopped it)."""
     lines: list[str] = []
     try:
         cause = java
@@ -86,17 +98,16 @@ def _java(exc: BaseException) -> str:
                 lines.append(line)
             cause = cause.getCause()
             seen += 1
-    except Exception:  # the JVM is gone (a second Ctrl-C): the Python-side text is all there is
-        lines = []
+    except Exception:
+        return None
     if not lines:
-        return _java_text(exc)
+        return None
     outer = next((ln for ln in lines if not ln.startswith(_JAVA_WRAPPERS)), lines[0])
-    root = lines[-1]
-    outer = _strip_class(outer)
-    root = _strip_class(root)
+    outer = _strip_class(outer)[:_LIMIT]
+    root = _strip_class(lines[-1])[:_LIMIT]
     if root in outer:
-        return outer[:_LIMIT]
-    return f"{outer[:_LIMIT]}\n  caused by: {root[:_LIMIT]}"
+        return outer
+    return f"{outer}\n  caused by: {root}"
 
 
 def _java_text(exc: BaseException) -> str:

@@ -88,6 +88,28 @@ def test_plan_marks_every_kind_of_bad_json_and_skips_tombstones(spark: Any) -> N
     assert c.VALUE not in rows[0].asDict() and c.PARTITION in rows[0].asDict()
 
 
+def test_a_type_mismatch_names_the_field_and_both_types_at_any_depth(spark: Any) -> None:
+    schema = {"id": "string", "who": "struct<name:string,age:bigint>", "n": "int"}
+    pipeline = _pipeline(schema=schema)
+    plan = build_plan(pipeline, JsonDecoder(schema_from_config(pipeline)))
+    values = [
+        b'{"id": "a", "who": {"name": "x", "age": "old"}, "n": 1}',
+        b'{"id": "b", "who": "x", "n": 1}',
+        b'{"id": "c", "who": null, "n": true}',
+        b'{"id": "d", "n": {"deep": [1]}}',
+    ]
+
+    rows = plan.run(_raw(spark, values)).orderBy(c.OFFSET).collect()
+
+    assert [r[c.ERROR]["reason"] for r in rows] == [
+        "field 'who.age' has a value of type string, the schema's type is bigint",
+        "field 'who' has a value of type string, the schema's type is "
+        "struct<name:string,age:bigint>",
+        "field 'n' has a value of type boolean, the schema's type is int",
+        "field 'n' has a value of type object, the schema's type is int",
+    ]
+
+
 def test_unknown_format_names_the_known_ones() -> None:
     known = r"avro, bytes, json, protobuf, string"
     with pytest.raises(ConfigError, match=rf"format 'xml' is not available \(known: {known}\)"):

@@ -222,20 +222,43 @@ MISMATCH = "a field does not match the schema's type"
 
 def mismatch_reason(text: Column, parsed: Column, schema: StructType) -> Column:
     """Which field of a JSON object does not read as its schema type, and both types:
-    ``field 'amount' has a value of type string, the schema's type is bigint``.
+    ``field 'amount' has a value of type string, the schema's type is bigint`` (nested:
+    ``field 'who.age'``).
 
     A field is named when the record holds a value for it (not ``null``) that ``from_json``
     could not read. The record's type comes from Spark's variant of the text (its JSON
-    types: string, bigint, decimal(20,0), boolean, object, array). A mismatch nested inside a
-    struct falls back to :data:`MISMATCH`. Only evaluated for records that failed to decode.
+    types: string, bigint, decimal(20,0), boolean, object, array). Fields of structs are
+    looked into (a few levels); a mismatch inside an array or a map falls back to
+    :data:`MISMATCH`. Only evaluated for records that failed to decode.
     """
     from pyspark.sql import functions as F
 
     variant = F.try_parse_json(text)
-    named = []
+    named: list[Column] = []
+    _mismatches(variant, parsed, schema, (), named)
+    return F.coalesce(*named, F.lit(MISMATCH))
+
+
+#: How deep into structs :func:`mismatch_reason` looks for the field.
+_MISMATCH_DEPTH = 3
+
+
+def _mismatches(
+    variant: Column,
+    parsed: Column,
+    schema: StructType,
+    names: tuple[str, ...],
+    found: list[Column],
+) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
     for field in schema.fields:
+        path = (*names, field.name)
         kind = F.lower(
-            F.schema_of_variant(F.try_variant_get(variant, _path(field.name), "variant"))
+            F.schema_of_variant(
+                F.try_variant_get(variant, "$" + "".join(_step(n) for n in path), "variant")
+            )
         )
         # An object's or an array's full shape can be long: its kind says enough.
         shown = (
@@ -243,17 +266,20 @@ def mismatch_reason(text: Column, parsed: Column, schema: StructType) -> Column:
             .when(kind.startswith("array"), F.lit("array"))
             .otherwise(kind)
         )
-        named.append(
+        value = parsed[field.name]
+        found.append(
             F.when(
-                kind.isNotNull() & (kind != F.lit("void")) & parsed[field.name].isNull(),
+                kind.isNotNull() & (kind != F.lit("void")) & value.isNull(),
                 F.concat(
-                    F.lit(f"field {field.name!r} has a value of type "),
+                    F.lit(f"field {'.'.join(path)!r} has a value of type "),
                     shown,
                     F.lit(f", the schema's type is {_short_type(field.dataType)}"),
                 ),
             )
         )
-    return F.coalesce(*named, F.lit(MISMATCH))
+        if isinstance(field.dataType, StructType) and len(path) < _MISMATCH_DEPTH:
+            # from_json keeps what it could read of a struct: look for the field inside.
+            _mismatches(variant, value, field.dataType, path, found)
 
 
 def _short_type(data_type: DataType) -> str:
@@ -263,7 +289,11 @@ def _short_type(data_type: DataType) -> str:
 
 
 def _path(name: str) -> str:
-    return "$['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
+    return "$" + _step(name)
+
+
+def _step(name: str) -> str:
+    return "['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
 
 
 def unknown_fields(text: Column, schema: StructType) -> Column:

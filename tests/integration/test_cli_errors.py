@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -158,6 +159,28 @@ def test_generate_with_no_broker_prints_one_line_not_librdkafkas_log() -> None:
     )
     assert "Connection refused" in stderr
     assert "rdkafka" not in stderr and "%3|" not in stderr
+
+
+def test_ui_on_a_taken_port_says_which_port(
+    lake_dir: Path, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    config = write_config(
+        tmp_path / "c.yaml",
+        lake_dir,
+        kafka_bootstrap,
+        [payments_pipeline(f"u_{unique}", f"u-{unique}", f"db.u_{unique}")],
+    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        result = frazil("ui", "-c", str(config), "--port", str(port), timeout=120)
+
+    assert short_error(result, most_lines=1).strip() == (
+        f"error: cannot serve the status page on 127.0.0.1:{port}: Address already in use "
+        "(choose another port)"
+    )
 
 
 class _Run:

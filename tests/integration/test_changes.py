@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -396,3 +397,274 @@ def test_routed_tables_each_with_their_own_key_and_format_version_3(
         r[0] for r in spark.sql(f"SELECT file_format FROM lake.{orders}.delete_files").collect()
     }
     assert formats == {"PUFFIN"}, formats
+
+
+def _b64_decimal(unscaled: int) -> str:
+    """A Connect Decimal's bytes (big-endian two's complement) as the JSON converter sends
+    them: base64 text."""
+    size = (unscaled.bit_length() + 8) // 8
+    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
+
+
+#: Row fields of a Debezium table with semantic types, as the JSON converter describes them.
+_SEMANTIC_ROW = [
+    {"type": "int64", "optional": False, "field": "id"},
+    {"type": "int64", "optional": True, "name": "io.debezium.time.Timestamp", "field": "created"},
+    {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp", "field": "seen"},
+    {
+        "type": "string",
+        "optional": True,
+        "name": "io.debezium.time.ZonedTimestamp",
+        "field": "zoned",
+    },
+    {"type": "int32", "optional": True, "name": "io.debezium.time.Date", "field": "born"},
+    {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTime", "field": "at"},
+    {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "parameters": {"scale": "2", "connect.decimal.precision": "10"},
+        "field": "price",
+    },
+    {
+        "type": "struct",
+        "optional": True,
+        "name": "io.debezium.data.VariableScaleDecimal",
+        "fields": [{"type": "int32", "field": "scale"}, {"type": "bytes", "field": "value"}],
+        "field": "ratio",
+    },
+]
+_SEMANTIC_SCHEMA = {
+    "type": "struct",
+    "name": "dbserver1.inventory.items.Envelope",
+    "fields": [
+        {"type": "struct", "optional": True, "fields": _SEMANTIC_ROW, "field": "before"},
+        {"type": "struct", "optional": True, "fields": _SEMANTIC_ROW, "field": "after"},
+        {
+            "type": "struct",
+            "fields": [
+                {"type": "string", "field": "connector"},
+                {"type": "int64", "optional": True, "field": "lsn"},
+            ],
+            "field": "source",
+        },
+        {"type": "string", "field": "op"},
+        {"type": "int64", "optional": True, "field": "ts_ms"},
+    ],
+}
+#: 2024-03-01T10:15:30.123Z in ms, and the same instant written with a +02:00 offset.
+_CREATED_MS = 1_709_288_130_123
+_ZONED = "2024-03-01T12:15:30.123456+02:00"
+
+
+def _semantic_row(i: int, price_cents: int) -> dict[str, Any]:
+    return {
+        "id": i,
+        "created": _CREATED_MS + i,
+        "seen": (_CREATED_MS + i) * 1000 + 456,
+        "zoned": _ZONED,
+        "born": 19_000 + i,  # days since 1970-01-01: 2022-01-08 for 0
+        "at": 3_600_000_000 + i,  # 01:00 in microseconds, kept as a count
+        "price": _b64_decimal(price_cents),
+        "ratio": {"scale": 3, "value": _b64_decimal(-1234 - i)},
+    }
+
+
+_SEMANTIC_TYPES = {
+    "id": "bigint",
+    "created": "timestamp",
+    "seen": "timestamp",
+    "zoned": "timestamp",
+    "born": "date",
+    "at": "bigint",
+    "price": "decimal(10,2)",
+    "ratio": "string",
+    "__source_lsn": "bigint",
+}
+
+
+def _assert_semantic_table(spark: Any, table: str) -> None:
+    types = {f.name: f.dataType.simpleString() for f in spark.table(f"lake.{table}").schema}
+    assert {k: types.get(k) for k in _SEMANTIC_TYPES} == _SEMANTIC_TYPES
+    rows = spark.sql(
+        f"SELECT id, unix_millis(created), unix_micros(seen), unix_micros(zoned), "
+        f"CAST(born AS STRING), at, CAST(price AS STRING), ratio, __source_lsn "
+        f"FROM lake.{table} ORDER BY id"
+    ).collect()
+    zoned = 1_709_288_130_123_456
+    assert [tuple(r) for r in rows] == [
+        (1, _CREATED_MS + 1, (_CREATED_MS + 1) * 1000 + 456, zoned, "2022-01-09",
+         3_600_000_001, "-12.34", "-1.235", 11),
+        (2, _CREATED_MS + 2, (_CREATED_MS + 2) * 1000 + 456, zoned, "2022-01-10",
+         3_600_000_002, "123456.78", "-1.236", 12),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("declared", [False, True], ids=["inferred", "declared"])
+def test_debezium_semantic_types_from_the_embedded_json_schema(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, declared: bool
+) -> None:
+    """Timestamps, dates, decimals and source.lsn by what the embedded Connect schema says
+    they are, whether the row's fields are inferred or declared as Debezium sends them."""
+    topic, table, name = f"dbzt-{unique}", f"db.dbzt_{unique}", f"zt_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+
+    def event(op: str, after: dict[str, Any], lsn: int) -> dict[str, Any]:
+        payload = {
+            "before": None,
+            "after": after,
+            "op": op,
+            "ts_ms": 1_700_000_000_000,
+            "source": {"connector": "postgresql", "lsn": lsn},
+        }
+        return {"schema": _SEMANTIC_SCHEMA, "payload": payload}
+
+    events = [
+        event("r", _semantic_row(1, -1234), 11),
+        event("c", _semantic_row(2, 12_345_678), 12),
+    ]
+    _produce(kafka_bootstrap, topic, [(str(i), v, 0) for i, v in enumerate(events)])
+    write = {"mode": "cdc", "key": ["id"], "debezium": True, "debezium_fields": ["source.lsn"]}
+    pipeline = _pipeline(name, topic, table, write=write)
+    if declared:
+        # The types Debezium sends: frazil maps them as the schema says.
+        pipeline["schema"] = {
+            "id": "long",
+            "created": "long",
+            "seen": "long",
+            "zoned": "string",
+            "born": "int",
+            "at": "long",
+            "price": "string",
+            "ratio": "struct<scale:int,value:string>",
+        }
+    else:
+        del pipeline["schema"]
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+    _assert_semantic_table(spark, table)
+
+
+#: The Avro converter's envelope of the same table: connect.name on each semantic type
+#: (and Avro's own logicalType for Decimal, as the converter writes it).
+_SEMANTIC_AVRO = {
+    "type": "record",
+    "name": "Envelope",
+    "namespace": "dbserver1.inventory.items",
+    "fields": [
+        {
+            "name": "before",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "Value",
+                    "fields": [
+                        {"name": "id", "type": "long"},
+                        {
+                            "name": "created",
+                            "type": {"type": "long", "connect.name": "io.debezium.time.Timestamp"},
+                        },
+                        {
+                            "name": "seen",
+                            "type": {
+                                "type": "long",
+                                "connect.name": "io.debezium.time.MicroTimestamp",
+                            },
+                        },
+                        {
+                            "name": "zoned",
+                            "type": {
+                                "type": "string",
+                                "connect.name": "io.debezium.time.ZonedTimestamp",
+                            },
+                        },
+                        {
+                            "name": "born",
+                            "type": {"type": "int", "connect.name": "io.debezium.time.Date"},
+                        },
+                        {
+                            "name": "at",
+                            "type": {"type": "long", "connect.name": "io.debezium.time.MicroTime"},
+                        },
+                        {
+                            "name": "price",
+                            "type": {
+                                "type": "bytes",
+                                "scale": 2,
+                                "precision": 10,
+                                "connect.parameters": {
+                                    "scale": "2",
+                                    "connect.decimal.precision": "10",
+                                },
+                                "connect.name": "org.apache.kafka.connect.data.Decimal",
+                                "logicalType": "decimal",
+                            },
+                        },
+                        {
+                            "name": "ratio",
+                            "type": {
+                                "type": "record",
+                                "name": "VariableScaleDecimal",
+                                "namespace": "io.debezium.data",
+                                "fields": [
+                                    {"name": "scale", "type": "int"},
+                                    {"name": "value", "type": "bytes"},
+                                ],
+                                "connect.name": "io.debezium.data.VariableScaleDecimal",
+                            },
+                        },
+                    ],
+                },
+            ],
+            "default": None,
+        },
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {
+            "name": "source",
+            "type": {
+                "type": "record",
+                "name": "Source",
+                "namespace": "io.debezium.connector.postgresql",
+                "fields": [
+                    {"name": "connector", "type": "string"},
+                    {"name": "lsn", "type": ["null", "long"], "default": None},
+                ],
+            },
+        },
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+    ],
+}
+
+
+def test_debezium_semantic_types_from_the_avro_converters_schema(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    from decimal import Decimal
+
+    from tests.integration.registry_helpers import produce_avro
+
+    topic, table, name = f"dbzv-{unique}", f"db.dbzv_{unique}", f"zv_{unique}"
+
+    def row(i: int, price: str) -> dict[str, Any]:
+        found = _semantic_row(i, 0)
+        unscaled = -1234 - i
+        size = (unscaled.bit_length() + 8) // 8
+        found["price"] = Decimal(price)
+        found["ratio"] = {"scale": 3, "value": unscaled.to_bytes(size, "big", signed=True)}
+        return found
+
+    def event(op: str, after: dict[str, Any], lsn: int) -> dict[str, Any]:
+        source = {"connector": "postgresql", "lsn": lsn}
+        return {"before": None, "after": after, "source": source, "op": op, "ts_ms": lsn}
+
+    events = [event("r", row(1, "-12.34"), 11), event("c", row(2, "123456.78"), 12)]
+    produce_avro(kafka_bootstrap, schema_registry_url, topic, json.dumps(_SEMANTIC_AVRO), events)
+    write = {"mode": "cdc", "key": ["id"], "debezium": True, "debezium_fields": ["source.lsn"]}
+    pipeline = {"name": name, "topics": [topic], "table": table, "format": "avro", "write": write}
+    run(
+        make_config([pipeline], schema_registry={"url": schema_registry_url}),
+        until_caught_up=True,
+        spark=spark,
+    )
+    _assert_semantic_table(spark, table)

@@ -116,10 +116,19 @@ def test_status_from_kafka_and_the_tables_without_spark(
         errors={"tolerance": "all", "dlq_table": dead},
     )
     config = make_config([pipeline])
-    run(config, until_caught_up=True, spark=spark)
+    commits: list[Any] = []
+    (report,) = run(config, until_caught_up=True, spark=spark, on_commit=commits.append)
     produce_payments(kafka_bootstrap, topic, 300, seed=32, partitions=2)  # not ingested yet
 
     (status,) = read_status(config)
+    # One truth: the summary and status measure from the valid-through the table records,
+    # which the last commit line showed as recorded (the stop's marker may bring it later).
+    valid = status.tables[0].valid_through_ms
+    assert valid is not None and valid == report.valid_through_ms
+    assert commits[-1].valid_through_ms is not None and commits[-1].valid_through_ms <= valid
+    assert report.freshness_lag_ms == report.last_data_commit_ms - valid  # type: ignore[operator]
+    assert status.freshness_seconds is not None
+    assert status.freshness_seconds * 1000 >= report.freshness_lag_ms
     assert status.pipeline == name and not status.running
     assert status.lag_records == {topic: 300}
     assert status.lag_seconds[topic] > 0

@@ -73,7 +73,9 @@ def test_static_route_with_lists_regexes_and_skip(
     assert rows(spark, f"db.all_credit_{u}") == ids("credit")
     assert rows(spark, f"db.refunds_{u}") == sorted(ids("refund_full") + ids("refund_part"))
     assert report.unmatched_skipped == len(ids("chargeback")) + len(ids("DEBIT"))
+    # Rows, not records: the 10 credits are a row in each of their two tables.
     assert report.records_ingested == 10 + 2 * 10 + 20
+    assert report.rows_written == report.tables
     assert report.tables == {
         f"db.all_credit_{u}": 10,
         f"db.credits_{u}": 10,

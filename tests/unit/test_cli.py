@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,32 @@ def test_validate_accepts_the_example() -> None:
     assert result.returncode == 0, result.stderr
     assert "is valid: 1 pipeline(s)" in result.stdout
     assert "payments" in result.stdout
+
+
+def test_validate_names_where_each_schema_comes_from(tmp_path: Path) -> None:
+    config = tmp_path / "sources.yaml"
+    (tmp_path / "order.avsc").write_text(
+        '{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}'
+    )
+    config.write_text(
+        "schema_registry: {url: 'http://127.0.0.1:8081'}\n"
+        "kafka: {group_id: 'frazil-{pipeline}'}\n"
+        "pipelines:\n"
+        "  - {name: declared, topics: [a], table: db.a, schema: {id: long, x: string}}\n"
+        "  - {name: inferred, topics: [b], table: db.b}\n"
+        "  - {name: registry, topics: [c], table: db.c, format: avro}\n"
+        "  - {name: file, topics: [d], table: db.d, format: avro, schema_file: order.avsc}\n"
+        "  - {name: text, topics: [e], table: db.e, format: string}\n"
+    )
+    # Wide enough that no summary line wraps.
+    result = frazil("validate", "-c", str(config), env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    lines = {line.split(":")[0].strip(): line for line in result.stdout.splitlines()}
+    assert "json, schema 2 fields;" in lines["declared"]
+    assert "json, schema inferred at start;" in lines["inferred"]
+    assert "avro, schema from the registry (c-value);" in lines["registry"]
+    assert "avro, schema from order.avsc;" in lines["file"]
+    assert "string, schema none (the payload as one column);" in lines["text"]
 
 
 def test_validate_reports_each_problem_and_fails(tmp_path: Path) -> None:

@@ -20,23 +20,35 @@ def print_reports(reports: list[PipelineReport], config: FrazilConfig) -> None:
             f"{topic}: " + ", ".join(f"{p}→{o}" for p, o in sorted(parts.items()))
             for topic, parts in sorted(r.offsets.items())
         )
+        routed = len(r.tables) > 1 or r.table not in r.tables
+        if routed:
+            # A record routed to several tables is a row in each: say rows, and how many tables.
+            written = (
+                f"{r.records_ingested:,} row(s) to {len(r.rows_written or r.tables)} table(s) "
+                f"in {r.batches} batch(es)"
+            )
+            in_tables = f"{r.table_rows:,} in {len(r.tables)} table(s)"
+        else:
+            written = f"{r.records_ingested:,} in {r.batches} batch(es)"
+            in_tables = f"{r.table_rows:,}"
         rows = [
             ("table", f"{config.catalog.name}.{r.table}"),
-            ("records ingested", f"{r.records_ingested:,} in {r.batches} batch(es)"),
-            ("rows in table", f"{r.table_rows:,}"),
+            ("rows written" if routed else "records written", written),
+            ("rows in tables" if routed else "rows in table", in_tables),
             ("snapshots", str(r.snapshots)),
             ("data files", str(r.data_files)),
             ("kafka offsets", offsets or "-"),
             ("valid through", r.valid_through or "-"),
             ("last commit", r.last_commit or "-"),
-            ("freshness lag", f"{lag} (commit time − newest Kafka timestamp it made visible)"),
+            ("freshness", f"{lag} at the last commit (its time − valid through)"),
         ]
-        if len(r.tables) > 1 or r.table not in r.tables:
+        if routed:
             rows.append(
                 (
                     "tables",
                     "; ".join(
-                        f"{config.catalog.name}.{t}: {n:,} rows"
+                        f"{config.catalog.name}.{t}: {r.rows_written.get(t, 0):,} written, "
+                        f"{n:,} rows"
                         for t, n in sorted(r.tables.items())
                     )
                     or "-",

@@ -13,6 +13,7 @@ from frazil.cli.app import GLOBALS, LogFormat, OutputFormat, app, console, err_c
 from frazil.cli.render import print_reports
 from frazil.config.loader import load_config
 from frazil.progress.events import BatchStarted, CommitEvent, Event
+from frazil.progress.freshness import freshness_seconds
 from frazil.progress.markers import format_ms
 
 log = logging.getLogger("frazil.run")
@@ -65,11 +66,9 @@ def run(
     def on_commit(event: CommitEvent) -> None:
         batches, records, _ = committed.get(event.table, (0, 0, 0))
         committed[event.table] = (batches + 1, records + event.records, event.total_records)
-        fresh = (
-            None
-            if event.valid_through_ms is None
-            else max(0.0, time.time() - event.valid_through_ms / 1000)
-        )
+        # What the table now records (frazil.progress.freshness): the same figure as
+        # `frazil status`, the metrics and the page.
+        fresh = freshness_seconds(event.valid_through_ms, time.time() * 1000)
         if json_logs:
             commits.info(
                 "commit",

@@ -60,8 +60,7 @@ def validate(
     for pipeline in loaded.pipelines:
         source = ", ".join(pipeline.topics) if pipeline.topics else f"/{pipeline.topic_pattern}/"
         partitions = ", ".join(pipeline.defaults.partition_by) or "unpartitioned"
-        declared = pipeline.value.schema_
-        schema = f"{len(declared)} fields" if declared else "inferred at start"
+        schema = _schema_source(pipeline)
         count = len(pipeline.transforms)
         transforms = f"{count} transform{'s' if count != 1 else ''}"
         if count and declared_fields(pipeline) is None:
@@ -79,6 +78,21 @@ def validate(
             highlight=False,
         )
     _ = err_console
+
+
+def _schema_source(pipeline: PipelineConfig) -> str:
+    """Where the value schema comes from, as the summary line says it."""
+    value = pipeline.value
+    source = value.source()
+    if source == "declared" and value.schema_ is not None:
+        return f"{len(value.schema_)} fields"
+    if source == "file" and value.schema_file is not None:
+        return f"from {Path(value.schema_file).name}"
+    if source == "registry":
+        return f"from the registry ({value.subject_name(pipeline.topics)})"
+    if source == "none":
+        return "none (the payload as one column)"
+    return "inferred at start"
 
 
 def _target(catalog: str, pipeline: PipelineConfig) -> str:

@@ -11,10 +11,13 @@ the *row's* columns and is wrapped here); the unwrap step then puts the row — 
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.config.writes import DEBEZIUM_OPS, WriteConfig
+from frazil.decode import connect_types
+from frazil.decode.connect_types import Semantics
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -61,8 +64,25 @@ def _envelope_type(value: StructType) -> StructType:
     return value
 
 
-def row_schema(value: StructType, write: WriteConfig) -> StructType:
-    """The columns a decoded envelope becomes: the row's fields, then the kept fields.
+def semantics_of(decoder: object) -> Semantics:
+    """What the decoder's schema says of the row's Connect semantic types: the Avro reader
+    schema's ``connect.name`` properties, or the embedded Connect schema a JSON decoder
+    sampled (:mod:`frazil.decode.connect_types`); nothing for other decoders."""
+    from frazil.decode.avro import AvroDecoder
+    from frazil.decode.json import JsonDecoder
+
+    if isinstance(decoder, AvroDecoder):
+        return connect_types.from_avro_schema(decoder.reader)
+    if isinstance(decoder, JsonDecoder) and decoder.connect_schema is not None:
+        return connect_types.from_connect_schema(json.loads(decoder.connect_schema))
+    return connect_types.NONE
+
+
+def row_schema(
+    value: StructType, write: WriteConfig, semantics: Semantics = connect_types.NONE
+) -> StructType:
+    """The columns a decoded envelope becomes: the row's fields, then the kept fields; a
+    field with a Connect semantic type (``semantics``) in its mapped type.
 
     Raises:
         ValueError: The decoded shape has no ``after`` or ``before`` struct.
@@ -72,16 +92,34 @@ def row_schema(value: StructType, write: WriteConfig) -> StructType:
     envelope = _envelope_type(value)
     row = _row_type(envelope)
     if row is None:
-        fields = ", ".join(value.fieldNames())
+        names = ", ".join(value.fieldNames())
         raise ValueError(
             "write.debezium: the decoded values hold no 'after' or 'before' record "
-            f"(fields: {fields}); are these Debezium change events?"
+            f"(fields: {names}); are these Debezium change events?"
         )
-    kept = [
-        StructField(column, _path_type(envelope, path) or _string(), True)
-        for path, column in write.envelope_columns()
+    fields = [
+        StructField(f.name, _mapped(semantics.row, f.name, f.dataType) or f.dataType, f.nullable)
+        for f in row.fields
     ]
-    return StructType([*row.fields, *kept])
+    kept = []
+    for path, column in write.envelope_columns():
+        found = _path_type(envelope, path) or _string()
+        kept.append(StructField(column, _kept_type(semantics, path, found) or found, True))
+    return StructType([*fields, *kept])
+
+
+def _mapped(found: dict[str, connect_types.Semantic], name: str, kind: DataType) -> DataType | None:
+    semantic = found.get(name)
+    return None if semantic is None else connect_types.target_type(semantic, kind)
+
+
+def _kept_type(semantics: Semantics, path: str, kind: DataType) -> DataType | None:
+    """A kept envelope field's mapped type: ``source.lsn`` read as text (a declared envelope
+    reads ``source`` as a map of strings) is a number again where the schema says int64."""
+    head, _, rest = path.partition(".")
+    if head == "source" and rest and "." not in rest:
+        return _mapped(semantics.source, rest, kind)
+    return None
 
 
 def _row_type(envelope: StructType) -> StructType | None:
@@ -123,8 +161,17 @@ def _path_type(envelope: StructType, path: str) -> DataType | None:
     return kind
 
 
-def unwrap(batch: c.Projection, value: StructType, write: WriteConfig) -> c.Projection:
+def unwrap(
+    batch: c.Projection,
+    value: StructType,
+    write: WriteConfig,
+    semantics: Semantics = connect_types.NONE,
+) -> c.Projection:
     """Replace the decoded envelope's columns by the row's, and set each record's operation.
+
+    Fields with a Connect semantic type (``semantics``) are mapped in the JVM
+    (:func:`frazil.decode.connect_types.convert`): an epoch-ms ``Timestamp`` becomes a
+    timestamp, a ``Decimal``'s bytes a decimal, …
 
     A record with an ``op`` Debezium does not define for rows (``t``: a truncate, or none
     at all) is marked (stage ``mode``); a tombstone (null value) is left to the write mode.
@@ -158,12 +205,20 @@ def unwrap(batch: c.Projection, value: StructType, write: WriteConfig) -> c.Proj
         in_before = _has(envelope, "before", f.name)
         image_after = after[f.name] if in_after else F.lit(None)
         image_before = before[f.name] if in_before else F.lit(None)
-        result[f.name] = F.when(op == F.lit("d"), image_before).otherwise(image_after)
+        image = F.when(op == F.lit("d"), image_before).otherwise(image_after)
+        semantic = semantics.row.get(f.name)
+        mapped = None if semantic is None else connect_types.convert(image, semantic, f.dataType)
+        result[f.name] = image if mapped is None else mapped
     for path, column in write.envelope_columns():
         head, *rest = path.split(".")
         kept = field(head)
         for part in rest:
             kept = kept[part]
+        found = _path_type(envelope, path)
+        if found is not None and head == "source" and len(rest) == 1:
+            semantic = semantics.source.get(rest[0])
+            mapped = None if semantic is None else connect_types.convert(kept, semantic, found)
+            kept = kept if mapped is None else mapped
         result[column] = kept
     ops = F.lit(None).cast("string")
     for code, what in reversed(list(DEBEZIUM_OPS.items())):

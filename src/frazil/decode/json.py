@@ -61,6 +61,29 @@ def _text(data: Column) -> Column:
     return F.when(header, F.substring(data, 6, 2**31 - 1)).otherwise(data).cast("string")
 
 
+def sample_values(
+    spark: SparkSession, batch_options: dict[str, str], sample: int, column: str = "value"
+) -> list[str]:
+    """The JSON text of up to ``sample`` non-null records at the start of the topics."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("kafka")
+    for key, value in batch_options.items():
+        reader = reader.option(key, value)
+    raw = reader.option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
+    return [
+        row[0]
+        for row in raw.select(_text(F.col(column)))
+        .where(F.col(column).isNotNull())
+        .limit(sample)
+        .collect()
+    ]
+
+
+#: Records sampled for a Debezium envelope's embedded Connect schema (its semantic types).
+CONNECT_SAMPLE = 20
+
+
 def infer_schema(
     spark: SparkSession,
     batch_options: dict[str, str],
@@ -73,20 +96,9 @@ def infer_schema(
     Raises:
         PipelineError: The topics hold no records to infer from.
     """
-    from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    reader = spark.read.format("kafka")
-    for key, value in batch_options.items():
-        reader = reader.option(key, value)
-    raw = reader.option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
-    values = [
-        row[0]
-        for row in raw.select(_text(F.col(column)))
-        .where(F.col(column).isNotNull())
-        .limit(sample)
-        .collect()
-    ]
+    values = sample_values(spark, batch_options, sample, column)
     what = "key_schema" if column == "key" else "schema"
     if not values:
         raise PipelineError(
@@ -134,6 +146,9 @@ class JsonDecoder:
     timestamp_format: str | None = None
     evolving: bool = False
     strict: bool = False
+    #: A Debezium envelope's embedded Connect schema (JSON text), sampled when the pipeline
+    #: started: its semantic types map the row's fields (:mod:`frazil.decode.connect_types`).
+    connect_schema: str | None = None
     _version: int = 0
 
     @property
@@ -360,6 +375,25 @@ def _merge_type(old: DataType, new: DataType) -> DataType:
 
 
 def _build(context: BuildContext) -> JsonDecoder:
+    decoder = _build_decoder(context)
+    if context.pipeline.defaults.write.debezium and context.part == "value":
+        decoder.connect_schema = _connect_schema(context)
+    return decoder
+
+
+def _connect_schema(context: BuildContext) -> str | None:
+    """The embedded Connect schema of the first sampled Debezium record that has one (JSON
+    converter with ``schemas.enable=true``), read once at start; None without one."""
+    from frazil.decode.connect_types import connect_schema_of
+
+    if context.batch_options is None:
+        return None
+    values = sample_values(context.spark, context.batch_options, CONNECT_SAMPLE)
+    found = connect_schema_of(values)
+    return None if found is None else json.dumps(found)
+
+
+def _build_decoder(context: BuildContext) -> JsonDecoder:
     pipeline, part = context.pipeline, context.decoding
     declared = part.schema_
     schema_file = part.schema_file

@@ -312,7 +312,9 @@ class BatchHandler:
         }
         self.ledger.check_moved(states)
         if self._skippable(planned, states):
-            log.warning(
+            # Normal after a stop (Spark plans the batch the tables already hold again):
+            # nothing for an operator to do.
+            log.info(
                 "%s: batch %d is already in its tables, skipping", self.pipeline.name, batch_id
             )
             self.stats.skipped_batches += 1

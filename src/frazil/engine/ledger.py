@@ -15,6 +15,7 @@ from frazil.engine.window import BatchWindow, LastBatch, Partition
 from frazil.errors import StaleMarker, TableRolledBack
 from frazil.progress import markers
 from frazil.progress.events import CommitEvent, Event, SchemaEvolved
+from frazil.progress.freshness import pipeline_valid_through
 from frazil.sink.tables import TableSet, Target
 from frazil.source.kafka import offsets_to_json
 
@@ -31,7 +32,10 @@ class BatchStats:
 
     batches: int = 0
     skipped_batches: int = 0
+    #: Rows committed to the tables: a record routed to two tables counts twice.
     records: int = 0
+    #: :attr:`records` per table (config name).
+    rows_by_table: dict[str, int] = field(default_factory=dict)
     #: Records a route matched to no table, with ``default: skip``.
     unmatched: int = 0
     #: Records dropped as configured: a transform's ``filter``, ``tombstones: skip``.
@@ -167,13 +171,18 @@ class TableLedger:
         }
         target.last = target.seen = marker
         target.committed_at = time.monotonic()
-        valid = window.marker(marker, marker.pipeline, target.pending).valid_through_ms
         target.lagging = window.lagging
         target.planned_at_ms = window.planned_at_ms
+        # The valid-through the table now records, not the one this batch's own timestamps
+        # will make true at the next commit: every figure shows what the tables say
+        # (frazil.progress.freshness).
+        valid = marker.valid_through_ms
         with self._lock:
             self.stats.records += records
+            by_table = self.stats.rows_by_table
+            by_table[target.name] = by_table.get(target.name, 0) + records
             self.stats.last_commit_wall_ms = int(time.time() * 1000)
-            self.stats.last_valid_through_ms = valid
+            self.stats.last_valid_through_ms = self._valid_through()
             total = self.stats.records
         self.emit(
             CommitEvent(
@@ -269,11 +278,22 @@ class TableLedger:
             return
         target.table.commit_summary_only(final.to_summary())
         target.last, target.pending = final, {}
+        with self._lock:
+            self.stats.last_valid_through_ms = self._valid_through()
 
     def _commit_marker_only(self, target: Target, marker: markers.Marker) -> None:
         target.table.commit_summary_only(marker.to_summary())
         target.last = target.seen = marker
         target.committed_at = time.monotonic()
+        with self._lock:
+            self.stats.last_valid_through_ms = self._valid_through()
+
+    def _valid_through(self) -> int | None:
+        """The pipeline's valid-through as its tables record it (the lowest)."""
+        return pipeline_valid_through(
+            m.valid_through_ms if (m := t.last or t.seen) is not None else None
+            for t in self.targets.values()
+        )
 
 
 def _holds(marker: markers.Marker | None, last: LastBatch) -> bool:

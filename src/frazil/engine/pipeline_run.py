@@ -170,12 +170,13 @@ class PipelineRun:
         else:
             report = combine_reports(self.pipeline, handler.stats, parts, self.start_reason)
         if handler.dead_letters is not None:
+            counts = handler.dead_letters.counts
             report = dataclasses.replace(
                 report,
                 dead_letters={
-                    f"{stage}: {reason}": n
-                    for (stage, reason), n in sorted(handler.dead_letters.counts.items())
+                    f"{stage}: {reason}": n for (stage, reason), n in sorted(counts.items())
                 },
+                dead_lettered=sum(counts.values()),
             )
         return report
 
@@ -226,7 +227,9 @@ class PipelineRun:
             )
         if start.from_table:
             self.resumed_from_table = True
-            log.warning("%s: %s", self.pipeline.name, start.reason)
+            # INFO: a start from the table is how frazil recovers; what calls for a look (a
+            # checkpoint set aside, a topic created again) was said at WARNING above.
+            log.info("%s: %s", self.pipeline.name, start.reason)
             return resume_offsets(self._resume_marker(states), partitions)
         return None
 

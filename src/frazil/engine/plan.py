@@ -231,14 +231,16 @@ def build_plan(
     ]
     write = pipeline.defaults.write
     if write.debezium:
-        from frazil.decode.debezium import unwrap
+        from frazil.decode.debezium import semantics_of, unwrap
 
         steps.append(
             Step(
                 "debezium",
                 "Debezium envelopes into their rows (after; before for deletes), op into the "
                 "operation",
-                lambda batch: unwrap(batch, decoder.schema, write),
+                # The semantics are read from the decoder's schema as it is for this batch
+                # (an Avro reader may have evolved): once per batch, never per record.
+                lambda batch: unwrap(batch, decoder.schema, write, semantics_of(decoder)),
             )
         )
     if key_decoder is not None:

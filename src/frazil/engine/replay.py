@@ -354,7 +354,7 @@ def _run(
         back = failing[0]
         for part in failing[1:]:
             back = back.unionByName(part)
-        back = back.cache()
+        back = _first_failure(back, source).cache()
         try:
             failed = back.count()
             if failed and not progress.done(SENT_BACK, dead, FAILED + pipeline.name):
@@ -414,6 +414,27 @@ def _create(
         )
 
     return tables.adopt(name, user, with_values, start, sender="the replay routes records")
+
+
+#: How much later than the row it replaces a record sent back by a replay is stamped.
+SENT_BACK_AFTER = "INTERVAL 1 MICROSECOND"
+
+
+def _first_failure(back: DataFrame, source: DataFrame) -> DataFrame:
+    """The sent-back rows with the failure time of the rows they replace: ``failed_at``
+    stays when a record first failed (``frazil dlq show``'s "first failed"), not the replay's
+    time. One microsecond later, so that the replay's delete, which matches position and
+    failure time exactly, tells the row it replaces from the one it sent back."""
+    from pyspark.sql import functions as F
+
+    keys = ["topic", "partition", "offset"]
+    first = source.groupBy(*keys).agg(F.min("failed_at").alias("_first_failed_at"))
+    stamped = F.coalesce(
+        F.col("_first_failed_at") + F.expr(SENT_BACK_AFTER), F.col("failed_at")
+    ).alias("failed_at")
+    return back.join(first, keys, "left").select(
+        *[stamped if name == "failed_at" else F.col(name) for name in back.columns]
+    )
 
 
 def _write_table(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.ledger import BatchStats
+from frazil.progress.freshness import freshness_ms, pipeline_valid_through
 from frazil.progress.markers import PIPELINE, Marker, find_marker, format_ms
 from frazil.sink.iceberg import IcebergTable
 
@@ -20,12 +21,16 @@ class PipelineReport:
     """Summary of one pipeline after a run.
 
     Attributes:
-        freshness_lag_ms: Commit time of the newest snapshot minus the largest Kafka record
-            timestamp it made visible: how far the table trailed the stream at that commit.
+        valid_through: The valid-through the tables record (the lowest over them), ISO-8601.
+        freshness_lag_ms: Freshness at the commit that made the newest records visible: its
+            time minus the valid-through (frazil.progress.freshness), how far the tables
+            trailed the stream then.
     """
 
     pipeline: str
     table: str
+    #: Rows this run committed, all tables together (a record routed to two tables is two
+    #: rows; of one table, the records written). Kept under its old name; see rows_written.
     records_ingested: int
     batches: int
     skipped_batches: int
@@ -49,6 +54,15 @@ class PipelineReport:
     schema_changes: list[str] = field(default_factory=list)
     #: Records this run sent to the dead-letter queue, by ``stage: reason``.
     dead_letters: dict[str, int] = field(default_factory=dict)
+    #: Rows this run committed per table (a routed record counts in each of its tables).
+    rows_written: dict[str, int] = field(default_factory=dict)
+    #: Records this run sent to the dead-letter queue, all reasons together.
+    dead_lettered: int = 0
+    #: :attr:`valid_through` in epoch ms.
+    valid_through_ms: int | None = None
+    #: When the newest records became visible (epoch ms): the pipeline's newest commit that
+    #: added rows.
+    last_data_commit_ms: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for ``--output json``."""
@@ -96,9 +110,7 @@ def table_report(
     if marker is None:
         marker = find_marker(handle, pipeline.name).marker
     valid_ms = marker.valid_through_ms if marker else None
-    lag = None
-    if valid_ms is not None and pipeline_commit_ms is not None:
-        lag = int(pipeline_commit_ms) - valid_ms
+    lag = None if pipeline_commit_ms is None else freshness_ms(valid_ms, pipeline_commit_ms)
     return PipelineReport(
         pipeline=pipeline.name,
         table=name or pipeline.describe_target(),
@@ -116,9 +128,16 @@ def table_report(
         freshness_lag_ms=lag,
         checked_at=format_ms(int(time.time() * 1000)),
         tables={name or pipeline.describe_target(): int(rows)},
+        rows_written={
+            name or pipeline.describe_target(): stats.rows_by_table.get(
+                name or pipeline.describe_target(), 0
+            )
+        },
         unmatched_skipped=stats.unmatched,
         filtered_skipped=stats.filtered,
         schema_changes=list(stats.evolutions),
+        valid_through_ms=valid_ms,
+        last_data_commit_ms=None if pipeline_commit_ms is None else int(pipeline_commit_ms),
     )
 
 
@@ -127,8 +146,8 @@ def combine_reports(
 ) -> PipelineReport:
     """One report of a routed pipeline from its tables' reports.
 
-    Offsets and valid-through are the lowest over the tables (what every table holds);
-    the freshness lag is the largest.
+    Offsets and valid-through are the lowest over the tables (what every table holds),
+    and the freshness lag is measured from it at the newest commit that added rows.
     """
     offsets: dict[str, dict[int, int]] = {}
     for part in parts:
@@ -136,9 +155,10 @@ def combine_reports(
             for p, o in partitions.items():
                 known = offsets.setdefault(topic, {})
                 known[p] = min(o, known.get(p, o))
-    valid = [p.valid_through for p in parts if p.valid_through is not None]
+    valid_ms = pipeline_valid_through(p.valid_through_ms for p in parts)
     commits = [p.last_commit for p in parts if p.last_commit is not None]
-    lags = [p.freshness_lag_ms for p in parts if p.freshness_lag_ms is not None]
+    data_commits = [p.last_data_commit_ms for p in parts if p.last_data_commit_ms is not None]
+    newest_data = max(data_commits) if data_commits else None
     return PipelineReport(
         pipeline=pipeline.name,
         table=pipeline.describe_target(),
@@ -151,12 +171,15 @@ def combine_reports(
         snapshots=sum(p.snapshots for p in parts),
         data_files=sum(p.data_files for p in parts),
         offsets=offsets,
-        valid_through=min(valid) if len(valid) == len(parts) and valid else None,
+        valid_through=format_ms(valid_ms) if valid_ms is not None else None,
         last_commit=max(commits) if commits else None,
-        freshness_lag_ms=max(lags) if lags else None,
+        freshness_lag_ms=None if newest_data is None else freshness_ms(valid_ms, newest_data),
         checked_at=format_ms(int(time.time() * 1000)),
         tables={t: n for p in parts for t, n in p.tables.items()},
+        rows_written={t: n for p in parts for t, n in p.rows_written.items()},
         unmatched_skipped=stats.unmatched,
         filtered_skipped=stats.filtered,
         schema_changes=list(stats.evolutions),
+        valid_through_ms=valid_ms,
+        last_data_commit_ms=newest_data,
     )

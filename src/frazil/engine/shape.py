@@ -150,10 +150,11 @@ def source_schema(pipeline: PipelineConfig, value: Decoder, key: Decoder | None)
 
     fields: list[StructField] = list(value.schema.fields)
     if pipeline.defaults.write.debezium:
-        from frazil.decode.debezium import row_schema
+        from frazil.decode.debezium import row_schema, semantics_of
 
         try:
-            fields = list(row_schema(value.schema, pipeline.defaults.write).fields)
+            write = pipeline.defaults.write
+            fields = list(row_schema(value.schema, write, semantics_of(value)).fields)
         except ValueError as exc:
             raise ConfigError(f"pipeline {pipeline.name!r}: {exc}") from None
     if key is not None:

@@ -76,6 +76,16 @@ class GroupCommitter(threading.Thread):
                 self.committed[group] = offsets
                 self._warned.discard(group)
             except Exception as exc:
+                if transient(exc):
+                    # The group's coordinator is loading or moving (a broker start, a
+                    # rebalance of __consumer_offsets): the next commit's offsets get there.
+                    log.info(
+                        "consumer group %s: offsets not committed this time (%s); the next "
+                        "batch's will be",
+                        group,
+                        first_line(exc),
+                    )
+                    continue
                 if group not in self._warned:
                     log.warning(
                         "could not commit offsets to consumer group %s (Kafka's tools will "
@@ -84,6 +94,29 @@ class GroupCommitter(threading.Thread):
                         first_line(exc),
                     )
                     self._warned.add(group)
+
+
+#: Kafka errors of a group coordinator that is loading or moving: they pass on their own.
+TRANSIENT_GROUP_ERRORS = (
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "COORDINATOR_NOT_AVAILABLE",
+    "NOT_COORDINATOR",
+    "REBALANCE_IN_PROGRESS",
+)
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a consumer-group commit failed for a reason that passes on its own (the
+    coordinator loading its offsets, moving, a rebalance), not one an operator must fix."""
+    from confluent_kafka import KafkaError
+
+    for arg in (exc, *exc.args):
+        if isinstance(arg, KafkaError) and arg.code() in {
+            getattr(KafkaError, name, None) for name in TRANSIENT_GROUP_ERRORS
+        }:
+            return True
+    text = str(exc).upper().replace(" ", "_")
+    return any(name in text for name in TRANSIENT_GROUP_ERRORS) or "LOAD_IN_PROGRESS" in text
 
 
 def commit_group_offsets(admin: Any, group: str, offsets: TopicOffsets) -> None:

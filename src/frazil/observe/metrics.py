@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from frazil.progress import freshness
 from frazil.progress.events import CommitEvent, Event, SchemaEvolved
 from frazil.source.kafka import DEFAULT_ISOLATION_LEVEL, TopicOffsets
 
@@ -57,14 +58,7 @@ class PipelineSample:
 
 def lowest_offsets(tables: list[TableSample]) -> TopicOffsets:
     """Per partition, the smallest offset over the tables: every record below it is in all."""
-    found: TopicOffsets = {}
-    for sample in tables:
-        for topic, parts in sample.offsets.items():
-            for partition, offset in parts.items():
-                current = found.setdefault(topic, {}).get(partition)
-                if current is None or offset < current:
-                    found[topic][partition] = offset
-    return found
+    return freshness.lowest_offsets(sample.offsets for sample in tables)
 
 
 class FrazilCollector:
@@ -177,8 +171,9 @@ class FrazilCollector:
             if s.last_commit_wall_ms is not None:
                 last.add_metric([p], s.last_commit_wall_ms / 1000)
                 since.add_metric([p], max(0.0, (now_ms - s.last_commit_wall_ms) / 1000))
-            if s.valid_through_ms is not None:
-                fresh.add_metric([p], max(0.0, (now_ms - s.valid_through_ms) / 1000))
+            seconds = freshness.freshness_seconds(s.valid_through_ms, now_ms)
+            if seconds is not None:
+                fresh.add_metric([p], seconds)
             for t in s.tables:
                 files.add_metric([p, t.table], float(t.data_files))
                 snaps.add_metric([p, t.table], float(t.snapshots))
@@ -205,12 +200,11 @@ class FrazilCollector:
                 end = latest.get(topic, {}).get(partition)
                 if end is None:
                     continue
-                behind = max(0, end - offset)
+                behind = freshness.lag_records(offset, end)
                 labels = [s.pipeline, topic, str(partition)]
                 lag.add_metric(labels, float(behind))
                 newest = stamps.get((topic, partition))
-                seconds = 0.0 if behind == 0 or newest is None else (now_ms - newest) / 1000
-                lag_s.add_metric(labels, max(0.0, seconds))
+                lag_s.add_metric(labels, freshness.lag_seconds(behind, newest, now_ms))
 
 
 class CommitHistograms:

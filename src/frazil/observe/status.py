@@ -18,7 +18,7 @@ from frazil.config.locations import local_path
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.errors import FrazilError
-from frazil.progress import fence
+from frazil.progress import fence, freshness
 from frazil.progress.markers import (
     MAX_TIMESTAMPS,
     OFFSETS,
@@ -222,14 +222,7 @@ def read_status(
             w for n in _tables_of(catalog, pipeline) if (w := _walk(catalog, n, pipeline.name))
         ]
         tables = [w.status for w in walks]
-        committed: TopicOffsets = {}
-        for t in tables:
-            for topic, parts in t.offsets.items():
-                for partition, offset in parts.items():
-                    current = committed.setdefault(topic, {}).get(partition)
-                    committed[topic][partition] = (
-                        offset if current is None else min(current, offset)
-                    )
+        committed = freshness.lowest_offsets(t.offsets for t in tables)
         lag: dict[str, int] = {}
         lag_s: dict[str, float] = {}
         if committed:
@@ -243,17 +236,19 @@ def read_status(
                 for key, ts in w.newest.items():
                     newest[key] = max(ts, newest.get(key, ts))
             for topic, parts in sorted(committed.items()):
-                behind = sum(max(0, latest.get(topic, {}).get(p, o) - o) for p, o in parts.items())
-                lag[topic] = behind
-                stamps = [newest.get((topic, p)) for p, o in parts.items()]
-                known = [s for s in stamps if s is not None]
-                lag_s[topic] = 0.0 if behind == 0 or not known else (now - min(known)) / 1000
+                ends = latest.get(topic, {})
+                behind = {p: freshness.lag_records(o, ends.get(p)) for p, o in parts.items()}
+                lag[topic] = sum(behind.values())
+                # A topic lags by its most lagging partition (as the metrics, per partition).
+                lag_s[topic] = max(
+                    freshness.lag_seconds(n, newest.get((topic, p)), now) for p, n in behind.items()
+                )
         rate = None
         if walks:
             measured = max(walks, key=lambda w: w.status.last_commit_ms or 0).recent
             if measured is not None and measured[1] > 0:
                 rate = measured[0] / measured[1]
-        valid = [t.valid_through_ms for t in tables if t.valid_through_ms is not None]
+        valid = freshness.pipeline_valid_through(t.valid_through_ms for t in tables)
         commits = [t.last_commit_ms for t in tables if t.last_commit_ms is not None]
         found.append(
             PipelineStatus(
@@ -262,7 +257,7 @@ def read_status(
                 lag_records=lag,
                 lag_seconds=lag_s,
                 records_per_second=rate,
-                freshness_seconds=(now - min(valid)) / 1000 if valid else None,
+                freshness_seconds=freshness.freshness_seconds(valid, now),
                 last_commit_ms=max(commits) if commits else None,
                 dead_letters=_dead_letters(catalog, pipeline),
                 tables=tables,

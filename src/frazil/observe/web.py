@@ -20,6 +20,7 @@ from typing import Any
 from frazil.config.models import FrazilConfig
 from frazil.errors import ServiceError, first_line
 from frazil.observe.status import _summary, _tables_of, pyiceberg_catalog, read_status
+from frazil.progress.freshness import freshness_seconds
 from frazil.progress.markers import PIPELINE, VALID_THROUGH_MS
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def history(config: FrazilConfig, catalog: Any) -> dict[str, dict[str, list[dict
                         "rps": None
                         if previous is None or stamp <= previous
                         else records * 1000 / (stamp - previous),
-                        "freshness_s": None if not valid else (stamp - int(valid)) / 1000,
+                        "freshness_s": freshness_seconds(int(valid) if valid else None, stamp),
                         "data_files": int(summary.get("total-data-files", 0)),
                     }
                 )

@@ -40,6 +40,8 @@ class CommitEvent:
     batch_id: int
     records: int
     total_records: int
+    #: The valid-through the commit's marker records (frazil.progress.freshness): what
+    #: ``frazil status`` reads back from the table.
     valid_through_ms: int | None
     seconds: float
     #: The table's marker after the commit: next offset per topic and partition.

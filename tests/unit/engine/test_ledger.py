@@ -78,3 +78,33 @@ def test_without_a_listener_events_go_nowhere() -> None:
     ledger = TableLedger("p", {})
     ledger.emit(SchemaEvolved("p", "db.t", 1, ()))
     ledger.finish(None, routed=True, query_id="q")  # no tables: nothing to commit
+
+
+def test_commits_report_the_valid_through_the_table_records_and_rows_per_table() -> None:
+    """One truth: a commit event carries the marker's valid-through (what `frazil status`
+    reads back), not one its own timestamps make true only at the next commit; the
+    pipeline's is the lowest over its tables; rows are counted per table."""
+    events: list[Event] = []
+    a, b = _target("db.a"), _target("db.b")
+    ledger = TableLedger("p", {"db.a": a, "db.b": b}, None, events.append)
+    window = BatchWindow(
+        batch=None,  # type: ignore[arg-type]
+        batch_id=1,
+        planned={"t": {0: 10}},
+        start=None,
+        lagging=set(),
+        started=0.0,
+        query_id="q",
+        planned_at_ms=1_000_000,
+    )
+    first = window.marker(None, "p", {})
+    ledger.committed(window, a, first, 3, {("t", 0): 999_000}, 0)
+    later = Marker("p", {"t": {0: 10}}, valid_through_ms=first.valid_through_ms + 500)  # type: ignore[operator]
+    ledger.committed(window, b, later, 2, {("t", 0): 999_500}, 0)
+    assert [e.valid_through_ms for e in events if isinstance(e, CommitEvent)] == [
+        first.valid_through_ms,
+        later.valid_through_ms,
+    ]
+    assert ledger.stats.last_valid_through_ms == first.valid_through_ms
+    assert ledger.stats.rows_by_table == {"db.a": 3, "db.b": 2}
+    assert ledger.stats.records == 5

@@ -1,0 +1,61 @@
+"""The run summary's figures and their labels (the layout is render.py's own)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from frazil.cli.app import console
+from frazil.cli.render import print_reports
+from frazil.engine.report import PipelineReport
+
+
+def _report(**extra: object) -> PipelineReport:
+    fields: dict[str, object] = {
+        "pipeline": "p",
+        "table": "db.a",
+        "records_ingested": 5_000,
+        "batches": 2,
+        "skipped_batches": 0,
+        "resumed_from_table": False,
+        "start": "",
+        "table_rows": 5_000,
+        "snapshots": 2,
+        "data_files": 2,
+        "offsets": {},
+        "valid_through": None,
+        "last_commit": None,
+        "freshness_lag_ms": 1_300,
+        "checked_at": "",
+    }
+    fields.update(extra)
+    return PipelineReport(**fields)  # type: ignore[arg-type]
+
+
+def _printed(report: PipelineReport) -> str:
+    with console.capture() as captured:
+        # Only the catalog's name is read.
+        print_reports([report], SimpleNamespace(catalog=SimpleNamespace(name="lake")))  # type: ignore[arg-type]
+    # Words as printed, whatever the terminal's width wraps.
+    return " ".join(captured.get().split())
+
+
+def test_a_routed_summary_says_rows_per_table_and_counts_records_not_written() -> None:
+    text = _printed(
+        _report(
+            table="route on type",
+            tables={"db.a": 3_000, "db.b": 1_000, "db.c": 1_000},
+            rows_written={"db.a": 3_000, "db.b": 1_000, "db.c": 1_000},
+            unmatched_skipped=1_000,
+        )
+    )
+    assert "records ingested" not in text
+    assert "rows written" in text and "5,000 row(s) to 3 table(s)" in text
+    assert "lake.db.b: 1,000 written, 1,000 rows" in text
+    assert "1,000 record(s) matched no table" in text
+    assert "1.3 s at the last commit" in text
+
+
+def test_a_single_tables_summary_says_records() -> None:
+    text = _printed(_report(tables={"db.a": 5_000}, rows_written={"db.a": 5_000}))
+    assert "records written" in text and "rows in table" in text
+    assert "rows written" not in text

@@ -65,12 +65,13 @@ def test_every_problem_is_reported_with_its_key_path() -> None:
         }
     )
     by_key = dict(problems)
-    assert by_key["kafka.propertiez"] == "unknown key"
+    assert by_key["kafka.propertiez"] == "unknown key (did you mean 'properties'?)"
     assert by_key["pipelines[0].extra_key"] == "unknown key"
     assert "not a valid Kafka topic name" in by_key["pipelines[0].topics[1]"]
     assert by_key["pipelines[0].partition_by[1]"].startswith("unknown partition transform 'dayz'")
     assert "not a duration" in by_key["pipelines[0].trigger"]
-    assert "unknown type 'strng'" in by_key["pipelines[0].schema"]
+    assert "unknown type 'strng'" in by_key["pipelines[0].schema.id"]
+    assert by_key["pipelines[0].schema.id"].endswith("(did you mean 'string'?)")
     assert "integer" in by_key["pipelines[0].max_offsets_per_trigger"]
 
 
@@ -209,7 +210,7 @@ def test_missing_file() -> None:
 def test_reserved_field_prefixes(field: str, reason: str) -> None:
     schema = {"id": "string", field: "string", "created_at": "timestamp"}
     problems = _problems({"pipelines": [_pipeline(schema=schema)]})
-    assert problems == [("pipelines[0].schema", reason)]
+    assert problems == [(f"pipelines[0].schema.{field}", reason)]
 
 
 def test_field_colliding_with_requested_kafka_metadata_column() -> None:
@@ -217,7 +218,7 @@ def test_field_colliding_with_requested_kafka_metadata_column() -> None:
     problems = _problems({"pipelines": [_pipeline(schema=schema, kafka_metadata=["timestamp"])]})
     assert problems == [
         (
-            "pipelines[0].schema",
+            "pipelines[0].schema._kafka_timestamp",
             "field name '_kafka_timestamp': the prefix '_kafka_' is reserved for "
             "kafka_metadata columns",
         )
@@ -323,9 +324,19 @@ def test_partition_column_missing_lists_metadata_columns_too() -> None:
     ]
 
 
-def test_partition_check_waits_for_a_valid_schema() -> None:
-    # The schema's own error is the one to fix; partition_by is not checked against it.
+def test_partition_columns_are_checked_against_a_schema_with_wrong_types() -> None:
+    # A field whose type is wrong still names a column: both problems in one run.
     pipeline = _pipeline(schema={"id": "strng"}, partition_by=["days(created_at)"])
+    problems = _problems({"pipelines": [pipeline]})
+    assert [key for key, _ in problems] == [
+        "pipelines[0].schema.id",
+        "pipelines[0].partition_by[0]",
+    ]
+
+
+def test_partition_check_waits_for_a_schema_of_fields() -> None:
+    # A schema that is not a mapping of fields names no column to check against.
+    pipeline = _pipeline(schema=["id"], partition_by=["days(created_at)"])
     problems = _problems({"pipelines": [pipeline]})
     assert [key for key, _ in problems] == ["pipelines[0].schema"]
 

@@ -66,7 +66,7 @@ def test_no_key_without_key_format() -> None:
 def test_group_names_are_not_config_keys(group: str) -> None:
     assert _problems(**{group: {}, "formt": "json"}) == [
         (f"pipelines[0].{group}", "unknown key"),
-        ("pipelines[0].formt", "unknown key"),
+        ("pipelines[0].formt", "unknown key (did you mean 'format'?)"),
     ]
 
 
@@ -101,7 +101,9 @@ def test_unknown_keys_come_last_as_written() -> None:
 
 
 def test_key_settings_without_key_format_are_checked_then_refused() -> None:
-    assert _problems(key_schema={"k": "strng"}, key_column="a b")[0][0] == "pipelines[0].key_schema"
+    assert (
+        _problems(key_schema={"k": "strng"}, key_column="a b")[0][0] == "pipelines[0].key_schema.k"
+    )
     assert _problems(key_column="a b") == [
         ("pipelines[0].key_column", "String should match pattern '^[A-Za-z_][A-Za-z0-9_]*$'")
     ]

@@ -147,7 +147,7 @@ def test_route_field_must_be_a_path() -> None:
 
 def test_unknown_route_key_is_reported_without_the_kind_tag() -> None:
     assert _route_problems({"field": "event_type", "tables": {"a": "db.a"}, "tabels": 1}) == [
-        ("pipelines[0].route.tabels", "unknown key")
+        ("pipelines[0].route.tabels", "unknown key (did you mean 'tables'?)")
     ]
 
 
@@ -502,7 +502,7 @@ def test_table_settings_errors_have_their_key_paths() -> None:
             "'payload.id' must be a top-level column name",
         ),
         ("pipelines[0].tables.db.events.schema_evolution", "Input should be 'evolve' or 'freeze'"),
-        ("pipelines[0].tables.db.events.partiton_by", "unknown key"),
+        ("pipelines[0].tables.db.events.partiton_by", "unknown key (did you mean 'partition_by'?)"),
     ]
 
 

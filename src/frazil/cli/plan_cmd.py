@@ -11,6 +11,7 @@ from rich.tree import Tree
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.config.loader import load_config
 from frazil.errors import ConfigError
+from frazil.transform.check import config_problems
 
 
 def _schema_tree(title: str, schema: object) -> Tree:
@@ -64,7 +65,7 @@ def plan(
     from frazil.engine.runner import check_registry, check_topics
     from frazil.engine.session import build_spark
 
-    loaded = load_config(config)
+    loaded = load_config(config, checks=config_problems)
     unknown = sorted(set(pipeline or []) - {p.name for p in loaded.pipelines})
     if unknown:
         raise ConfigError(f"no pipeline named {', '.join(map(repr, unknown))} in {config}")
@@ -93,4 +94,6 @@ def plan(
             console.print(f"  {i}. [bold]{t.name}[/]: {t.description}", highlight=False)
         console.print(_schema_tree("table columns", e.table_schema))
         console.print("steps: " + " → ".join(name for name, _ in e.steps), highlight=False)
+        for warning in e.warnings:
+            console.print(f"[yellow]warning[/]: {warning}", highlight=False)
         console.print()

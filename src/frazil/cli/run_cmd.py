@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -12,9 +13,12 @@ import typer
 from frazil.cli.app import GLOBALS, LogFormat, OutputFormat, app, console, err_console
 from frazil.cli.render import print_reports
 from frazil.config.loader import load_config
+from frazil.errors import PipelineError
 from frazil.progress.events import BatchStarted, CommitEvent, Event
 from frazil.progress.freshness import freshness_seconds
 from frazil.progress.markers import format_ms
+from frazil.progress.start import TableReset
+from frazil.transform.check import config_problems
 
 log = logging.getLogger("frazil.run")
 
@@ -35,7 +39,16 @@ def run(
         "--reset-offsets",
         help="Continue from these offsets instead of the table's: earliest, latest, or JSON "
         'like \'{"topic": {"0": 42}}\' (-2 earliest, -1 latest; unlisted partitions start at '
-        "earliest). Recorded in the table, so later runs go on from there.",
+        "earliest). Recorded in the table, so later runs go on from there. On tables that "
+        "hold data of the pipeline it says what they hold and what will be read again, and "
+        "asks (--yes to go on without asking).",
+    ),
+    yes: bool = typer.Option(
+        False,
+        "--yes",
+        "-y",
+        help="Go on with --reset-offsets on tables that hold data without asking (needed "
+        "without a terminal, e.g. in CI).",
     ),
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
     metrics_port: int = typer.Option(
@@ -52,7 +65,7 @@ def run(
     from frazil.engine.runner import StoppedNow
     from frazil.engine.runner import run as run_pipelines
 
-    loaded = load_config(config)
+    loaded = load_config(config, checks=config_problems)
     quiet = output is OutputFormat.json
     json_logs = GLOBALS.log_format is LogFormat.json
     commits = logging.getLogger("frazil.commit")
@@ -111,6 +124,26 @@ def run(
             mode = "until caught up" if until_caught_up else "until SIGINT/SIGTERM"
             err_console.print(f"running {', '.join(names)} ({mode})", highlight=False)
 
+    def confirm_reset(resets: list[TableReset]) -> bool:
+        err_console.print(
+            f"--reset-offsets {reset_offsets} changes where {len(resets)} table(s) holding "
+            "data of their pipeline continue:",
+            highlight=False,
+        )
+        for found in resets:
+            for line in found.lines():
+                err_console.print(f"  {line}", highlight=False, soft_wrap=True)
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            names = ", ".join(found.table for found in resets)
+            raise PipelineError(
+                f"--reset-offsets {reset_offsets} not applied to {names}: they hold data "
+                "(above) and there is no terminal to ask on; nothing was changed. Run again "
+                "with --yes to go on"
+            )
+        return typer.confirm("Reset these tables' offsets?", default=False, err=True)
+
     def on_stopping(what: str) -> None:
         err_console.print(what, highlight=False)
 
@@ -125,6 +158,7 @@ def run(
             on_started=on_started,
             on_stopping=on_stopping,
             metrics_port=metrics_port,
+            confirm_reset=confirm_reset,
         )
     except StoppedNow:
         _print_stopped_now(committed)

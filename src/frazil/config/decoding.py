@@ -28,7 +28,12 @@ REGISTRY_FORMATS = ("json", "avro", "protobuf")
 Part = Literal["value", "key"]
 
 
-def _check_field_name(name: str) -> None:
+def check_field_name(name: str) -> None:
+    """A declared field's name: a plain name, not one of frazil's reserved prefixes.
+
+    Raises:
+        ValueError: It is not, naming it.
+    """
     if not re.match(IDENT, name):
         raise ValueError(f"field name {name!r} must be letters, digits and '_'")
     # Spark resolves column names case-insensitively, so __FRAZIL_X collides just the same.
@@ -45,7 +50,12 @@ def _check_field_name(name: str) -> None:
         )
 
 
-def _check_case_collisions(names: Iterable[str]) -> None:
+def check_case_collisions(names: Iterable[str]) -> None:
+    """Declared fields must differ in more than case (Spark's names are case-insensitive).
+
+    Raises:
+        ValueError: Two do not, naming both.
+    """
     seen: dict[str, str] = {}
     for name in names:
         first = seen.setdefault(name.lower(), name)
@@ -102,8 +112,8 @@ class Decoding(Frozen):
             return None
         if not value:
             raise ValueError("must declare at least one field, or be omitted to infer it")
-        check_field_types(value, _check_field_name)
-        _check_case_collisions(value)
+        check_field_types(value, check_field_name)
+        check_case_collisions(value)
         return value
 
     def source(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from frazil.config.locations import is_uri
 from frazil.config.models import FrazilConfig
 from frazil.config.secrets import is_secret_key as is_secret_key
 from frazil.config.secrets import redact_mapping, redact_text, remember, secret_values_in
+from frazil.config.suggest import did_you_mean, known_keys, quoted_choices
+from frazil.config.transforms import TRANSFORMS
 from frazil.errors import ConfigError
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -70,14 +73,47 @@ def _substitute(node: Any, path: tuple[str | int, ...], problems: list[tuple[str
 def _describe(error: dict[str, Any]) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
-        return "unknown key"
+        loc = tuple(error["loc"])
+        return "unknown key" + did_you_mean(loc[-1], known_keys(FrazilConfig, loc[:-1]) or [])
     if kind == "missing":
         return "required key is missing"
     message = str(error["msg"])
     for prefix in ("Value error, ", "Assertion failed, "):
         if message.startswith(prefix):
             message = message[len(prefix) :]
-    return message
+    return message + _hint(error)
+
+
+def _hint(error: dict[str, Any]) -> str:
+    """A "did you mean" for a value written almost as one frazil knows (``jsn``, ``flaten``)."""
+    kind, given = error["type"], error.get("input")
+    if kind == "literal_error":
+        return did_you_mean(given, quoted_choices(str(error.get("ctx", {}).get("expected", ""))))
+    if kind == "unknown_transform" and isinstance(given, dict):
+        names = [name for name in given if isinstance(name, str) and name not in TRANSFORMS]
+        return did_you_mean(names[0], TRANSFORMS) if len(names) == 1 else ""
+    return ""
+
+
+_PIPELINE = re.compile(r"^pipelines\[(\d+)\]")
+
+
+def _pipeline_of(key: str) -> int | None:
+    found = _PIPELINE.match(key)
+    return int(found.group(1)) if found else None
+
+
+def _merged(problems: list[tuple[str, str]], more: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``more`` put among ``problems``: each pipeline's after that pipeline's own."""
+    merged = list(problems)
+    for key, reason in more:
+        index = _pipeline_of(key)
+        at = len(merged)
+        if index is not None:
+            later = (n for n, (k, _) in enumerate(merged) if (_pipeline_of(k) or -1) > index)
+            at = next(later, at)
+        merged.insert(at, (key, reason))
+    return merged
 
 
 def _resolve_paths(data: dict[str, Any], base: Path) -> None:
@@ -103,8 +139,17 @@ def _resolve_paths(data: dict[str, Any], base: Path) -> None:
                 pipeline[key] = resolve(pipeline[key])
 
 
+#: Checks beyond the models' own, run by :func:`parse_config` on the parsed tree and the
+#: config (None when the models refused it): ``(key path, reason)`` per problem.
+Checks = Callable[[dict[str, Any], FrazilConfig | None], list[tuple[str, str]]]
+
+
 def parse_config(
-    data: Any, *, base_dir: Path | None = None, source: str = "config"
+    data: Any,
+    *,
+    base_dir: Path | None = None,
+    source: str = "config",
+    checks: Checks | None = None,
 ) -> FrazilConfig:
     """Validate an already-parsed config tree.
 
@@ -112,6 +157,9 @@ def parse_config(
         data: The parsed YAML (a mapping).
         base_dir: Folder that relative paths are resolved against; the working folder if None.
         source: Name of the file, for messages.
+        checks: More checks, whose problems are reported with the models' (the commands pass
+            :func:`frazil.transform.check.config_problems`: transforms and the columns keys
+            name, against declared schemas), so one run lists every problem.
 
     Raises:
         ConfigError: With one ``(key path, reason)`` per problem, all of them at once.
@@ -130,6 +178,8 @@ def parse_config(
             found.setdefault(_key_path(tuple(error["loc"])), []).append(_describe(dict(error)))
         # A union's members each report (a string or a list): one line per key.
         problems.extend((key, " or ".join(reasons)) for key, reasons in found.items())
+    if checks is not None:
+        problems = _merged(problems, checks(data, config))
     if problems or config is None:
         # Reasons may quote values (a warehouse URI, a JAAS line): never with their secrets.
         secrets = secret_values_in(data)
@@ -142,8 +192,12 @@ def parse_config(
     return config
 
 
-def load_config(path: str | Path) -> FrazilConfig:
+def load_config(path: str | Path, *, checks: Checks | None = None) -> FrazilConfig:
     """Load and validate a config file.
+
+    Args:
+        path: The file.
+        checks: More checks, reported with the models' problems (see :func:`parse_config`).
 
     Raises:
         ConfigError: The file is missing, is not YAML, or does not validate.
@@ -160,7 +214,7 @@ def load_config(path: str | Path) -> FrazilConfig:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{file}: not valid YAML{where}: {problem}") from None
-    config = parse_config(data, base_dir=file.resolve().parent, source=str(file))
+    config = parse_config(data, base_dir=file.resolve().parent, source=str(file), checks=checks)
     remember(config)
     return config
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from frazil.config.suggest import did_you_mean
+
 #: Transforms that take only a column, with Iceberg/Spark's accepted aliases.
 _UNARY: dict[str, str] = {
     "identity": "identity",
@@ -78,9 +80,10 @@ def parse_partition_field(text: str) -> PartitionField:
         return PartitionField(_BINARY[binary.group(1)], binary.group(3), width)
     call = re.match(r"^([A-Za-z_]+)\(", spec)
     if call and call.group(1) not in _UNARY and call.group(1) not in _BINARY:
+        hint = did_you_mean(call.group(1), [*_UNARY.values(), *_BINARY.values()])
         raise ValueError(
             f"unknown partition transform {call.group(1)!r} "
-            "(known: identity, years, months, days, hours, bucket(N, col), truncate(W, col))"
+            f"(known: identity, years, months, days, hours, bucket(N, col), truncate(W, col)){hint}"
         )
     raise ValueError(
         f"cannot parse partition transform {text!r}: expected col, days(col), bucket(N, col) ..."

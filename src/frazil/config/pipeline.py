@@ -28,7 +28,12 @@ from pydantic_core import ErrorDetails, InitErrorDetails
 
 from frazil.columns import METADATA_PREFIX
 from frazil.config.base import IDENT, Frozen, check_regex
-from frazil.config.decoding import Decoding, check_schema_source
+from frazil.config.decoding import (
+    Decoding,
+    check_case_collisions,
+    check_field_name,
+    check_schema_source,
+)
 from frazil.config.durations import parse_duration
 from frazil.config.errors import ErrorsConfig
 from frazil.config.flat_keys import (
@@ -43,6 +48,7 @@ from frazil.config.partitioning import parse_partition_field
 from frazil.config.routing import RouteConfig, StaticRoute, TopicRoute, check_table_name
 from frazil.config.table_settings import INHERITED, ResolvedTable, TableSettings
 from frazil.config.transforms import TransformEntry
+from frazil.config.types import field_problems
 from frazil.config.writes import TableWrite, WriteConfig
 
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
@@ -106,14 +112,18 @@ def _partition_column_errors(
     failed = {error["loc"] for error in found if not is_unknown_key(error)}
     heads = {loc[0] for loc in failed if loc}
     entries = data.get("partition_by")
+    schema = data["schema"] if "schema" in data else data.get("schema_")
     if (
-        heads & {"schema", "schema_", "kafka_metadata", "transforms"}
+        heads & {"kafka_metadata", "transforms"}
+        # A field whose type is wrong still names a column; a schema that is not a mapping
+        # of fields names none.
+        or failed & {("schema",), ("schema_",)}
+        or (schema is not None and not isinstance(schema, dict))
         or data.get("transforms")
         or not isinstance(entries, list)
         or ("partition_by",) in failed
     ):
         return []
-    schema = data["schema"] if "schema" in data else data.get("schema_")
     kafka_metadata = data.get("kafka_metadata", [])
     errors = []
     for index, entry in enumerate(entries):
@@ -132,6 +142,40 @@ def _partition_column_errors(
                 )
             )
     return errors
+
+
+def _each_field(errors: list[InitErrorDetails], data: dict[Any, Any]) -> list[InitErrorDetails]:
+    """A declared schema's problems one per field, at ``schema.<field>``, rather than the
+    first one at ``schema``: every wrong type is reported in one run."""
+    out: list[InitErrorDetails] = []
+    for error in errors:
+        loc = error["loc"]
+        fields = data.get(loc[0]) if len(loc) == 1 and isinstance(loc[0], str) else None
+        if (
+            not loc
+            or loc[0] not in ("schema", "schema_", "key_schema")
+            or not isinstance(fields, dict)
+        ):
+            out.append(error)
+            continue
+        named = {k: v for k, v in fields.items() if isinstance(k, str) and isinstance(v, str)}
+        each = field_problems(named, check_field_name)
+        out += [
+            InitErrorDetails(
+                type="value_error", loc=(loc[0], name), input=named[name], ctx={"error": reason}
+            )
+            for name, reason in each
+        ]
+        if not each:
+            out.append(error)
+            continue
+        try:
+            check_case_collisions(named)
+        except ValueError as exc:
+            out.append(
+                InitErrorDetails(type="value_error", loc=loc, input=fields, ctx={"error": exc})
+            )
+    return out
 
 
 class PipelineConfig(Frozen):
@@ -193,7 +237,7 @@ class PipelineConfig(Frozen):
                 Decoding.model_validate(key)
             except ValidationError as exc:
                 found += [{**error, "loc": ("key", *error["loc"])} for error in exc.errors()]
-        errors = as_written(found, data, misplaced)
+        errors = _each_field(as_written(found, data, misplaced), data)
         errors += _partition_column_errors(data, errors)
         if errors:
             raise ValidationError.from_exception_data(cls.__name__, as_reported(errors, data))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from frazil.config.suggest import did_you_mean
+
 _SIMPLE: dict[str, str] = {
     "string": "STRING",
     "str": "STRING",
@@ -111,7 +113,8 @@ def to_spark_ddl(type_text: str) -> str:
                 fields.append(f"{name.strip()}: {to_spark_ddl(field_type)}")
             return f"STRUCT<{', '.join(fields)}>"
     known = ", ".join(sorted({*_SIMPLE, "decimal(p,s)", "array<T>", "map<K,V>", "struct<...>"}))
-    raise TypeSyntaxError(f"unknown type {type_text!r} (known: {known})")
+    hint = did_you_mean(lower, _SIMPLE)
+    raise TypeSyntaxError(f"unknown type {type_text!r} (known: {known}){hint}")
 
 
 def check_field_types(fields: dict[str, str], check_name: Callable[[str], object]) -> None:
@@ -120,9 +123,24 @@ def check_field_types(fields: dict[str, str], check_name: Callable[[str], object
     Raises:
         ValueError: The first field that does not, naming it.
     """
+    for _, reason in field_problems(fields, check_name)[:1]:
+        raise ValueError(reason)
+
+
+def field_problems(
+    fields: dict[str, str], check_name: Callable[[str], object]
+) -> list[tuple[str, str]]:
+    """Every field of a declared schema whose name or type does not pass, with the reason
+    :func:`check_field_types` gives for it (``field 'amount': unknown type …``)."""
+    problems: list[tuple[str, str]] = []
     for name, type_text in fields.items():
-        check_name(name)
+        try:
+            check_name(name)
+        except ValueError as exc:
+            problems.append((name, str(exc)))
+            continue
         try:
             to_spark_ddl(type_text)
         except TypeSyntaxError as exc:
-            raise ValueError(f"field {name!r}: {exc}") from None
+            problems.append((name, f"field {name!r}: {exc}"))
+    return problems

@@ -2,8 +2,8 @@
 
 Resolves every pipeline's shape as ``frazil run`` would (schema registry, schema files, the
 existing table, a sample of the topics for inferred JSON) and describes it: the decoded source
-columns, each transform with the columns after it, the table's columns and the batch steps.
-Nothing is created or written.
+columns, each transform with the columns after it, the table's columns and the batch steps;
+and warns about every column an existing table cannot take. Nothing is created or written.
 """
 
 from __future__ import annotations
@@ -11,8 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from frazil import columns as c
 from frazil.config.models import FrazilConfig
+from frazil.config.pipeline import PipelineConfig
 from frazil.engine.pipeline import build_pipeline
+from frazil.sink.evolution import TableView, compare
+from frazil.sink.iceberg import IcebergTable
 from frazil.sink.table import qualified, table_exists
 
 if TYPE_CHECKING:
@@ -43,6 +47,8 @@ class PipelineExplanation:
     transforms: tuple[TransformStep, ...]
     table_schema: StructType
     steps: tuple[tuple[str, str], ...]
+    #: The columns an existing table cannot take, in the run's words (:func:`conflicts`).
+    warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form (``--output json``); schemas as Spark's JSON schema."""
@@ -60,6 +66,7 @@ class PipelineExplanation:
             ],
             "table_schema": self.table_schema.jsonValue(),
             "steps": [{"step": name, "does": does} for name, does in self.steps],
+            "warnings": list(self.warnings),
         }
 
 
@@ -91,6 +98,41 @@ def explain(
                 ),
                 table_schema=shape.table_schema,
                 steps=tuple(plan.describe()),
+                warnings=tuple(conflicts(spark, config, pipeline, shape.table_schema)),
             )
         )
     return result
+
+
+def conflicts(
+    spark: SparkSession, config: FrazilConfig, pipeline: PipelineConfig, schema: StructType
+) -> list[str]:
+    """The columns of the pipeline's existing tables that its records' types do not fit,
+    each in the words the run marks such a record with, and what the run would then do.
+
+    The comparison is the run's own (:func:`~frazil.sink.evolution.compare`, as each batch
+    makes it before its write): a type Iceberg cannot change to, a promotion or a new column
+    under ``schema_evolution: freeze``. Tables a dynamic route names only at run time are not
+    known here.
+    """
+    found: list[str] = []
+    for name in pipeline.static_tables():
+        full = qualified(config.catalog.name, name)
+        if not table_exists(spark, full):
+            continue
+        view = TableView.read(spark, IcebergTable(spark, full).java)
+        diff = compare(c.user_schema(schema), view, pipeline.settings_for(name))
+        for mismatch in diff.mismatches:
+            column = mismatch.path.split(".")[0]
+            if pipeline.errors.dead_letters:
+                then = (
+                    f"the run would send every record with a value in {column} to the "
+                    "dead-letter queue"
+                )
+            else:
+                then = (
+                    f"the run would stop at the first batch with a value in {column}, "
+                    "committing nothing of it (errors.tolerance: none)"
+                )
+            found.append(f"{mismatch.describe(name)}; {then}")
+    return found

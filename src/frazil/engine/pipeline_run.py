@@ -23,6 +23,7 @@ from frazil.errors import ConfigError, KafkaError, TopicRecreated, first_line
 from frazil.progress import markers
 from frazil.progress.events import Event
 from frazil.progress.start import (
+    TableReset,
     decide_start,
     parse_reset,
     reset_marker,
@@ -62,6 +63,8 @@ class PipelineRun:
     topic_ids: dict[str, str] = field(default_factory=dict)
     #: Restarts from the tables, bounded (a cause that comes back stops the run).
     budget: RestartBudget = field(default_factory=lambda: RestartBudget())
+    #: The reset :meth:`reset_preview` showed and the offsets it resolved.
+    _previewed: tuple[str, TopicOffsets] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         pipeline = self.pipeline
@@ -180,22 +183,57 @@ class PipelineRun:
             )
         return report
 
-    def reset(self, spec_text: str) -> TopicOffsets:
-        """Record ``--reset-offsets`` durably in every table, and return where to start."""
+    def _reset_offsets(self, spec_text: str) -> TopicOffsets:
+        """Where ``--reset-offsets`` makes the pipeline continue, per partition Kafka has now."""
         spec = parse_reset(spec_text)
         current, self.topic_ids = self.admin.describe(self.pipeline)
-        offsets = resolve_reset(
+        return resolve_reset(
             spec,
             current,
             self.admin.offsets(current, "earliest"),
             self.admin.offsets(current, "latest"),
         )
-        marker = reset_marker(self.pipeline.name, spec_text, offsets, self.topic_ids)
+
+    def _reset_targets(self) -> dict[str, Target]:
         # Every table the route can name, not only those the run knows by their markers: a
         # table whose marker expired is what the refusal sends users here for.
         targets = self.handler.targets
         for name, found in self.handler.tables.nameable().items():
             targets.setdefault(name, found)
+        return targets
+
+    def reset_preview(self, spec_text: str) -> list[TableReset]:
+        """What ``--reset-offsets`` would do to each table, changing nothing: the rows and
+        the pipeline's marker there, and where the reset makes it continue. The offsets are
+        kept for :meth:`reset`, so what was confirmed is what is recorded."""
+        offsets = self._reset_offsets(spec_text)
+        self._previewed = (spec_text, offsets)
+        found = []
+        for target in self._reset_targets().values():
+            state = markers.find_marker(target.table, self.pipeline.name)
+            found.append(
+                TableReset(
+                    target.name,
+                    self.pipeline.name,
+                    spec_text,
+                    state.total_records,
+                    state.marker,
+                    offsets,
+                    merges=target.settings.write.merges,
+                )
+            )
+        return found
+
+    def reset(self, spec_text: str) -> TopicOffsets:
+        """Record ``--reset-offsets`` durably in every table, and return where to start (the
+        offsets :meth:`reset_preview` showed, if it was asked)."""
+        previewed = self._previewed
+        if previewed is not None and previewed[0] == spec_text:
+            offsets = previewed[1]
+        else:
+            offsets = self._reset_offsets(spec_text)
+        marker = reset_marker(self.pipeline.name, spec_text, offsets, self.topic_ids)
+        targets = self._reset_targets()
         for target in targets.values():
             target.table.commit_summary_only(marker.to_summary())
         self.handler.checkpoint.set_aside()

@@ -24,6 +24,7 @@ from frazil.errors import (
 from frazil.progress import fence
 from frazil.progress.events import CommitEvent, Event
 from frazil.progress.start import (
+    TableReset,
     parse_reset,
 )
 from frazil.source.admin import JvmKafkaAdmin
@@ -183,6 +184,7 @@ def run(
     spark: SparkSession | None = None,
     stop_event: threading.Event | None = None,
     metrics_port: int | None = None,
+    confirm_reset: Callable[[list[TableReset]], bool] | None = None,
 ) -> list[PipelineReport]:
     """Run pipelines until caught up, or until SIGINT/SIGTERM (or ``stop_event``).
 
@@ -193,6 +195,9 @@ def run(
             pipelines continue, recorded durably in their tables (see docs/exactly-once.md).
         metrics_port: Serve Prometheus metrics on this port (overrides ``metrics.port``).
         on_stopping: Told at once, in words, what a first SIGINT/SIGTERM does.
+        confirm_reset: Asked before ``reset_offsets`` changes a table that holds data of its
+            pipeline (rows and a marker), with what each table holds and what the reset
+            does to it; it answers whether to go on, or raises. None: no one is asked.
 
     Returns:
         One report per pipeline, read back from its table.
@@ -237,6 +242,11 @@ def run(
                         )
                         pipeline_run.handler.stops = (stop, signals.stop)
                         runs.append(pipeline_run)
+                    if reset_offsets is not None and confirm_reset is not None:
+                        # Every pipeline's tables are shown, and the answer given, before
+                        # any of them is reset.
+                        _confirm_reset(runs, reset_offsets, confirm_reset)
+                    for pipeline_run in runs:
                         pipeline_run.start(pipeline_run.prepare(reset_offsets))
                     if on_started:
                         on_started([r.pipeline.name for r in runs])
@@ -265,6 +275,21 @@ def run(
         finally:
             observers.stop()
             admin.close()
+
+
+def _confirm_reset(
+    runs: list[PipelineRun], spec: str, confirm: Callable[[list[TableReset]], bool]
+) -> None:
+    """Ask ``confirm`` before a reset reads again or skips what tables hold.
+
+    Raises:
+        PipelineError: The answer was no; nothing was changed.
+    """
+    resets = [found for r in runs for found in r.reset_preview(spec)]
+    held = [found for found in resets if found.destructive]
+    if held and not confirm(held):
+        names = ", ".join(found.table for found in held)
+        raise PipelineError(f"--reset-offsets {spec} not applied to {names}: nothing was changed")
 
 
 def _inline_maintenance(

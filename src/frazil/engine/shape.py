@@ -16,6 +16,7 @@ from frazil.decode.registry import BuildContext, Decoder, build_decoder
 from frazil.errors import ConfigError
 from frazil.source.kafka import source_options
 from frazil.transform.chain import TransformChain, build_chain
+from frazil.transform.check import column_problems
 from frazil.transform.metadata import metadata_fields
 
 if TYPE_CHECKING:
@@ -123,9 +124,7 @@ def resolve_shape(
         )
     source = source_schema(pipeline, value, key)
     chain = build_chain(spark, pipeline, source)
-    _check_partitions(config, pipeline, chain.schema)
-    _check_route(config, pipeline, chain.schema)
-    _check_write(config, pipeline, chain.schema)
+    _check_columns(config, pipeline, chain.schema)
     return PipelineShape(
         value=value, key=key, source_schema=source, chain=chain, consumed=consumed_columns(pipeline)
     )
@@ -166,82 +165,13 @@ def source_schema(pipeline: PipelineConfig, value: Decoder, key: Decoder | None)
     return StructType(fields)
 
 
-def _check_route(config: FrazilConfig, pipeline: PipelineConfig, schema: StructType) -> None:
-    """A route's field must be a column of the table schema (after transforms)."""
-    path = getattr(pipeline.route, "field", None)
-    if not isinstance(path, str):
-        return
+def _check_columns(config: FrazilConfig, pipeline: PipelineConfig, schema: StructType) -> None:
+    """Partition, sort, route, key and ordering columns must be table columns (after decoding
+    and transforms): known only now for inferred, registry and transformed schemas."""
     index = config.pipelines.index(pipeline)
-    root = path.split(".")[0]
-    columns = [f.name for f in schema.fields]
-    if root not in columns:
-        raise ConfigError(
-            f"pipelines[{index}].route.field: column {root!r} is not in the records after "
-            f"decoding and transforms (columns: {', '.join(columns)})"
-        )
-
-
-def _check_write(config: FrazilConfig, pipeline: PipelineConfig, schema: StructType) -> None:
-    """Key and ordering columns must be table columns (after decoding and transforms)."""
-    write = pipeline.defaults.write
-    if not write.merges:
-        return
-    index = config.pipelines.index(pipeline)
-    columns = [f.name for f in schema.fields]
-    listed = ", ".join(columns)
-    named: list[tuple[str, str]] = [(f"write.key[{j}]", k) for j, k in enumerate(write.key)]
-    if write.order_by:
-        named.append(("write.order_by", write.order_by))
-    for table, own in pipeline.tables.items():
-        if own.write is not None:
-            named += [
-                (f"tables.{table}.write.key[{j}]", k) for j, k in enumerate(own.write.key or [])
-            ]
-            if own.write.order_by:
-                named.append((f"tables.{table}.write.order_by", own.write.order_by))
-    for key, column in named:
-        if column not in columns:
-            raise ConfigError(
-                f"pipelines[{index}].{key}: column {column!r} is not in the table "
-                f"(columns: {listed})"
-            )
-
-
-def _check_partitions(config: FrazilConfig, pipeline: PipelineConfig, schema: StructType) -> None:
-    """Partition columns must be table columns: known only now for inferred, registry and
-    transformed schemas."""
-    index = config.pipelines.index(pipeline)
-    columns = {f.name for f in schema.fields}
-    listed = ", ".join(f.name for f in schema.fields)
-    for j, field in enumerate(pipeline.defaults.partition_fields()):
-        root = field.column.split(".")[0]
-        if root not in columns:
-            raise ConfigError(
-                f"pipelines[{index}].partition_by[{j}]: column {root!r} is not in the table "
-                f"(columns: {listed})"
-            )
-    for name, own in pipeline.tables.items():
-        for key, entries in (("partition_by", own.partition_by), ("sort_by", own.sort_by)):
-            for j, entry in enumerate(entries):
-                root = entry.split("(")[-1].split(",")[-1].strip(" )").split()[0].split(".")[0]
-                if root not in columns:
-                    raise ConfigError(
-                        f"pipelines[{index}].tables.{name}.{key}[{j}]: column {root!r} is not "
-                        f"in the table (columns: {listed})"
-                    )
-    for j, entry in enumerate(pipeline.defaults.sort_by):
-        root = entry.split()[0].split(".")[0]
-        if root not in columns:
-            raise ConfigError(
-                f"pipelines[{index}].sort_by[{j}]: column {root!r} is not in the table "
-                f"(columns: {listed})"
-            )
-    for j, ident in enumerate(pipeline.defaults.identifier_fields):
-        if ident not in columns:
-            raise ConfigError(
-                f"pipelines[{index}].identifier_fields[{j}]: column {ident!r} is not in the "
-                f"table (columns: {listed})"
-            )
+    problems = column_problems(pipeline, [f.name for f in schema.fields], index=index)
+    if problems:
+        raise ConfigError("\n".join(f"{key}: {reason}" for key, reason in problems), problems)
 
 
 def _check_unique(pipeline: PipelineConfig, fields: list[StructField]) -> None:

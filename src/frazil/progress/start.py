@@ -196,3 +196,90 @@ def reset_marker(
     """
     ids = {t: i for t, i in (topic_ids or {}).items() if t in offsets}
     return replace(Marker(pipeline=pipeline, offsets=offsets, topic_ids=ids), reset=spec_text)
+
+
+#: Partitions a reset preview names one by one; beyond them it says how many more.
+_SHOWN_PARTITIONS = 6
+
+
+@dataclass(frozen=True)
+class TableReset:
+    """What ``--reset-offsets`` does to one table, before it does it.
+
+    Attributes:
+        table: The table's name, as the report names it.
+        pipeline: The pipeline whose marker the reset replaces.
+        spec: The reset as written (``earliest``, ``latest`` or JSON).
+        rows: Live rows in the table now.
+        marker: The pipeline's newest marker in the table (where it continues), or None.
+        target: Where the reset makes it continue, per partition Kafka has now.
+        merges: The table is written by key (upsert, CDC): records read again are merged
+            again rather than appended twice.
+    """
+
+    table: str
+    pipeline: str
+    spec: str
+    rows: int
+    marker: Marker | None
+    target: TopicOffsets
+    merges: bool = False
+
+    @property
+    def destructive(self) -> bool:
+        """Whether the table holds data the pipeline wrote (rows and a marker): a reset then
+        reads records again or skips records, so it is confirmed first."""
+        return self.marker is not None and self.rows > 0
+
+    def partitions(self) -> list[tuple[str, int, int | None, int]]:
+        """``(topic, partition, the marker's offset or None, the reset's)`` per partition."""
+        known = self.marker.offsets if self.marker is not None else {}
+        return [
+            (topic, partition, known.get(topic, {}).get(partition), offset)
+            for topic, parts in sorted(self.target.items())
+            for partition, offset in sorted(parts.items())
+        ]
+
+    def again(self) -> int:
+        """Records the table holds that the reset reads again (before the marker's offsets)."""
+        return sum(max(0, was - now) for was, now in self._known())
+
+    def skipped(self) -> int:
+        """Records after the marker's offsets that the reset skips (never written)."""
+        return sum(max(0, now - was) for was, now in self._known())
+
+    def _known(self) -> list[tuple[int, int]]:
+        # A partition the marker does not name, or names as "earliest", has no count to give.
+        return [(was, now) for _, _, was, now in self.partitions() if was is not None and was >= 0]
+
+    def lines(self) -> list[str]:
+        """What is in the table and what the reset will do, for a person to confirm."""
+        parts = self.partitions()
+        shown = parts[:_SHOWN_PARTITIONS]
+        more = f", … and {len(parts) - len(shown)} more" if len(parts) > len(shown) else ""
+
+        where = ", ".join(f"{t}/{p} {_offset(was)}" for t, p, was, _ in shown) + more
+        to = ", ".join(f"{t}/{p} {_offset(now)}" for t, p, _, now in shown) + more
+
+        again, skipped = self.again(), self.skipped()
+        if again:
+            twice = "merged again by key" if self.merges else "appended again: duplicate rows"
+            effect = f"{again:,} records read again ({twice})"
+        else:
+            effect = "no record read again"
+        if skipped:
+            effect += f", {skipped:,} records skipped (never written)"
+        return [
+            f"{self.table}: {self.rows:,} rows; pipeline {self.pipeline} continues at {where}",
+            f"  reset to {self.spec}: {to}; {effect}",
+        ]
+
+
+def _offset(offset: int | None) -> str:
+    if offset is None:
+        return "-"
+    if offset == EARLIEST:
+        return "earliest"
+    if offset == LATEST:
+        return "latest"
+    return f"{offset:,}"

@@ -53,6 +53,15 @@ class Mismatch:
     table_type: str
     reason: str
 
+    def describe(self, table_name: str) -> str:
+        """The reason each record holding a value in the field is marked with (stage
+        ``schema``); ``frazil plan`` warns in the same words."""
+        return f"field {self.path} is {self.batch_type} in the records but " + (
+            f"{self.table_type} in table {table_name}: {self.reason}"
+            if self.table_type != "-"
+            else f"not in table {table_name} (schema_evolution: freeze)"
+        )
+
 
 @dataclass
 class Diff:
@@ -488,11 +497,7 @@ def write_columns(
         root = m.path.split(".")[0]
         if root not in batch_types:
             continue
-        reason = f"field {m.path} is {m.batch_type} in the records but " + (
-            f"{m.table_type} in table {table_name}: {m.reason}"
-            if m.table_type != "-"
-            else f"not in table {table_name} (schema_evolution: freeze)"
-        )
+        reason = m.describe(table_name)
         error = F.coalesce(
             error, F.when(F.col(root).isNotNull(), _error_struct(reason, F.col(root)))
         )

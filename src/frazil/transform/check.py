@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
+
+from pydantic import ValidationError
 
 from frazil.columns import METADATA_PREFIX
+from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.transforms import (
     Cast,
@@ -28,6 +32,7 @@ from frazil.config.transforms import (
     Transform,
     transform_name,
 )
+from frazil.config.types import TypeSyntaxError, to_spark_ddl
 from frazil.transform.fields import (
     Field,
     Fields,
@@ -85,6 +90,127 @@ def declared_fields(pipeline: PipelineConfig) -> dict[str, str] | None:
     return fields
 
 
+def config_problems(data: dict[str, Any], config: FrazilConfig | None) -> list[tuple[str, str]]:
+    """:func:`static_problems` of every pipeline, for the loader's ``checks``.
+
+    Args:
+        data: The parsed config tree.
+        config: The config, or None when it does not validate: then each pipeline that
+            validates on its own is checked, so a typo elsewhere does not hide its problems.
+    """
+    if config is not None:
+        return [
+            problem
+            for index, pipeline in enumerate(config.pipelines)
+            for problem in static_problems(pipeline, index=index)
+        ]
+    raw = data.get("pipelines")
+    problems: list[tuple[str, str]] = []
+    for index, entry in enumerate(raw if isinstance(raw, list) else []):
+        if isinstance(entry, dict):
+            problems += _salvaged_problems(entry, index)
+    return problems
+
+
+#: Rounds of setting a refused pipeline's keys aside (each round answers one layer: a key
+#: refused on its own, then what only fits together).
+_SALVAGE_ROUNDS = 4
+#: A transform that keeps the columns as they are: stands in for a refused entry, so the
+#: entries after it keep their places (and key paths).
+_NO_OP = {"filter": "true"}
+
+
+def _salvaged_problems(entry: dict[str, Any], index: int) -> list[tuple[str, str]]:
+    """:func:`static_problems` of a pipeline the loader refused, as far as they can be told.
+
+    The refused keys are set aside (an unknown key dropped, a refused transform replaced by
+    one that changes nothing, a field of a type that does not parse taken as of unknown
+    type, a missing ``topics`` or ``table`` stood in for) until the rest validates; the
+    problems found at keys the loader refused are left out, as it reported them already.
+    Nothing if the pipeline does not validate even so.
+    """
+    data = dict(entry)
+    unknown: set[str] = set()
+    refused: set[str] = set()
+    pipeline: PipelineConfig | None = None
+    for _ in range(_SALVAGE_ROUNDS):
+        try:
+            pipeline = PipelineConfig.model_validate(data)
+            break
+        except ValidationError as exc:
+            errors = exc.errors()
+        if not all(_set_aside(data, tuple(e["loc"]), unknown, refused) for e in errors):
+            return []
+    if pipeline is None:
+        return []
+    fields = declared_fields(pipeline)
+    if fields is None or pipeline.defaults.write.debezium:
+        return []
+    fields.update((name, UNKNOWN) for name in unknown if name in fields)
+    prefix = f"pipelines[{index}]."
+    found = static_problems(pipeline, index=index, fields=fields)
+    return [
+        (key, reason)
+        for key, reason in found
+        if not any(key == prefix + r or key.startswith(prefix + r + ".") for r in refused)
+    ]
+
+
+def _parses(type_text: str) -> bool:
+    try:
+        to_spark_ddl(type_text)
+    except TypeSyntaxError:
+        return False
+    return True
+
+
+def _set_aside(
+    data: dict[str, Any], loc: tuple[str | int, ...], unknown: set[str], refused: set[str]
+) -> bool:
+    """Set aside the key at ``loc`` of a refused pipeline (see :func:`_salvaged_problems`);
+    False if it cannot be."""
+    if not loc:  # settings that only fit together: stand in for what is missing
+        if "topics" not in data and "topic_pattern" not in data:
+            data["topics"] = ["_"]
+            return True
+        if "table" not in data and "route" not in data:
+            data["table"] = "_._"
+            return True
+        return False
+    head = loc[0]
+    if not isinstance(head, str) or head in ("name", "table", "route", "topics", "topic_pattern"):
+        if head == "name":
+            data["name"] = "_"
+            return True
+        return False
+    if head in ("schema", "schema_", "key_schema") and len(loc) == 2 and isinstance(loc[1], str):
+        fields = dict(data[head])
+        type_text = fields.pop(loc[1])
+        if head != "key_schema" and isinstance(type_text, str) and not _parses(type_text):
+            # A field whose type does not parse is still a column, of a type unknown here
+            # (a field whose name is refused is not).
+            fields[loc[1]] = "string"
+            unknown.add(loc[1])
+        data[head] = fields
+        refused.add(f"{head}.{loc[1]}")
+        return True
+    if head in ("transforms", "partition_by") and len(loc) >= 2 and isinstance(loc[1], int):
+        entries = list(data[head])
+        entries[loc[1]] = _NO_OP if head == "transforms" else "_"
+        data[head] = entries
+        refused.add(f"{head}[{loc[1]}]")
+        return True
+    if head == "format" and ("schema" in data or "schema_" in data):
+        data["format"] = "json"  # the only format a declared schema goes with
+        refused.add(head)
+        return True
+    if head in ("schema", "schema_", "format", "transforms", "kafka_metadata"):
+        return False  # the columns themselves are in doubt
+    data.pop(head, None)
+    refused.add(head)
+    return True
+
+
 def check_transforms(
     pipeline: PipelineConfig, fields: dict[str, str] | None, *, index: int | None = None
 ) -> list[tuple[str, str]]:
@@ -112,6 +238,103 @@ def check_transforms(
         columns, reasons = plan(columns, transform)
         problems.extend((key, reason) for reason in reasons)
     return problems
+
+
+def planned_columns(pipeline: PipelineConfig, fields: dict[str, str]) -> list[str]:
+    """The names of the columns the transforms leave (a failing entry taken as absent)."""
+    columns: Fields = tuple(field_from_ddl(name, t) for name, t in fields.items())
+    for transform in pipeline.transforms:
+        columns = plan(columns, transform)[0]
+    return [column.name for column in columns]
+
+
+def column_problems(
+    pipeline: PipelineConfig, columns: list[str], *, index: int
+) -> list[tuple[str, str]]:
+    """The keys naming a column the records do not have after decoding and transforms:
+    ``partition_by``, ``sort_by``, ``identifier_fields`` (also per table), ``route.field``,
+    and an upsert or CDC ``write.key`` / ``write.order_by``.
+
+    The start of ``frazil run`` and ``frazil plan`` check them against the resolved schema;
+    ``frazil validate`` against the declared one. Same keys, same words.
+
+    Args:
+        pipeline: The pipeline.
+        columns: The column names after decoding and transforms, in order.
+        index: The pipeline's position in the config, for the key paths.
+
+    Returns:
+        ``(key path, reason)`` per problem, in the order above.
+    """
+    known = set(columns)
+    listed = ", ".join(columns)
+    prefix = f"pipelines[{index}]."
+    problems: list[tuple[str, str]] = []
+
+    def missing(key: str, column: str, where: str = "in the table") -> None:
+        problems.append((prefix + key, f"column {column!r} is not {where} (columns: {listed})"))
+
+    for j, field in enumerate(pipeline.defaults.partition_fields()):
+        root = field.column.split(".")[0]
+        if root not in known:
+            missing(f"partition_by[{j}]", root)
+    for name, own in pipeline.tables.items():
+        for key, entries in (("partition_by", own.partition_by), ("sort_by", own.sort_by)):
+            for j, entry in enumerate(entries):
+                root = entry.split("(")[-1].split(",")[-1].strip(" )").split()[0].split(".")[0]
+                if root not in known:
+                    missing(f"tables.{name}.{key}[{j}]", root)
+    for j, entry in enumerate(pipeline.defaults.sort_by):
+        root = entry.split()[0].split(".")[0]
+        if root not in known:
+            missing(f"sort_by[{j}]", root)
+    for j, ident in enumerate(pipeline.defaults.identifier_fields):
+        if ident not in known:
+            missing(f"identifier_fields[{j}]", ident)
+    path = getattr(pipeline.route, "field", None)
+    if isinstance(path, str) and path.split(".")[0] not in known:
+        missing("route.field", path.split(".")[0], "in the records after decoding and transforms")
+    write = pipeline.defaults.write
+    if write.merges:
+        named: list[tuple[str, str]] = [(f"write.key[{j}]", k) for j, k in enumerate(write.key)]
+        if write.order_by:
+            named.append(("write.order_by", write.order_by))
+        for table, own in pipeline.tables.items():
+            if own.write is not None:
+                named += [
+                    (f"tables.{table}.write.key[{j}]", k) for j, k in enumerate(own.write.key or [])
+                ]
+                if own.write.order_by:
+                    named.append((f"tables.{table}.write.order_by", own.write.order_by))
+        for key, column in named:
+            if column not in known:
+                missing(key, column)
+    return problems
+
+
+def static_problems(
+    pipeline: PipelineConfig, *, index: int, fields: dict[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """What can be checked of a valid pipeline against its declared schema, without Spark:
+    its transforms (:func:`check_transforms`), then the columns its keys name
+    (:func:`column_problems`). Nothing when the schema is not declared, or for Debezium
+    envelopes (the table holds the rows inside them).
+
+    Args:
+        pipeline: The pipeline.
+        index: Its position in the config, for the key paths.
+        fields: The columns entering the transforms; :func:`declared_fields` if None.
+    """
+    fields = declared_fields(pipeline) if fields is None else fields
+    if fields is None or pipeline.defaults.write.debezium:
+        return []
+    problems = check_transforms(pipeline, fields, index=index)
+    columns = column_problems(pipeline, planned_columns(pipeline, fields), index=index)
+    if not pipeline.transforms:
+        # Without transforms the loader has checked partition_by against the schema already.
+        prefix = f"pipelines[{index}].partition_by["
+        columns = [(key, reason) for key, reason in columns if not key.startswith(prefix)]
+    return problems + columns
 
 
 def plan(columns: Fields, transform: Transform) -> tuple[Fields, list[str]]:

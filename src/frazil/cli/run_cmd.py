@@ -62,6 +62,7 @@ def run(
     Without --until-caught-up it runs until SIGINT/SIGTERM, then finishes and commits the
     micro-batch in flight and exits 0.
     """
+    from frazil.engine.runner import StoppedNow
     from frazil.engine.runner import run as run_pipelines
 
     loaded = load_config(config, checks=config_problems)
@@ -71,7 +72,13 @@ def run(
     if json_logs:
         commits.setLevel(logging.INFO)
 
+    # What this run committed, per table (batches, records, table total): all a second Ctrl-C
+    # leaves time to say.
+    committed: dict[str, tuple[int, int, int]] = {}
+
     def on_commit(event: CommitEvent) -> None:
+        batches, records, _ = committed.get(event.table, (0, 0, 0))
+        committed[event.table] = (batches + 1, records + event.records, event.total_records)
         # What the table now records (frazil.progress.freshness): the same figure as
         # `frazil status`, the metrics and the page.
         fresh = freshness_seconds(event.valid_through_ms, time.time() * 1000)
@@ -137,18 +144,42 @@ def run(
             )
         return typer.confirm("Reset these tables' offsets?", default=False, err=True)
 
-    reports = run_pipelines(
-        loaded,
-        pipeline_names=pipeline or None,
-        until_caught_up=until_caught_up,
-        reset_offsets=reset_offsets,
-        on_commit=on_commit,
-        on_event=on_event,
-        on_started=on_started,
-        metrics_port=metrics_port,
-        confirm_reset=confirm_reset,
-    )
+    def on_stopping(what: str) -> None:
+        err_console.print(what, highlight=False)
+
+    try:
+        reports = run_pipelines(
+            loaded,
+            pipeline_names=pipeline or None,
+            until_caught_up=until_caught_up,
+            reset_offsets=reset_offsets,
+            on_commit=on_commit,
+            on_event=on_event,
+            on_started=on_started,
+            on_stopping=on_stopping,
+            metrics_port=metrics_port,
+            confirm_reset=confirm_reset,
+        )
+    except StoppedNow:
+        _print_stopped_now(committed)
+        raise typer.Exit(130) from None
     if quiet:
         console.print_json(json.dumps([r.to_json() for r in reports]))
     else:
         print_reports(reports, loaded)
+
+
+def _print_stopped_now(committed: dict[str, tuple[int, int, int]]) -> None:
+    """After a second Ctrl-C: what this run committed, as far as its commits were seen."""
+    err_console.print("stopped now: the next run reads the batch in flight again", highlight=False)
+    if not committed:
+        err_console.print("this run committed no batch", highlight=False)
+        return
+    err_console.print("committed by this run:", highlight=False)
+    for table, (batches, records, total) in sorted(committed.items()):
+        plural = "batch" if batches == 1 else "batches"
+        err_console.print(
+            f"  {table}: {records:,} records in {batches:,} {plural} (total {total:,})",
+            highlight=False,
+            soft_wrap=True,
+        )

@@ -169,7 +169,7 @@ def test_a_change_without_key_or_with_an_unknown_op_stops_or_goes_to_the_dlq(
         run(config, until_caught_up=True, spark=spark)
     message = str(failed.value)
     assert "offset 1" in message and "no value in key column" in message
-    assert "unknown operation in op" in message
+    assert "unknown operation 'X' in op (expected I, U, D)" in message
     assert _rows(spark, table) == {}
 
     dlq = f"db.cbad_dead_{unique}"

@@ -162,6 +162,7 @@ def test_the_first_hour_page_runs_as_written(kafka_bootstrap: str, tmp_path: Pat
     assert "29.50" in by_country and "122.10" in by_country, by_country
     # The bad record stops the run, named by its place; with the queue it goes there.
     assert topic in run_bad and "offset 6" in run_bad, run_bad
+    assert "`errors.tolerance: all` with a dead-letter queue" in run_bad, run_bad
     assert "decode" in run_dlq, run_dlq
     assert "decode" in dlq_show and "not a JSON" in dlq_show, dlq_show
     for order_id in (1, 2, 3, 4, 5, 6, 8):

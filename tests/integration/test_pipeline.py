@@ -16,6 +16,7 @@ import pytest
 import yaml
 from confluent_kafka import Producer
 
+from frazil.engine.bad_records import WAYS_FORWARD
 from frazil.engine.runner import run
 from frazil.errors import DecodeError, KafkaError, PipelineError
 from frazil.generate.producer import ensure_topic
@@ -152,6 +153,10 @@ def test_undecodable_record_stops_without_committing(
     assert "2 record(s)" in message
     assert f"topic {topic} partition 0 offset 1" in message
     assert f"topic {topic} partition 0 offset 2" in message
+    # The mismatch names its field and both types; the stop says the two ways forward.
+    assert "field 'amount' has a value of type string, the schema's type is bigint" in message
+    assert message.endswith(WAYS_FORWARD)
+    assert "errors.tolerance: all" in WAYS_FORWARD and "docs/dead-letters.md" in WAYS_FORWARD
     assert table_ids(spark, table) == []
 
 

@@ -73,8 +73,12 @@ def test_plan_marks_every_kind_of_bad_json_and_skips_tombstones(spark: Any) -> N
         (3, "decode", not_object),
         (4, "decode", not_object),
         (5, "decode", "empty value"),
-        (6, "decode", "a field does not match the schema's type"),
-        (7, "decode", "a field does not match the schema's type"),
+        (6, "decode", "field 'amount' has a value of type string, the schema's type is bigint"),
+        (
+            7,
+            "decode",
+            "field 'amount' has a value of type decimal(20,0), the schema's type is bigint",
+        ),
         (8, "decode", not_object),
     ]
     assert rows[6][c.ERROR]["detail"] == '{"id": "b", "amount": "lots"}'
@@ -82,6 +86,28 @@ def test_plan_marks_every_kind_of_bad_json_and_skips_tombstones(spark: Any) -> N
     assert tombstone[c.ERROR] is None and tombstone[c.OP] == c.OP_SKIP
     # The raw record is pruned once decoded; provenance stays.
     assert c.VALUE not in rows[0].asDict() and c.PARTITION in rows[0].asDict()
+
+
+def test_a_type_mismatch_names_the_field_and_both_types_at_any_depth(spark: Any) -> None:
+    schema = {"id": "string", "who": "struct<name:string,age:bigint>", "n": "int"}
+    pipeline = _pipeline(schema=schema)
+    plan = build_plan(pipeline, JsonDecoder(schema_from_config(pipeline)))
+    values = [
+        b'{"id": "a", "who": {"name": "x", "age": "old"}, "n": 1}',
+        b'{"id": "b", "who": "x", "n": 1}',
+        b'{"id": "c", "who": null, "n": true}',
+        b'{"id": "d", "n": {"deep": [1]}}',
+    ]
+
+    rows = plan.run(_raw(spark, values)).orderBy(c.OFFSET).collect()
+
+    assert [r[c.ERROR]["reason"] for r in rows] == [
+        "field 'who.age' has a value of type string, the schema's type is bigint",
+        "field 'who' has a value of type string, the schema's type is "
+        "struct<name:string,age:bigint>",
+        "field 'n' has a value of type boolean, the schema's type is int",
+        "field 'n' has a value of type object, the schema's type is int",
+    ]
 
 
 def test_unknown_format_names_the_known_ones() -> None:

@@ -87,7 +87,11 @@ def test_flatten_defaults_with_or_without_a_mapping() -> None:
 @pytest.mark.parametrize(
     ("transforms", "key", "reason"),
     [
-        ([{"unknown": 1}], "pipelines[0].transforms[0]", _ONE_KEY),
+        (
+            [{"unknown": 1}],
+            "pipelines[0].transforms[0]",
+            f"unknown transform 'unknown'; {_ONE_KEY}",
+        ),
         (["flatten"], "pipelines[0].transforms[0]", _ONE_KEY),
         ([{"rename": {"a": "b"}, "drop": ["c"]}], "pipelines[0].transforms[0]", _ONE_KEY),
         (

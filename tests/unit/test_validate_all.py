@@ -61,8 +61,9 @@ EXPECTED = [
     ("pipelines[0].schema.created", "field 'created': unknown type 'timestap' (known: "),
     (
         "pipelines[0].transforms[0]",
-        "each transform is a mapping with one key, its name: flatten, parse_timestamp, rename, "
-        "drop, cast, derive, filter or parse_json (did you mean 'flatten'?)",
+        "unknown transform 'flaten' (did you mean 'flatten'?); each transform is a mapping "
+        "with one key, its name: flatten, parse_timestamp, rename, drop, cast, derive, filter "
+        "or parse_json",
     ),
     ("pipelines[0].partition_by[1]", "bucket() needs a width and a column, e.g. bucket(16, id)"),
     ("pipelines[0].partition_by[2]", "unknown partition transform 'dyas' (known: "),

@@ -68,6 +68,13 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    """Py4J logs some failures on the root logger (``logging.exception("KeyboardInterrupt
+    while sending command.")`` when Ctrl-C interrupts a call into the JVM), with a stack
+    trace: the command says what happened itself."""
+    return "py4j" not in record.pathname.replace("\\", "/").split("/")
+
+
 @app.callback()
 def _root(
     verbose: bool = typer.Option(
@@ -98,9 +105,12 @@ def _root(
             formatter.converter = time.gmtime
             handler.setFormatter(formatter)
     if not verbose:
-        # The Kafka clients' own lines (a transient "Failed to acquire idempotence PID").
-        logging.getLogger("frazil.kafka.client").setLevel(logging.ERROR)
+        # The Kafka clients' own lines (a transient "Failed to acquire idempotence PID", a
+        # "Connection refused" every 50 ms): frazil reports what they come to itself.
+        logging.getLogger("frazil.kafka.client").setLevel(logging.CRITICAL)
     if not verbose:
         # py4j logs the full Python traceback of a failing foreachBatch call; frazil reports
         # the error itself (with --verbose the traceback is shown).
         logging.getLogger("py4j").setLevel(logging.CRITICAL)
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_not_from_py4j)

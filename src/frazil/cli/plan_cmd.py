@@ -62,12 +62,20 @@ def plan(
     reachable when the config relies on them.
     """
     from frazil.engine.explain import explain
+    from frazil.engine.runner import check_registry, check_topics
     from frazil.engine.session import build_spark
 
     loaded = load_config(config, checks=config_problems)
     unknown = sorted(set(pipeline or []) - {p.name for p in loaded.pipelines})
     if unknown:
         raise ConfigError(f"no pipeline named {', '.join(map(repr, unknown))} in {config}")
+    selected = [p for p in loaded.pipelines if not pipeline or p.name in pipeline]
+    with err_console.status("Checking Kafka and the schema registry..."):
+        # As `frazil run` does, before Spark starts: a missing topic or a service that does
+        # not answer fails in seconds, with run's message.
+        for p in selected:
+            check_topics(loaded, p)
+        check_registry(loaded, selected)
     with err_console.status("Starting Spark and resolving schemas..."):
         spark = build_spark(loaded)
         explanations = explain(spark, loaded, pipeline or [])

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from frazil.cli.app import GLOBALS, LogFormat, OutputFormat, app, console, err_console
-from frazil.cli.render import print_reports
+from frazil.cli.render import print_reports, top
 from frazil.cli.run_view import BacklogBar, BatchLines, freshness, table_line
 from frazil.config.loader import load_config
 from frazil.errors import PipelineError
@@ -61,6 +61,7 @@ def run(
     Without --until-caught-up it runs until SIGINT/SIGTERM, then finishes and commits the
     micro-batch in flight and exits 0.
     """
+    from frazil.engine.runner import StoppedNow
     from frazil.engine.runner import run as run_pipelines
 
     loaded = load_config(config, checks=config_problems)
@@ -80,7 +81,13 @@ def run(
         else None
     )
 
+    # What this run committed, per table (batches, records, table total): all a second Ctrl-C
+    # leaves time to say.
+    committed: dict[str, tuple[int, int, int]] = {}
+
     def on_commit(event: CommitEvent) -> None:
+        batches, records, _ = committed.get(event.table, (0, 0, 0))
+        committed[event.table] = (batches + 1, records + event.records, event.total_records)
         if json_logs:
             fresh = freshness(event.valid_through_ms)
             commits.info(
@@ -148,20 +155,51 @@ def run(
             )
         return typer.confirm("Reset these tables' offsets?", default=False, err=True)
 
-    # The bar starts once the pipelines run (after a --reset-offsets question, if any).
-    with bar_stack:
-        reports = run_pipelines(
-            loaded,
-            pipeline_names=pipeline or None,
-            until_caught_up=until_caught_up,
-            reset_offsets=reset_offsets,
-            on_commit=on_commit,
-            on_event=on_event,
-            on_started=on_started,
-            metrics_port=metrics_port,
-            confirm_reset=confirm_reset,
-        )
+    def on_stopping(what: str) -> None:
+        err_console.print(what, highlight=False)
+
+    try:
+        # The bar starts once the pipelines run (after a --reset-offsets question, if any).
+        with bar_stack:
+            reports = run_pipelines(
+                loaded,
+                pipeline_names=pipeline or None,
+                until_caught_up=until_caught_up,
+                reset_offsets=reset_offsets,
+                on_commit=on_commit,
+                on_event=on_event,
+                on_started=on_started,
+                on_stopping=on_stopping,
+                metrics_port=metrics_port,
+                confirm_reset=confirm_reset,
+            )
+    except StoppedNow:
+        _print_stopped_now(committed)
+        raise typer.Exit(130) from None
     if quiet:
         console.print_json(json.dumps([r.to_json() for r in reports]))
     else:
         print_reports(reports, loaded, str(config))
+
+
+def _print_stopped_now(committed: dict[str, tuple[int, int, int]]) -> None:
+    """After a second Ctrl-C: what this run committed, as far as its commits were seen."""
+    err_console.print("stopped now: the next run reads the batch in flight again", highlight=False)
+    if not committed:
+        err_console.print("this run committed no batch", highlight=False)
+        return
+    err_console.print("committed by this run:", highlight=False)
+    # The tables that got most, then how many more: a handful of lines for 100 tables.
+    most = top({table: records for table, (_, records, _) in committed.items()})
+    for table, _ in most.shown:
+        batches, records, total = committed[table]
+        plural = "batch" if batches == 1 else "batches"
+        err_console.print(
+            f"  {table}: {records:,} records in {batches:,} {plural} (total {total:,})",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if most.more:
+        err_console.print(
+            f"  and {most.more:,} more tables ({most.more_total:,} records)", highlight=False
+        )

@@ -81,7 +81,20 @@ def _describe(error: dict[str, Any]) -> str:
     for prefix in ("Value error, ", "Assertion failed, "):
         if message.startswith(prefix):
             message = message[len(prefix) :]
+    unknown = _unknown_transform(error)
+    if unknown is not None:
+        # The name first: "flaten" is what the user wrote and looks for in the message.
+        return f"unknown transform {unknown!r}{did_you_mean(unknown, TRANSFORMS)}; {message}"
     return message + _hint(error)
+
+
+def _unknown_transform(error: dict[str, Any]) -> str | None:
+    """The one unknown name of a ``transforms:`` entry (``flaten``), if it has exactly one."""
+    given = error.get("input")
+    if error["type"] != "unknown_transform" or not isinstance(given, dict):
+        return None
+    names = [name for name in given if isinstance(name, str) and name not in TRANSFORMS]
+    return names[0] if len(names) == 1 else None
 
 
 def _hint(error: dict[str, Any]) -> str:
@@ -89,9 +102,6 @@ def _hint(error: dict[str, Any]) -> str:
     kind, given = error["type"], error.get("input")
     if kind == "literal_error":
         return did_you_mean(given, quoted_choices(str(error.get("ctx", {}).get("expected", ""))))
-    if kind == "unknown_transform" and isinstance(given, dict):
-        names = [name for name in given if isinstance(name, str) and name not in TRANSFORMS]
-        return did_you_mean(names[0], TRANSFORMS) if len(names) == 1 else ""
     return ""
 
 

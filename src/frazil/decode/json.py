@@ -202,7 +202,7 @@ class JsonDecoder:
         corrupt = parsed[_CORRUPT]
         # Only evaluated for bad records: tells a broken document from a type mismatch.
         is_object = F.from_json(text, "map<string,string>").isNotNull()
-        reason = F.when(is_object, F.lit("a field does not match the schema's type")).otherwise(
+        reason = F.when(is_object, mismatch_reason(text, parsed, self.schema)).otherwise(
             F.lit("not a JSON object (malformed JSON, an array, a string, a number or null)")
         )
         error = (
@@ -231,8 +231,84 @@ class JsonDecoder:
         return Decoded(value=value, error=error.cast(c.ERROR_DDL), fields=fields)
 
 
+#: What a type mismatch says when no top-level field can be named (one nested deeper).
+MISMATCH = "a field does not match the schema's type"
+
+
+def mismatch_reason(text: Column, parsed: Column, schema: StructType) -> Column:
+    """Which field of a JSON object does not read as its schema type, and both types:
+    ``field 'amount' has a value of type string, the schema's type is bigint`` (nested:
+    ``field 'who.age'``).
+
+    A field is named when the record holds a value for it (not ``null``) that ``from_json``
+    could not read. The record's type comes from Spark's variant of the text (its JSON
+    types: string, bigint, decimal(20,0), boolean, object, array). Fields of structs are
+    looked into (a few levels); a mismatch inside an array or a map falls back to
+    :data:`MISMATCH`. Only evaluated for records that failed to decode.
+    """
+    from pyspark.sql import functions as F
+
+    variant = F.try_parse_json(text)
+    named: list[Column] = []
+    _mismatches(variant, parsed, schema, (), named)
+    return F.coalesce(*named, F.lit(MISMATCH))
+
+
+#: How deep into structs :func:`mismatch_reason` looks for the field.
+_MISMATCH_DEPTH = 3
+
+
+def _mismatches(
+    variant: Column,
+    parsed: Column,
+    schema: StructType,
+    names: tuple[str, ...],
+    found: list[Column],
+) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    for field in schema.fields:
+        path = (*names, field.name)
+        kind = F.lower(
+            F.schema_of_variant(
+                F.try_variant_get(variant, "$" + "".join(_step(n) for n in path), "variant")
+            )
+        )
+        # An object's or an array's full shape can be long: its kind says enough.
+        shown = (
+            F.when(kind.startswith("object"), F.lit("object"))
+            .when(kind.startswith("array"), F.lit("array"))
+            .otherwise(kind)
+        )
+        value = parsed[field.name]
+        found.append(
+            F.when(
+                kind.isNotNull() & (kind != F.lit("void")) & value.isNull(),
+                F.concat(
+                    F.lit(f"field {'.'.join(path)!r} has a value of type "),
+                    shown,
+                    F.lit(f", the schema's type is {_short_type(field.dataType)}"),
+                ),
+            )
+        )
+        if isinstance(field.dataType, StructType) and len(path) < _MISMATCH_DEPTH:
+            # from_json keeps what it could read of a struct: look for the field inside.
+            _mismatches(variant, value, field.dataType, path, found)
+
+
+def _short_type(data_type: DataType) -> str:
+    """A type for a message: ``bigint``, ``array<string>``, or ``struct`` for a long one."""
+    text = str(data_type.simpleString())
+    return text if len(text) <= 40 else text.split("<", 1)[0]
+
+
 def _path(name: str) -> str:
-    return "$['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
+    return "$" + _step(name)
+
+
+def _step(name: str) -> str:
+    return "['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
 
 
 def unknown_fields(text: Column, schema: StructType) -> Column:

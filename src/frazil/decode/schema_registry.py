@@ -99,6 +99,22 @@ class SchemaRegistry:
             self._client = SchemaRegistryClient(conf)
         return self._client
 
+    def check(self, subject: str | None) -> None:
+        """One cheap request (the versions of ``subject``, or the list of subjects), retried as
+        every request is: an unreachable registry fails a command before Spark starts, with
+        the message a pipeline's first request would give. A missing subject is not a
+        problem here (the pipeline says what it misses).
+
+        Raises:
+            RegistryUnavailableError: The registry did not answer after every retry.
+        """
+        # Its retries are logged at INFO: the wait is bounded and the error says how many
+        # attempts were made; a running pipeline's retries stay warnings.
+        if subject is None:
+            self._call("its subjects", lambda c: c.get_subjects(), logging.INFO)
+        else:
+            self._call(f"subject {subject!r}", lambda c: c.get_versions(subject), logging.INFO)
+
     def by_id(self, schema_id: int) -> RegisteredSchema | None:
         """The schema with this id, or None if the registry has none (a per-record problem).
 
@@ -180,7 +196,9 @@ class SchemaRegistry:
             f"subject {subject!r} version {version}", lambda c: c.get_version(subject, version)
         )
 
-    def _call(self, what: str, request: Callable[[Any], T]) -> T | None:
+    def _call(
+        self, what: str, request: Callable[[Any], T], level: int = logging.WARNING
+    ) -> T | None:
         """One request with retries; None when the registry says "not found"."""
         from confluent_kafka.schema_registry.error import SchemaRegistryError
 
@@ -206,7 +224,8 @@ class SchemaRegistry:
                     f"after {attempts} attempt(s) ({problem}); the pipeline stopped before "
                     "committing, and nothing is lost"
                 )
-            log.warning(
+            log.log(
+                level,
                 "schema registry at %s: %s (attempt %d of %d), retrying in %.1fs",
                 self.url,
                 problem,

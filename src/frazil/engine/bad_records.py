@@ -66,7 +66,18 @@ def own_error(error: Column, routed: bool) -> Column:
     return F.when(F.col(c.ERROR).isNull(), error) if routed else error
 
 
-def rejected(rows: DataFrame, pipeline: str, value_format: str, batch_id: int) -> PipelineError:
+#: The two ways past a record that stops a pipeline with ``errors.tolerance: none``: it will
+#: fail the same way at every run until one of them is taken.
+WAYS_FORWARD = (
+    "To go on: fix the records' producer or the config (schema, transforms) and run again, "
+    "or set `errors.tolerance: all` with a dead-letter queue (`errors.dlq_topic` or "
+    "`errors.dlq_table`) to set such records aside and keep going (docs/dead-letters.md)."
+)
+
+
+def rejected(
+    rows: DataFrame, pipeline: str, value_format: str, batch_id: int, no_dlq: bool = True
+) -> PipelineError:
     """The error that stops a batch holding marked records, quoting the first ones.
 
     Args:
@@ -74,6 +85,8 @@ def rejected(rows: DataFrame, pipeline: str, value_format: str, batch_id: int) -
         pipeline: The pipeline's name.
         value_format: The format its values are decoded as.
         batch_id: The batch.
+        no_dlq: The pipeline has no dead-letter queue (``errors.tolerance: none``): the
+            message ends with :data:`WAYS_FORWARD`.
     """
     from pyspark.sql import functions as F
 
@@ -100,5 +113,5 @@ def rejected(rows: DataFrame, pipeline: str, value_format: str, batch_id: int) -
     return kind(
         f"pipeline {pipeline!r}: {total} record(s) in batch {batch_id} {what}; "
         f"nothing of this batch was committed and the pipeline stopped so no record is "
-        f"lost. First ones:\n{quoted}"
+        f"lost. First ones:\n{quoted}" + (f"\n{WAYS_FORWARD}" if no_dlq else "")
     )

@@ -388,7 +388,11 @@ class BatchHandler:
                     attempt, learn = attempt + 1, False
                     continue
                 raise rejected(
-                    bad.rows, self.pipeline.name, self.pipeline.value.format, window.batch_id
+                    bad.rows,
+                    self.pipeline.name,
+                    self.pipeline.value.format,
+                    window.batch_id,
+                    no_dlq=self.dead_letters is None,
                 ) from None
 
     def _write_cached(self, window: BatchWindow, states: dict[str, markers.TableState]) -> set[str]:

@@ -128,7 +128,9 @@ class CachedWrite:
             frame.unpersist()
 
     def _rejected(self, rows: DataFrame, window: BatchWindow) -> PipelineError:
-        return rejected(rows, self.pipeline, self.value_format, window.batch_id)
+        return rejected(
+            rows, self.pipeline, self.value_format, window.batch_id, self.writer.dead is None
+        )
 
     def _create_all(
         self,

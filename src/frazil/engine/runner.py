@@ -94,12 +94,62 @@ def check_topics(config: FrazilConfig, pipeline: PipelineConfig) -> None:
         )
 
 
-class _Signals:
-    """SIGINT/SIGTERM request a graceful stop instead of killing the driver."""
+def check_registry(config: FrazilConfig, pipelines: list[PipelineConfig]) -> None:
+    """Fail fast, before Spark starts, if a pipeline's schemas come from a schema registry
+    that does not answer (each request is retried with backoff, so this takes ~15 s at most
+    with the default ``schema_registry.retries``).
 
-    def __init__(self) -> None:
+    Raises:
+        RegistryUnavailableError: The registry did not answer after every retry.
+    """
+    if config.schema_registry is None:
+        return
+    subjects = [
+        part.subject_name(p.topics)
+        for p in pipelines
+        for part in (p.value, p.key)
+        if part is not None and part.source() == "registry"
+    ]
+    if not subjects:
+        return
+    from frazil.decode.schema_registry import SchemaRegistry
+
+    # One request tells whether the registry answers; the first subject gives the message
+    # the pipeline's own first request would.
+    SchemaRegistry(config.schema_registry).check(subjects[0])
+
+
+class StoppedNow(BaseException):
+    """A second Ctrl-C: the run stops at once, without waiting for the batch in flight.
+
+    A ``BaseException`` (as ``KeyboardInterrupt`` is) so that no ``except Exception`` on the
+    way up takes it for a failure, and not a ``KeyboardInterrupt``, which Py4J logs with a
+    stack trace when it interrupts a call into the JVM. What the batch in flight wrote is not
+    committed, so nothing is lost or doubled: the next run reads it again from the tables'
+    offsets (docs/exactly-once.md).
+    """
+
+
+#: What the first stop request does, said as soon as it arrives.
+STOPPING = "stopping after the batch in flight commits"
+#: What a first Ctrl-C adds: how not to wait.
+AGAIN = " (Ctrl-C again to stop now)"
+
+
+class _Signals:
+    """SIGINT/SIGTERM request a graceful stop instead of killing the driver; a second SIGINT
+    stops at once (:class:`StoppedNow`).
+
+    Args:
+        on_stopping: Called with :data:`STOPPING` (and :data:`AGAIN` after a Ctrl-C) when the
+            first request arrives, so the user hears at once what the run does while the
+            batch in flight finishes.
+    """
+
+    def __init__(self, on_stopping: Callable[[str], None] | None = None) -> None:
         self.stop = threading.Event()
         self._previous: dict[int, object] = {}
+        self._on_stopping = on_stopping
 
     def __enter__(self) -> _Signals:
         if threading.current_thread() is threading.main_thread():
@@ -108,9 +158,13 @@ class _Signals:
         return self
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt  # a second Ctrl-C: give up waiting
+        if self.stop.is_set():
+            if signum == signal.SIGINT:
+                raise StoppedNow  # a second Ctrl-C: give up waiting
+            return
         self.stop.set()
+        if self._on_stopping is not None:
+            self._on_stopping(STOPPING + (AGAIN if signum == signal.SIGINT else ""))
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
@@ -126,6 +180,7 @@ def run(
     on_commit: Callable[[CommitEvent], None] | None = None,
     on_event: Callable[[Event], None] | None = None,
     on_started: Callable[[list[str]], None] | None = None,
+    on_stopping: Callable[[str], None] | None = None,
     spark: SparkSession | None = None,
     stop_event: threading.Event | None = None,
     metrics_port: int | None = None,
@@ -139,6 +194,7 @@ def run(
         reset_offsets: ``earliest``, ``latest`` or a JSON offsets map: where the selected
             pipelines continue, recorded durably in their tables (see docs/exactly-once.md).
         metrics_port: Serve Prometheus metrics on this port (overrides ``metrics.port``).
+        on_stopping: Told at once, in words, what a first SIGINT/SIGTERM does.
         confirm_reset: Asked before ``reset_offsets`` changes a table that holds data of its
             pipeline (rows and a marker), with what each table holds and what the reset
             does to it; it answers whether to go on, or raises. None: no one is asked.
@@ -148,12 +204,14 @@ def run(
 
     Raises:
         FrazilError: A pipeline failed; the first failure is raised.
+        StoppedNow: A second SIGINT: the run stopped without waiting for the batch in flight.
     """
     selected = select_pipelines(config, pipeline_names)
     if reset_offsets is not None:
         parse_reset(reset_offsets)  # a bad argument fails before Spark starts
     for pipeline in selected:
         check_topics(config, pipeline)
+    check_registry(config, selected)
 
     def dispatch(event: Event) -> None:
         if on_event is not None:
@@ -175,7 +233,7 @@ def run(
         observers.runs = runs
         observed = observers.wrap(dispatch)
         try:
-            with _Signals() as signals:
+            with _Signals(on_stopping) as signals:
                 stop = stop_event or signals.stop
                 try:
                     for pipeline in selected:
@@ -199,7 +257,16 @@ def run(
                         if upkeep is not None:
                             upkeep.stop.set()
                             upkeep.join(timeout=600)
-                finally:
+                except StoppedNow:
+                    # Waiting for the batch in flight is what the user chose not to do; the
+                    # queries die with the driver, their uncommitted batch is read again.
+                    for r in runs:
+                        r.handler.closing = True
+                    raise
+                except BaseException:
+                    _stop_all(runs)
+                    raise
+                else:
                     _stop_all(runs)
             _raise_first_failure(runs)
             for r in runs:

@@ -239,7 +239,22 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
     _launch_jvm(settings, jvm_log_file(config))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_query_context_loggers()
     return spark
+
+
+def _quiet_query_context_loggers() -> None:
+    """PySpark logs every analysis error with its whole Java stack (as a JSON line) before
+    raising it; the CLI prints the error's first line itself, and ``--verbose`` the stack."""
+    if os.environ.get("FRAZIL_VERBOSE"):
+        return
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        # Created as PySparkLoggers, which is what PySpark expects to find under these names.
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _launch_jvm(settings: dict[str, str], log_file: Path | None) -> None:

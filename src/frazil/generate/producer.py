@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -57,6 +58,9 @@ _CHUNK: Final = 5_000
 # so shorter waits would busy-spin a CPU core.
 _MIN_WAIT_SLICE_S: Final = 0.001
 _MAX_WAIT_SLICE_S: Final = 0.005
+# How long every broker may refuse connections before the generator gives up (a broker just
+# started may refuse for a moment).
+_REFUSED_GRACE_S: Final = 3.0
 # How long to block in poll() when librdkafka's local queue is full.
 _BUFFER_FULL_POLL_S: Final = 0.05
 
@@ -134,8 +138,16 @@ def ensure_topic(
     """
     if partitions < 1:
         raise ValueError(f"partitions must be at least 1, got {partitions}")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    existing = _partition_count(admin, bootstrap, topic, timeout)
+    down = _BrokersDown()
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        # librdkafka's own lines (a "Connection refused" every 50 ms) go through Python
+        # logging, quiet unless --verbose; error_cb tells when no broker answers.
+        "logger": logging.getLogger(KAFKA_CLIENT_LOGGER),
+        "error_cb": down.on_error,
+    }
+    admin = AdminClient(conf)
+    existing = _partition_count(admin, bootstrap, topic, timeout, down)
     if existing is not None:
         return TopicStatus(topic, existing, created=False)
     futures = admin.create_topics(
@@ -152,7 +164,7 @@ def ensure_topic(
             and error.code() == _LibKafkaError.TOPIC_ALREADY_EXISTS
         ):
             # Someone else created it between our metadata read and the create request.
-            raced = _partition_count(admin, bootstrap, topic, timeout)
+            raced = _partition_count(admin, bootstrap, topic, timeout, down)
             return TopicStatus(topic, raced if raced is not None else partitions, created=False)
         raise KafkaError(f"could not create topic {topic!r} on {bootstrap}: {exc}") from exc
     except TimeoutError as exc:
@@ -162,14 +174,46 @@ def ensure_topic(
     return TopicStatus(topic, partitions, created=True)
 
 
-def _partition_count(admin: AdminClient, bootstrap: str, topic: str, timeout: float) -> int | None:
+class _BrokersDown:
+    """Collects librdkafka's error callbacks: whether every broker refused, and why."""
+
+    def __init__(self) -> None:
+        self.all_down = False
+        self.reason: str | None = None
+
+    def on_error(self, error: _LibKafkaError) -> None:
+        if error.code() == _LibKafkaError._ALL_BROKERS_DOWN:
+            self.all_down = True
+        elif error.code() in (_LibKafkaError._TRANSPORT, _LibKafkaError._RESOLVE):
+            # "127.0.0.1:9999/bootstrap: Connect to ipv4#127.0.0.1:9999 failed: Connection
+            # refused (after 0ms in state CONNECT)": the broker is named by the message already.
+            self.reason = re.sub(r"^\S+/\S+: ", "", error.str())
+
+
+def _partition_count(
+    admin: AdminClient, bootstrap: str, topic: str, timeout: float, down: _BrokersDown
+) -> int | None:
     # Listing all topics (instead of asking for this one) never triggers broker auto-creation.
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise KafkaError(
-            f"could not read topic metadata from {bootstrap} within {timeout:g} s: {exc}"
-        ) from exc
+    # Asked in slices: once every broker has refused for a while (nothing listens there),
+    # waiting out the whole timeout would only delay the same answer.
+    started = time.monotonic()
+    while True:
+        left = timeout - (time.monotonic() - started)
+        try:
+            metadata = admin.list_topics(timeout=max(0.1, min(1.0, left)))
+            break
+        except KafkaException as exc:
+            admin.poll(0)  # serves error_cb
+            waited = time.monotonic() - started
+            if down.all_down and waited >= _REFUSED_GRACE_S:
+                why = down.reason or str(exc)
+                raise KafkaError(
+                    f"Kafka does not answer at {bootstrap} (--bootstrap-servers): {why}"
+                ) from None
+            if waited >= timeout:
+                raise KafkaError(
+                    f"could not read topic metadata from {bootstrap} within {timeout:g} s: {exc}"
+                ) from None
     found = metadata.topics.get(topic)
     if found is None or found.error is not None:
         return None

@@ -18,7 +18,7 @@ from importlib import resources
 from typing import Any
 
 from frazil.config.models import FrazilConfig
-from frazil.errors import first_line
+from frazil.errors import ServiceError, first_line
 from frazil.observe.status import _summary, _tables_of, pyiceberg_catalog, read_status
 from frazil.progress.freshness import freshness_seconds
 from frazil.progress.markers import PIPELINE, VALID_THROUGH_MS
@@ -112,7 +112,11 @@ class Dashboard:
         return 404, "text/plain", b"not found"
 
     def start(self, host: str, port: int) -> int:
-        """Serve from a daemon thread; returns the port (a free one for port 0)."""
+        """Serve from a daemon thread; returns the port (a free one for port 0).
+
+        Raises:
+            ServiceError: The port is taken (or the host is not an address of this machine).
+        """
         dashboard = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -132,7 +136,13 @@ class Dashboard:
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug("ui: " + format, *args)
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        try:
+            self._server = ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:  # the port is taken, or the address is not this machine's
+            raise ServiceError(
+                f"cannot serve the status page on {host}:{port}: {exc.strerror or exc} "
+                "(choose another port)"
+            ) from None
         self._server.daemon_threads = True
         thread = threading.Thread(target=self._server.serve_forever, name="frazil-ui", daemon=True)
         thread.start()

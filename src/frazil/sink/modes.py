@@ -99,7 +99,12 @@ def change_mode(
                 ~tombstone & ~skipped & op.isNull(),
                 mode_error(
                     F.when(code.isNull(), F.lit(f"no operation in {write.op_field}")).otherwise(
-                        F.lit(f"unknown operation in {write.op_field} (expected {known})")
+                        # The offending code itself, e.g. unknown operation 'Z' in op.
+                        F.concat(
+                            F.lit("unknown operation '"),
+                            code,
+                            F.lit(f"' in {write.op_field} (expected {known})"),
+                        )
                     ),
                     F.coalesce(code, F.lit("null")),
                 ),

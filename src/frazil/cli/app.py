@@ -16,6 +16,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Help as Markdown: a docstring's paragraphs wrap as sentences at the terminal's width
+    # (in "rich" mode Typer keeps their source line breaks, cutting sentences mid-line).
+    rich_markup_mode="markdown",
 )
 
 #: Human output goes to stdout through this console; diagnostics go to ``err_console``.

@@ -64,22 +64,23 @@ def show(
     if not groups:
         console.print("no dead letters")
         return
-    view = Table("pipeline", "stage", "reason", "records", "first failed", "example")
+    # A block per pipeline, stage and reason: the reason and the examples on lines of their
+    # own, wrapped as sentences (a table column wrapped them a word per line at 80 columns).
     for g in groups:
-        example = "; ".join(
-            f"{e['topic']}/{e['partition']}@{e['offset']}"
-            + (f" {e['detail']!r}" if e["detail"] else "")
-            for e in g["examples"]
+        console.print(
+            f"[bold]{escape(g['pipeline'])}[/]  {escape(g['stage'])}  "
+            f"{g['records']:,} record(s)  first failed {escape(str(g['first_failed']))}",
+            highlight=False,
         )
-        view.add_row(
-            g["pipeline"],
-            g["stage"],
-            escape(g["reason"]),
-            f"{g['records']:,}",
-            str(g["first_failed"]),
-            escape(example),
-        )
-    console.print(view)
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True, style="dim")
+        grid.add_column(overflow="fold")
+        grid.add_row("  reason", escape(g["reason"]))
+        for e in g["examples"]:
+            where = f"{e['topic']}/{e['partition']}@{e['offset']}"
+            detail = f" {e['detail']!r}" if e["detail"] else ""
+            grid.add_row("  example", escape(where + detail))
+        console.print(grid)
 
 
 def _summarise(
@@ -139,8 +140,9 @@ def replay(
 ) -> None:
     """Re-ingest a pipeline's dead letters (after a fix), exactly once.
 
-    Records that succeed now go to the pipeline's table(s), those that fail again go back to the dead-letter table with their new reason, and the replayed ones leave it.
-    """  # noqa: E501 (one line: Typer keeps a docstring's line breaks in --help)
+    Records that succeed now go to the pipeline's table(s), those that fail again go back to
+    the dead-letter table with their new reason, and the replayed ones leave it.
+    """
     from frazil.engine.replay import replay as replay_dead_letters
     from frazil.engine.session import build_spark
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 import typer
 
 from frazil.cli.app import OutputFormat, app, console, err_console
-from frazil.cli.render import print_reports
+from frazil.cli.render import print_hint, print_reports
 
 _CONFIG = """\
 # Written by `frazil quickstart`. Relative paths are resolved against this file's folder.
@@ -75,13 +76,16 @@ def quickstart(
     if output is OutputFormat.json:
         console.print_json(json.dumps([r.to_json() for r in reports]))
         return
-    print_reports(reports, config)
-    console.print(
-        f"\nconfig: {config_path}\n"
-        f"again:  frazil run -c {config_path} --until-caught-up\n"
-        f'query:  frazil sql -c {config_path} "SELECT type, count(*) FROM lake.db.payments '
-        'GROUP BY type"\n'
-        f"stop the broker: frazil local down --state-dir {directory / '.frazil'}",
-        highlight=False,
-        markup=False,
+    print_reports(reports, config, str(config_path))
+    # Each command on one line of its own (never wrapped inside the quoted SQL), so that a
+    # copy-paste gets it whole.
+    console.print()
+    state = shlex.quote(str(directory / ".frazil"))
+    where = shlex.quote(str(config_path))
+    print_hint("config: ", str(config_path))
+    print_hint("again:  ", f"frazil run -c {where} --until-caught-up")
+    print_hint(
+        "query:  ",
+        f'frazil sql -c {where} "SELECT type, count(*) FROM lake.db.payments GROUP BY type"',
     )
+    print_hint("stop the broker: ", f"frazil local down --state-dir {state}")

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
-import time
 from pathlib import Path
 
 import typer
 
 from frazil.cli.app import GLOBALS, LogFormat, OutputFormat, app, console, err_console
-from frazil.cli.render import print_reports
+from frazil.cli.render import print_reports, top
+from frazil.cli.run_view import BacklogBar, BatchLines, freshness, table_line
 from frazil.config.loader import load_config
 from frazil.errors import PipelineError
-from frazil.progress.events import BatchStarted, CommitEvent, Event
-from frazil.progress.freshness import freshness_seconds
-from frazil.progress.markers import format_ms
+from frazil.progress.events import BatchDone, BatchStarted, CommitEvent, Event
 from frazil.progress.start import TableReset
 from frazil.transform.check import config_problems
 
@@ -72,6 +71,16 @@ def run(
     if json_logs:
         commits.setLevel(logging.INFO)
 
+    # One line per batch; with --verbose, a line per table and batch too. On a terminal, a
+    # run until caught up shows its backlog in a progress bar (never with -o json).
+    verbose = GLOBALS.verbose
+    lines = BatchLines()
+    bar = (
+        BacklogBar(err_console)
+        if until_caught_up and not quiet and not json_logs and err_console.is_terminal
+        else None
+    )
+
     # What this run committed, per table (batches, records, table total): all a second Ctrl-C
     # leaves time to say.
     committed: dict[str, tuple[int, int, int]] = {}
@@ -79,10 +88,8 @@ def run(
     def on_commit(event: CommitEvent) -> None:
         batches, records, _ = committed.get(event.table, (0, 0, 0))
         committed[event.table] = (batches + 1, records + event.records, event.total_records)
-        # What the table now records (frazil.progress.freshness): the same figure as
-        # `frazil status`, the metrics and the page.
-        fresh = freshness_seconds(event.valid_through_ms, time.time() * 1000)
         if json_logs:
+            fresh = freshness(event.valid_through_ms)
             commits.info(
                 "commit",
                 extra={
@@ -103,26 +110,30 @@ def run(
             return
         if quiet:
             return
-        valid = format_ms(event.valid_through_ms) if event.valid_through_ms else "-"
-        freshness = "" if fresh is None else f", freshness {fresh:.1f}s"
-        if event.lag_records is not None:
-            freshness += f", lag {event.lag_records:,}"
-        err_console.print(
-            f"[dim]{event.pipeline}[/] batch {event.batch_id}: {event.records:,} records → "
-            f"{event.table} in {event.seconds:.1f}s (total {event.total_records:,}, "
-            f"valid through {valid}{freshness})",
-            highlight=False,
-        )
+        lines.commit(event)
+        if verbose:
+            err_console.print(table_line(event), highlight=False)
 
     def on_event(event: Event) -> None:
         if isinstance(event, BatchStarted):
             # With --verbose: when each micro-batch starts (bench/startup.py times the first).
             log.info("%s: batch %d started", event.pipeline, event.batch_id)
+            if bar is not None:
+                bar.started()
+        elif isinstance(event, BatchDone) and not quiet and not json_logs:
+            line, written = lines.done(event)
+            err_console.print(line, highlight=False)
+            if bar is not None:
+                bar.add(event, written)
+
+    bar_stack = contextlib.ExitStack()
 
     def on_started(names: list[str]) -> None:
         if not quiet:
             mode = "until caught up" if until_caught_up else "until SIGINT/SIGTERM"
             err_console.print(f"running {', '.join(names)} ({mode})", highlight=False)
+        if bar is not None:
+            bar_stack.enter_context(bar)
 
     def confirm_reset(resets: list[TableReset]) -> bool:
         err_console.print(
@@ -148,25 +159,27 @@ def run(
         err_console.print(what, highlight=False)
 
     try:
-        reports = run_pipelines(
-            loaded,
-            pipeline_names=pipeline or None,
-            until_caught_up=until_caught_up,
-            reset_offsets=reset_offsets,
-            on_commit=on_commit,
-            on_event=on_event,
-            on_started=on_started,
-            on_stopping=on_stopping,
-            metrics_port=metrics_port,
-            confirm_reset=confirm_reset,
-        )
+        # The bar starts once the pipelines run (after a --reset-offsets question, if any).
+        with bar_stack:
+            reports = run_pipelines(
+                loaded,
+                pipeline_names=pipeline or None,
+                until_caught_up=until_caught_up,
+                reset_offsets=reset_offsets,
+                on_commit=on_commit,
+                on_event=on_event,
+                on_started=on_started,
+                on_stopping=on_stopping,
+                metrics_port=metrics_port,
+                confirm_reset=confirm_reset,
+            )
     except StoppedNow:
         _print_stopped_now(committed)
         raise typer.Exit(130) from None
     if quiet:
         console.print_json(json.dumps([r.to_json() for r in reports]))
     else:
-        print_reports(reports, loaded)
+        print_reports(reports, loaded, str(config))
 
 
 def _print_stopped_now(committed: dict[str, tuple[int, int, int]]) -> None:
@@ -176,10 +189,17 @@ def _print_stopped_now(committed: dict[str, tuple[int, int, int]]) -> None:
         err_console.print("this run committed no batch", highlight=False)
         return
     err_console.print("committed by this run:", highlight=False)
-    for table, (batches, records, total) in sorted(committed.items()):
+    # The tables that got most, then how many more: a handful of lines for 100 tables.
+    most = top({table: records for table, (_, records, _) in committed.items()})
+    for table, _ in most.shown:
+        batches, records, total = committed[table]
         plural = "batch" if batches == 1 else "batches"
         err_console.print(
             f"  {table}: {records:,} records in {batches:,} {plural} (total {total:,})",
             highlight=False,
             soft_wrap=True,
+        )
+    if most.more:
+        err_console.print(
+            f"  and {most.more:,} more tables ({most.more_total:,} records)", highlight=False
         )

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from frazil.cli.app import OutputFormat, app, console
+from frazil.cli.render import print_records
 from frazil.config.loader import load_config
 
 
@@ -32,7 +32,5 @@ def sql(
     if output is OutputFormat.json:
         console.print_json(json.dumps([{n: row[n] for n in names} for row in rows], default=str))
         return
-    table = Table(*names)
-    for row in rows:
-        table.add_row(*["NULL" if v is None else str(v) for v in row])
-    console.print(table)
+    # A table when it fits the terminal, otherwise a block per row: values never cut.
+    print_records(console, names, [list(row) for row in rows])

@@ -7,9 +7,10 @@ import time
 from pathlib import Path
 
 import typer
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.markup import escape
+from rich.table import Table
 
 from frazil.cli.app import OutputFormat, app, console
 from frazil.config.loader import load_config
@@ -28,34 +29,51 @@ def _ago(ms: int | None) -> str:
 
 
 def _view(statuses: list[object]) -> Group:
-    """One block per pipeline: readable at any terminal width."""
+    """One block per pipeline: readable at any terminal width, a handful of lines however
+    many topics and tables (``-o json`` lists them all)."""
+    from frazil.cli.render import SHOWN, top
     from frazil.observe.status import PipelineStatus
 
-    lines: list[str] = []
+    parts: list[RenderableType] = []
     for s in statuses:
         assert isinstance(s, PipelineStatus)
         state = "[green]running[/]" if s.running else "[dim]stopped[/]"
-        lines.append(
+        parts.append(
             f"[bold]{escape(s.pipeline)}[/]  {state}  last commit {_ago(s.last_commit_ms)}"
         )
-        lag = "; ".join(
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True)
+        grid.add_column()
+        lags = [
             f"{escape(t)}: {n:,} records ({s.lag_seconds.get(t, 0.0):,.1f} s)"
             for t, n in s.lag_records.items()
-        )
+        ]
+        if len(lags) > SHOWN + 1:
+            lags = [*lags[:SHOWN], f"and {len(lags) - SHOWN:,} more topics"]
         rate = "—" if s.records_per_second is None else f"{s.records_per_second:,.0f} records/s"
         fresh = "—" if s.freshness_seconds is None else f"{s.freshness_seconds:,.1f} s"
         dead = ", ".join(f"{k}: {v:,}" for k, v in sorted(s.dead_letters.items())) or "0"
-        lines.append(f"  lag           {lag or '—'}")
-        lines.append(f"  throughput    {rate} (recent commits)")
-        lines.append(f"  freshness     {fresh}")
-        lines.append(f"  dead letters  {escape(dead)}")
-        for t in s.tables:
-            lines.append(
-                f"  table         {escape(t.table)}: {t.records:,} rows, {t.data_files:,} data "
-                f"files, {t.delete_files:,} delete files, {t.snapshots:,} snapshots"
+        for i, lag in enumerate(lags or ["—"]):
+            grid.add_row("  lag" if i == 0 else "", lag)
+        grid.add_row("  throughput", f"{rate} (recent commits)")
+        grid.add_row("  freshness", fresh)
+        grid.add_row("  dead letters", escape(dead))
+        by_table = {t.table: t for t in s.tables}
+        shown = top({t.table: t.records for t in s.tables})
+        for i, (name, _) in enumerate(shown.shown):
+            t = by_table[name]
+            grid.add_row(
+                "  table" if i == 0 else "",
+                f"{escape(t.table)}: {t.records:,} rows, {t.data_files:,} data files, "
+                f"{t.delete_files:,} delete files, {t.snapshots:,} snapshots",
             )
-        lines += [f"  [yellow]{escape(p)}[/]" for p in s.problems]
-    return Group(*lines)
+        if shown.more:
+            grid.add_row(
+                "", f"and {shown.more:,} more tables ({shown.more_total:,} rows; all in -o json)"
+            )
+        parts.append(grid)
+        parts += [f"  [yellow]{escape(p)}[/]" for p in s.problems]
+    return Group(*parts)
 
 
 @app.command()

@@ -12,9 +12,9 @@ from typing import Any
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from frazil.cli.app import OutputFormat, app, console
+from frazil.cli.render import Column, fit_table
 from frazil.config.loader import load_config
 
 table_app = typer.Typer(help="One table's health.", no_args_is_help=True)
@@ -53,18 +53,31 @@ def tables(
     if output is OutputFormat.json:
         console.print_json(json.dumps([h.to_json() for h in found]))
         return
-    view = Table(
-        "table", "score", "data files", "avg size", "small", "delete files", "snapshots",
-        "manifests", "metadata", "last commit", "last maintenance",
-    )  # fmt: skip
-    for h in found:
-        view.add_row(
-            h.table, _score(h.score), f"{h.data_files:,}", _size(h.avg_file_bytes),
+    # At 80 columns the less telling columns are left out rather than every header and
+    # name cut short; -o json has them all.
+    columns = [
+        Column("table", whole=True), Column("score"), Column("data files", 1, justify="right"),
+        Column("avg size", 5, justify="right"), Column("small", 7, justify="right"),
+        Column("delete files", 3, justify="right"), Column("snapshots", 4, justify="right"),
+        Column("manifests", 8, justify="right"), Column("metadata", 9),
+        Column("last commit", 2), Column("last maintenance", 6),
+    ]  # fmt: skip
+    rows = [
+        [
+            escape(h.table), _score(h.score), f"{h.data_files:,}", _size(h.avg_file_bytes),
             f"{h.small_files:,}", f"{h.delete_files:,}", f"{h.snapshots:,}", f"{h.manifests:,}",
             f"{h.metadata_files} ({_size(h.metadata_bytes)})", _when(h.last_commit_ms),
             _when(h.last_maintenance_ms),
-        )  # fmt: skip
+        ]
+        for h in found
+    ]  # fmt: skip
+    view, left_out = fit_table(columns, rows, console.width)
     console.print(view)
+    if left_out:
+        console.print(
+            f"[dim]not shown at this width: {', '.join(left_out)} (see -o json, or `frazil "
+            "table health TABLE`)[/]"
+        )
     for h in found:
         for reason in h.reasons:
             console.print(f"  {escape(h.table)}: {escape(reason)}")
@@ -102,14 +115,24 @@ def health(
     )
     for reason in h.reasons:
         console.print(f"  - {escape(reason)}")
-    view = Table("partition", "data files", "bytes", "small", "median", "delete files", "rows")
-    for p in h.partitions:
-        view.add_row(
+    columns = [
+        Column("partition", whole=True), Column("data files", justify="right"),
+        Column("bytes", 3, justify="right"), Column("small", 4, justify="right"),
+        Column("median", 5, justify="right"), Column("delete files", 2, justify="right"),
+        Column("rows", 1, justify="right"),
+    ]  # fmt: skip
+    rows = [
+        [
             escape(p.partition or "(unpartitioned)"), f"{p.data_files:,}", _size(p.data_bytes),
             f"{p.small_files:,}", _size(p.median_file_bytes), f"{p.delete_files:,}",
             f"{p.records:,}",
-        )  # fmt: skip
+        ]
+        for p in h.partitions
+    ]  # fmt: skip
+    view, left_out = fit_table(columns, rows, console.width)
     console.print(view)
+    if left_out:
+        console.print(f"[dim]not shown at this width: {', '.join(left_out)} (see -o json)[/]")
 
 
 @app.command()

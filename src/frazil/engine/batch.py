@@ -37,7 +37,7 @@ from frazil.engine.table_write import ObservedMetrics, TableWriter
 from frazil.engine.window import BatchCursor, BatchWindow
 from frazil.errors import CommitError, FrazilError, StaleMarker, TableRolledBack
 from frazil.progress import markers
-from frazil.progress.events import BatchSkipped, BatchStarted, Event
+from frazil.progress.events import BatchDone, BatchSkipped, BatchStarted, Event
 from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import TopicOffsets
@@ -337,6 +337,17 @@ class BatchHandler:
         self.cursor.done(window)
         self.stats.batches += 1
         self.stats.last_batch_id = batch_id
+        # One event for the whole batch, after its tables' commits: `frazil run` prints a line
+        # per batch (not per table) and follows the backlog with it.
+        self.ledger.emit(
+            BatchDone(
+                self.pipeline.name,
+                batch_id,
+                time.monotonic() - started,
+                offsets=window.planned,
+                read=_covered(window.start, window.planned),
+            )
+        )
 
     def _skippable(self, planned: TopicOffsets, states: dict[str, markers.TableState]) -> bool:
         """Whether the batch is wholly in its tables already.
@@ -392,3 +403,15 @@ class BatchHandler:
             if written is not None:
                 return written
             attempt += 1
+
+
+def _covered(start: TopicOffsets | None, end: TopicOffsets) -> int | None:
+    """Kafka records between two offset maps (None without a start: not known; a partition
+    the start does not name counts nothing)."""
+    if start is None:
+        return None
+    return sum(
+        max(0, o - start.get(topic, {}).get(p, o))
+        for topic, parts in end.items()
+        for p, o in parts.items()
+    )

@@ -14,7 +14,7 @@ from frazil.config.models import FrazilConfig
 from frazil.observe.groups import GroupCommitter
 from frazil.observe.metrics import MetricsServer, PipelineSample, TableSample, kafka_latest
 from frazil.progress import markers
-from frazil.progress.events import CommitEvent, Event
+from frazil.progress.events import BatchDone, CommitEvent, Event
 from frazil.source.kafka import TopicOffsets, admin_config, isolation_level
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class Observers:
         last polled, never waiting for Kafka), histograms, and group offsets after commits."""
 
         def observed(event: Event) -> None:
-            if isinstance(event, CommitEvent) and self.latest is not None:
+            if isinstance(event, CommitEvent | BatchDone) and self.latest is not None:
                 event = dataclasses.replace(event, lag_records=self.latest.lag(event.offsets))
             dispatch(event)
             if self.metrics is not None:

@@ -54,4 +54,23 @@ class CommitEvent:
     bytes_written: int = 0
 
 
-Event = BatchStarted | BatchSkipped | SchemaEvolved | CommitEvent
+@dataclass(frozen=True)
+class BatchDone:
+    """A micro-batch is done: every table it wrote is committed (its CommitEvents came first).
+
+    Attributes:
+        offsets: The batch's planned end offsets (next offset to read) per topic and partition.
+        read: Kafka records the batch covered (its end offsets minus its start), None when
+            its start is not known (the first batch of a query).
+        lag_records: Records in Kafka beyond ``offsets``, as last seen (None: not known).
+    """
+
+    pipeline: str
+    batch_id: int
+    seconds: float
+    offsets: dict[str, dict[int, int]] = field(default_factory=dict)
+    read: int | None = None
+    lag_records: int | None = None
+
+
+Event = BatchStarted | BatchSkipped | SchemaEvolved | CommitEvent | BatchDone

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -273,8 +274,23 @@ def run(
                 r.handler.finish()
             return [r.report() for r in runs]
         finally:
-            observers.stop()
-            admin.close()
+            _close(observers, admin, stopping_now=isinstance(sys.exc_info()[1], StoppedNow))
+
+
+def _close(observers: Observers, admin: JvmKafkaAdmin, *, stopping_now: bool) -> None:
+    """Stop the observers and the JVM's Kafka admin.
+
+    After a second Ctrl-C the call into the JVM that the signal interrupted can leave Py4J's
+    connection unusable ("py4j does not exist in the JVM"): what fails then is the closing,
+    not the run, and the user asked to stop now — the JVM goes with the process.
+    """
+    try:
+        observers.stop()
+        admin.close()
+    except Exception as exc:
+        if not stopping_now:
+            raise
+        log.debug("closing after a second Ctrl-C: %s", exc)
 
 
 def _confirm_reset(

@@ -59,7 +59,8 @@ class FrazilProcess:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.append(line)
-            if " batch " in line and "records" in line:
+            # A batch line: "N records → table" (one table) or "N rows → K tables" (routed).
+            if " batch " in line and ("records" in line or "rows" in line):
                 self.commits += 1
 
     def wait_commits(self, count: int, timeout: float) -> bool:

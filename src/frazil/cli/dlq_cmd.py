@@ -69,7 +69,7 @@ def show(
     for g in groups:
         console.print(
             f"[bold]{escape(g['pipeline'])}[/]  {escape(g['stage'])}  "
-            f"{g['records']:,} record(s)  first failed {escape(str(g['first_failed']))}",
+            f"{g['records']:,} record(s)  first failed {_instant(g['first_failed'])}",
             highlight=False,
         )
         grid = Table.grid(padding=(0, 1))
@@ -81,6 +81,19 @@ def show(
             detail = f" {e['detail']!r}" if e["detail"] else ""
             grid.add_row("  example", escape(where + detail))
         console.print(grid)
+
+
+def _instant(value: Any) -> str:
+    """A failure time as every other frazil output shows instants (``…T02:35:14.848Z``).
+
+    PySpark hands timestamps back as naive datetimes in the process's local time, which
+    ``timestamp()`` reads back the same way.
+    """
+    from frazil.progress.markers import format_ms
+
+    if not isinstance(value, datetime):
+        return escape(str(value))
+    return format_ms(int(value.timestamp() * 1000))
 
 
 def _summarise(

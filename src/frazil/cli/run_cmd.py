@@ -112,7 +112,7 @@ def run(
             return
         lines.commit(event)
         if verbose:
-            err_console.print(table_line(event), highlight=False)
+            err_console.print(table_line(event), highlight=False, soft_wrap=True)
 
     def on_event(event: Event) -> None:
         if isinstance(event, BatchStarted):
@@ -122,7 +122,9 @@ def run(
                 bar.started()
         elif isinstance(event, BatchDone) and not quiet and not json_logs:
             line, written = lines.done(event)
-            err_console.print(line, highlight=False)
+            # A batch is one line, never wrapped by rich (a terminal folds it if it must):
+            # table names stay whole for people and for whatever greps the log.
+            err_console.print(line, highlight=False, soft_wrap=True)
             if bar is not None:
                 bar.add(event, written)
 

@@ -248,7 +248,10 @@ def maintain(
             ]
             console.print(
                 f"pass {done}: {len(reports)} table(s) in {time.monotonic() - started:.1f}s"
-                + (("; " + "; ".join(acted)) if acted else "; nothing to do")
+                + (("; " + "; ".join(acted)) if acted else "; nothing to do"),
+                # One line per pass, whatever the width: a table's name and what was done to it
+                # stay together for people and for scripts that grep the log.
+                soft_wrap=True,
             )
         if passes and done >= passes:
             break

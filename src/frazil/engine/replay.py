@@ -33,7 +33,7 @@ from frazil import columns as c
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.pipeline import build_pipeline
-from frazil.engine.replay_state import STATE, ReplayClaim, ReplayState
+from frazil.engine.replay_state import ReplayClaim, ReplayProgress, ReplayState
 from frazil.errors import ConfigError, PipelineError
 from frazil.progress import markers
 from frazil.sink.deadletter import dead_letter_columns
@@ -154,7 +154,7 @@ def _replay(
             # Opened before anything is written: a crash from here on is finished next time.
             state = ReplayState(replay_id)
             claim.save(state, snapshot)
-        progress = _Progress(claim, state)
+        progress = ReplayProgress(claim, state)
         written, failed = _run(spark, config, pipeline, source, dead, progress)
         claim.renew()
         # Rows that failed before the replay began; the ones it sent back are newer.
@@ -173,59 +173,6 @@ def _replay(
         failed,
     )
     return ReplayReport(pipeline.name, replayed, written, failed, resumed)
-
-
-class _Progress:
-    """The open replay's steps: which commits are done, noted in the dead-letter table's
-    properties around each commit (:mod:`frazil.engine.replay_state`)."""
-
-    def __init__(self, claim: ReplayClaim, state: ReplayState) -> None:
-        self.claim = claim
-        self.state = state
-
-    @property
-    def id(self) -> str:
-        """The replay's name (each commit's marker value)."""
-        return self.state.id
-
-    def done(self, step: str, table: IcebergTable, key: str) -> bool:
-        """Whether the step's commit (``key`` = the replay's name in its summary) is made.
-
-        Raises:
-            PipelineError: The step began, and the table's history since was expired before
-                it could be told whether its commit happened.
-        """
-        entry = self.state.steps.get(step)
-        if entry is None and not self.state.legacy:
-            return False
-        if entry is not None and entry.get("done"):
-            return True
-        before = None if entry is None else entry.get("before")
-        found = _appended(table, key, self.id, before)
-        if found is None:
-            raise PipelineError(
-                f"{table.name}: the dead-letter replay {self.id} was interrupted around its "
-                f"commit to this table, and the table's snapshots since (from {before}) were "
-                f"expired: whether the commit was made cannot be told. Look for rows of "
-                f"snapshots whose summary has {key} = {self.id}; remove them if any, then "
-                f"remove table property {STATE}{self.claim.pipeline} of {self.claim.dead.name} "
-                "and replay again"
-            )
-        if found:
-            self.finish(step)
-        return found
-
-    def begin(self, step: str, table: IcebergTable) -> None:
-        """Note the step as begun, with the table's snapshot before its commit."""
-        table.refresh()
-        self.state.steps[step] = {"before": table.current_snapshot_id(), "done": False}
-        self.claim.save(self.state)
-
-    def finish(self, step: str) -> None:
-        """Note the step's commit as made."""
-        entry = self.state.steps.setdefault(step, {"before": None})
-        entry["done"] = True
-        self.claim.save(self.state)
 
 
 def _fingerprint(pipeline: PipelineConfig) -> str:
@@ -280,32 +227,13 @@ def _read(
     return rows
 
 
-def _appended(table: IcebergTable, key: str, value: str, before: int | None) -> bool | None:
-    """Whether a commit with ``key`` = ``value`` in its summary is among the table's
-    snapshots since ``before`` (None: since the table's first); None when that history was
-    expired in part, so that it cannot be told."""
-    table.refresh()
-    java = table.java
-    snapshot = java.currentSnapshot()
-    while snapshot is not None:
-        if snapshot.summary().get(key) == value:
-            return True
-        if before is not None and int(snapshot.snapshotId()) == before:
-            return False
-        parent = snapshot.parentId()
-        if parent is None:
-            return False if before is None else None
-        snapshot = java.snapshot(parent)
-    return False if before is None and java.currentSnapshot() is None else None
-
-
 def _run(
     spark: SparkSession,
     config: FrazilConfig,
     pipeline: PipelineConfig,
     source: DataFrame,
     dead: IcebergTable,
-    progress: _Progress,
+    progress: ReplayProgress,
 ) -> tuple[int, int]:
     """Write what succeeds now to its table(s) and send back what fails again (each table's
     append and the send-back once: each commit is named by the replay)."""
@@ -443,7 +371,7 @@ def _write_table(
     target: Target,
     rows: DataFrame,
     with_values: set[str],
-    progress: _Progress,
+    progress: ReplayProgress,
 ) -> tuple[int, DataFrame]:
     """Append a table's replayed records that it takes now (evolving it as a run would);
     returns how many, and the dead-letter rows of those it cannot take."""

@@ -337,3 +337,75 @@ class ReplayClaim:
             return builder
 
         update_metadata(self.dead, clear, f"close the replay {state.id} of {self.pipeline!r}")
+
+
+class ReplayProgress:
+    """The open replay's steps: which commits are done, noted in the dead-letter table's
+    properties around each commit."""
+
+    def __init__(self, claim: ReplayClaim, state: ReplayState) -> None:
+        self.claim = claim
+        self.state = state
+
+    @property
+    def id(self) -> str:
+        """The replay's name (each commit's marker value)."""
+        return self.state.id
+
+    def done(self, step: str, table: IcebergTable, key: str) -> bool:
+        """Whether the step's commit (``key`` = the replay's name in its summary) is made.
+
+        Raises:
+            PipelineError: The step began, and the table's history since was expired before
+                it could be told whether its commit happened.
+        """
+        entry = self.state.steps.get(step)
+        if entry is None and not self.state.legacy:
+            return False
+        if entry is not None and entry.get("done"):
+            return True
+        before = None if entry is None else entry.get("before")
+        found = appended(table, key, self.id, before)
+        if found is None:
+            raise PipelineError(
+                f"{table.name}: the dead-letter replay {self.id} was interrupted around its "
+                f"commit to this table, and the table's snapshots since (from {before}) were "
+                f"expired: whether the commit was made cannot be told. Look for rows of "
+                f"snapshots whose summary has {key} = {self.id}; remove them if any, then "
+                f"remove table property {STATE}{self.claim.pipeline} of {self.claim.dead.name} "
+                "and replay again"
+            )
+        if found:
+            self.finish(step)
+        return found
+
+    def begin(self, step: str, table: IcebergTable) -> None:
+        """Note the step as begun, with the table's snapshot before its commit."""
+        table.refresh()
+        self.state.steps[step] = {"before": table.current_snapshot_id(), "done": False}
+        self.claim.save(self.state)
+
+    def finish(self, step: str) -> None:
+        """Note the step's commit as made."""
+        entry = self.state.steps.setdefault(step, {"before": None})
+        entry["done"] = True
+        self.claim.save(self.state)
+
+
+def appended(table: IcebergTable, key: str, value: str, before: int | None) -> bool | None:
+    """Whether a commit with ``key`` = ``value`` in its summary is among the table's
+    snapshots since ``before`` (None: since the table's first); None when that history was
+    expired in part, so that it cannot be told."""
+    table.refresh()
+    java = table.java
+    snapshot = java.currentSnapshot()
+    while snapshot is not None:
+        if snapshot.summary().get(key) == value:
+            return True
+        if before is not None and int(snapshot.snapshotId()) == before:
+            return False
+        parent = snapshot.parentId()
+        if parent is None:
+            return False if before is None else None
+        snapshot = java.snapshot(parent)
+    return False if before is None and java.currentSnapshot() is None else None

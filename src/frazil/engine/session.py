@@ -240,7 +240,27 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     _quiet_query_context_loggers()
+    _open_embedded_catalog(spark, config)
     return spark
+
+
+def _open_embedded_catalog(spark: SparkSession, config: FrazilConfig) -> None:
+    """Open the embedded catalog once, holding a lock on its warehouse.
+
+    Iceberg's JDBC catalog creates and then migrates its SQLite tables on first use (an
+    ``ALTER TABLE ... ADD COLUMN``) without a lock: ``frazil run`` and ``frazil maintain``
+    started together on a new warehouse both migrated, and one stopped with "duplicate
+    column name: iceberg_type".
+    """
+    catalog = config.catalog
+    if catalog.type != "jdbc" or catalog.uri or is_remote(catalog.warehouse):
+        return
+    import fcntl
+
+    lock = Path(local_path(catalog.warehouse)) / ".catalog.lock"
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        spark.sql(f"SHOW NAMESPACES IN {catalog.name}").collect()
 
 
 def _quiet_query_context_loggers() -> None:

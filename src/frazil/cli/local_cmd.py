@@ -67,6 +67,9 @@ SparkWorkerUiPorts = Annotated[
 ]
 
 
+_DEFAULT_WORKER_UI_PORTS = ",".join(str(p) for p in stack.StackPorts.spark_worker_uis)
+
+
 def _services(values: list[str] | None) -> list[Service]:
     """The --with values, each possibly comma-separated, checked and de-duplicated."""
     names = [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
@@ -123,9 +126,7 @@ def up(
     rest_port: RestPort = stack.StackPorts.rest_catalog,
     spark_port: SparkPort = stack.StackPorts.spark_master,
     spark_ui_port: SparkUiPort = stack.StackPorts.spark_master_ui,
-    spark_worker_ui_ports: SparkWorkerUiPorts = ",".join(
-        str(p) for p in stack.StackPorts.spark_worker_uis
-    ),
+    spark_worker_ui_ports: SparkWorkerUiPorts = _DEFAULT_WORKER_UI_PORTS,
 ) -> None:
     """Start the broker (fetching Kafka on first use) and print its bootstrap address.
 

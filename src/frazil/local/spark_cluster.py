@@ -134,6 +134,7 @@ class LocalSparkCluster:
         """
         spark_class = _spark_class()
         env = self._environment()
+        (self.spark_dir / "conf").mkdir(parents=True, exist_ok=True)
         with self.master.locked():
             self.master.start(
                 [

@@ -8,9 +8,10 @@ where each worker runs one task at a time. The daemons themselves get a 256 MiB 
 
 Everything lives under ``<state_dir>/spark/``: ``master/`` and ``worker-<n>/`` each with its
 pid file and log; a worker's ``work/`` holds its executors' folders (their stdout/stderr)
-and ``tmp/`` its shuffle and spill files. Executors start with this interpreter as
-``PYSPARK_PYTHON`` (so Python workers use frazil's environment) when the driver does not
-choose one.
+and ``tmp/`` its shuffle and spill files. The daemons get this interpreter as
+``PYSPARK_PYTHON``, but which Python an executor's Python workers run is the driver's choice
+(pyspark's ``SparkContext`` ships the driver's ``PYSPARK_PYTHON``, default ``python3`` on
+the PATH), so a driver using this cluster names frazil's interpreter itself.
 
 The master's JSON (``http://127.0.0.1:<ui>/json/``) lists the workers and their state; the
 cluster counts as up once every worker is ALIVE there.
@@ -241,8 +242,8 @@ class LocalSparkCluster:
             "SPARK_DAEMON_MEMORY": _DAEMON_HEAP,
             # Bind and advertise loopback only, without resolving the host name.
             "SPARK_LOCAL_IP": "127.0.0.1",
-            # Python workers on the executors use frazil's interpreter (and its packages)
-            # unless the driver chooses another.
+            # For tools run by the daemons; executors' Python workers run what the driver
+            # names (its PYSPARK_PYTHON), checked in the tests.
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
             # No spark-env.sh or spark-defaults.conf of the user's Spark installation.
             "SPARK_CONF_DIR": str(self.spark_dir / "conf"),

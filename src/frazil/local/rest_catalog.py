@@ -31,7 +31,7 @@ from typing import Any
 
 from frazil.jvm.fetch import java_executable, rest_catalog_classpath
 from frazil.local import object_store
-from frazil.local.daemon import Daemon, http_get
+from frazil.local.daemon import Daemon, cds_archive, cds_options, http_get
 
 DEFAULT_PORT = 8181
 #: Where the catalog keeps table data and metadata (a bucket of the local object store).
@@ -110,17 +110,20 @@ class LocalRestCatalog:
         """
         with self.daemon.locked():
             command: list[str] = []
+            partial = None
             if self.daemon.running() is None:
-                classpath = ":".join(str(p) for p in rest_catalog_classpath())
+                java, jars = java_executable(), rest_catalog_classpath()
+                cds, partial = cds_options(cds_archive("rest-catalog", java, jars))
                 command = [
-                    java_executable(),
+                    java,
                     f"-Xmx{_HEAP}",
                     "-XX:+UseSerialGC",
                     "-XX:+ExitOnOutOfMemoryError",
                     # Short-lived requests on a small machine: C1 only starts faster.
                     "-XX:TieredStopAtLevel=1",
+                    *cds,
                     "-cp",
-                    classpath,
+                    ":".join(str(p) for p in jars),
                     _MAIN_CLASS,
                 ]
             self.daemon.start(
@@ -132,6 +135,7 @@ class LocalRestCatalog:
                 env=catalog_environment(self.port, self.database, s3_endpoint),
                 info={"s3_endpoint": s3_endpoint, "warehouse": WAREHOUSE},
                 port_hint="pick another with --rest-port",
+                cds_partial=partial,
             )
         return self.uri
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from frazil.errors import ServiceError
-from frazil.local.daemon import Daemon, port_taken
+from frazil.local.daemon import Daemon, _settle_archive, cds_archive, cds_options, port_taken
 from tests.conftest import free_ports
 
 NAME = "the test service"
@@ -144,3 +144,45 @@ def test_a_pid_file_of_a_gone_process_means_not_running(tmp_path: Path) -> None:
     assert d.running() is None
     d.pid_file.write_text("not json")
     assert d.running() is None
+
+
+def test_class_data_archive_is_named_after_jvm_and_jars_and_can_be_turned_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FRAZIL_CACHE_DIR", str(tmp_path / "cache"))
+    jar = tmp_path / "a.jar"
+    jar.write_bytes(b"x")
+    archive = cds_archive("s3proxy", sys.executable, [jar])
+    assert archive is not None
+    assert archive.parent == tmp_path / "cache" / "cds"
+    assert archive.name.startswith("s3proxy-") and archive.suffix == ".jsa"
+    assert cds_archive("s3proxy", sys.executable, [jar]) == archive
+    other = tmp_path / "b.jar"
+    other.write_bytes(b"y")
+    assert cds_archive("s3proxy", sys.executable, [jar, other]) != archive
+    monkeypatch.setenv("FRAZIL_CDS", "0")
+    assert cds_archive("s3proxy", sys.executable, [jar]) is None
+    assert cds_options(None) == ([], None)
+
+
+def test_class_data_archive_is_written_once_then_mapped(tmp_path: Path) -> None:
+    archive = tmp_path / "cds" / "svc-0123.jsa"
+    options, partial = cds_options(archive)
+    assert partial is not None and partial.name.startswith("svc-0123.jsa.")
+    assert options[0] == f"-XX:ArchiveClassesAtExit={partial}"
+    # A process that stopped cleanly leaves its archive, which replaces other versions'.
+    old = tmp_path / "cds" / "svc-old.jsa"
+    old.write_bytes(b"old")
+    partial.write_bytes(b"archive")
+    _settle_archive(partial, keep=True)
+    assert archive.read_bytes() == b"archive"
+    assert not old.exists() and not partial.exists()
+    options, partial = cds_options(archive)
+    assert (options[0], partial) == (f"-XX:SharedArchiveFile={archive}", None)
+    # A killed process's half-written archive is dropped.
+    _, partial = cds_options(tmp_path / "cds" / "svc-4567.jsa")
+    assert partial is not None
+    partial.write_bytes(b"half")
+    _settle_archive(partial, keep=False)
+    assert not partial.exists()
+    assert not (tmp_path / "cds" / "svc-4567.jsa").exists()

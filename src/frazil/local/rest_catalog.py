@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, rest_catalog_classpath
 from frazil.local import object_store
 from frazil.local.daemon import Daemon, cds_archive, cds_options, http_get
@@ -104,14 +105,22 @@ class LocalRestCatalog:
             The catalog URI.
 
         Raises:
-            ServiceError: If it runs on another port, the port is in use, or it exits or does
-                not answer within ``timeout`` seconds (the message names its log).
+            ServiceError: If it runs on another port or against another object store, the
+                port is in use, or it exits or does not answer within ``timeout`` seconds
+                (the message names its log).
             ArtifactError: If its jars cannot be fetched or Java is missing.
         """
         with self.daemon.locked():
             command: list[str] = []
             partial = None
-            if self.daemon.running() is None:
+            current = self.daemon.running()
+            if current is not None and current.info.get("s3_endpoint") != s3_endpoint:
+                raise ServiceError(
+                    f"{_NAME} is already running at {current.address} (pid {current.pid}) "
+                    f"against the object store at {current.info.get('s3_endpoint')}, not "
+                    f"{s3_endpoint}; stop it (`frazil local down`) first"
+                )
+            if current is None:
                 java, jars = java_executable(), rest_catalog_classpath()
                 cds, partial = cds_options(cds_archive("rest-catalog", java, jars))
                 command = [

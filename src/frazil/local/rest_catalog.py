@@ -13,9 +13,9 @@ the multi-table ``/v1/{prefix}/transactions/commit``) in front of a JDBC catalog
 
 The server reads its catalog properties from ``CATALOG_*`` environment variables (Iceberg's
 ``RCKUtils.environmentCatalogConfig``: the prefix dropped, ``__`` -> ``-``, ``_`` -> ``.``,
-lower-cased), so the secret never shows on a command line. Jetty there binds all interfaces
-(``new Server(port)``, with SO_REUSEPORT): the port check before start binds without
-SO_REUSEPORT, so a port another server holds is still reported.
+lower-cased), so the secret never shows on a command line. It is started through a small
+launcher (:mod:`frazil.local.rest_launcher`) that listens on 127.0.0.1 only: Iceberg's own
+``main`` binds every interface.
 
 Clients (PyIceberg, Spark's ``RESTCatalog``) need the object store's endpoint and
 credentials themselves: this server vends none.
@@ -33,11 +33,11 @@ from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, rest_catalog_classpath
 from frazil.local import object_store
 from frazil.local.daemon import Daemon, cds_archive, cds_options, http_get
+from frazil.local.rest_launcher import MAIN_CLASS, launcher_jar
 
 DEFAULT_PORT = 8181
 #: Where the catalog keeps table data and metadata (a bucket of the local object store).
 WAREHOUSE = f"s3://{object_store.BUCKET}/warehouse"
-_MAIN_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
 _HEAP = "256m"
 _NAME = "the local REST catalog (Iceberg RESTCatalogServer)"
 
@@ -122,6 +122,7 @@ class LocalRestCatalog:
                 )
             if current is None:
                 java, jars = java_executable(), rest_catalog_classpath()
+                jars = [launcher_jar(jars), *jars]
                 cds, partial = cds_options(cds_archive("rest-catalog", java, jars))
                 command = [
                     java,
@@ -133,7 +134,7 @@ class LocalRestCatalog:
                     *cds,
                     "-cp",
                     ":".join(str(p) for p in jars),
-                    _MAIN_CLASS,
+                    MAIN_CLASS,
                 ]
             self.daemon.start(
                 command,
@@ -182,6 +183,8 @@ class LocalRestCatalog:
 def catalog_properties(port: int, database: Path, s3_endpoint: str) -> dict[str, str]:
     """The server's catalog properties: JDBC on SQLite, warehouse on the local store."""
     return {
+        # Read by frazil's launcher (frazil.local.rest_launcher), not by Iceberg's main.
+        "rest.host": "127.0.0.1",
         "rest.port": str(port),
         "catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
         "uri": f"jdbc:sqlite:{database}",

@@ -57,7 +57,7 @@ def test_catalog_properties_reach_the_server_through_its_environment() -> None:
     assert props["uri"] == "jdbc:sqlite:/s/catalog.db"
     assert props["warehouse"] == "s3://frazil/warehouse"
     assert props["io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
-    assert props["rest.port"] == "8181"
+    assert (props["rest.host"], props["rest.port"]) == ("127.0.0.1", "8181")
     assert props["s3.access-key-id"] == object_store.ACCESS_KEY
     with pytest.raises(ValueError):
         rest_catalog.property_to_env("jdbc.some_key")

@@ -1,4 +1,4 @@
-"""``frazil setup``: fetch every pinned JVM artifact set and compile what frazil compiles, ahead of time."""
+"""``frazil setup``: fetch the pinned JVM artifacts and compile frazil's JVM code ahead of time."""
 
 from __future__ import annotations
 

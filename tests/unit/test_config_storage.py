@@ -410,3 +410,17 @@ def test_what_the_store_answered(text: str, reason: str) -> None:
     assert _storage_reason(_JavaError(text), "s3a://frazil/state", "http://127.0.0.1:9000") == (
         reason
     )
+
+
+def test_the_cluster_example_validates() -> None:
+    from pathlib import Path
+
+    from frazil.config import load_config
+
+    example = Path(__file__).parents[2] / "examples" / "cluster.yaml"
+    config = load_config(example)
+    assert config.spark.master == "spark://127.0.0.1:7077"
+    assert config.catalog.type == "rest"
+    assert config.storage is not None and config.storage.path_style
+    assert config.state_dir == "s3a://frazil/state"
+    assert config.s3_locations() == ["s3://frazil/warehouse", "s3a://frazil/state"]

@@ -3,6 +3,7 @@ clients (Iceberg's S3FileIO, Hadoop's S3A) get from them."""
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any
 
@@ -424,3 +425,35 @@ def test_the_cluster_example_validates() -> None:
     assert config.storage is not None and config.storage.path_style
     assert config.state_dir == "s3a://frazil/state"
     assert config.s3_locations() == ["s3://frazil/warehouse", "s3a://frazil/state"]
+
+
+@pytest.mark.parametrize(
+    ("environ", "whence"),
+    [
+        (
+            {"AWS_ACCESS_KEY_ID": "frazil", "AWS_SECRET_ACCESS_KEY": SECRET},
+            "credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
+        ),
+        ({}, "no credentials in the environment: the AWS SDK's default chain (~/.aws, a role)"),
+    ],
+)
+def test_validate_says_where_s3_goes_and_whence_the_credentials(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], whence: str
+) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).parents[2] / "examples" / "cluster.yaml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "frazil"), "validate", "-c", str(example)],
+        capture_output=True,
+        text=True,
+        env={**env, **environ, "COLUMNS": "200"},
+        check=True,
+    )
+    assert result.stdout.splitlines()[-1] == (
+        f"  storage: http://127.0.0.1:9000 (path-style), region us-east-1; {whence}"
+    )
+    assert SECRET not in result.stdout

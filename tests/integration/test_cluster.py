@@ -1,12 +1,13 @@
 """The same config on the local production-shaped stack: a Spark standalone cluster, the
 object store (S3FileIO for the tables, S3A for the checkpoints) and Iceberg's REST catalog.
 
-One ``frazil run`` of three pipelines shares one Spark application (CI time): the quickstart's
+One ``frazil run`` of four pipelines shares one Spark application (CI time): the quickstart's
 payments with dead letters to a table and a topic, a routed topic written in one job by
 frazil's Java classes on the executors, and an upsert (MERGE). Everything is read back
 through PyIceberg's REST catalog from the object store, exactly; then ``frazil status``,
 ``frazil tables`` and a maintenance pass that removes an orphan file on the store (listed and
-deleted through the table's S3FileIO).
+deleted through the table's S3FileIO). A fourth pipeline reads Avro through the schema
+registry, decoded on the executors.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from confluent_kafka import Consumer, Producer
 
 from frazil.generate.producer import ensure_topic
 from tests.integration.helpers import payments_pipeline, produce_payments
+from tests.integration.registry_helpers import produce_avro
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -80,8 +82,17 @@ def _column(catalog: Any, table: str, column: str) -> list[Any]:
     return sorted(catalog.load_table(table).scan().to_arrow().column(column).to_pylist())
 
 
-def test_the_quickstart_routing_dead_letters_upsert_and_upkeep_on_the_stack(
-    stack: Any, kafka_bootstrap: str, unique: str, tmp_path: Path
+ORDER = json.dumps(
+    {
+        "type": "record",
+        "name": "Order",
+        "fields": [{"name": "id", "type": "string"}, {"name": "amount", "type": "long"}],
+    }
+)
+
+
+def test_the_quickstart_routing_dead_letters_upsert_avro_and_upkeep_on_the_stack(
+    stack: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str, tmp_path: Path
 ) -> None:
     from pyiceberg.catalog import load_catalog
 
@@ -132,12 +143,25 @@ def test_the_quickstart_routing_dead_letters_upsert_and_upkeep_on_the_stack(
         "write": {"mode": "upsert", "key": ["id"]},
         "trigger": "1s",
     }
+    # Avro through the schema registry, decoded on the executors (spark-avro shipped there).
+    avro_topic = f"avro-{u}"
+    orders = [{"id": f"o{n}", "amount": n} for n in range(40)]
+    produce_avro(kafka_bootstrap, schema_registry_url, avro_topic, ORDER, orders, partitions=2)
+    avro = {
+        "name": f"avro_{u}",
+        "topics": [avro_topic],
+        "table": f"{ns}.orders",
+        "starting_offsets": "earliest",
+        "format": "avro",
+        "trigger": "1s",
+    }
     config = {
         **stack.config("s3", "rest-catalog", "spark-cluster"),
         "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "schema_registry": {"url": schema_registry_url},
         # The checkpoints on the object store too, through S3A.
         "state_dir": f"s3a://{stack.bucket}/{u}/state",
-        "pipelines": [payments, router, upsert],
+        "pipelines": [payments, router, upsert, avro],
     }
     assert config["spark"]["master"].startswith("spark://")
     assert config["catalog"]["type"] == "rest"
@@ -160,10 +184,14 @@ def test_the_quickstart_routing_dead_letters_upsert_and_upkeep_on_the_stack(
     rows = catalog.load_table(f"{ns}.upserted").scan().to_arrow().to_pylist()
     assert {row["id"]: row["seq"] for row in rows} == final
     assert len(rows) == len(final)
+    got = catalog.load_table(f"{ns}.orders").scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["amount"]) for r in got) == sorted(
+        (o["id"], o["amount"]) for o in orders
+    )
     # Checkpoints on the store: the run's offset and commit logs are objects there.
     checkpoints = stack.state_dir / "s3" / "data" / stack.bucket / u / "state" / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir()) == sorted(
-        [f"pay_{u}", f"route_{u}", f"up_{u}"]
+        [f"pay_{u}", f"route_{u}", f"up_{u}", f"avro_{u}"]
     )
 
     status = frazil("status", "-c", str(path), "-o", "json", env=env, timeout=300)

@@ -173,6 +173,10 @@ def test_the_quickstart_routing_dead_letters_upsert_avro_and_upkeep_on_the_stack
     # The credentials are never printed.
     assert env["AWS_SECRET_ACCESS_KEY"] not in result.stdout + result.stderr
 
+    # frazil's own classes (the one-job routed write) reached both workers' executors.
+    shipped = (stack.state_dir / "spark").glob("worker-*/work/app-*/*/frazil-jvm.jar")
+    assert {jar.parts[-5] for jar in shipped} == {"worker-1", "worker-2"}
+
     catalog = load_catalog("lake", **stack.pyiceberg_properties())
     assert _column(catalog, f"{ns}.payments", "id") == sorted(ids)
     assert catalog.load_table(f"{ns}.dead").scan().to_arrow().num_rows == len(bad)

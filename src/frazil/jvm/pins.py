@@ -50,6 +50,12 @@ PROTOBUF_JAVA_VERSION = "4.33.1"
 #: file 65) and stops with UnsupportedClassVersionError. 3.0.9 answers ~3 s after start
 #: here, ~1.5 s with its CDS archive (frazil.local.registry).
 APICURIO_VERSION = "3.0.9"
+#: S3A (``s3a://`` checkpoints and state folder): must equal the Hadoop client pyspark ships
+#: (``pyspark/jars/hadoop-client-api-3.4.2.jar``), whose classes it extends.
+HADOOP_AWS_VERSION = "3.4.2"
+#: The AWS SDK v2 inside ``iceberg-aws-bundle`` (its ``META-INF/maven/.../pom.properties``):
+#: S3A also needs the SDK's transfer manager, which the bundle leaves out.
+AWS_SDK_VERSION = "2.44.4"
 #: The S3-compatible object store of ``frazil local up --with s3`` (:data:`S3PROXY_SET`).
 #: Chosen over moto's server (PyPI), measured here on 2026-11-26: s3proxy answers ~2.9 s
 #: after start with ~150 MB RSS (-Xmx256m); moto_server answers in ~0.7 s with ~77 MB RSS,
@@ -148,7 +154,8 @@ _S = SCALA_BINARY_VERSION
 SPARK_SET = ArtifactSet(
     name="spark",
     description=(
-        "Spark connectors: Kafka source, Avro, protobuf-java, Iceberg runtime, SQLite JDBC driver"
+        "Spark connectors: Kafka source, Avro, protobuf-java, Iceberg runtime, SQLite JDBC "
+        "driver, S3 (hadoop-aws, iceberg-aws-bundle)"
     ),
     # Listed flat and resolved without transitive dependencies: Spark's parent POM declares
     # an extra repository whose host is unreachable from many networks, and following Spark's
@@ -165,6 +172,11 @@ SPARK_SET = ArtifactSet(
             f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_MINOR_VERSION}_{_S}:{ICEBERG_VERSION}"
         ),
         _c(f"org.xerial:sqlite-jdbc:{SQLITE_JDBC_VERSION}"),
+        # S3: Iceberg's S3FileIO (the AWS SDK it needs, bundled) and Hadoop's S3A, which uses
+        # the same SDK plus its transfer manager.
+        _c(f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"),
+        _c(f"org.apache.hadoop:hadoop-aws:{HADOOP_AWS_VERSION}"),
+        _c(f"software.amazon.awssdk:s3-transfer-manager:{AWS_SDK_VERSION}"),
     ),
     skip_pyspark_provided=True,
     intransitive=True,

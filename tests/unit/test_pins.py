@@ -22,10 +22,23 @@ def test_spark_pin_matches_installed_pyspark() -> None:
     assert version("pyspark") == pins.SPARK_VERSION
 
 
-def test_sets_are_spark_and_kafka() -> None:
-    assert set(ARTIFACT_SETS) == {"spark", "kafka"}
+def test_sets_are_spark_kafka_and_the_local_stack() -> None:
+    assert set(ARTIFACT_SETS) == {"spark", "kafka", "s3proxy", "rest-catalog"}
     assert ARTIFACT_SETS["spark"].skip_pyspark_provided
     assert not ARTIFACT_SETS["kafka"].skip_pyspark_provided
+    # The jar-with-dependencies is the whole application: its POM's list must not be fetched.
+    assert ARTIFACT_SETS["s3proxy"].intransitive
+
+
+def test_rest_catalog_set_pins_the_test_fixture_jars_and_jetty() -> None:
+    rest = ARTIFACT_SETS["rest-catalog"]
+    deps = {(c.artifact, c.classifier): c.version for c in rest.dependencies}
+    assert deps[("iceberg-open-api", "test-fixtures")] == pins.ICEBERG_VERSION
+    assert deps[("iceberg-core", "tests")] == deps[("iceberg-core", None)] == pins.ICEBERG_VERSION
+    assert deps[("iceberg-aws-bundle", None)] == pins.ICEBERG_VERSION
+    # RESTCatalogServer 1.11 is built against Jetty 12.1 (ee10 servlets).
+    assert pins.JETTY_VERSION.startswith("12.1.")
+    assert deps[("jetty-ee10-servlet", None)] == pins.JETTY_VERSION
 
 
 def test_spark_set_pins() -> None:
@@ -56,8 +69,28 @@ def test_versions_are_concrete() -> None:
 def test_coordinate_round_trip() -> None:
     text = "org.apache.kafka:kafka_2.13:4.1.1"
     assert str(Coordinate.parse(text)) == text
+    assert Coordinate.parse(text).classifier is None
     with pytest.raises(ValueError):
         Coordinate.parse("org.apache.kafka:kafka_2.13")
+
+
+def test_coordinate_with_classifier() -> None:
+    text = "org.gaul:s3proxy:4.1.0:jar-with-dependencies"
+    c = Coordinate.parse(text)
+    assert (c.artifact, c.version, c.classifier) == ("s3proxy", "4.1.0", "jar-with-dependencies")
+    assert str(c) == text
+    for bad in ("a:b:c:", "a:b:c:d:e"):
+        with pytest.raises(ValueError):
+            Coordinate.parse(bad)
+
+
+def test_pom_names_the_classifier() -> None:
+    from frazil.jvm.fetch import _pom
+
+    pom = _pom(ARTIFACT_SETS["rest-catalog"])
+    assert "<artifactId>iceberg-open-api</artifactId>" in pom
+    assert "<classifier>test-fixtures</classifier>" in pom
+    assert "<classifier>tests</classifier>" in pom
 
 
 def test_fingerprints_are_stable_and_distinct() -> None:

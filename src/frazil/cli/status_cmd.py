@@ -89,12 +89,14 @@ def status(
     """Each pipeline: running or not, lag per topic (records and seconds), throughput over
     recent commits, freshness, last commit, dead letters, table files and snapshots — read
     from Kafka and the tables (PyIceberg), without starting Spark."""
+    from frazil.engine.reachable import check_services
     from frazil.observe.status import pyiceberg_catalog, read_status
 
     loaded = load_config(config)
     unknown = sorted(set(pipeline or []) - {p.name for p in loaded.pipelines})
     if unknown:
         raise ConfigError(f"no pipeline named {', '.join(map(repr, unknown))} in {config}")
+    check_services(loaded)
     catalog = pyiceberg_catalog(loaded)
     if output is OutputFormat.json:
         while True:

@@ -15,6 +15,7 @@ from frazil.config.locations import is_uri
 from frazil.config.models import FrazilConfig
 from frazil.config.secrets import is_secret_key as is_secret_key
 from frazil.config.secrets import redact_mapping, redact_text, remember, secret_values_in
+from frazil.config.storage import credential_key_reason, credentials, remember_credentials
 from frazil.config.suggest import did_you_mean, known_keys, quoted_choices
 from frazil.config.transforms import TRANSFORMS
 from frazil.errors import ConfigError
@@ -74,6 +75,8 @@ def _describe(error: dict[str, Any]) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         loc = tuple(error["loc"])
+        if loc[:1] == ("storage",) and len(loc) == 2 and is_secret_key(str(loc[-1])):
+            return credential_key_reason(str(loc[-1]))
         return "unknown key" + did_you_mean(loc[-1], known_keys(FrazilConfig, loc[:-1]) or [])
     if kind == "missing":
         return "required key is missing"
@@ -190,6 +193,8 @@ def parse_config(
         problems.extend((key, " or ".join(reasons)) for key, reasons in found.items())
     if checks is not None:
         problems = _merged(problems, checks(data, config))
+    if config is not None:
+        problems += _environment_problems(config)
     if problems or config is None:
         # Reasons may quote values (a warehouse URI, a JAAS line): never with their secrets.
         secrets = secret_values_in(data)
@@ -200,6 +205,17 @@ def parse_config(
             f"{source}: {count} problem{'s' if count != 1 else ''}\n{lines}", problems
         )
     return config
+
+
+def _environment_problems(config: FrazilConfig) -> list[tuple[str, str]]:
+    """What the environment lacks for this config: half a pair of S3 credentials."""
+    if config.storage is None and not config.s3_locations():
+        return []
+    try:
+        credentials()
+    except ValueError as exc:
+        return [("storage", f"the environment's credentials: {exc}")]
+    return []
 
 
 def load_config(path: str | Path, *, checks: Checks | None = None) -> FrazilConfig:
@@ -226,6 +242,8 @@ def load_config(path: str | Path, *, checks: Checks | None = None) -> FrazilConf
         raise ConfigError(f"{file}: not valid YAML{where}: {problem}") from None
     config = parse_config(data, base_dir=file.resolve().parent, source=str(file), checks=checks)
     remember(config)
+    # The object store's credentials come from the environment: masked like the file's secrets.
+    remember_credentials()
     return config
 
 

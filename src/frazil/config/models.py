@@ -18,6 +18,7 @@ from frazil.config.locations import is_remote, local_path
 from frazil.config.maintenance import MaintenanceConfig, MaintenancePolicy, ResolvedPolicy
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.secrets import mask_value
+from frazil.config.storage import StorageConfig, is_s3
 
 #: Kafka client options that Spark's Kafka source manages itself and refuses.
 _SPARK_MANAGED_KAFKA_KEYS = {
@@ -161,6 +162,8 @@ class FrazilConfig(Frozen):
     schema_registry: SchemaRegistryConfig | None = None
     maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
     metrics: MetricsConfig | None = None
+    #: The S3-compatible object store of S3 locations (None: AWS S3 with the SDK's defaults).
+    storage: StorageConfig | None = None
     state_dir: str = "./.frazil"
     pipelines: Annotated[list[PipelineConfig], Field(min_length=1)]
 
@@ -194,6 +197,13 @@ class FrazilConfig(Frozen):
                         "(no schema or schema_file given): set schema_registry.url"
                     )
         return self
+
+    def s3_locations(self) -> list[str]:
+        """The locations of this config on an S3-compatible store: the warehouse, the state
+        folder and each pipeline's own checkpoint, in that order."""
+        found = [self.catalog.warehouse, self.state_dir]
+        found += [p.checkpoint for p in self.pipelines if p.checkpoint]
+        return [location for location in found if is_s3(location)]
 
     def pipeline(self, name: str) -> PipelineConfig:
         """The pipeline called ``name``.

@@ -266,6 +266,12 @@ def remember(config: FrazilConfig) -> None:
     _KNOWN.update(secret_values(config))
 
 
+def remember_values(values: Iterable[str]) -> None:
+    """Note secret values that come from elsewhere than the config (the environment's
+    credentials), so logs and errors of this process mask them too."""
+    _KNOWN.update(value for value in values if value)
+
+
 def scrub(text: str) -> str:
     """``text`` with every remembered secret value and any URI credentials masked."""
     return mask_value(redact_text(text, _KNOWN))

@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from frazil.config import storage_clients
 from frazil.config.locations import is_remote, is_uri, local_path
 from frazil.config.models import CatalogConfig, FrazilConfig
 from frazil.config.secrets import spark_redaction_conf
@@ -138,6 +139,12 @@ def spark_conf(
         # permissions set without a `chmod` process per file (dev.frazil.hadoop.LocalFileSystem).
         conf["spark.hadoop.fs.file.impl"] = LOCAL_FILE_SYSTEM
     conf.update(catalog_spark_conf(config.catalog))
+    prefix = f"spark.sql.catalog.{config.catalog.name}"
+    for key, value in storage_clients.catalog_properties(config).items():
+        # S3FileIO for a warehouse on S3; catalog.properties the user wrote win.
+        conf.setdefault(f"{prefix}.{key}", value)
+    conf.update(storage_clients.hadoop_conf(config))
+    conf.update(storage_clients.executor_env(config, is_local(config.spark.master)))
     # Spark's UI, event log and plan strings mask frazil's secrets too (user settings win).
     conf.update(spark_redaction_conf())
     conf.update(config.spark.conf)
@@ -218,13 +225,21 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
 
     Fetches the pinned jars first if they are not in the cache yet.
 
+    Raises:
+        ServiceError: The object store, the REST catalog or the Spark master the config names
+            does not answer, or the store refuses the environment's credentials.
+
     Args:
         run_token: The run fence's token for the driver JVM's command line.
     """
     from pyspark.sql import SparkSession
 
+    from frazil.engine.reachable import check_services, check_storage
     from frazil.jvm.fetch import spark_jars
 
+    # The object store, the REST catalog and the master first: one that does not answer is
+    # named in seconds, not after Spark's and the SDK's minutes of retries.
+    check_services(config)
     if config.catalog.type == "jdbc" and not is_remote(config.catalog.warehouse):
         # SQLite creates its file but not the folder around it.
         Path(local_path(config.catalog.warehouse)).mkdir(parents=True, exist_ok=True)
@@ -232,15 +247,28 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
-    # Local Spark binds to loopback like every frazil service; workers use the CLI's Python.
-    if config.spark.master.startswith("local"):
+    # Local Spark binds to loopback like every frazil service, and so does a driver whose
+    # cluster is on this machine's loopback (the local stack's); workers use the CLI's Python.
+    if config.spark.master.startswith("local") or _on_loopback(config.spark.master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", _python())
     _launch_jvm(settings, jvm_log_file(config))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     _quiet_query_context_loggers()
+    # Credentials the store refuses, or a missing bucket, stop here, before any query.
+    check_storage(spark, config, config.s3_locations())
     return spark
+
+
+def _on_loopback(master: str) -> bool:
+    """Whether a ``spark://`` master is on this machine's loopback address."""
+    from urllib.parse import urlsplit
+
+    if not master.startswith("spark://"):
+        return False
+    hosts = [urlsplit(f"spark://{h}").hostname for h in master[len("spark://") :].split(",")]
+    return all(h in ("127.0.0.1", "localhost", "::1") for h in hosts)
 
 
 def _quiet_query_context_loggers() -> None:

@@ -98,7 +98,8 @@ def ensure_artifacts(name: str, *, quiet: bool = False) -> list[Path]:
     jars whose artifact pyspark already ships are left out of the result.
 
     Args:
-        name: A key of :data:`frazil.jvm.pins.ARTIFACT_SETS` (``"spark"`` or ``"kafka"``).
+        name: A key of :data:`frazil.jvm.pins.ARTIFACT_SETS` (``"spark"``, ``"kafka"``,
+            ``"s3proxy"``, ``"rest-catalog"``).
         quiet: Do not print a note on stderr when a fetch starts.
 
     Returns:
@@ -143,6 +144,29 @@ def spark_jars() -> list[Path]:
 def kafka_classpath() -> list[Path]:
     """The complete classpath of the local Kafka broker and its tools."""
     return ensure_artifacts("kafka")
+
+
+def s3proxy_jar() -> Path:
+    """The s3proxy jar-with-dependencies (the local object store), fetched on first use."""
+    return ensure_artifacts("s3proxy")[0]
+
+
+def rest_catalog_classpath() -> list[Path]:
+    """The classpath of Iceberg's REST catalog server (the local REST catalog).
+
+    The pinned ``rest-catalog`` set plus pyspark's shaded Hadoop client jars, which hold the
+    ``org.apache.hadoop.conf.Configuration`` the server creates.
+
+    Raises:
+        ArtifactError: If the set cannot be fetched or pyspark ships no Hadoop client jars.
+    """
+    hadoop = sorted(pyspark_jars_dir().glob("hadoop-client-*.jar"))
+    if not any(p.name.startswith("hadoop-client-api-") for p in hadoop):
+        raise ArtifactError(
+            f"no hadoop-client-api jar in pyspark's {pyspark_jars_dir()}: the REST catalog "
+            "server needs Hadoop's Configuration class from it"
+        )
+    return [*ensure_artifacts("rest-catalog"), *hadoop]
 
 
 def pyspark_jars_dir() -> Path:
@@ -302,10 +326,11 @@ def _dependency_xml(c: Coordinate, *, intransitive: bool = False) -> str:
         if intransitive
         else ""
     )
+    classifier = f"<classifier>{escape(c.classifier)}</classifier>" if c.classifier else ""
     return (
         f"<dependency><groupId>{escape(c.group)}</groupId>"
         f"<artifactId>{escape(c.artifact)}</artifactId>"
-        f"<version>{escape(c.version)}</version>{exclusions}</dependency>"
+        f"<version>{escape(c.version)}</version>{classifier}{exclusions}</dependency>"
     )
 
 

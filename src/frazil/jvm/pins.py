@@ -50,6 +50,25 @@ PROTOBUF_JAVA_VERSION = "4.33.1"
 #: file 65) and stops with UnsupportedClassVersionError. 3.0.9 answers ~3 s after start
 #: here, ~1.5 s with its CDS archive (frazil.local.registry).
 APICURIO_VERSION = "3.0.9"
+#: S3A (``s3a://`` checkpoints and state folder): must equal the Hadoop client pyspark ships
+#: (``pyspark/jars/hadoop-client-api-3.4.2.jar``), whose classes it extends.
+HADOOP_AWS_VERSION = "3.4.2"
+#: The AWS SDK v2 inside ``iceberg-aws-bundle`` (its ``META-INF/maven/.../pom.properties``):
+#: S3A also needs the SDK's transfer manager, which the bundle leaves out.
+AWS_SDK_VERSION = "2.44.4"
+#: The S3-compatible object store of ``frazil local up --with s3`` (:data:`S3PROXY_SET`).
+#: Chosen over moto's server (PyPI), measured here on 2026-11-26: s3proxy answers ~2.9 s
+#: after start with ~150 MB RSS (-Xmx256m); moto_server answers in ~0.7 s with ~77 MB RSS,
+#: but keeps buckets in memory (data would not survive ``down``/``up``), accepts any
+#: signature by default and would add ~300 MB of Python packages (boto3, Flask, ...) to
+#: frazil's environment. s3proxy's filesystem backend keeps objects as plain files under
+#: ``<state_dir>/s3/`` and checks AWS v2/v4 signatures. 4.x needs Java 17.
+S3PROXY_VERSION = "4.1.0"
+#: Jetty of the REST catalog server: Iceberg 1.11's ``RESTCatalogServer`` is built against
+#: Jetty 12.1 with the ee10 servlet API and the 12.1 ``jetty-compression`` handlers (javap).
+JETTY_VERSION = "12.1.8"
+#: Logging backend of the REST catalog server (the slf4j-api 2.0.x Iceberg brings).
+SLF4J_VERSION = "2.0.17"
 #: Pinned so resolution does not depend on the Maven version installed.
 MAVEN_DEPENDENCY_PLUGIN_VERSION = "3.8.1"
 
@@ -59,26 +78,37 @@ _CACHE_LAYOUT_VERSION = "1"
 
 @dataclass(frozen=True, order=True)
 class Coordinate:
-    """A Maven artifact coordinate ``group:artifact:version`` (jar packaging)."""
+    """A Maven artifact coordinate ``group:artifact:version[:classifier]`` (jar packaging).
+
+    Attributes:
+        classifier: The jar's classifier (``tests``, ``jar-with-dependencies``), or None
+            for the main jar.
+    """
 
     group: str
     artifact: str
     version: str
+    classifier: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> Coordinate:
-        """Parse ``group:artifact:version``.
+        """Parse ``group:artifact:version`` or ``group:artifact:version:classifier``.
 
         Raises:
-            ValueError: If ``text`` does not have exactly three non-empty parts.
+            ValueError: If ``text`` does not have three or four non-empty parts.
         """
         parts = text.split(":")
-        if len(parts) != 3 or not all(parts):
-            raise ValueError(f"not a Maven coordinate group:artifact:version: {text!r}")
-        return cls(parts[0], parts[1], parts[2])
+        if len(parts) not in (3, 4) or not all(parts):
+            raise ValueError(
+                f"not a Maven coordinate group:artifact:version[:classifier]: {text!r}"
+            )
+        return cls(parts[0], parts[1], parts[2], parts[3] if len(parts) == 4 else None)
 
     def __str__(self) -> str:
-        return f"{self.group}:{self.artifact}:{self.version}"
+        # Without a classifier exactly as before classifiers existed: the text goes into
+        # the sets' fingerprints, which name their cache folders.
+        base = f"{self.group}:{self.artifact}:{self.version}"
+        return f"{base}:{self.classifier}" if self.classifier else base
 
 
 @dataclass(frozen=True)
@@ -124,7 +154,8 @@ _S = SCALA_BINARY_VERSION
 SPARK_SET = ArtifactSet(
     name="spark",
     description=(
-        "Spark connectors: Kafka source, Avro, protobuf-java, Iceberg runtime, SQLite JDBC driver"
+        "Spark connectors: Kafka source, Avro, protobuf-java, Iceberg runtime, SQLite JDBC "
+        "driver, S3 (hadoop-aws, iceberg-aws-bundle)"
     ),
     # Listed flat and resolved without transitive dependencies: Spark's parent POM declares
     # an extra repository whose host is unreachable from many networks, and following Spark's
@@ -141,6 +172,11 @@ SPARK_SET = ArtifactSet(
             f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_MINOR_VERSION}_{_S}:{ICEBERG_VERSION}"
         ),
         _c(f"org.xerial:sqlite-jdbc:{SQLITE_JDBC_VERSION}"),
+        # S3: Iceberg's S3FileIO (the AWS SDK it needs, bundled) and Hadoop's S3A, which uses
+        # the same SDK plus its transfer manager.
+        _c(f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"),
+        _c(f"org.apache.hadoop:hadoop-aws:{HADOOP_AWS_VERSION}"),
+        _c(f"software.amazon.awssdk:s3-transfer-manager:{AWS_SDK_VERSION}"),
     ),
     skip_pyspark_provided=True,
     intransitive=True,
@@ -193,7 +229,39 @@ SCHEMA_REGISTRY_APP = AppArchive(
     main_jar=f"apicurio-registry-app-{APICURIO_VERSION}-runner.jar",
 )
 
+S3PROXY_SET = ArtifactSet(
+    name="s3proxy",
+    description="s3proxy, the S3-compatible object store of `frazil local --with s3`",
+    # The jar-with-dependencies holds everything it needs; its POM still lists those
+    # dependencies (jclouds, Jetty, ...), which Maven would fetch a second time.
+    dependencies=(_c(f"org.gaul:s3proxy:{S3PROXY_VERSION}:jar-with-dependencies"),),
+    intransitive=True,
+)
+
+REST_CATALOG_SET = ArtifactSet(
+    name="rest-catalog",
+    description="Iceberg's REST catalog server (JDBC on SQLite, S3FileIO) for `frazil local`",
+    # RESTCatalogServer and its adapter ship in test jars whose POMs list nothing: the
+    # catalog's runtime (iceberg-core, S3FileIO from iceberg-aws + the AWS SDK bundle), the
+    # Jetty it was built against, a JDBC driver and a logging backend are added here.
+    # org.apache.hadoop.conf.Configuration, which the server instantiates (unused by a JDBC
+    # catalog on S3FileIO), comes from pyspark's own hadoop-client-api/-runtime jars
+    # (frazil.jvm.fetch.rest_catalog_classpath) rather than another ~50 MB download.
+    dependencies=(
+        _c(f"org.apache.iceberg:iceberg-open-api:{ICEBERG_VERSION}:test-fixtures"),
+        _c(f"org.apache.iceberg:iceberg-core:{ICEBERG_VERSION}:tests"),
+        _c(f"org.apache.iceberg:iceberg-core:{ICEBERG_VERSION}"),
+        _c(f"org.apache.iceberg:iceberg-aws:{ICEBERG_VERSION}"),
+        _c(f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"),
+        _c(f"org.eclipse.jetty.ee10:jetty-ee10-servlet:{JETTY_VERSION}"),
+        _c(f"org.eclipse.jetty.compression:jetty-compression-server:{JETTY_VERSION}"),
+        _c(f"org.eclipse.jetty.compression:jetty-compression-gzip:{JETTY_VERSION}"),
+        _c(f"org.xerial:sqlite-jdbc:{SQLITE_JDBC_VERSION}"),
+        _c(f"org.slf4j:slf4j-simple:{SLF4J_VERSION}"),
+    ),
+)
+
 #: Every artifact set, by name.
 ARTIFACT_SETS: Mapping[str, ArtifactSet] = MappingProxyType(
-    {s.name: s for s in (SPARK_SET, KAFKA_SET)}
+    {s.name: s for s in (SPARK_SET, KAFKA_SET, S3PROXY_SET, REST_CATALOG_SET)}
 )

@@ -79,7 +79,12 @@ def pyiceberg_catalog(config: FrazilConfig) -> Any:
     if catalog.type == "rest":
         from pyiceberg.catalog.rest import RestCatalog
 
-        return RestCatalog(catalog.name, uri=catalog.uri or "", **catalog.properties)
+        from frazil.config.storage_clients import pyiceberg_properties
+
+        # The object store's address and the environment's credentials, for PyIceberg's own
+        # reads of the tables' files; the user's catalog.properties win.
+        props = {**pyiceberg_properties(config), **catalog.properties}
+        return RestCatalog(catalog.name, uri=catalog.uri or "", **props)
     uri = catalog.resolved_uri()
     if catalog.type == "jdbc" and uri.startswith("jdbc:sqlite:"):
         from pyiceberg.catalog.sql import SqlCatalog

@@ -1,0 +1,364 @@
+"""One detached local server process: its pid file, log, health wait and stop.
+
+The services of the local production-shaped stack (:mod:`frazil.local.stack`: the object
+store, the REST catalog, the Spark master and workers) are each one such process, run from
+its own folder under the state dir:
+
+* ``<stem>.log``: the process's stdout and stderr (rotated between runs when large),
+* ``<stem>.pid``: JSON with its pid, start time, address and ports (see :class:`Running`),
+* ``.lock``: serializes starts and stops of that folder across processes.
+
+A process is recognized by its pid *and* its start time (:mod:`frazil.procs`), so a pid
+that the kernel handed to another process later is never taken for the service. Processes
+run in their own session (they outlive the command that started them) and are stopped with
+SIGTERM, then SIGKILL to their whole process group after a bounded wait.
+
+Every failure is a :class:`~frazil.errors.ServiceError` naming the service, its address and
+its log file, with the log's last lines when the process stopped or never answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from frazil.errors import ServiceError
+from frazil.procs import is_running, start_time
+
+_POLL_INTERVAL_S = 0.2
+_LOG_TAIL_LINES = 30
+# The logs are appended to by the servers, which cannot roll them; rotate between runs.
+_LOG_ROTATE_BYTES = 16 * 1024 * 1024
+
+# Children started by this Python process, kept so they can be reaped (no zombies, no
+# "subprocess still running" warnings) when this process stops them.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+# No proxy: HTTP(S)_PROXY from the environment must not route requests to 127.0.0.1.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@dataclasses.dataclass(frozen=True)
+class Running:
+    """A running service process, as its pid file records it.
+
+    Attributes:
+        pid: Its process id.
+        started: Its start time (clock ticks since boot; with the pid, its identity).
+        address: What clients use (a URL or ``spark://`` address).
+        ports: Every port it listens on that was chosen by frazil.
+        info: Service-specific details (e.g. the object store a REST catalog uses).
+    """
+
+    pid: int
+    started: int
+    address: str
+    ports: tuple[int, ...]
+    info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class Daemon:
+    """One local server process living in ``directory``.
+
+    Args:
+        name: How messages name the service (``"the local object store (s3proxy)"``).
+        directory: Its folder (created on start); holds the pid file and the log.
+        stem: Base name of the pid and log files.
+    """
+
+    def __init__(self, name: str, directory: Path, stem: str) -> None:
+        self.name = name
+        self.directory = Path(directory)
+        self.stem = stem
+        self.pid_file = self.directory / f"{stem}.pid"
+        self.log_file = self.directory / f"{stem}.log"
+
+    def running(self) -> Running | None:
+        """The live process recorded in the pid file, else None."""
+        try:
+            data = json.loads(self.pid_file.read_text())
+            pid, started = int(data["pid"]), int(data["started"])
+            address = str(data["address"])
+            ports = tuple(int(p) for p in data["ports"])
+            info = dict(data.get("info") or {})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        child = _CHILDREN.get(pid)
+        if child is not None and child.poll() is not None:
+            _CHILDREN.pop(pid, None)
+            return None
+        if not is_running(pid, started):
+            return None
+        return Running(pid, started, address, ports, info)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the folder's lock (starts and stops of one service never interleave)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with (self.directory / ".lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def start(
+        self,
+        command: Sequence[str],
+        *,
+        address: str,
+        ports: Sequence[int],
+        healthy: Callable[[float], bool],
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        info: Mapping[str, Any] | None = None,
+        port_hint: str = "",
+    ) -> Running:
+        """Start the process unless it runs already, and wait until ``healthy`` says so.
+
+        Call with :meth:`locked` held. If a process is already recorded and alive on the same
+        address, only waits for it to answer.
+
+        Args:
+            command: The program and its arguments.
+            address: What clients use; recorded and named in messages.
+            ports: Ports it will listen on on 127.0.0.1; each must be free.
+            healthy: Called with the seconds left; True once the service answers.
+            timeout: Seconds to wait for ``healthy`` before stopping it and failing.
+            env: Extra environment variables for the process (on top of this one's).
+            info: Service-specific details to record in the pid file.
+            port_hint: Appended to the "port in use" message (which option picks another).
+
+        Returns:
+            The running process.
+
+        Raises:
+            ServiceError: If it already runs elsewhere, a port is in use, or it exits or does
+                not answer within ``timeout`` (with its log's last lines).
+        """
+        deadline = time.monotonic() + timeout
+        current = self.running()
+        if current is not None:
+            if current.address != address:
+                raise ServiceError(
+                    f"{self.name} is already running at {current.address} (pid {current.pid}); "
+                    f"stop it (`frazil local down`) to move it to {address}"
+                )
+            self._wait_healthy(current.pid, address, healthy, deadline, timeout, None)
+            return current
+        self.pid_file.unlink(missing_ok=True)
+        for port in ports:
+            if port_taken("127.0.0.1", port):
+                hint = f" ({port_hint})" if port_hint else ""
+                raise ServiceError(
+                    f"cannot start {self.name} at {address}: 127.0.0.1:{port} is already in "
+                    f"use{hint}; its log: {self.log_file}"
+                )
+        self._rotate_log()
+        with self.log_file.open("ab") as log:
+            log.write(f"\n=== frazil: starting {self.name} at {time.ctime()} ===\n".encode())
+            log.flush()
+            log_offset = log.tell()
+            try:
+                proc = subprocess.Popen(
+                    list(command),
+                    cwd=self.directory,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env={**os.environ, **(env or {})},
+                )
+            except OSError as exc:
+                raise ServiceError(
+                    f"cannot start {self.name} at {address}: {command[0]}: {exc.strerror}"
+                ) from None
+        _CHILDREN[proc.pid] = proc
+        started = start_time(proc.pid) or 0
+        running = Running(proc.pid, started, address, tuple(ports), dict(info or {}))
+        self.pid_file.write_text(
+            json.dumps(
+                {
+                    "pid": running.pid,
+                    "started": running.started,
+                    "address": running.address,
+                    "ports": list(running.ports),
+                    "info": dict(running.info),
+                }
+            )
+        )
+        try:
+            self._wait_healthy(proc.pid, address, healthy, deadline, timeout, log_offset)
+        except BaseException:
+            self._stop(running, timeout=10)
+            raise
+        return running
+
+    def stop(self, timeout: float = 30) -> bool:
+        """Stop the process (SIGTERM; SIGKILL to its group after ``timeout`` seconds).
+
+        Call with :meth:`locked` held.
+
+        Returns:
+            Whether a running process was stopped.
+        """
+        running = self.running()
+        if running is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        self._stop(running, timeout)
+        return True
+
+    def log_tail(self, offset: int | None = None) -> str:
+        """The log's last lines (from ``offset`` on, if given)."""
+        try:
+            with self.log_file.open("rb") as log:
+                if offset is not None:
+                    log.seek(offset)
+                text = log.read().decode(errors="replace")
+        except OSError:
+            return "(no log)"
+        lines = text.splitlines()[-_LOG_TAIL_LINES:]
+        return "\n".join(lines) if lines else "(log is empty)"
+
+    # -- internals --------------------------------------------------------------------
+
+    def _alive(self, pid: int) -> bool:
+        child = _CHILDREN.get(pid)
+        if child is not None:
+            return child.poll() is None
+        started = start_time(pid)
+        return started is not None and is_running(pid, started)
+
+    def _wait_healthy(
+        self,
+        pid: int,
+        address: str,
+        healthy: Callable[[float], bool],
+        deadline: float,
+        timeout: float,
+        log_offset: int | None,
+    ) -> None:
+        while True:
+            if not self._alive(pid):
+                code = _reap(pid)
+                exit_note = f" with exit code {code}" if code is not None else ""
+                raise ServiceError(
+                    f"{self.name} (pid {pid}) exited{exit_note} while starting at {address}; "
+                    f"last lines of its log {self.log_file}:\n{self.log_tail(log_offset)}"
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ServiceError(
+                    f"{self.name} (pid {pid}) did not answer at {address} within "
+                    f"{timeout:g} s; last lines of its log {self.log_file}:\n"
+                    f"{self.log_tail(log_offset)}"
+                )
+            if healthy(min(remaining, 2.0)):
+                return
+            time.sleep(_POLL_INTERVAL_S)
+
+    def _stop(self, running: Running, timeout: float) -> None:
+        pid = running.pid
+        if is_running(pid, running.started):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        if not self._wait_exit(running, timeout):
+            # The whole group: a Spark worker's executors are its children.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            if not self._wait_exit(running, 10):
+                raise ServiceError(
+                    f"{self.name} (pid {pid}) did not stop; its log: {self.log_file}"
+                )
+        self.pid_file.unlink(missing_ok=True)
+
+    def _wait_exit(self, running: Running, timeout: float) -> bool:
+        proc = _CHILDREN.get(running.pid)
+        if proc is not None:
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return False
+            _CHILDREN.pop(running.pid, None)
+            return True
+        deadline = time.monotonic() + timeout
+        while is_running(running.pid, running.started):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def _rotate_log(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            if self.log_file.stat().st_size > _LOG_ROTATE_BYTES:
+                os.replace(self.log_file, self.log_file.with_name(self.log_file.name + ".1"))
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Whether ``host:port`` cannot be bound (something listens there already).
+
+    Binds without SO_REUSEPORT, so a server that binds with it (Iceberg's REST catalog
+    server does, through Jetty) and would silently share the port is reported too.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As servers bind, so sockets lingering in TIME_WAIT do not count.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def http_get(url: str, timeout: float) -> tuple[int, bytes] | None:
+    """GET ``url`` directly (no proxy): its status and body, or None if nothing answered."""
+    try:
+        with _DIRECT.open(url, timeout=max(timeout, 0.1)) as response:
+            return int(response.status), response.read()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read() if exc.fp is not None else b""
+    except (OSError, ValueError):
+        return None
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, readable by its owner only (it may hold a secret)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        # The mode of open() only applies to new files; tighten an older one too.
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(text)
+
+
+def tree_size(path: Path) -> int:
+    """Disk space used by the files under ``path`` (0 if it does not exist)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += (Path(root) / name).stat().st_blocks * 512
+    return total
+
+
+def _reap(pid: int) -> int | None:
+    """Collect the exit code of a child this process started, if it is one."""
+    proc = _CHILDREN.pop(pid, None)
+    if proc is None:
+        return None
+    try:
+        return proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        return None

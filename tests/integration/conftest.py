@@ -11,6 +11,10 @@ import pytest
 
 from frazil.config import FrazilConfig, parse_config
 
+# The local production-shaped stack (object store, REST catalog, Spark cluster), started
+# lazily per session: see tests/integration/stack.py.
+from tests.integration.stack import stack  # noqa: F401
+
 #: A secret in the session's Spark settings, which Spark's UI must never show.
 SPARK_SECRET = "spark-ui-secret-value"
 

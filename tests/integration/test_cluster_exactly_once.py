@@ -30,10 +30,13 @@ from typing import Any
 
 import pytest
 import yaml
+from pyiceberg.catalog import load_catalog
 
 from frazil.generate.payments import generate_payments
 from frazil.generate.producer import ensure_topic, produce_events
+from frazil.local import stack as local_stack
 from tests.integration.helpers import end_offsets, payments_pipeline
+from tests.integration.stack import SessionStack
 from tests.integration.test_kill9 import FrazilProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -89,15 +92,34 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+def worker_pids(stack: SessionStack) -> list[int]:
+    """The running worker JVMs of the stack's cluster."""
+    workers = local_stack.status(stack.state_dir).spark_cluster.workers
+    return [int(w["pid"]) for w in workers if w["pid"] is not None]
+
+
 def test_worker_and_driver_lost_mid_stream_keep_every_record_exactly_once(
-    stack: Any, kafka_bootstrap: str, unique: str, tmp_path: Path
+    stack: SessionStack,
+    kafka_bootstrap: str,
+    unique: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     topic, table, name = f"cluster-{unique}", f"db.cluster_{unique}", f"c_{unique}"
     config_path = tmp_path / "frazil.yaml"
-    config = stack_config(stack, kafka_bootstrap, name, unique)
-    config["pipelines"] = [payments_pipeline(name, topic, table, max_offsets_per_trigger=10_000)]
+    config = {
+        **stack.config("s3", "rest-catalog", "spark-cluster"),
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        # Checkpoints on S3A; the run records stay on this host (a hash of the URI).
+        "state_dir": f"s3a://{stack.bucket}/state-{unique}",
+        "pipelines": [payments_pipeline(name, topic, table, max_offsets_per_trigger=10_000)],
+    }
+    config["spark"] = {**config["spark"], "driver_memory": "1g"}
     config_path.write_text(yaml.safe_dump(config))
-    catalog = stack_catalog(stack)
+    for key, value in stack.aws_environment().items():
+        monkeypatch.setenv(key, value)  # the runs' credentials, from the environment
+    catalog = load_catalog("stack", **stack.pyiceberg_properties())
+    assert len(worker_pids(stack)) == 2
 
     ensure_topic(kafka_bootstrap, topic, partitions=PARTITIONS)
     produce_events(kafka_bootstrap, topic, FIRST, progress=False, seed=1)
@@ -132,16 +154,15 @@ def test_worker_and_driver_lost_mid_stream_keep_every_record_exactly_once(
         # 3. Every record in the table: the marker reaches the topic's end; SIGTERM stops.
         producer.join()
         ends = {topic: {str(p): o for p, o in end_offsets(kafka_bootstrap, topic, 2).items()}}
-        wait_for(
-            lambda: _marker(catalog, table) == ends, timeout=600, what="the table to catch up"
-        )
+        wait_for(lambda: _marker(catalog, table) == ends, timeout=600, what="the table to catch up")
         run.proc.send_signal(signal.SIGTERM)
         assert run.proc.wait(120) == 0, run.output()
     finally:
         if run.proc.poll() is None:
             os.killpg(run.proc.pid, signal.SIGKILL)
         if lost is not None:
-            restore_workers(stack)
+            # The worker comes back for the tests after this one (up starts what is missing).
+            local_stack.up(stack.state_dir, [local_stack.SPARK_CLUSTER], stack.ports)
 
     produced = [json.loads(v)["id"] for _, v in generate_payments(FIRST, seed=1)]
     produced += [json.loads(v)["id"] for _, v in generate_payments(REST, seed=2)]

@@ -39,11 +39,20 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pyiceberg.catalog import load_catalog
 from rich.console import Console
 from rich.table import Table
 
-from bench.common import WORK_DIR, open_table, payments_config, start_broker, write_result
+from bench.common import (
+    WORK_DIR,
+    free_port,
+    open_table,
+    payments_config,
+    start_broker,
+    write_result,
+)
 from frazil.generate.producer import ensure_topic, produce_events
+from frazil.local import stack as local_stack
 
 console = Console()
 
@@ -51,32 +60,50 @@ console = Console()
 GOAL = 0.8
 
 
-def python_workers() -> set[int]:
-    """Pids of PySpark's Python worker processes (what a Python UDF would start)."""
-    found = set()
+def _processes() -> dict[int, tuple[int, bytes]]:
+    """Every process as ``pid -> (parent pid, command line)`` (Linux ``/proc``)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
+            parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, IndexError, ValueError):
             continue
-        if b"pyspark.daemon" in cmdline or b"pyspark.worker" in cmdline:
-            found.add(int(entry.name))
+        found[int(entry.name)] = (parent, cmdline)
+    return found
+
+
+def python_workers(roots: set[int]) -> set[int]:
+    """PySpark's Python worker processes (what a Python UDF would start) under ``roots``."""
+    table = _processes()
+    found = set()
+    for pid, (parent, cmdline) in table.items():
+        if b"pyspark.daemon" not in cmdline and b"pyspark.worker" not in cmdline:
+            continue
+        seen = set()
+        while parent not in roots and parent in table and parent not in seen:
+            seen.add(parent)
+            parent = table[parent][0]
+        if parent in roots:
+            found.add(pid)
     return found
 
 
 class Watch(threading.Thread):
-    """Polls the process table while a run lasts (Python workers seen)."""
+    """Polls the process table while a run lasts: Python workers under the given processes
+    (the cluster's worker JVMs, whose children are the executors)."""
 
-    def __init__(self) -> None:
+    def __init__(self, roots: set[int]) -> None:
         super().__init__(daemon=True)
+        self.roots = roots
         self.stop = threading.Event()
         self.python_workers: set[int] = set()
 
     def run(self) -> None:
-        while not self.stop.wait(0.5):
-            self.python_workers |= python_workers()
+        while self.roots and not self.stop.wait(0.5):
+            self.python_workers |= python_workers(self.roots)
 
 
 def run_frazil(
@@ -86,6 +113,7 @@ def run_frazil(
     records: int,
     load_table: Callable[[str], Any],
     env: dict[str, str] | None = None,
+    workers: set[int] | None = None,
 ) -> dict[str, Any]:
     """``frazil run --until-caught-up`` from process start to the commit of the last record.
 
@@ -93,7 +121,7 @@ def run_frazil(
     """
     path.write_text(yaml.safe_dump(config))
     table = config["pipelines"][0]["table"]
-    watch = Watch()
+    watch = Watch(workers or set())
     watch.start()
     started_ms = int(time.time() * 1000)
     process = subprocess.Popen(
@@ -133,8 +161,29 @@ def run_frazil(
         "events_per_s": records / seconds,
         "events_per_s_after_first_commit": after_first / steady if steady > 0 else None,
         "snapshots": len(data),
-        "python_workers_seen": len(watch.python_workers),
+        "python_workers_seen": len(watch.python_workers) if workers else None,
     }
+
+
+def start_stack(state_dir: Path) -> local_stack.StackAddresses:
+    """The object store, the REST catalog and the two-worker cluster, on free ports."""
+    ports = local_stack.StackPorts(
+        s3=free_port(),
+        rest_catalog=free_port(),
+        spark_master=free_port(),
+        spark_master_ui=free_port(),
+        spark_worker_uis=(free_port(), free_port()),
+    )
+    started = time.monotonic()
+    found = local_stack.up(state_dir, [local_stack.SPARK_CLUSTER, local_stack.REST_CATALOG], ports)
+    console.print(f"stack up in {time.monotonic() - started:.0f}s: {', '.join(found.addresses())}")
+    return found
+
+
+def worker_pids(state_dir: Path) -> set[int]:
+    """The stack's Spark worker JVMs."""
+    workers = local_stack.status(state_dir).spark_cluster.workers
+    return {int(w["pid"]) for w in workers if w["pid"] is not None}
 
 
 def main() -> None:
@@ -148,11 +197,12 @@ def main() -> None:
     work = (WORK_DIR / f"cluster-{run_id}").resolve()
     console.print(f"work folder {work}")
     broker = start_broker(f"cluster-{run_id}")
-    stack = start_stack(work / "stack")
     rows: list[dict[str, Any]] = []
     try:
+        stack = start_stack(work / "stack")
         topic = f"bench-cluster-{run_id}"
         ensure_topic(broker.bootstrap, topic, partitions=args.partitions)
+        console.print(f"producing {args.records:,} events on {args.partitions} partitions…")
         started = time.monotonic()
         produce_events(broker.bootstrap, topic, args.records, seed=1)
         console.print(f"produced {args.records:,} events in {time.monotonic() - started:.1f}s")
@@ -171,20 +221,25 @@ def main() -> None:
             )
         )
 
-        cluster = cluster_config(stack, broker.bootstrap, topic, run_id, pipeline)
-        console.print(f"cluster: {stack.master}, {stack.rest_uri}, {stack.s3_endpoint}")
+        cluster = payments_config(work, broker.bootstrap, topic, "cluster", **pipeline)
+        cluster.update(stack.config())  # spark.master, the REST catalog, storage
+        cluster["spark"]["driver_memory"] = "1g"  # it plans and commits; executors write
+        cluster["state_dir"] = f"s3a://{stack.bucket}/bench-state"
+        catalog = load_catalog("stack", **stack.pyiceberg_properties())
+        console.print(f"cluster: {', '.join(stack.addresses())}")
         rows.append(
             run_frazil(
                 "cluster",
                 cluster,
                 work / "cluster.yaml",
                 args.records,
-                lambda t: rest_catalog(stack).load_table(t),
-                env=stack.env,
+                catalog.load_table,
+                env=stack.aws_environment(),
+                workers=worker_pids(work / "stack"),
             )
         )
     finally:
-        stop_stack(stack)
+        local_stack.down(work / "stack")
         broker.down()
 
     for row in rows:
@@ -208,7 +263,7 @@ def main() -> None:
             f"{r['events_per_s']:,.0f}",
             f"{r['events_per_s_after_first_commit'] or 0:,.0f}",
             str(r["snapshots"]),
-            str(r["python_workers_seen"]),
+            "-" if r["python_workers_seen"] is None else str(r["python_workers_seen"]),
         )
     console.print(table)
     console.print(

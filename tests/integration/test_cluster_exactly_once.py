@@ -35,6 +35,7 @@ from pyiceberg.catalog import load_catalog
 from frazil.generate.payments import generate_payments
 from frazil.generate.producer import ensure_topic, produce_events
 from frazil.local import stack as local_stack
+from frazil.local.daemon import http_get
 from tests.integration.helpers import end_offsets, payments_pipeline
 from tests.integration.stack import SessionStack
 from tests.integration.test_kill9 import FrazilProcess
@@ -98,6 +99,15 @@ def worker_pids(stack: SessionStack) -> list[int]:
     return [int(w["pid"]) for w in workers if w["pid"] is not None]
 
 
+def master_view(stack: SessionStack) -> tuple[int, list[int]]:
+    """How many workers the master counts ALIVE, and the cores of each running application."""
+    answer = http_get(f"{stack.spark_master_ui}/json/", 10)
+    assert answer is not None and answer[0] == 200
+    data = json.loads(answer[1])
+    alive = sum(1 for w in data["workers"] if w["state"] == "ALIVE")
+    return alive, [int(a["cores"]) for a in data["activeapps"]]
+
+
 def test_worker_and_driver_lost_mid_stream_keep_every_record_exactly_once(
     stack: SessionStack,
     kafka_bootstrap: str,
@@ -148,8 +158,9 @@ def test_worker_and_driver_lost_mid_stream_keep_every_record_exactly_once(
         os.killpg(run.proc.pid, signal.SIGKILL)
         run.proc.wait(30)
         run = FrazilProcess(config_path)
-        assert run.wait_commits(1, timeout=300), run.output()
-        assert producer.is_alive() or run.commits >= 1
+        assert run.wait_commits(2, timeout=300), run.output()
+        # Lost for good: the new application runs on the one worker left, with its one core.
+        assert master_view(stack) == (1, [1])
 
         # 3. Every record in the table: the marker reaches the topic's end; SIGTERM stops.
         producer.join()

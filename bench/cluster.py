@@ -41,6 +41,7 @@ from typing import Any
 import yaml
 from pyiceberg.catalog import load_catalog
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bench.common import (
@@ -54,7 +55,8 @@ from bench.common import (
 from frazil.generate.producer import ensure_topic, produce_events
 from frazil.local import stack as local_stack
 
-console = Console()
+# Wide enough for the results table when the output is a pipe or a log (80 columns otherwise).
+console = Console(width=None if sys.stdout.isatty() else 120)
 
 #: The goal: the cluster's events/s against local[2]'s.
 GOAL = 0.8
@@ -137,7 +139,7 @@ def run_frazil(
     for line in process.stdout:
         tail = [*tail[-40:], line]
         if " batch " in line:
-            console.print(f"  [{label}] {line.strip()}", highlight=False, soft_wrap=True)
+            console.print(f"  {escape(label)}: {escape(line.strip())}", highlight=False)
     code = process.wait()
     watch.stop.set()
     watch.join(5)

@@ -7,14 +7,23 @@ REST catalog server and a Spark standalone master with two workers, on free port
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from pyarrow import fs
 from pyiceberg.catalog import load_catalog
+from typer.testing import CliRunner
 
+import frazil.cli.local_cmd  # noqa: F401  (registers `frazil local`)
+from frazil.cli.app import app
+from tests.conftest import free_ports
 from tests.integration.stack import SessionStack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -114,3 +123,96 @@ def test_data_survives_down_and_up(stack: SessionStack, unique: str) -> None:
     assert sorted(r["id"] for r in table.scan().to_arrow().to_pylist()) == [1, 2, 3]
     master = get_json(f"{stack.spark_master_ui}/json/")
     assert len([w for w in master["workers"] if w["state"] == "ALIVE"]) == 2
+
+
+_JOB = """
+import sys
+from pyspark.sql import SparkSession
+
+spark = (
+    SparkSession.builder.master(sys.argv[1])
+    .config("spark.driver.host", "127.0.0.1")
+    .config("spark.driver.bindAddress", "127.0.0.1")
+    .config("spark.driver.memory", "512m")
+    .config("spark.executor.memory", "512m")
+    .config("spark.ui.enabled", "false")
+    .getOrCreate()
+)
+rdd = spark.sparkContext.parallelize(range(100), 4)
+print("sum", rdd.map(lambda x: x * 2).sum())
+print("python", sorted(set(rdd.map(lambda _: __import__("sys").executable).collect())))
+spark.stop()
+"""
+
+
+def test_a_python_job_runs_on_the_cluster_with_the_drivers_interpreter(
+    stack: SessionStack, tmp_path: Path
+) -> None:
+    # In a process of its own: this one may hold the session's local[2] SparkContext.
+    script = tmp_path / "job.py"
+    script.write_text(_JOB)
+    done = subprocess.run(
+        [sys.executable, str(script), stack.spark_master],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp_path,
+        # pyspark's SparkContext ships this to the executors as their Python (default:
+        # python3 from the PATH); spark.pyspark.python is only read by spark-submit.
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+    assert lines["sum"] == "9900"
+    assert lines["python"] == repr([sys.executable])
+
+
+def test_cli_up_status_down(tmp_path: Path) -> None:
+    broker, controller, s3_port, rest_port, taken = free_ports(5)
+    common = ["--state-dir", str(tmp_path), "--port", str(broker),
+              "--controller-port", str(controller)]  # fmt: skip
+    ports = ["--s3-port", str(s3_port), "--rest-port", str(rest_port)]
+    runner = CliRunner()
+    try:
+        up = runner.invoke(app, ["local", "up", *common, *ports, "--with", "rest-catalog"])
+        assert up.exit_code == 0, up.output
+        assert up.stdout.split() == [
+            f"127.0.0.1:{broker}",
+            f"http://127.0.0.1:{s3_port}",
+            f"http://127.0.0.1:{rest_port}",
+        ]
+        assert "rest-catalog needs s3: starting it too" in up.stderr
+        assert f"catalog: {{type: rest, uri: http://127.0.0.1:{rest_port}," in up.stderr
+        assert "export AWS_ACCESS_KEY_ID=frazil AWS_SECRET_ACCESS_KEY=" in up.stderr
+
+        status = json.loads(runner.invoke(app, ["local", "status", *common, "-o", "json"]).stdout)
+        assert (status["s3"]["running"], status["s3"]["endpoint"]) == (
+            True,
+            f"http://127.0.0.1:{s3_port}",
+        )
+        assert status["rest_catalog"]["uri"] == f"http://127.0.0.1:{rest_port}"
+        assert status["rest_catalog"]["s3_endpoint"] == f"http://127.0.0.1:{s3_port}"
+        assert status["spark_cluster"]["running"] is False
+        text = runner.invoke(app, ["local", "status", *common]).stdout
+        assert f"rest:      running at http://127.0.0.1:{rest_port}" in text
+
+        # Bad input: the Spark master's port is taken. One message: service, address, log.
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+            squatter.bind(("127.0.0.1", taken))
+            squatter.listen()
+            spark = ["--with", "spark-cluster", "--spark-port", str(taken)]
+            failed = runner.invoke(app, ["local", "up", *common, *ports, *spark])
+        assert failed.exit_code == 1
+        message = str(failed.exception)
+        assert f"cannot start the local Spark master at spark://127.0.0.1:{taken}" in message
+        assert "already in use" in message
+        assert str(tmp_path / "spark" / "master" / "spark-master.log") in message
+    finally:
+        down = runner.invoke(app, ["local", "down", *common])
+    assert down.exit_code == 0, down.output
+    assert "rest-catalog stopped" in down.stderr
+    assert "s3 stopped" in down.stderr
+    status = json.loads(runner.invoke(app, ["local", "status", *common, "-o", "json"]).stdout)
+    assert not status["s3"]["running"]
+    assert not status["rest_catalog"]["running"]

@@ -1,21 +1,25 @@
-"""``frazil local up|down|status``: the local single-node Kafka broker and schema registry."""
+"""``frazil local up|down|status``: the local Kafka broker and, on demand, the schema registry
+and the production-shaped stack (object store, REST catalog, Spark cluster)."""
 
 from __future__ import annotations
 
 import enum
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from frazil import paths
 from frazil.cli.app import OutputFormat, app, console, err_console
+from frazil.local import stack
 from frazil.local.broker import LocalBroker
 from frazil.local.registry import LocalRegistry
 
 local_app = typer.Typer(
-    help="Run a real single-node Kafka broker on 127.0.0.1 for development and tests.",
+    help="Run a real single-node Kafka broker on 127.0.0.1 for development and tests, "
+    "with a schema registry, an S3 object store, an Iceberg REST catalog and a Spark "
+    "cluster on demand (--with).",
     no_args_is_help=True,
 )
 app.add_typer(local_app, name="local")
@@ -41,6 +45,53 @@ class Service(str, enum.Enum):
     """Services ``frazil local up`` can start next to the broker."""
 
     schema_registry = "schema-registry"
+    s3 = stack.S3
+    rest_catalog = stack.REST_CATALOG
+    spark_cluster = stack.SPARK_CLUSTER
+
+
+S3Port = Annotated[int, typer.Option("--s3-port", help="HTTP port of the local object store.")]
+RestPort = Annotated[
+    int, typer.Option("--rest-port", help="HTTP port of the local Iceberg REST catalog.")
+]
+SparkPort = Annotated[int, typer.Option("--spark-port", help="Port of the local Spark master.")]
+SparkUiPort = Annotated[
+    int, typer.Option("--spark-ui-port", help="Web UI port of the local Spark master.")
+]
+SparkWorkerUiPorts = Annotated[
+    str,
+    typer.Option(
+        "--spark-worker-ui-ports",
+        help="Web UI ports of the local Spark workers, comma-separated (one per worker).",
+    ),
+]
+
+
+_DEFAULT_WORKER_UI_PORTS = ",".join(str(p) for p in stack.StackPorts.spark_worker_uis)
+
+
+def _services(values: list[str] | None) -> list[Service]:
+    """The --with values, each possibly comma-separated, checked and de-duplicated."""
+    names = [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+    known = {s.value: s for s in Service}
+    for name in names:
+        if name not in known:
+            raise typer.BadParameter(
+                f"unknown service {name!r}: choose from {', '.join(known)}", param_hint="--with"
+            )
+    return list(dict.fromkeys(known[n] for n in names))
+
+
+def _worker_ports(text: str) -> tuple[int, ...]:
+    try:
+        ports = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        ports = ()
+    if not ports or any(not 0 < p < 65536 for p in ports):
+        raise typer.BadParameter(
+            f"{text!r} is not a comma-separated list of ports", param_hint="--spark-worker-ui-ports"
+        )
+    return ports
 
 
 def _broker(state_dir: Path | None, port: int, controller_port: int) -> LocalBroker:
@@ -60,29 +111,101 @@ def up(
         float, typer.Option("--timeout", help="Seconds to wait for the broker to answer.")
     ] = 60.0,
     with_: Annotated[
-        list[Service] | None,
+        list[str] | None,
         typer.Option(
             "--with",
-            help="Also start this service: schema-registry (Apicurio Registry, "
-            "Confluent-compatible API).",
+            help="Also start these services (repeat the option or separate with commas): "
+            "schema-registry (Apicurio Registry, Confluent-compatible API), s3 (s3proxy "
+            "object store), rest-catalog (Iceberg REST catalog; starts s3 too), "
+            "spark-cluster (Spark standalone master and two workers).",
+            metavar="SERVICE[,SERVICE...]",
         ),
     ] = None,
     registry_port: RegistryPort = 8081,
+    s3_port: S3Port = stack.StackPorts.s3,
+    rest_port: RestPort = stack.StackPorts.rest_catalog,
+    spark_port: SparkPort = stack.StackPorts.spark_master,
+    spark_ui_port: SparkUiPort = stack.StackPorts.spark_master_ui,
+    spark_worker_ui_ports: SparkWorkerUiPorts = _DEFAULT_WORKER_UI_PORTS,
 ) -> None:
     """Start the broker (fetching Kafka on first use) and print its bootstrap address.
 
-    With --with schema-registry, also start a local Schema Registry and print its URL on
-    a second line: the value of the config's schema_registry.url.
+    Each service given with --with prints its address on a line of its own, in this order:
+    the schema registry's URL (the config's schema_registry.url), the object store's
+    endpoint, the REST catalog's URI, the Spark master's URL.
     """
+    services = _services(with_)
+    ports = stack.StackPorts(
+        s3=s3_port,
+        rest_catalog=rest_port,
+        spark_master=spark_port,
+        spark_master_ui=spark_ui_port,
+        spark_worker_uis=_worker_ports(spark_worker_ui_ports),
+    )
     broker = _broker(state_dir, port, controller_port)
     with err_console.status("Starting the local Kafka broker..."):
         bootstrap = broker.up(timeout=timeout)
     # Only addresses on stdout, so scripts can do BOOTSTRAP=$(frazil local up).
     console.print(bootstrap, highlight=False)
-    if Service.schema_registry in (with_ or []):
+    if Service.schema_registry in services:
         with err_console.status("Starting the local schema registry..."):
             url = _registry(state_dir, registry_port).up(timeout=max(timeout, 120.0))
         console.print(url, highlight=False)
+    wanted = [s.value for s in services if s is not Service.schema_registry]
+    if wanted:
+        _stack_up(state_dir or paths.state_dir(), wanted, ports, max(timeout, 120.0))
+
+
+def _stack_up(state_dir: Path, wanted: list[str], ports: stack.StackPorts, timeout: float) -> None:
+    names, added = stack.resolve_services(wanted)
+    for name in added:
+        needers = [n for n in wanted if name in stack.REQUIRES.get(n, ())]
+        err_console.print(f"{', '.join(needers)} needs {name}: starting it too")
+    found = stack.StackAddresses()
+    for name in names:
+        with err_console.status(f"Starting the local {_LABELS[name]}..."):
+            found = _merge(found, stack.up(state_dir, [name], ports, timeout))
+    for address in found.addresses():
+        console.print(address, highlight=False)
+    _print_hint(found)
+
+
+_LABELS = {
+    stack.S3: "object store (s3proxy)",
+    stack.REST_CATALOG: "REST catalog",
+    stack.SPARK_CLUSTER: "Spark cluster (master and two workers)",
+}
+
+
+def _merge(into: stack.StackAddresses, found: stack.StackAddresses) -> stack.StackAddresses:
+    updates: dict[str, Any] = {
+        "s3_endpoint": found.s3_endpoint or into.s3_endpoint,
+        "rest_uri": found.rest_uri or into.rest_uri,
+        "spark_master": found.spark_master or into.spark_master,
+        "spark_master_ui": found.spark_master_ui or into.spark_master_ui,
+    }
+    return stack.StackAddresses(**updates)
+
+
+def _print_hint(found: stack.StackAddresses) -> None:
+    """On stderr: the config keys and credentials that point frazil at the started stack."""
+    config = found.config()
+    lines = ["config keys for these services:"]
+    for key, value in config.items():
+        inner = ", ".join(f"{k}: {_yaml_scalar(v)}" for k, v in value.items())
+        lines.append(f"  {key}: {{{inner}}}")
+    if "storage" in config:
+        lines.append("  state_dir: s3a://frazil/state")
+        env = " ".join(f"{k}={v}" for k, v in found.aws_environment().items())
+        lines.append("the object store's local-only credentials, from the environment:")
+        lines.append(f"  export {env}")
+    if found.spark_master_ui is not None:
+        lines.append(f"Spark master web UI: {found.spark_master_ui}")
+    err_console.print("\n".join(lines), highlight=False, soft_wrap=True)
+
+
+def _yaml_scalar(value: Any) -> str:
+    return "true" if value is True else "false" if value is False else str(value)
 
 
 @local_app.command("down")
@@ -95,12 +218,16 @@ def down(
     ] = 30.0,
     registry_port: RegistryPort = 8081,
 ) -> None:
-    """Stop the broker (its data is kept for the next start) and the schema registry."""
+    """Stop the broker and every service started with --with; their data is kept."""
     broker = _broker(state_dir, port, controller_port)
     with err_console.status("Stopping the local Kafka broker..."):
         stopped = broker.down(timeout=timeout)
     if _registry(state_dir, registry_port).down(timeout=timeout):
         err_console.print("schema registry stopped")
+    with err_console.status("Stopping the local stack's services..."):
+        stack_stopped = stack.down(state_dir or paths.state_dir(), timeout=timeout)
+    for name in stack_stopped:
+        err_console.print(f"{name} stopped")
     console.print("stopped" if stopped else "not running")
 
 
@@ -114,11 +241,22 @@ def status(
         OutputFormat, typer.Option("--output", "-o", help="Print as text or as JSON.")
     ] = OutputFormat.text,
 ) -> None:
-    """Show whether the broker (and the schema registry) runs, its address, pid and data size."""
+    """Show whether the broker and each other local service runs, its address, pid and data."""
     st = _broker(state_dir, port, controller_port).status()
     registry = _registry(state_dir, registry_port).status()
+    services = stack.status(state_dir or paths.state_dir())
     if output is OutputFormat.json:
-        typer.echo(json.dumps({**st.as_dict(), "schema_registry": registry.as_dict()}))
+        typer.echo(
+            json.dumps(
+                {
+                    **st.as_dict(),
+                    "schema_registry": registry.as_dict(),
+                    "s3": services.s3.as_dict(),
+                    "rest_catalog": services.rest_catalog.as_dict(),
+                    "spark_cluster": services.spark_cluster.as_dict(),
+                }
+            )
+        )
         return
     state = "[green]running[/]" if st.running else "[yellow]stopped[/]"
     console.print(f"broker:    {state}")
@@ -135,3 +273,32 @@ def status(
         console.print(f"           pid {registry.pid}, log {registry.log_file}", highlight=False)
     elif registry.registry_dir.is_dir():
         console.print("registry:  [yellow]stopped[/]")
+    _print_stack_status(services)
+
+
+def _state(running: bool) -> str:
+    return "[green]running[/]" if running else "[yellow]stopped[/]"
+
+
+def _print_stack_status(services: stack.StackStatus) -> None:
+    s3, rest, spark = services.s3, services.rest_catalog, services.spark_cluster
+    line = console.print
+    line(f"s3:        {_state(s3.running)} at {s3.endpoint}", highlight=False)
+    if s3.running:
+        line(f"           pid {s3.pid}, log {s3.log_file}", highlight=False)
+    data = f"{s3.data_bytes / 1024**2:.1f} MiB"
+    line(f"           data {s3.data_dir} ({data})", highlight=False)
+    line(f"rest:      {_state(rest.running)} at {rest.uri}", highlight=False)
+    if rest.running:
+        line(f"           pid {rest.pid}, log {rest.log_file}", highlight=False)
+        line(f"           warehouse {rest.warehouse} on {rest.s3_endpoint}", highlight=False)
+    line(f"           catalog {rest.database}", highlight=False)
+    line(f"spark:     {_state(spark.running)} at {spark.master_url}", highlight=False)
+    if spark.running:
+        line(f"           pid {spark.master_pid}, UI {spark.master_ui}", highlight=False)
+    line(f"           log {spark.log_file}", highlight=False)
+    for n, worker in enumerate(spark.workers, start=1):
+        state = worker["state"] or ("running" if worker["pid"] else "stopped")
+        pid = f", pid {worker['pid']}" if worker["pid"] else ""
+        line(f"worker {n}:  {state} at {worker['ui']}{pid}", highlight=False)
+        line(f"           log {worker['log_file']}", highlight=False)

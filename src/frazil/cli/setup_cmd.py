@@ -1,4 +1,4 @@
-"""``frazil setup``: fetch every pinned JVM artifact set ahead of time."""
+"""``frazil setup``: fetch the pinned JVM artifacts and compile frazil's JVM code ahead of time."""
 
 from __future__ import annotations
 
@@ -9,8 +9,14 @@ from rich.table import Table
 from frazil.cli.app import app, console, err_console
 from frazil.jvm.build import frazil_jar
 from frazil.jvm.cds import archive_path, build_archive
-from frazil.jvm.fetch import artifact_dir, ensure_artifacts, java_executable
+from frazil.jvm.fetch import (
+    artifact_dir,
+    ensure_artifacts,
+    java_executable,
+    rest_catalog_classpath,
+)
 from frazil.jvm.pins import ARTIFACT_SETS
+from frazil.local.rest_launcher import launcher_jar
 
 
 @app.command("setup")
@@ -28,6 +34,9 @@ def setup() -> None:
     with err_console.status("Compiling frazil's JVM classes (the Protobuf decoder)..."):
         jar = frazil_jar()
     err_console.print(f"[green]✓[/] frazil's JVM classes: {jar}")
+    with err_console.status("Compiling the local REST catalog's launcher..."):
+        launcher = launcher_jar(rest_catalog_classpath())
+    err_console.print(f"[green]✓[/] the local REST catalog's launcher: {launcher}")
     _class_data_archive()
 
 

@@ -9,6 +9,7 @@ import typer
 
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.config.loader import load_config, redacted
+from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.secrets import mask_value
 from frazil.errors import ConfigError
@@ -61,7 +62,33 @@ def validate(
             f"trigger {pipeline.trigger}; checkpoint {mask_value(loaded.checkpoint_for(pipeline))}",
             highlight=False,
         )
+    storage_line = _storage_line(loaded)
+    if storage_line:
+        console.print(storage_line, highlight=False)
     _ = err_console
+
+
+def _storage_line(loaded: FrazilConfig) -> str | None:
+    """Where the S3 locations go and whence their credentials (never the credentials)."""
+    from frazil.config.storage import ACCESS_KEY_ID, SECRET_ACCESS_KEY, credentials
+    from frazil.config.storage_clients import region, uses_s3
+
+    if not uses_s3(loaded):
+        return None
+    storage = loaded.storage
+    where = storage.address() if storage else "AWS S3"
+    if storage is not None and storage.path_style:
+        where += " (path-style)"
+    signing = region(storage)
+    if signing:
+        where += f", region {signing}"
+    found = credentials() is not None
+    whence = (
+        f"credentials from {ACCESS_KEY_ID}/{SECRET_ACCESS_KEY}"
+        if found
+        else "no credentials in the environment: the AWS SDK's default chain (~/.aws, a role)"
+    )
+    return f"  storage: {where}; {whence}"
 
 
 def _schema_source(pipeline: PipelineConfig) -> str:

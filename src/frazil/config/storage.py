@@ -112,12 +112,16 @@ def credentials(environ: Mapping[str, str] | None = None) -> Credentials | None:
 
 
 def remember_credentials(environ: Mapping[str, str] | None = None) -> None:
-    """Note the environment's credentials as secrets, so no message of this process shows
-    them (the key id included: it names the account)."""
+    """Note the environment's secret key and session token as secrets, so no message of this
+    process shows them. The access key id is an identifier, not a secret (AWS prints it in
+    its own errors), and frazil never prints it either; masking it would also mask every
+    word equal to it (the local stack's key is ``frazil``)."""
     from frazil.config import secrets
 
     env = os.environ if environ is None else environ
-    secrets.remember_values(env[name] for name in CREDENTIAL_VARIABLES if env.get(name))
+    secrets.remember_values(
+        env[name] for name in (SECRET_ACCESS_KEY, SESSION_TOKEN) if env.get(name)
+    )
 
 
 def credential_key_reason(key: str) -> str:

@@ -154,7 +154,7 @@ def _storage_reason(exc: BaseException, location: str, address: str) -> str:
     if "NoSuchBucket" in text or "UnknownStoreException" in text:
         return f"the object store at {address} has no bucket {bucket!r} (for {location})"
     if any(word in text for word in _REFUSED):
-        code = next((w for w in _REFUSED[:3] if w in text), "access denied")
+        code = next((w for w in _REFUSED[:2] if w in text), "access denied")
         return (
             f"the object store at {address} refused the credentials for {location} ({code}): "
             f"check {ACCESS_KEY_ID} and {SECRET_ACCESS_KEY} in the environment"

@@ -22,7 +22,14 @@ from typing import Any
 
 from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, s3proxy_jar
-from frazil.local.daemon import Daemon, http_get, tree_size, write_private
+from frazil.local.daemon import (
+    Daemon,
+    cds_archive,
+    cds_options,
+    http_get,
+    tree_size,
+    write_private,
+)
 
 #: The local object store's access key (its only identity). Local development only.
 ACCESS_KEY = "frazil"
@@ -100,23 +107,26 @@ class LocalObjectStore:
             ArtifactError: If s3proxy cannot be fetched or Java is missing.
         """
         with self.daemon.locked():
+            command: list[str] = []
+            partial = None
             if self.daemon.running() is None:
                 self.data_dir.mkdir(parents=True, exist_ok=True)
                 write_private(self.config_file, self._properties())
+                java, jar = java_executable(), s3proxy_jar()
+                cds, partial = cds_options(cds_archive("s3proxy", java, [jar]))
                 command = [
-                    java_executable(),
+                    java,
                     f"-Xmx{_HEAP}",
                     # One small heap, no parallel GC threads: this runs next to Spark on a
                     # laptop.
                     "-XX:+UseSerialGC",
                     "-XX:+ExitOnOutOfMemoryError",
+                    *cds,
                     "-jar",
-                    str(s3proxy_jar()),
+                    str(jar),
                     "--properties",
                     str(self.config_file),
                 ]
-            else:
-                command = []
             self.daemon.start(
                 command,
                 address=self.endpoint,
@@ -124,6 +134,7 @@ class LocalObjectStore:
                 healthy=self._answers,
                 timeout=timeout,
                 port_hint="pick another with --s3-port",
+                cds_partial=partial,
             )
             self._ensure_bucket()
         return self.endpoint

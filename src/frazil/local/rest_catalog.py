@@ -13,9 +13,9 @@ the multi-table ``/v1/{prefix}/transactions/commit``) in front of a JDBC catalog
 
 The server reads its catalog properties from ``CATALOG_*`` environment variables (Iceberg's
 ``RCKUtils.environmentCatalogConfig``: the prefix dropped, ``__`` -> ``-``, ``_`` -> ``.``,
-lower-cased), so the secret never shows on a command line. Jetty there binds all interfaces
-(``new Server(port)``, with SO_REUSEPORT): the port check before start binds without
-SO_REUSEPORT, so a port another server holds is still reported.
+lower-cased), so the secret never shows on a command line. It is started through a small
+launcher (:mod:`frazil.local.rest_launcher`) that listens on 127.0.0.1 only: Iceberg's own
+``main`` binds every interface.
 
 Clients (PyIceberg, Spark's ``RESTCatalog``) need the object store's endpoint and
 credentials themselves: this server vends none.
@@ -29,14 +29,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, rest_catalog_classpath
 from frazil.local import object_store
-from frazil.local.daemon import Daemon, http_get
+from frazil.local.daemon import Daemon, cds_archive, cds_options, http_get
+from frazil.local.rest_launcher import MAIN_CLASS, launcher_jar
 
 DEFAULT_PORT = 8181
 #: Where the catalog keeps table data and metadata (a bucket of the local object store).
 WAREHOUSE = f"s3://{object_store.BUCKET}/warehouse"
-_MAIN_CLASS = "org.apache.iceberg.rest.RESTCatalogServer"
 _HEAP = "256m"
 _NAME = "the local REST catalog (Iceberg RESTCatalogServer)"
 
@@ -104,24 +105,36 @@ class LocalRestCatalog:
             The catalog URI.
 
         Raises:
-            ServiceError: If it runs on another port, the port is in use, or it exits or does
-                not answer within ``timeout`` seconds (the message names its log).
+            ServiceError: If it runs on another port or against another object store, the
+                port is in use, or it exits or does not answer within ``timeout`` seconds
+                (the message names its log).
             ArtifactError: If its jars cannot be fetched or Java is missing.
         """
         with self.daemon.locked():
             command: list[str] = []
-            if self.daemon.running() is None:
-                classpath = ":".join(str(p) for p in rest_catalog_classpath())
+            partial = None
+            current = self.daemon.running()
+            if current is not None and current.info.get("s3_endpoint") != s3_endpoint:
+                raise ServiceError(
+                    f"{_NAME} is already running at {current.address} (pid {current.pid}) "
+                    f"against the object store at {current.info.get('s3_endpoint')}, not "
+                    f"{s3_endpoint}; stop it (`frazil local down`) first"
+                )
+            if current is None:
+                java, jars = java_executable(), rest_catalog_classpath()
+                jars = [launcher_jar(jars), *jars]
+                cds, partial = cds_options(cds_archive("rest-catalog", java, jars))
                 command = [
-                    java_executable(),
+                    java,
                     f"-Xmx{_HEAP}",
                     "-XX:+UseSerialGC",
                     "-XX:+ExitOnOutOfMemoryError",
                     # Short-lived requests on a small machine: C1 only starts faster.
                     "-XX:TieredStopAtLevel=1",
+                    *cds,
                     "-cp",
-                    classpath,
-                    _MAIN_CLASS,
+                    ":".join(str(p) for p in jars),
+                    MAIN_CLASS,
                 ]
             self.daemon.start(
                 command,
@@ -132,6 +145,7 @@ class LocalRestCatalog:
                 env=catalog_environment(self.port, self.database, s3_endpoint),
                 info={"s3_endpoint": s3_endpoint, "warehouse": WAREHOUSE},
                 port_hint="pick another with --rest-port",
+                cds_partial=partial,
             )
         return self.uri
 
@@ -169,6 +183,8 @@ class LocalRestCatalog:
 def catalog_properties(port: int, database: Path, s3_endpoint: str) -> dict[str, str]:
     """The server's catalog properties: JDBC on SQLite, warehouse on the local store."""
     return {
+        # Read by frazil's launcher (frazil.local.rest_launcher), not by Iceberg's main.
+        "rest.host": "127.0.0.1",
         "rest.port": str(port),
         "catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
         "uri": f"jdbc:sqlite:{database}",

@@ -8,9 +8,10 @@ where each worker runs one task at a time. The daemons themselves get a 256 MiB 
 
 Everything lives under ``<state_dir>/spark/``: ``master/`` and ``worker-<n>/`` each with its
 pid file and log; a worker's ``work/`` holds its executors' folders (their stdout/stderr)
-and ``tmp/`` its shuffle and spill files. Executors start with this interpreter as
-``PYSPARK_PYTHON`` (so Python workers use frazil's environment) when the driver does not
-choose one.
+and ``tmp/`` its shuffle and spill files. The daemons get this interpreter as
+``PYSPARK_PYTHON``, but which Python an executor's Python workers run is the driver's choice
+(pyspark's ``SparkContext`` ships the driver's ``PYSPARK_PYTHON``, default ``python3`` on
+the PATH), so a driver using this cluster names frazil's interpreter itself.
 
 The master's JSON (``http://127.0.0.1:<ui>/json/``) lists the workers and their state; the
 cluster counts as up once every worker is ALIVE there.
@@ -30,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from frazil.errors import ServiceError
-from frazil.local.daemon import Daemon, http_get
+from frazil.jvm.fetch import java_executable, pyspark_jars_dir
+from frazil.local.daemon import Daemon, cds_archive, cds_options, http_get
+from frazil.paths import cache_dir
 
 DEFAULT_MASTER_PORT = 7077
 DEFAULT_MASTER_UI_PORT = 8090
@@ -134,7 +137,17 @@ class LocalSparkCluster:
         """
         spark_class = _spark_class()
         env = self._environment()
+        conf_dir = Path(env["SPARK_CONF_DIR"])
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        # One archive for the master and the workers: the same JVM and classpath (the conf
+        # folder, then pyspark's jars), whatever the state dir.
+        archive = cds_archive(
+            "spark-daemons",
+            java_executable(),
+            [conf_dir, *sorted(pyspark_jars_dir().glob("*.jar"))],
+        )
         with self.master.locked():
+            cds, partial = cds_options(archive) if self.master.running() is None else ([], None)
             self.master.start(
                 [
                     spark_class,
@@ -150,14 +163,15 @@ class LocalSparkCluster:
                 ports=[self.master_port, self.master_ui_port],
                 healthy=lambda t: self._master_json(t) is not None,
                 timeout=timeout,
-                env=env,
+                env={**env, "SPARK_DAEMON_JAVA_OPTS": _java_options(cds)},
+                cds_partial=partial,
                 info={"ui": self.master_ui},
                 port_hint="pick others with --spark-port/--spark-ui-port",
             )
         # The workers start side by side: each waits for its JVM and its registration.
         with concurrent.futures.ThreadPoolExecutor(len(self.workers)) as pool:
             futures = [
-                pool.submit(self._start_worker, worker, ui_port, spark_class, env, timeout)
+                pool.submit(self._start_worker, worker, ui_port, spark_class, env, archive, timeout)
                 for worker, ui_port in zip(self.workers, self.worker_ui_ports, strict=True)
             ]
             for future in futures:
@@ -165,9 +179,21 @@ class LocalSparkCluster:
         return self.master_url
 
     def _start_worker(
-        self, worker: Daemon, ui_port: int, spark_class: str, env: dict[str, str], timeout: float
+        self,
+        worker: Daemon,
+        ui_port: int,
+        spark_class: str,
+        env: dict[str, str],
+        archive: Path | None,
+        timeout: float,
     ) -> None:
         with worker.locked():
+            # Only the master writes a missing archive: each dump costs seconds of CPU at
+            # stop, and the workers load mostly the same classes.
+            writes = archive is not None and not archive.is_file()
+            cds, partial = (
+                cds_options(archive) if worker.running() is None and not writes else ([], None)
+            )
             (worker.directory / "work").mkdir(parents=True, exist_ok=True)
             (worker.directory / "tmp").mkdir(parents=True, exist_ok=True)
             worker.start(
@@ -190,19 +216,25 @@ class LocalSparkCluster:
                 ports=[ui_port],
                 healthy=functools.partial(self._worker_alive, ui_port),
                 timeout=timeout,
-                env={**env, "SPARK_LOCAL_DIRS": str(worker.directory / "tmp")},
+                env={
+                    **env,
+                    "SPARK_LOCAL_DIRS": str(worker.directory / "tmp"),
+                    "SPARK_DAEMON_JAVA_OPTS": _java_options(cds),
+                },
+                cds_partial=partial,
                 info={"master": self.master_url},
                 port_hint="pick others with --spark-worker-ui-ports",
             )
 
     def down(self, timeout: float = 30) -> bool:
-        """Stop the workers (and their executors), then the master. Whether any ran."""
-        stopped = False
-        for daemon in [*self.workers, self.master]:
-            if daemon.directory.is_dir():
-                with daemon.locked():
-                    stopped = daemon.stop(timeout) or stopped
-        return stopped
+        """Stop the workers (and their executors) side by side, then the master.
+
+        Returns:
+            Whether any of them ran.
+        """
+        with concurrent.futures.ThreadPoolExecutor(len(self.workers)) as pool:
+            stopped = list(pool.map(lambda d: _stop(d, timeout), self.workers))
+        return _stop(self.master, timeout) or any(stopped)
 
     def status(self) -> SparkClusterStatus:
         """Whether the master runs, and each worker with its state as the master sees it."""
@@ -240,11 +272,13 @@ class LocalSparkCluster:
             "SPARK_DAEMON_MEMORY": _DAEMON_HEAP,
             # Bind and advertise loopback only, without resolving the host name.
             "SPARK_LOCAL_IP": "127.0.0.1",
-            # Python workers on the executors use frazil's interpreter (and its packages)
-            # unless the driver chooses another.
+            # For tools run by the daemons; executors' Python workers run what the driver
+            # names (its PYSPARK_PYTHON), checked in the tests.
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-            # No spark-env.sh or spark-defaults.conf of the user's Spark installation.
-            "SPARK_CONF_DIR": str(self.spark_dir / "conf"),
+            # No spark-env.sh or spark-defaults.conf of the user's Spark installation: an
+            # empty folder, the same for every state dir so the daemons' classpath (which
+            # starts with it) and so their class-data archive are too.
+            "SPARK_CONF_DIR": str(cache_dir() / "spark-daemon-conf"),
         }
 
     def _master_json(self, timeout: float) -> dict[str, Any] | None:
@@ -294,6 +328,20 @@ def _worker_states(answer: tuple[int, bytes] | None) -> dict[int, str]:
 def _port_of(url: str) -> int | None:
     tail = url.rstrip("/").rpartition(":")[2]
     return int(tail) if tail.isdigit() else None
+
+
+def _stop(daemon: Daemon, timeout: float) -> bool:
+    if not daemon.directory.is_dir():
+        return False
+    with daemon.locked():
+        return daemon.stop(timeout)
+
+
+def _java_options(cds: list[str]) -> str:
+    """``SPARK_DAEMON_JAVA_OPTS``: the daemons are light; one GC thread and C1 suit them."""
+    options = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *cds]
+    # Spark's launcher splits this string itself and honours double quotes.
+    return " ".join(f'"{o}"' if " " in o else o for o in options)
 
 
 def _spark_home() -> Path:

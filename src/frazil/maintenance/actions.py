@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from frazil.config.durations import parse_duration
 from frazil.config.maintenance import ResolvedPolicy
+from frazil.config.storage import is_s3
 from frazil.errors import MaintenanceError
 from frazil.maintenance.expiry import expiry_cutoff
 from frazil.maintenance.health import MAINTENANCE, ORPHANS_AT, TableHealth
@@ -185,10 +186,24 @@ class Actions:
     def remove_orphans(self, policy: ResolvedPolicy) -> str:
         """Delete files no snapshot or metadata references, older than ``older_than``."""
         older = int(time.time() * 1000 - parse_duration(policy.orphans.older_than) * 1000)
-        result = self._actions.deleteOrphanFiles(self.table).olderThan(older).execute()
+        action = self._actions.deleteOrphanFiles(self.table).olderThan(older)
+        if self._lists_by_prefix():
+            # On an object store, the table's own FileIO (S3FileIO) lists the location by
+            # prefix, as it deletes, instead of Hadoop walking "directories" S3 does not have.
+            action = action.usePrefixListing(True)
+        result = action.execute()
         removed = int(result.orphanFilesCount())
         self.table.updateProperties().set(ORPHANS_AT, str(int(time.time() * 1000))).commit()
         return f"{removed} orphan files older than {policy.orphans.older_than} removed"
+
+    def _lists_by_prefix(self) -> bool:
+        """Whether the table is on an object store whose FileIO lists by prefix."""
+        location = str(self.table.location())
+        if is_s3(location):
+            # Found the way py4j finds Iceberg's classes (Spark's class loader on a cluster).
+            prefix_io = self._jvm.org.apache.iceberg.io.SupportsPrefixOperations._java_lang_class
+            return bool(prefix_io.isInstance(self.table.io()))
+        return False
 
     def retain(self, policy: ResolvedPolicy) -> str:
         """Delete rows older than the retention (whole files where the partitioning allows)."""

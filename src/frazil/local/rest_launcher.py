@@ -1,0 +1,154 @@
+"""A launcher for Iceberg's REST catalog server that listens on 127.0.0.1 only.
+
+Iceberg's ``RESTCatalogServer.main`` binds Jetty to every interface (``new Server(port)``,
+with SO_REUSEPORT) and has no host setting: an unauthenticated catalog that can create,
+drop and purge tables would be open to the network. :data:`SOURCE` is the same start-up
+(read with ``javap`` from ``iceberg-open-api`` 1.11.0's test-fixtures jar: the ``CATALOG_*``
+variables as catalog properties, a JDBC catalog by default, Iceberg's own servlet and
+adapter behind a gzip handler), with one connector on ``rest.host`` (127.0.0.1 unless set)
+and no SO_REUSEPORT, so a port another server holds makes it fail instead of sharing.
+
+It lives in Iceberg's package to reach the adapter and its context, which are package-private
+there. Compiled once per JDK and classpath with ``javac`` (like frazil's own JVM classes,
+:mod:`frazil.jvm.build`) into a jar in the artifact cache; kept here as a string so the
+package carries it without a data file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from frazil.errors import ArtifactError
+from frazil.jvm.fetch import java_executable
+from frazil.paths import cache_dir
+
+#: The launcher's main class.
+MAIN_CLASS = "org.apache.iceberg.rest.FrazilRESTCatalogServer"
+
+SOURCE = """\
+package org.apache.iceberg.rest;
+
+import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.iceberg.CatalogProperties;
+import org.apache.iceberg.CatalogUtil;
+import org.apache.iceberg.catalog.Catalog;
+import org.apache.iceberg.jdbc.JdbcCatalog;
+import org.apache.iceberg.relocated.com.google.common.collect.Maps;
+import org.apache.iceberg.util.PropertyUtil;
+import org.eclipse.jetty.compression.gzip.GzipCompression;
+import org.eclipse.jetty.compression.server.CompressionHandler;
+import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
+import org.eclipse.jetty.ee10.servlet.ServletHolder;
+import org.eclipse.jetty.server.Server;
+import org.eclipse.jetty.server.ServerConnector;
+
+/** RESTCatalogServer's start-up, listening on rest.host (default 127.0.0.1) only. Written by
+ * frazil (frazil.local.rest_launcher). */
+public final class FrazilRESTCatalogServer {
+  private FrazilRESTCatalogServer() {}
+
+  public static void main(String[] args) throws Exception {
+    Map<String, String> config = Maps.newHashMap(RCKUtils.environmentCatalogConfig());
+    config.putIfAbsent(CatalogProperties.CATALOG_IMPL, JdbcCatalog.class.getName());
+    config.putIfAbsent("jdbc.schema-version", "V1");
+    String name = PropertyUtil.propertyAsString(config, "catalog.name", "rest_backend");
+    Catalog catalog = CatalogUtil.buildIcebergCatalog(name, config, new Configuration());
+    RESTCatalogAdapter adapter =
+        new RESTServerCatalogAdapter(new RESTCatalogServer.CatalogContext(catalog, config));
+
+    ServletContextHandler context = new ServletContextHandler(ServletContextHandler.NO_SESSIONS);
+    context.addServlet(new ServletHolder(new RESTCatalogServlet(adapter)), "/*");
+    CompressionHandler compression = new CompressionHandler();
+    compression.putCompression(new GzipCompression());
+    context.insertHandler(compression);
+
+    Server server = new Server();
+    ServerConnector connector = new ServerConnector(server);
+    connector.setHost(PropertyUtil.propertyAsString(config, "rest.host", "127.0.0.1"));
+    connector.setPort(PropertyUtil.propertyAsInt(config, "rest.port", 8181));
+    server.addConnector(connector);
+    server.setHandler(context);
+    server.start();
+    server.join();
+  }
+}
+"""
+
+_FILE = "FrazilRESTCatalogServer.java"
+_JAR = "frazil-rest-catalog-launcher.jar"
+
+
+def launcher_jar(classpath: Sequence[Path]) -> Path:
+    """The launcher's jar, compiled against ``classpath`` on first use.
+
+    Raises:
+        ArtifactError: If no ``javac`` (a JDK) is found or compiling fails.
+    """
+    digest = hashlib.sha256(SOURCE.encode())
+    for jar in classpath:
+        digest.update(jar.name.encode())
+    target = cache_dir() / "jars" / f"rest-catalog-launcher-{digest.hexdigest()[:12]}" / _JAR
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(target.parent / ".lock"):
+        if not target.is_file():
+            _compile(target, classpath)
+    return target
+
+
+def _javac() -> str:
+    candidate = Path(java_executable()).resolve().parent / "javac"
+    if os.access(candidate, os.X_OK):
+        return str(candidate)
+    found = shutil.which("javac")
+    if found is None:
+        raise ArtifactError(
+            "javac not found: frazil compiles the local REST catalog's launcher once with a "
+            "JDK; install one (e.g. `apt-get install openjdk-17-jdk-headless`) or set "
+            "JAVA_HOME to a JDK"
+        )
+    return found
+
+
+def _compile(target: Path, classpath: Sequence[Path]) -> None:
+    with tempfile.TemporaryDirectory(prefix="frazil-javac-") as work:
+        source = Path(work) / _FILE
+        source.write_text(SOURCE)
+        classes = Path(work) / "classes"
+        cmd = [_javac(), "-nowarn", "--release", "17", "-d", str(classes)]
+        cmd += ["-cp", os.pathsep.join(str(p) for p in classpath), str(source)]
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600, check=False
+        )
+        if proc.returncode != 0:
+            raise ArtifactError(
+                "compiling the local REST catalog's launcher failed:\n"
+                f"{(proc.stdout + proc.stderr)[-3000:]}"
+            )
+        partial = target.with_suffix(".partial")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
+            for path in sorted(classes.rglob("*.class")):
+                jar.write(path, str(path.relative_to(classes)))
+        os.replace(partial, target)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,258 @@
+"""The same config on the local production-shaped stack: a Spark standalone cluster, the
+object store (S3FileIO for the tables, S3A for the checkpoints) and Iceberg's REST catalog.
+
+One ``frazil run`` of four pipelines shares one Spark application (CI time): the quickstart's
+payments with dead letters to a table and a topic, a routed topic written in one job by
+frazil's Java classes on the executors, and an upsert (MERGE). Everything is read back
+through PyIceberg's REST catalog from the object store, exactly; then ``frazil status``,
+``frazil tables`` and a maintenance pass that removes an orphan file on the store (listed and
+deleted through the table's S3FileIO). A fourth pipeline reads Avro through the schema
+registry, decoded on the executors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, Producer
+
+from frazil.generate.producer import ensure_topic
+from tests.integration.helpers import payments_pipeline, produce_payments
+from tests.integration.registry_helpers import produce_avro
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+FRAZIL = str(Path(sys.executable).parent / "frazil")
+
+
+def frazil(
+    *args: str, env: dict[str, str], timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [FRAZIL, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **env, "COLUMNS": "200"},
+    )
+
+
+def _produce(
+    bootstrap: str, topic: str, values: list[bytes], keys: list[str] | None = None
+) -> None:
+    ensure_topic(bootstrap, topic, partitions=2)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for index, value in enumerate(values):
+        producer.produce(topic, value, key=keys[index] if keys else None)
+    producer.flush(30)
+
+
+def _consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"t-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    found: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(found) < count and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is not None and not message.error():
+                found.append(message.value())
+    finally:
+        consumer.close()
+    return found
+
+
+def _column(catalog: Any, table: str, column: str) -> list[Any]:
+    return sorted(catalog.load_table(table).scan().to_arrow().column(column).to_pylist())
+
+
+ORDER = json.dumps(
+    {
+        "type": "record",
+        "name": "Order",
+        "fields": [{"name": "id", "type": "string"}, {"name": "amount", "type": "long"}],
+    }
+)
+
+
+def test_the_quickstart_routing_dead_letters_upsert_avro_and_upkeep_on_the_stack(
+    stack: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str, tmp_path: Path
+) -> None:
+    from pyiceberg.catalog import load_catalog
+
+    u = unique
+    env = stack.aws_environment()
+    ns = f"c_{u}"
+
+    # The quickstart's payments, and three records that are not JSON.
+    pay_topic, dead_topic = f"pay-{u}", f"dead-{u}"
+    ids = produce_payments(kafka_bootstrap, pay_topic, 300, seed=27, partitions=2)
+    bad = [b"not json {", b"\xff\xfe", b"[1, 2"]
+    _produce(kafka_bootstrap, pay_topic, bad)
+    payments = payments_pipeline(
+        f"pay_{u}",
+        pay_topic,
+        f"{ns}.payments",
+        starting_offsets="earliest",
+        errors={"tolerance": "all", "dlq_table": f"{ns}.dead", "dlq_topic": dead_topic},
+    )
+    # A routed topic: one table per kind, written in one job on the executors.
+    route_topic = f"route-{u}"
+    routed = [{"id": n, "kind": "pay" if n % 3 else "user", "v": n * 10} for n in range(60)]
+    _produce(kafka_bootstrap, route_topic, [json.dumps(r).encode() for r in routed])
+    router = {
+        "name": f"route_{u}",
+        "topics": [route_topic],
+        "starting_offsets": "earliest",
+        "schema": {"id": "long", "kind": "string", "v": "long"},
+        "route": {"field": "kind", "table": f"{ns}.t_{{value}}"},
+        "trigger": "1s",
+    }
+    # Upserts: 20 keys written 5 times each; the table keeps each key's last value.
+    up_topic = f"up-{u}"
+    changes = [{"id": seq % 20, "seq": seq} for seq in range(100)]
+    final = {change["id"]: change["seq"] for change in changes}
+    _produce(
+        kafka_bootstrap,
+        up_topic,
+        [json.dumps(c).encode() for c in changes],
+        keys=[str(c["id"]) for c in changes],
+    )
+    upsert = {
+        "name": f"up_{u}",
+        "topics": [up_topic],
+        "table": f"{ns}.upserted",
+        "starting_offsets": "earliest",
+        "schema": {"id": "long", "seq": "long"},
+        "write": {"mode": "upsert", "key": ["id"]},
+        "trigger": "1s",
+    }
+    # Avro through the schema registry, decoded on the executors (spark-avro shipped there).
+    avro_topic = f"avro-{u}"
+    orders = [{"id": f"o{n}", "amount": n} for n in range(40)]
+    produce_avro(kafka_bootstrap, schema_registry_url, avro_topic, ORDER, orders, partitions=2)
+    avro = {
+        "name": f"avro_{u}",
+        "topics": [avro_topic],
+        "table": f"{ns}.orders",
+        "starting_offsets": "earliest",
+        "format": "avro",
+        "trigger": "1s",
+    }
+    config = {
+        **stack.config("s3", "rest-catalog", "spark-cluster"),
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "schema_registry": {"url": schema_registry_url},
+        # The checkpoints on the object store too, through S3A.
+        "state_dir": f"s3a://{stack.bucket}/{u}/state",
+        "pipelines": [payments, router, upsert, avro],
+    }
+    assert config["spark"]["master"].startswith("spark://")
+    assert config["catalog"]["type"] == "rest"
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(config))
+
+    result = frazil("run", "-c", str(path), "--until-caught-up", env=env)
+    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
+    # The credentials are never printed.
+    assert env["AWS_SECRET_ACCESS_KEY"] not in result.stdout + result.stderr
+
+    catalog = load_catalog("lake", **stack.pyiceberg_properties())
+    assert _column(catalog, f"{ns}.payments", "id") == sorted(ids)
+    assert catalog.load_table(f"{ns}.dead").scan().to_arrow().num_rows == len(bad)
+    assert sorted(_consume(kafka_bootstrap, dead_topic, len(bad))) == sorted(bad)
+    assert _column(catalog, f"{ns}.t_pay", "id") == [r["id"] for r in routed if r["kind"] == "pay"]
+    assert _column(catalog, f"{ns}.t_user", "id") == [
+        r["id"] for r in routed if r["kind"] == "user"
+    ]
+    rows = catalog.load_table(f"{ns}.upserted").scan().to_arrow().to_pylist()
+    assert {row["id"]: row["seq"] for row in rows} == final
+    assert len(rows) == len(final)
+    got = catalog.load_table(f"{ns}.orders").scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["amount"]) for r in got) == sorted(
+        (o["id"], o["amount"]) for o in orders
+    )
+    # Checkpoints on the store: the run's offset and commit logs are objects there.
+    checkpoints = stack.state_dir / "s3" / "data" / stack.bucket / u / "state" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == sorted(
+        [f"pay_{u}", f"route_{u}", f"up_{u}", f"avro_{u}"]
+    )
+
+    status = frazil("status", "-c", str(path), "-o", "json", env=env, timeout=300)
+    assert status.returncode == 0, status.stderr[-3000:]
+    found = {s["pipeline"]: s for s in json.loads(status.stdout)}
+    assert found[f"pay_{u}"]["tables"][0]["records"] == len(ids)
+    assert found[f"pay_{u}"]["lag_records"] == {pay_topic: 0}
+    assert sum(found[f"pay_{u}"]["dead_letters"].values()) == len(bad)
+    assert found[f"up_{u}"]["tables"][0]["records"] == len(final)
+
+    listed = frazil("tables", "-c", str(path), env=env, timeout=600)
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    for table in ("payments", "t_pay", "t_user", "upserted"):
+        assert f"`{ns}`.`{table}`" in listed.stdout
+
+    # An orphan on the store, older than orphans.older_than (3d): the pass lists the table's
+    # location through its S3FileIO and deletes it; the table's own files stay.
+    data = stack.state_dir / "s3" / "data" / stack.bucket / "warehouse" / ns / "payments" / "data"
+    orphan = data / "orphan-from-a-failed-write.parquet"
+    orphan.write_bytes(b"PAR1 not referenced by any snapshot")
+    four_days_ago = time.time() - 4 * 86400
+    os.utime(orphan, (four_days_ago, four_days_ago))
+    upkeep = frazil("optimize", "-c", str(path), "-t", f"{ns}.payments", env=env)
+    assert upkeep.returncode == 0, upkeep.stderr[-3000:] + upkeep.stdout[-3000:]
+    assert "1 orphan files older than 3d removed" in " ".join(upkeep.stdout.split())
+    assert not orphan.exists()
+    assert _column(catalog, f"{ns}.payments", "id") == sorted(ids)
+
+
+def test_credentials_the_store_refuses_stop_the_run_and_are_not_shown(
+    stack: Any, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    topic = f"creds-{unique}"
+    produce_payments(kafka_bootstrap, topic, 10, seed=1, partitions=1)
+    wrong = "not-the-secret-" + unique
+    config = {
+        **stack.config("s3", "rest-catalog"),
+        "spark": {"master": "local[1]"},
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "state_dir": f"s3a://{stack.bucket}/{unique}/state",
+        "pipelines": [
+            payments_pipeline(f"creds_{unique}", topic, f"creds_{unique}.payments"),
+        ],
+    }
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**stack.aws_environment(), "AWS_SECRET_ACCESS_KEY": wrong}
+
+    result = frazil("run", "-c", str(path), "--until-caught-up", env=env, timeout=600)
+
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and "\tat " not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: the object store at http://127.0.0.1:"), lines
+    assert "refused the credentials" in lines[0]
+    assert "check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment" in lines[0]
+    assert wrong not in result.stderr + result.stdout
+    # Nothing written: no checkpoint, no table.
+    assert not (stack.state_dir / "s3" / "data" / stack.bucket / unique).exists()
+    from pyiceberg.catalog import load_catalog
+
+    catalog = load_catalog("lake", **stack.pyiceberg_properties())
+    assert f"creds_{unique}" not in [ns[0] for ns in catalog.list_namespaces()]

@@ -22,7 +22,7 @@ The goal is the cluster at ≥ 0.8× local[2]'s events/s: the cost of the networ
 driver and executors and of the object store, on the same two cores.
 
 Usage: .venv/bin/python -m bench.cluster [--records 1000000] [--partitions 4]
-       [--per-trigger 250000] [--tag NAME]
+       [--per-trigger 250000] [--tag NAME] [--executor-java-options "-XX:+UseSerialGC …"]
 """
 
 from __future__ import annotations
@@ -194,6 +194,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--per-trigger", type=int, default=250_000)
     parser.add_argument("--tag", default=time.strftime("%Y-%m-%d", time.gmtime()))
+    parser.add_argument(
+        "--executor-java-options",
+        default="",
+        help="spark.executor.extraJavaOptions for the cluster's executors (an experiment)",
+    )
     args = parser.parse_args()
     run_id = uuid.uuid4().hex[:6]
     work = (WORK_DIR / f"cluster-{run_id}").resolve()
@@ -227,6 +232,10 @@ def main() -> None:
         cluster.update(stack.config())  # spark.master, the REST catalog, storage
         cluster["spark"]["driver_memory"] = "1g"  # it plans and commits; executors write
         cluster["state_dir"] = f"s3a://{stack.bucket}/bench-state"
+        if args.executor_java_options:
+            cluster["spark"]["conf"] = {
+                "spark.executor.extraJavaOptions": args.executor_java_options
+            }
         catalog = load_catalog("stack", **stack.pyiceberg_properties())
         console.print(f"cluster: {', '.join(stack.addresses())}")
         rows.append(
@@ -282,6 +291,7 @@ def main() -> None:
             "ratio": ratio,
             "ratio_after_first_commit": steady,
             "goal_ratio": GOAL,
+            "executor_java_options": args.executor_java_options,
         },
     )
     console.print(f"wrote {path}")

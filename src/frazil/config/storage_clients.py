@@ -32,7 +32,7 @@ from frazil.config.storage import (
     is_s3,
 )
 
-#: Iceberg's FileIO for S3 (in iceberg-aws-bundle's company: iceberg-aws, inside the runtime).
+#: Iceberg's FileIO for S3 (iceberg-aws, in the Spark runtime; its AWS SDK is iceberg-aws-bundle).
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 #: Hadoop's S3 file system (hadoop-aws).
 S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"

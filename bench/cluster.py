@@ -1,0 +1,301 @@
+"""A Spark cluster against local[2]: the same records, the same pipeline, one run of each.
+
+One private broker, one pre-produced payments topic (default 1,000,000 records, 4
+partitions). Then
+
+* ``local[2]``, the embedded default: the Iceberg JDBC catalog on SQLite, tables and state
+  on the local disk, executors inside the driver JVM; and
+* the local production-shaped stack (``frazil.local.stack``, on free ports under
+  ``bench/work/``): a Spark standalone master and two workers of one core each, the tables
+  on the S3-compatible object store through Iceberg's REST catalog (S3FileIO), the
+  checkpoints on ``s3a://``,
+
+each ``frazil run --until-caught-up`` as a subprocess from process start into a new table,
+measured the same way as ``bench/vs_kafka_connect.py``: the end is the commit of the snapshot
+that brings the table to every record (its own ``timestamp-ms``); "after the first commit"
+leaves start-up and the first batch out. The tables are read back through PyIceberg (the
+SQLite catalog, the REST catalog and the object store) and checked: as many rows and
+distinct ids as records produced. While the cluster runs, the process table is watched for
+Python workers (``pyspark.daemon``/``pyspark.worker``): frazil runs no Python on executors.
+
+The goal is the cluster at ≥ 0.8× local[2]'s events/s: the cost of the network between
+driver and executors and of the object store, on the same two cores.
+
+Usage: .venv/bin/python -m bench.cluster [--records 1000000] [--partitions 4]
+       [--per-trigger 250000] [--tag NAME] [--executor-java-options "-XX:+UseSerialGC …"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pyiceberg.catalog import load_catalog
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bench.common import (
+    WORK_DIR,
+    free_port,
+    open_table,
+    payments_config,
+    start_broker,
+    write_result,
+)
+from frazil.generate.producer import ensure_topic, produce_events
+from frazil.local import stack as local_stack
+
+# Wide enough for the results table when the output is a pipe or a log (80 columns otherwise).
+console = Console(width=None if sys.stdout.isatty() else 120)
+
+#: The goal: the cluster's events/s against local[2]'s.
+GOAL = 0.8
+
+
+def _processes() -> dict[int, tuple[int, bytes]]:
+    """Every process as ``pid -> (parent pid, command line)`` (Linux ``/proc``)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        found[int(entry.name)] = (parent, cmdline)
+    return found
+
+
+def python_workers(roots: set[int]) -> set[int]:
+    """PySpark's Python worker processes (what a Python UDF would start) under ``roots``."""
+    table = _processes()
+    found = set()
+    for pid, (parent, cmdline) in table.items():
+        if b"pyspark.daemon" not in cmdline and b"pyspark.worker" not in cmdline:
+            continue
+        seen = set()
+        while parent not in roots and parent in table and parent not in seen:
+            seen.add(parent)
+            parent = table[parent][0]
+        if parent in roots:
+            found.add(pid)
+    return found
+
+
+class Watch(threading.Thread):
+    """Polls the process table while a run lasts: Python workers under the given processes
+    (the cluster's worker JVMs, whose children are the executors)."""
+
+    def __init__(self, roots: set[int]) -> None:
+        super().__init__(daemon=True)
+        self.roots = roots
+        self.stop = threading.Event()
+        self.python_workers: set[int] = set()
+
+    def run(self) -> None:
+        while self.roots and not self.stop.wait(0.5):
+            self.python_workers |= python_workers(self.roots)
+
+
+def run_frazil(
+    label: str,
+    config: dict[str, Any],
+    path: Path,
+    records: int,
+    load_table: Callable[[str], Any],
+    env: dict[str, str] | None = None,
+    workers: set[int] | None = None,
+) -> dict[str, Any]:
+    """``frazil run --until-caught-up`` from process start to the commit of the last record.
+
+    Every batch line frazil prints is echoed as a progress line.
+    """
+    path.write_text(yaml.safe_dump(config))
+    table = config["pipelines"][0]["table"]
+    watch = Watch(workers or set())
+    watch.start()
+    started_ms = int(time.time() * 1000)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(path), "--until-caught-up"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )
+    tail: list[str] = []
+    assert process.stdout is not None
+    for line in process.stdout:
+        tail = [*tail[-40:], line]
+        if " batch " in line:
+            console.print(f"  {escape(label)}: {escape(line.strip())}", highlight=False)
+    code = process.wait()
+    watch.stop.set()
+    watch.join(5)
+    if code != 0:
+        raise RuntimeError(f"frazil run ({label}) failed ({code}):\n{''.join(tail)}")
+    handle = load_table(table)
+    snapshots = sorted(handle.snapshots(), key=lambda s: s.timestamp_ms)
+    data = [s for s in snapshots if int((s.summary or {}).get("added-records", 0)) > 0]
+    first, last = data[0], data[-1]
+    ids = handle.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
+    seconds = (last.timestamp_ms - started_ms) / 1000
+    steady = (last.timestamp_ms - first.timestamp_ms) / 1000
+    after_first = records - int(first.summary["added-records"])
+    return {
+        "mode": label,
+        "table": table,
+        "rows": len(ids),
+        "distinct_ids": len(set(ids)),
+        "seconds": seconds,
+        "first_commit_s": (first.timestamp_ms - started_ms) / 1000,
+        "events_per_s": records / seconds,
+        "events_per_s_after_first_commit": after_first / steady if steady > 0 else None,
+        "snapshots": len(data),
+        "python_workers_seen": len(watch.python_workers) if workers else None,
+    }
+
+
+def start_stack(state_dir: Path) -> local_stack.StackAddresses:
+    """The object store, the REST catalog and the two-worker cluster, on free ports."""
+    ports = local_stack.StackPorts(
+        s3=free_port(),
+        rest_catalog=free_port(),
+        spark_master=free_port(),
+        spark_master_ui=free_port(),
+        spark_worker_uis=(free_port(), free_port()),
+    )
+    started = time.monotonic()
+    found = local_stack.up(state_dir, [local_stack.SPARK_CLUSTER, local_stack.REST_CATALOG], ports)
+    console.print(f"stack up in {time.monotonic() - started:.0f}s: {', '.join(found.addresses())}")
+    return found
+
+
+def worker_pids(state_dir: Path) -> set[int]:
+    """The stack's Spark worker JVMs."""
+    workers = local_stack.status(state_dir).spark_cluster.workers
+    return {int(w["pid"]) for w in workers if w["pid"] is not None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--per-trigger", type=int, default=250_000)
+    parser.add_argument("--tag", default=time.strftime("%Y-%m-%d", time.gmtime()))
+    parser.add_argument(
+        "--executor-java-options",
+        default="",
+        help="spark.executor.extraJavaOptions for the cluster's executors (an experiment)",
+    )
+    args = parser.parse_args()
+    run_id = uuid.uuid4().hex[:6]
+    work = (WORK_DIR / f"cluster-{run_id}").resolve()
+    console.print(f"work folder {work}")
+    broker = start_broker(f"cluster-{run_id}")
+    rows: list[dict[str, Any]] = []
+    try:
+        stack = start_stack(work / "stack")
+        topic = f"bench-cluster-{run_id}"
+        ensure_topic(broker.bootstrap, topic, partitions=args.partitions)
+        console.print(f"producing {args.records:,} events on {args.partitions} partitions…")
+        started = time.monotonic()
+        produce_events(broker.bootstrap, topic, args.records, seed=1)
+        console.print(f"produced {args.records:,} events in {time.monotonic() - started:.1f}s")
+        pipeline = {"max_offsets_per_trigger": args.per_trigger, "trigger": "1s"}
+
+        local = payments_config(work, broker.bootstrap, topic, "local2", **pipeline)
+        local["spark"] = {"master": "local[2]", "driver_memory": "2g"}
+        console.print("local[2]: the embedded default")
+        rows.append(
+            run_frazil(
+                "local[2]",
+                local,
+                work / "local2.yaml",
+                args.records,
+                lambda t: open_table("lake", work / "lake", t),
+            )
+        )
+
+        cluster = payments_config(work, broker.bootstrap, topic, "cluster", **pipeline)
+        cluster.update(stack.config())  # spark.master, the REST catalog, storage
+        cluster["spark"]["driver_memory"] = "1g"  # it plans and commits; executors write
+        cluster["state_dir"] = f"s3a://{stack.bucket}/bench-state"
+        if args.executor_java_options:
+            cluster["spark"]["conf"] = {
+                "spark.executor.extraJavaOptions": args.executor_java_options
+            }
+        catalog = load_catalog("stack", **stack.pyiceberg_properties())
+        console.print(f"cluster: {', '.join(stack.addresses())}")
+        rows.append(
+            run_frazil(
+                "cluster",
+                cluster,
+                work / "cluster.yaml",
+                args.records,
+                catalog.load_table,
+                env=stack.aws_environment(),
+                workers=worker_pids(work / "stack"),
+            )
+        )
+    finally:
+        local_stack.down(work / "stack")
+        broker.down()
+
+    for row in rows:
+        if row["rows"] != args.records or row["distinct_ids"] != args.records:
+            raise SystemExit(f"{row['mode']}: {row['rows']:,} rows, {row['distinct_ids']:,} ids")
+    base, ours = rows[0], rows[1]
+    ratio = ours["events_per_s"] / base["events_per_s"]
+    steady = (ours["events_per_s_after_first_commit"] or 0) / (
+        base["events_per_s_after_first_commit"] or 1
+    )
+    table = Table(title=f"{args.records:,} events, {args.partitions} partitions")
+    for column in ("mode", "rows", "seconds", "first commit s", "events/s",
+                   "events/s after 1st commit", "snapshots", "Python workers"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for r in rows:
+        table.add_row(
+            r["mode"],
+            f"{r['rows']:,}",
+            f"{r['seconds']:.1f}",
+            f"{r['first_commit_s']:.1f}",
+            f"{r['events_per_s']:,.0f}",
+            f"{r['events_per_s_after_first_commit'] or 0:,.0f}",
+            str(r["snapshots"]),
+            "-" if r["python_workers_seen"] is None else str(r["python_workers_seen"]),
+        )
+    console.print(table)
+    console.print(
+        f"cluster / local[2] (events/s): [bold]{ratio:.2f}×[/] end to end, "
+        f"{steady:.2f}× after the first commit (goal ≥ {GOAL}×)"
+    )
+    path = write_result(
+        f"cluster-{args.tag}",
+        {
+            "records": args.records,
+            "partitions": args.partitions,
+            "per_trigger": args.per_trigger,
+            "runs": rows,
+            "ratio": ratio,
+            "ratio_after_first_commit": steady,
+            "goal_ratio": GOAL,
+            "executor_java_options": args.executor_java_options,
+        },
+    )
+    console.print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

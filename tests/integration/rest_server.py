@@ -1,10 +1,15 @@
-"""Iceberg's own REST catalog server on local files, for tests of the REST catalog's commits.
+"""Iceberg's REST catalog server on local files, for tests of the REST catalog's commits.
 
 Iceberg's ``RESTCatalogServer`` (the ``iceberg-open-api`` test fixtures, the reference
 implementation of the REST specification's server side) over a JDBC catalog on SQLite, its
 warehouse a local folder: what a test of commits through a REST catalog needs, without the
-object store. Its jars are resolved with Maven from the local repository (fetched once);
-Hadoop's client comes from pyspark's jars.
+object store. Its jars are resolved with Maven (fetched once); Hadoop's client comes from
+pyspark's jars.
+
+``atomic=True`` serves the same adapter with its multi-table commit atomic to readers
+(``java/AtomicRESTCatalogServer.java``, compiled here): the reference adapter commits a
+transaction's tables one after the other, so a reader may see one table ahead for a moment,
+which is what catalogs such as Polaris and Nessie do not let happen.
 """
 
 from __future__ import annotations
@@ -55,6 +60,9 @@ class RestServer:
     log: Path
 
 
+_ATOMIC_SOURCE = Path(__file__).parent / "java" / "AtomicRESTCatalogServer.java"
+
+
 def _classpath() -> str:
     with tempfile.TemporaryDirectory(prefix="frazil-rest-") as work:
         (Path(work) / "pom.xml").write_text(_POM)
@@ -75,10 +83,24 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _compile_atomic(classpath: str, into: Path) -> None:
+    javac = Path(java_executable()).resolve().parent / "javac"
+    subprocess.run(
+        [str(javac), "-nowarn", "-d", str(into), "-cp", classpath, str(_ATOMIC_SOURCE)],
+        check=True, timeout=300, capture_output=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 @contextmanager
-def rest_server(folder: Path) -> Iterator[RestServer]:
+def rest_server(folder: Path, *, atomic: bool = False) -> Iterator[RestServer]:
     """Run a REST catalog server with its catalog and warehouse under ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
+    classpath = _classpath()
+    main = "org.apache.iceberg.rest.RESTCatalogServer"
+    if atomic:
+        _compile_atomic(classpath, folder / "classes")
+        classpath = os.pathsep.join([str(folder / "classes"), classpath])
+        main = "org.apache.iceberg.rest.AtomicRESTCatalogServer"
     port = _free_port()
     warehouse = (folder / "warehouse").resolve().as_uri()
     env = {
@@ -90,8 +112,7 @@ def rest_server(folder: Path) -> Iterator[RestServer]:
     log = folder / "server.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [java_executable(), "-Xmx256m", "-cp", _classpath(),
-             "org.apache.iceberg.rest.RESTCatalogServer"],
+            [java_executable(), "-Xmx256m", "-cp", classpath, main],
             env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     uri = f"http://127.0.0.1:{port}"
@@ -103,7 +124,9 @@ def rest_server(folder: Path) -> Iterator[RestServer]:
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the REST catalog did not start:\n{log.read_text()}")
+                    raise RuntimeError(
+                        f"the REST catalog did not start:\n{log.read_text()}"
+                    ) from None
                 time.sleep(0.3)
         yield RestServer(uri, warehouse, log)
     finally:

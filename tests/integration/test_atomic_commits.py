@@ -180,3 +180,72 @@ def test_a_reader_never_sees_two_routed_tables_at_different_batches_even_across_
         counts = Counter(_ids(catalog, table))
         assert sorted(counts) == expected, table
         assert max(counts.values()) == 1, f"{table} holds duplicates"
+
+
+def test_a_conflicting_commit_on_one_table_fails_the_whole_transaction(
+    spark: Any, rest: RestServer, unique: str
+) -> None:
+    """A commit of someone else to one table since the transaction's base fails the whole
+    multi-table commit (nothing in the other table); so does a stale marker, before anything is
+    sent; without either, both tables commit together."""
+    import pyarrow as pa
+
+    from frazil.config.models import CatalogConfig
+    from frazil.engine.session import catalog_spark_conf
+    from frazil.sink.iceberg import iceberg_catalog
+
+    jvm = spark.sparkContext._jvm
+    name = f"rest_{unique}"
+    config = CatalogConfig(name=name, type="rest", uri=rest.uri, warehouse=rest.warehouse)
+    for key, value in catalog_spark_conf(config).items():
+        spark.conf.set(key, value)
+    catalog = iceberg_catalog(spark, name)
+    assert jvm.dev.frazil.iceberg.MarkedCatalog.commitsTablesAtOnce(catalog)
+    reader = _catalog(rest)
+    namespace = f"cf{unique}"
+    reader.create_namespace(namespace)
+    names = [f"{namespace}.a", f"{namespace}.b"]
+    for table in names:
+        reader.create_table(table, schema=pa.schema([pa.field("id", pa.int64())]))
+    identifiers = [jvm.org.apache.iceberg.catalog.TableIdentifier.parse(t) for t in names]
+
+    def pending(summaries: list[dict[str, str]]) -> tuple[Any, Any, Any]:
+        """Each table's append applied in memory (as RoutedWrites.appendAll applies it)."""
+        bases, updated, ids = (jvm.java.util.ArrayList() for _ in range(3))
+        for identifier, summary in zip(identifiers, summaries, strict=True):
+            table = catalog.loadTable(identifier)
+            txn = jvm.org.apache.iceberg.Transactions.newTransaction(
+                identifier.toString(), table.operations()
+            )
+            append = txn.newFastAppend()
+            for key, value in summary.items():
+                append.set(key, value)
+            append.commit()
+            bases.add(txn.startMetadata())
+            updated.add(txn.currentMetadata())
+            ids.add(identifier)
+        return ids, bases, updated
+
+    def snapshots(table: str) -> list[dict[str, str]]:
+        loaded = reader.load_table(table)
+        return [dict(s.summary.additional_properties) for s in loaded.snapshots()]
+
+    # Someone else commits to b after the transaction was planned: nothing commits.
+    planned = pending([{"batch": "1"}, {"batch": "1"}])
+    catalog.loadTable(identifiers[1]).newFastAppend().set("other", "writer").commit()
+    with pytest.raises(Exception, match="CommitFailedException"):
+        catalog.commitTables(*planned)
+    assert snapshots(names[0]) == []
+    assert [s.get("other") for s in snapshots(names[1])] == ["writer"]
+
+    # A batch planned after a marker the table does not hold: refused before it is sent.
+    stale = {"frazil.pipeline": "p", "frazil.offsets": "{}", "frazil.after": "c0"}
+    with pytest.raises(Exception, match="StaleMarkerException"):
+        catalog.commitTables(*pending([{"batch": "2"}, stale]))
+    assert snapshots(names[0]) == []
+    assert len(snapshots(names[1])) == 1
+
+    # Planned again on the tables as they are: both commit, in one transaction.
+    catalog.commitTables(*pending([{"batch": "3"}, {"batch": "3"}]))
+    assert [s.get("batch") for s in snapshots(names[0])] == ["3"]
+    assert [s.get("batch") for s in snapshots(names[1])] == [None, "3"]

@@ -42,6 +42,8 @@ import org.apache.iceberg.mapping.MappingUtil;
 import org.apache.iceberg.mapping.NameMappingParser;
 import org.apache.iceberg.relocated.com.google.common.util.concurrent.MoreExecutors;
 import org.apache.iceberg.util.PropertyUtil;
+import org.apache.iceberg.util.Tasks;
+import org.apache.iceberg.util.ThreadPools;
 import dev.frazil.iceberg.MarkedCatalog;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaRDD;
@@ -123,6 +125,12 @@ public final class RoutedWrites {
    * {@code iceberg.worker.num-threads}).
    */
   private static final ExecutorService IN_THREAD = MoreExecutors.newDirectExecutorService();
+  /**
+   * Applies the appends of a multi-table commit at once ({@link #appendAll}): a pool of its own,
+   * since each append hands its manifest to Iceberg's worker pool and waits for it.
+   */
+  private static final ExecutorService APPLY_POOL =
+      ThreadPools.newExitingWorkerPool("frazil-commit-apply", 16);
 
   private RoutedWrites() {}
 
@@ -438,24 +446,21 @@ public final class RoutedWrites {
       identifiers.add(TableIdentifier.parse(name));
     }
     for (int attempt = 0; ; attempt++) {
-      List<TableMetadata> bases = new ArrayList<>(names.size());
-      List<TableMetadata> updated = new ArrayList<>(names.size());
-      for (int i = 0; i < names.size(); i++) {
-        TableOperations ops = ((BaseTable) tables.get(i)).operations();
-        if (attempt > 0) {
-          ops.refresh();
-        }
-        // Applied in memory only (a transaction's table operations): its manifests are written,
-        // the table is not touched until the catalog commits the whole transaction.
-        Transaction txn = Transactions.newTransaction(names.get(i), ops);
-        AppendFiles append = txn.newAppend().scanManifestsWith(IN_THREAD);
-        for (DataFile f : result.share(names.get(i)).files) {
-          append.appendFile(f);
-        }
-        summaries.get(i).forEach(append::set);
-        append.commit();
-        bases.add(((BaseTransaction) txn).startMetadata());
-        updated.add(((BaseTransaction) txn).currentMetadata());
+      int n = names.size();
+      TableMetadata[][] applied = new TableMetadata[n][];
+      boolean refresh = attempt > 0;
+      // The tables' appends are applied at once, as their own commits would run (each writes
+      // a manifest and a manifest list).
+      Tasks.range(n)
+          .executeWith(n > 1 ? APPLY_POOL : null)
+          .stopOnFailure()
+          .throwFailureWhenFinished()
+          .run(i -> applied[i] = apply(result, names.get(i), tables.get(i), summaries.get(i), refresh));
+      List<TableMetadata> bases = new ArrayList<>(n);
+      List<TableMetadata> updated = new ArrayList<>(n);
+      for (TableMetadata[] pair : applied) {
+        bases.add(pair[0]);
+        updated.add(pair[1]);
       }
       try {
         catalog.commitTables(identifiers, bases, updated);
@@ -484,6 +489,29 @@ public final class RoutedWrites {
         Thread.sleep(Math.min(maxWait, minWait * (1L << Math.min(attempt, 20))));
       }
     }
+  }
+
+  /**
+   * One table's append applied in memory only (a transaction's table operations): its
+   * manifests are written, the table is not touched until the catalog commits the whole
+   * transaction. Returns the metadata it was applied on and the metadata with it.
+   */
+  private static TableMetadata[] apply(
+      Result result, String name, Table table, Map<String, String> summary, boolean refresh) {
+    TableOperations ops = ((BaseTable) table).operations();
+    if (refresh) {
+      ops.refresh();
+    }
+    Transaction txn = Transactions.newTransaction(name, ops);
+    AppendFiles append = txn.newAppend().scanManifestsWith(IN_THREAD);
+    for (DataFile f : result.share(name).files) {
+      append.appendFile(f);
+    }
+    summary.forEach(append::set);
+    append.commit();
+    return new TableMetadata[] {
+      ((BaseTransaction) txn).startMetadata(), ((BaseTransaction) txn).currentMetadata()
+    };
   }
 
   /** Deletes the manifests and manifest list an uncommitted append wrote (best effort). */

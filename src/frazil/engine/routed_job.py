@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("frazil.engine.batch")
 
 
+#: Iceberg's message when the REST server's configuration leaves the multi-table commit out.
+_NO_TRANSACTIONS = "Server does not support endpoint: POST /v1/{prefix}/transactions/commit"
+
+
 class _Refit(Exception):
     """A new table would not get the columns' ids its files were written with."""
 
@@ -139,11 +143,9 @@ class OneJobWrite:
         for phase in (new, known):
             errors: dict[str, BaseException] = {}
             together = phase is known and len(phase) > 1 and self._commits_at_once()
-            outcomes = (
-                self._commit_all(window, phase, outcome, states, pause)
-                if together
-                else (each_outcome(phase, commit))
-            )
+            outcomes = self._commit_all(window, phase, outcome, states, pause) if together else None
+            if outcomes is None:  # per table (or the catalog turned out not to commit at once)
+                outcomes = each_outcome(phase, commit)
             for name, (result, error) in zip(phase, outcomes, strict=True):
                 if error is not None:
                     errors[name] = error
@@ -200,9 +202,14 @@ class OneJobWrite:
         outcome: one_job.Outcome,
         states: dict[str, markers.TableState],
         pause: Pause,
-    ) -> list[tuple[_Committed | None, BaseException | None]]:
+    ) -> list[tuple[_Committed | None, BaseException | None]] | None:
         """Commit known tables' files in one catalog transaction, each snapshot carrying its
-        marker: every table gets the batch, or none does (the same failure for each)."""
+        marker: every table gets the batch, or none does (the same failure for each).
+
+        Returns None, nothing sent, if the catalog's server does not offer the multi-table
+        commit (its configuration lists its endpoints without it): the run then commits per
+        table.
+        """
         jvm = self.spark.sparkContext._jvm
         assert jvm is not None
         for name in names:
@@ -232,6 +239,14 @@ class OneJobWrite:
                 summaries,
             )
         except Exception as exc:
+            if _NO_TRANSACTIONS in str(exc):
+                log.warning(
+                    "%s: the REST catalog does not offer multi-table commits "
+                    "(transactions/commit); each table commits on its own",
+                    self.pipeline.name,
+                )
+                self._at_once = False
+                return None
             stale = stale_marker(exc)
             error: BaseException = exc if stale is None else stale
             return [(None, error) for _ in names]

@@ -44,6 +44,9 @@ class CatalogConfig(Frozen):
     # validate_default: a missing uri is exactly what _check_uri must see.
     uri: str | None = Field(default=None, validate_default=True)
     properties: dict[str, str] = Field(default_factory=dict)
+    #: Whether a routed batch's tables commit in one catalog transaction where the catalog can
+    #: (``rest``: the REST multi-table commit); other catalogs commit each table on its own.
+    atomic_commits: bool = True
 
     @field_validator("uri")
     @classmethod

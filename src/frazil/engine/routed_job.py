@@ -1,5 +1,7 @@
 """The one-job routed write: a routed batch written to all of its tables in one Spark job
-(:mod:`frazil.engine.one_job`), then each table committed with its marker."""
+(:mod:`frazil.engine.one_job`), then each table committed with its marker: all known tables
+in one catalog transaction where the catalog can (REST's multi-table commit), else each on
+its own."""
 
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("frazil.engine.batch")
 
 
+#: Iceberg's message when the REST server's configuration leaves the multi-table commit out.
+_NO_TRANSACTIONS = "Server does not support endpoint: POST /v1/{prefix}/transactions/commit"
+
+
 class _Refit(Exception):
     """A new table would not get the columns' ids its files were written with."""
 
@@ -42,8 +48,10 @@ class OneJobWrite:
     """Writes a routed batch to all of its tables in one Spark job, if it is the common case.
 
     Each table is committed once, with its marker; a table the batch meets first is created
-    in the same transaction as its rows. Should a commit fail after others went through,
-    their markers make the general way skip what they hold.
+    in the same transaction as its rows. Where the catalog commits several tables at once
+    (REST), the known tables commit in one catalog transaction: all or none, and no reader
+    sees one of them a batch ahead. Otherwise each commits on its own; should a commit fail
+    after others went through, their markers make the general way skip what they hold.
 
     Attributes:
         spark: The session.
@@ -64,6 +72,8 @@ class OneJobWrite:
     _layouts: dict[tuple[object, ...], one_job.Layout | None] = field(default_factory=dict)
     #: The template of new tables, per namespace and batch shape (the latest).
     _templates: dict[tuple[str, str], one_job.Template | None] = field(default_factory=dict)
+    #: Whether the catalog commits several tables in one transaction (asked once).
+    _at_once: bool | None = None
 
     def write(self, window: BatchWindow, states: dict[str, markers.TableState]) -> set[str] | None:
         """Write the batch in one job and commit each of its tables.
@@ -129,9 +139,14 @@ class OneJobWrite:
         def commit(name: str) -> _Committed:
             return self._commit_share(window, name, outcome, layout, states, pause)
 
-        for phase in (new, [n for n in outcome.tables if n not in new]):
+        known = [n for n in outcome.tables if n not in new]
+        for phase in (new, known):
             errors: dict[str, BaseException] = {}
-            for name, (result, error) in zip(phase, each_outcome(phase, commit), strict=True):
+            together = phase is known and len(phase) > 1 and self._commits_at_once()
+            outcomes = self._commit_all(window, phase, outcome, states, pause) if together else None
+            if outcomes is None:  # per table (or the catalog turned out not to commit at once)
+                outcomes = each_outcome(phase, commit)
+            for name, (result, error) in zip(phase, outcomes, strict=True):
                 if error is not None:
                     errors[name] = error
                     continue
@@ -166,6 +181,83 @@ class OneJobWrite:
             time.monotonic() - written,
         )
         return set(committed)
+
+    def _commits_at_once(self) -> bool:
+        """Whether the catalog commits the known tables in one transaction (REST, unless
+        ``catalog.atomic_commits`` is off): asked of the JVM's catalog once per run."""
+        if self._at_once is None:
+            jvm = self.spark.sparkContext._jvm
+            assert jvm is not None
+            self._at_once = bool(
+                jvm.dev.frazil.iceberg.MarkedCatalog.commitsTablesAtOnce(
+                    iceberg_catalog(self.spark, self.tables.catalog)
+                )
+            )
+        return self._at_once
+
+    def _commit_all(
+        self,
+        window: BatchWindow,
+        names: list[str],
+        outcome: one_job.Outcome,
+        states: dict[str, markers.TableState],
+        pause: Pause,
+    ) -> list[tuple[_Committed | None, BaseException | None]] | None:
+        """Commit known tables' files in one catalog transaction, each snapshot carrying its
+        marker: every table gets the batch, or none does (the same failure for each).
+
+        Returns None, nothing sent, if the catalog's server does not offer the multi-table
+        commit (its configuration lists its endpoints without it): the run then commits per
+        table.
+        """
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        for name in names:
+            pause.before_write(name)
+        tables = jvm.java.util.ArrayList()
+        summaries = jvm.java.util.ArrayList()
+        java_names = jvm.java.util.ArrayList()
+        made: list[markers.Marker] = []
+        for name in names:
+            target, state = self.ledger.targets[name], states[name]
+            marker = window.marker(
+                state.marker, self.pipeline.name, self.ledger.observed(target, state)
+            )
+            made.append(marker)
+            summary = jvm.java.util.HashMap()
+            for key, value in marker.to_summary().items():
+                summary.put(key, value)
+            summaries.add(summary)
+            tables.add(target.table.java)
+            java_names.add(name)
+        try:
+            jvm.dev.frazil.spark.RoutedWrites.appendAll(
+                outcome.java,
+                iceberg_catalog(self.spark, self.tables.catalog),
+                java_names,
+                tables,
+                summaries,
+            )
+        except Exception as exc:
+            if _NO_TRANSACTIONS in str(exc):
+                log.warning(
+                    "%s: the REST catalog does not offer multi-table commits "
+                    "(transactions/commit); each table commits on its own",
+                    self.pipeline.name,
+                )
+                self._at_once = False
+                return None
+            stale = stale_marker(exc)
+            error: BaseException = exc if stale is None else stale
+            return [(None, error) for _ in names]
+        results: list[tuple[_Committed | None, BaseException | None]] = []
+        for name, marker in zip(names, made, strict=True):
+            try:
+                markers.check_no_interleaving(self.ledger.targets[name].table, states[name], marker)
+                results.append(((marker, None), None))
+            except Exception as exc:  # another run committed in between: stop, as one table does
+                results.append((None, exc))
+        return results
 
     def _record_commits(
         self,

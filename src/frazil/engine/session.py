@@ -34,6 +34,8 @@ MARKED_CATALOG = {
 #: Properties naming the catalog :data:`MARKED_CATALOG` wraps.
 DELEGATE_TYPE = "frazil.delegate-type"
 DELEGATE_IMPL = "frazil.delegate-impl"
+#: Property switching off a REST catalog's multi-table commit (``MarkedCatalog``).
+ATOMIC_COMMITS = "frazil.atomic-commits"
 
 
 def catalog_spark_conf(catalog: CatalogConfig) -> dict[str, str]:
@@ -56,6 +58,8 @@ def catalog_spark_conf(catalog: CatalogConfig) -> dict[str, str]:
     if catalog.type == "jdbc":
         # V1 adds view support; without it Spark's tableExists() fails on this catalog.
         conf[f"{prefix}.jdbc.schema-version"] = "V1"
+    if not catalog.atomic_commits:
+        conf[f"{prefix}.{ATOMIC_COMMITS}"] = "false"
     uri = catalog.resolved_uri()
     if uri:
         conf[f"{prefix}.uri"] = uri

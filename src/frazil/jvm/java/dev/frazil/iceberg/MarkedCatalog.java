@@ -2,6 +2,7 @@ package dev.frazil.iceberg;
 
 import java.io.Closeable;
 import java.io.IOException;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -11,13 +12,16 @@ import org.apache.iceberg.CatalogProperties;
 import org.apache.iceberg.CatalogUtil;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.Table;
+import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.catalog.Namespace;
 import org.apache.iceberg.catalog.SupportsNamespaces;
+import org.apache.iceberg.catalog.TableCommit;
 import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.exceptions.NamespaceNotEmptyException;
 import org.apache.iceberg.exceptions.NoSuchNamespaceException;
 import org.apache.iceberg.hadoop.Configurable;
+import org.apache.iceberg.rest.RESTCatalog;
 
 /**
  * Any Iceberg catalog, whose tables refuse a pipeline's commit planned on a stale marker ({@link
@@ -27,14 +31,21 @@ import org.apache.iceberg.hadoop.Configurable;
  * <p>Registered as Spark's {@code catalog-impl}; the catalog it wraps is named by {@link
  * #DELEGATE_TYPE} (Iceberg's {@code type}: jdbc, rest, hadoop, hive) or {@link #DELEGATE_IMPL}
  * (a {@code catalog-impl}), all other properties passed on unchanged.
+ *
+ * <p>With a REST catalog, {@link #commitTables} commits several tables' changes in one catalog
+ * transaction (the REST specification's multi-table commit), each table checked as {@link
+ * MarkedOperations} checks its own commits; {@link #ATOMIC_COMMITS} {@code false} turns that off.
  */
 public class MarkedCatalog implements Catalog, SupportsNamespaces, Configurable<Object>, Closeable {
   public static final String DELEGATE_TYPE = "frazil.delegate-type";
   public static final String DELEGATE_IMPL = "frazil.delegate-impl";
+  /** Whether a REST catalog's multi-table commit is used ({@code true}, the default). */
+  public static final String ATOMIC_COMMITS = "frazil.atomic-commits";
 
   protected Catalog delegate;
   private Object conf;
   private String name;
+  private boolean atomicCommits;
 
   @Override
   public void setConf(Object conf) {
@@ -48,6 +59,7 @@ public class MarkedCatalog implements Catalog, SupportsNamespaces, Configurable<
     own.remove(CatalogProperties.CATALOG_IMPL);
     String type = own.remove(DELEGATE_TYPE);
     String impl = own.remove(DELEGATE_IMPL);
+    this.atomicCommits = !"false".equalsIgnoreCase(own.remove(ATOMIC_COMMITS));
     if (impl != null) {
       own.put(CatalogProperties.CATALOG_IMPL, impl);
     } else if (type != null) {
@@ -59,6 +71,46 @@ public class MarkedCatalog implements Catalog, SupportsNamespaces, Configurable<
   /** The catalog this one wraps. */
   public Catalog delegate() {
     return delegate;
+  }
+
+  /**
+   * Whether {@code catalog} commits several tables at once with {@link #commitTables}: a {@link
+   * MarkedCatalog} over a REST catalog, the multi-table commit not switched off.
+   */
+  public static boolean commitsTablesAtOnce(Catalog catalog) {
+    return catalog instanceof MarkedCatalog
+        && ((MarkedCatalog) catalog).atomicCommits
+        && ((MarkedCatalog) catalog).delegate instanceof RESTCatalog;
+  }
+
+  /**
+   * Commits the changes of several tables in one catalog transaction: all of them, or none.
+   *
+   * <p>Each table's change is checked first as {@link MarkedOperations#commit} checks it (a
+   * snapshot planned on a stale marker is refused with {@link StaleMarkerException}, nothing
+   * sent), then all go in one request to the REST catalog's {@code transactions/commit}, each
+   * with the requirements Iceberg derives from its base ({@link TableCommit#create}: the table's
+   * UUID, and its main branch still at {@code base}'s snapshot). A commit of anyone else to any of
+   * the tables since its base therefore fails the whole transaction ({@link
+   * org.apache.iceberg.exceptions.CommitFailedException}), and the marker checked against {@code
+   * base} is the table's newest when the transaction commits.
+   *
+   * @param identifiers the tables
+   * @param bases each table's metadata the change was applied on
+   * @param updated each table's metadata with the change (its {@code changes()} are sent)
+   * @throws IllegalStateException if {@link #commitsTablesAtOnce} is false for this catalog
+   */
+  public void commitTables(
+      List<TableIdentifier> identifiers, List<TableMetadata> bases, List<TableMetadata> updated) {
+    if (!commitsTablesAtOnce(this)) {
+      throw new IllegalStateException("catalog " + name + " does not commit tables at once");
+    }
+    List<TableCommit> commits = new ArrayList<>(identifiers.size());
+    for (int i = 0; i < identifiers.size(); i++) {
+      MarkedOperations.check(bases.get(i), updated.get(i), identifiers.get(i).toString());
+      commits.add(TableCommit.create(identifiers.get(i), bases.get(i), updated.get(i)));
+    }
+    ((RESTCatalog) delegate).commitTransaction(commits);
   }
 
   /** {@code table} with its commits checked ({@link MarkedOperations}); others unchanged. */

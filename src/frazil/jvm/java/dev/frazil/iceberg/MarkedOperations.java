@@ -45,23 +45,33 @@ final class MarkedOperations implements TableOperations {
 
   @Override
   public void commit(TableMetadata base, TableMetadata metadata) {
-    if (base != null) {
-      Snapshot head = metadata.currentSnapshot();
-      Snapshot before = base.currentSnapshot();
-      // The snapshots this commit puts on the main branch: from its head back to base's.
-      for (Snapshot s = head;
-          s != null
-              && (before == null || s.snapshotId() != before.snapshotId())
-              && base.snapshot(s.snapshotId()) == null;
-          s = s.parentId() == null ? null : metadata.snapshot(s.parentId())) {
-        check(s, base);
-      }
-    }
+    check(base, metadata, name);
     ops.commit(base, metadata);
   }
 
+  /**
+   * Refuses the commit of {@code metadata} over {@code base} to table {@code name} if a snapshot
+   * it adds was planned after another marker than {@code base}'s newest: {@link #commit}'s check,
+   * also made by {@link MarkedCatalog#commitTables} for each table of a multi-table commit.
+   */
+  static void check(TableMetadata base, TableMetadata metadata, String name) {
+    if (base == null) {
+      return;
+    }
+    Snapshot head = metadata.currentSnapshot();
+    Snapshot before = base.currentSnapshot();
+    // The snapshots this commit puts on the main branch: from its head back to base's.
+    for (Snapshot s = head;
+        s != null
+            && (before == null || s.snapshotId() != before.snapshotId())
+            && base.snapshot(s.snapshotId()) == null;
+        s = s.parentId() == null ? null : metadata.snapshot(s.parentId())) {
+      check(s, base, name);
+    }
+  }
+
   /** Refuses {@code snapshot} if it was planned after another marker than {@code base}'s newest. */
-  private void check(Snapshot snapshot, TableMetadata base) {
+  private static void check(Snapshot snapshot, TableMetadata base, String name) {
     Map<String, String> summary = snapshot.summary();
     String after = summary == null ? null : summary.get(AFTER);
     String pipeline = summary == null ? null : summary.get(PIPELINE);

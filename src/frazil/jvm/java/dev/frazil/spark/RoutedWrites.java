@@ -13,18 +13,26 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ExecutorService;
 import org.apache.iceberg.AppendFiles;
+import org.apache.iceberg.BaseTable;
+import org.apache.iceberg.BaseTransaction;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.FileFormat;
+import org.apache.iceberg.ManifestFile;
 import org.apache.iceberg.PartitionKey;
 import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.SerializableTable;
+import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.TableProperties;
 import org.apache.iceberg.Transaction;
+import org.apache.iceberg.Transactions;
 import org.apache.iceberg.UpdateSchema;
 import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.data.RegistryBasedFileWriterFactory;
+import org.apache.iceberg.exceptions.CommitFailedException;
 import org.apache.iceberg.exceptions.ValidationException;
 import org.apache.iceberg.io.FanoutDataWriter;
 import org.apache.iceberg.io.FileIO;
@@ -34,6 +42,9 @@ import org.apache.iceberg.mapping.MappingUtil;
 import org.apache.iceberg.mapping.NameMappingParser;
 import org.apache.iceberg.relocated.com.google.common.util.concurrent.MoreExecutors;
 import org.apache.iceberg.util.PropertyUtil;
+import org.apache.iceberg.util.Tasks;
+import org.apache.iceberg.util.ThreadPools;
+import dev.frazil.iceberg.MarkedCatalog;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Dataset;
@@ -46,7 +57,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * Writes a routed micro-batch to all of its tables in one Spark job: each task writes the
  * rows it holds to each table's data files with Iceberg's own writers for Spark rows (a
  * fan-out writer per table, one rolling file per partition), and the driver then commits
- * each table's files in one commit of its own.
+ * each table's files in one commit of its own ({@link #append}), or all known tables' files in
+ * one catalog transaction where the catalog commits several tables at once ({@link #appendAll}).
  *
  * <p>The batch is a Dataset laid out as: the row's kind (int, at {@link #KIND_COLUMN}), its
  * table's name (string, {@link #TABLE_COLUMN}), the record's topic (string, {@link
@@ -113,6 +125,12 @@ public final class RoutedWrites {
    * {@code iceberg.worker.num-threads}).
    */
   private static final ExecutorService IN_THREAD = MoreExecutors.newDirectExecutorService();
+  /**
+   * Applies the appends of a multi-table commit at once ({@link #appendAll}): a pool of its own,
+   * since each append hands its manifest to Iceberg's worker pool and waits for it.
+   */
+  private static final ExecutorService APPLY_POOL =
+      ThreadPools.newExitingWorkerPool("frazil-commit-apply", 16);
 
   private RoutedWrites() {}
 
@@ -366,6 +384,152 @@ public final class RoutedWrites {
         }
       }
       throw e;
+    }
+  }
+
+  /**
+   * Appends the files of several known tables, each in a snapshot carrying its own summary, in
+   * one catalog transaction ({@link MarkedCatalog#commitTables}): all tables commit, or none.
+   *
+   * <p>Each attempt applies every table's append over its metadata (refreshed after a failed
+   * attempt) in an Iceberg transaction that is never committed on its own, and sends all the
+   * tables' changes in one request. A concurrent commit to any of the tables fails the whole
+   * transaction; it is tried again over the refreshed tables, as Iceberg retries one table's
+   * commit (the tables' largest {@code commit.retry.num-retries}, waits between {@code
+   * commit.retry.min-wait-ms} and {@code max-wait-ms}), the marker checked anew each time. A
+   * stale marker ({@link dev.frazil.iceberg.StaleMarkerException}) is not retried: the data
+   * files are deleted (nothing refers to them) and the batch is planned again.
+   *
+   * @param result the job's files
+   * @param catalog the tables' catalog (one for which {@link
+   *     MarkedCatalog#commitsTablesAtOnce} holds)
+   * @param names the tables' names ({@code namespace.table}), as the job wrote them
+   * @param tables the tables (same order)
+   * @param summaries each table's snapshot summary: its marker (same order)
+   */
+  public static void appendAll(
+      Result result,
+      MarkedCatalog catalog,
+      List<String> names,
+      List<Table> tables,
+      List<Map<String, String>> summaries)
+      throws InterruptedException {
+    int retries = 0;
+    long minWait = Long.MAX_VALUE;
+    long maxWait = 0;
+    for (Table table : tables) {
+      Map<String, String> props = table.properties();
+      retries =
+          Math.max(
+              retries,
+              PropertyUtil.propertyAsInt(
+                  props,
+                  TableProperties.COMMIT_NUM_RETRIES,
+                  TableProperties.COMMIT_NUM_RETRIES_DEFAULT));
+      minWait =
+          Math.min(
+              minWait,
+              PropertyUtil.propertyAsLong(
+                  props,
+                  TableProperties.COMMIT_MIN_RETRY_WAIT_MS,
+                  TableProperties.COMMIT_MIN_RETRY_WAIT_MS_DEFAULT));
+      maxWait =
+          Math.max(
+              maxWait,
+              PropertyUtil.propertyAsLong(
+                  props,
+                  TableProperties.COMMIT_MAX_RETRY_WAIT_MS,
+                  TableProperties.COMMIT_MAX_RETRY_WAIT_MS_DEFAULT));
+    }
+    List<TableIdentifier> identifiers = new ArrayList<>(names.size());
+    for (String name : names) {
+      identifiers.add(TableIdentifier.parse(name));
+    }
+    for (int attempt = 0; ; attempt++) {
+      int n = names.size();
+      TableMetadata[][] applied = new TableMetadata[n][];
+      boolean refresh = attempt > 0;
+      // The tables' appends are applied at once, as their own commits would run (each writes
+      // a manifest and a manifest list).
+      Tasks.range(n)
+          .executeWith(n > 1 ? APPLY_POOL : null)
+          .stopOnFailure()
+          .throwFailureWhenFinished()
+          .run(i -> applied[i] = apply(result, names.get(i), tables.get(i), summaries.get(i), refresh));
+      List<TableMetadata> bases = new ArrayList<>(n);
+      List<TableMetadata> updated = new ArrayList<>(n);
+      for (TableMetadata[] pair : applied) {
+        bases.add(pair[0]);
+        updated.add(pair[1]);
+      }
+      try {
+        catalog.commitTables(identifiers, bases, updated);
+        return;
+      } catch (ValidationException e) {
+        for (int i = 0; i < names.size(); i++) {
+          deleteUncommitted(bases.get(i), updated.get(i), tables.get(i).io(), e);
+          for (DataFile f : result.share(names.get(i)).files) {
+            try {
+              tables.get(i).io().deleteFile(f.location());
+            } catch (RuntimeException suppressed) {
+              e.addSuppressed(suppressed);
+            }
+          }
+        }
+        throw e;
+      } catch (CommitFailedException e) {
+        // Certainly not committed (the catalog refused a requirement): this attempt's manifests
+        // are nobody's.
+        for (int i = 0; i < names.size(); i++) {
+          deleteUncommitted(bases.get(i), updated.get(i), tables.get(i).io(), e);
+        }
+        if (attempt >= retries) {
+          throw e;
+        }
+        Thread.sleep(Math.min(maxWait, minWait * (1L << Math.min(attempt, 20))));
+      }
+    }
+  }
+
+  /**
+   * One table's append applied in memory only (a transaction's table operations): its
+   * manifests are written, the table is not touched until the catalog commits the whole
+   * transaction. Returns the metadata it was applied on and the metadata with it.
+   */
+  private static TableMetadata[] apply(
+      Result result, String name, Table table, Map<String, String> summary, boolean refresh) {
+    TableOperations ops = ((BaseTable) table).operations();
+    if (refresh) {
+      ops.refresh();
+    }
+    Transaction txn = Transactions.newTransaction(name, ops);
+    AppendFiles append = txn.newAppend().scanManifestsWith(IN_THREAD);
+    for (DataFile f : result.share(name).files) {
+      append.appendFile(f);
+    }
+    summary.forEach(append::set);
+    append.commit();
+    return new TableMetadata[] {
+      ((BaseTransaction) txn).startMetadata(), ((BaseTransaction) txn).currentMetadata()
+    };
+  }
+
+  /** Deletes the manifests and manifest list an uncommitted append wrote (best effort). */
+  private static void deleteUncommitted(
+      TableMetadata base, TableMetadata updated, FileIO io, RuntimeException failure) {
+    Snapshot snapshot = updated.currentSnapshot();
+    if (snapshot == null || base.snapshot(snapshot.snapshotId()) != null) {
+      return;
+    }
+    try {
+      for (ManifestFile m : snapshot.allManifests(io)) {
+        if (m.snapshotId() != null && m.snapshotId() == snapshot.snapshotId()) {
+          io.deleteFile(m.path());
+        }
+      }
+      io.deleteFile(snapshot.manifestListLocation());
+    } catch (RuntimeException suppressed) {
+      failure.addSuppressed(suppressed); // left for orphan-file cleanup
     }
   }
 

@@ -8,6 +8,13 @@ variables as catalog properties, a JDBC catalog by default, Iceberg's own servle
 adapter behind a gzip handler), with one connector on ``rest.host`` (127.0.0.1 unless set)
 and no SO_REUSEPORT, so a port another server holds makes it fail instead of sharing.
 
+One change of behaviour: a multi-table commit (``transactions/commit``) runs alone. Iceberg's
+adapter validates a transaction's tables first and then commits them one after the other,
+so a reader could load one table after its commit and another before its own; catalogs built
+for multi-table commits (Polaris, Nessie) commit them in one metastore transaction. A
+read-write lock around the adapter does the same here: every other request runs beside the
+others, a transaction waits for them and they for it (docs/exactly-once.md).
+
 It lives in Iceberg's package to reach the adapter and its context, which are package-private
 there. Compiled once per JDK and classpath with ``javac`` (like frazil's own JVM classes,
 :mod:`frazil.jvm.build`) into a jar in the artifact cache; kept here as a string so the
@@ -38,6 +45,10 @@ SOURCE = """\
 package org.apache.iceberg.rest;
 
 import java.util.Map;
+import java.util.concurrent.locks.Lock;
+import java.util.concurrent.locks.ReadWriteLock;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.Consumer;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.iceberg.CatalogProperties;
 import org.apache.iceberg.CatalogUtil;
@@ -52,8 +63,8 @@ import org.eclipse.jetty.ee10.servlet.ServletHolder;
 import org.eclipse.jetty.server.Server;
 import org.eclipse.jetty.server.ServerConnector;
 
-/** RESTCatalogServer's start-up, listening on rest.host (default 127.0.0.1) only. Written by
- * frazil (frazil.local.rest_launcher). */
+/** RESTCatalogServer's start-up, listening on rest.host (default 127.0.0.1) only, with
+ * multi-table commits atomic to readers. Written by frazil (frazil.local.rest_launcher). */
 public final class FrazilRESTCatalogServer {
   private FrazilRESTCatalogServer() {}
 
@@ -63,8 +74,25 @@ public final class FrazilRESTCatalogServer {
     config.putIfAbsent("jdbc.schema-version", "V1");
     String name = PropertyUtil.propertyAsString(config, "catalog.name", "rest_backend");
     Catalog catalog = CatalogUtil.buildIcebergCatalog(name, config, new Configuration());
+    ReadWriteLock lock = new ReentrantReadWriteLock(true);
     RESTCatalogAdapter adapter =
-        new RESTServerCatalogAdapter(new RESTCatalogServer.CatalogContext(catalog, config));
+        new RESTServerCatalogAdapter(new RESTCatalogServer.CatalogContext(catalog, config)) {
+          @Override
+          public <T extends RESTResponse> T handleRequest(
+              Route route,
+              Map<String, String> vars,
+              HTTPRequest request,
+              Class<T> responseType,
+              Consumer<Map<String, String>> responseHeaders) {
+            Lock held = route == Route.COMMIT_TRANSACTION ? lock.writeLock() : lock.readLock();
+            held.lock();
+            try {
+              return super.handleRequest(route, vars, request, responseType, responseHeaders);
+            } finally {
+              held.unlock();
+            }
+          }
+        };
 
     ServletContextHandler context = new ServletContextHandler(ServletContextHandler.NO_SESSIONS);
     context.addServlet(new ServletHolder(new RESTCatalogServlet(adapter)), "/*");

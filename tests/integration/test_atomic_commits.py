@@ -36,7 +36,7 @@ def rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestServer]:
     # A server whose multi-table commit is atomic to readers, as a catalog built for it
     # (Polaris, Nessie) is: Iceberg's reference adapter commits the tables one by one, and a
     # reader polling without pause sees one ahead now and then (docs/exactly-once.md).
-    with rest_server(tmp_path_factory.mktemp("rest-catalog"), atomic=True) as server:
+    with rest_server(tmp_path_factory.mktemp("rest-catalog")) as server:
         yield server
 
 

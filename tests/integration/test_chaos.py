@@ -7,7 +7,7 @@ goes on, compaction and snapshot expiry, partitions added, a second run of the p
 state folder of its own. Then a drain, and a check that every produced record is in its table
 exactly once.
 
-CI runs it for a bounded time (``FRAZIL_CHAOS_SECONDS``, default 150). Run it longer, or replay
+CI runs it for a bounded time (``FRAZIL_CHAOS_SECONDS``, default 100). Run it longer, or replay
 a failing schedule, with::
 
     FRAZIL_CHAOS_SECONDS=1800 FRAZIL_CHAOS_SEED=1234 ./scripts/test -m slow \\
@@ -117,7 +117,7 @@ def test_random_operations_keep_every_record_exactly_once(
     spark: Any, lake_dir: Path, kafka_bootstrap: str, unique: str, tmp_path: Path
 ) -> None:
     seed = int(os.environ.get("FRAZIL_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
-    seconds = float(os.environ.get("FRAZIL_CHAOS_SECONDS") or 150)
+    seconds = float(os.environ.get("FRAZIL_CHAOS_SECONDS") or 100)
     print(f"chaos seed {seed}, {seconds:.0f} s")
     rng = random.Random(seed)
     topic, name = f"chaos-{unique}", f"chaos_{unique}"

@@ -381,6 +381,17 @@ def _raise_first_failure(runs: list[PipelineRun]) -> None:
         text = str(exc)
         if "StopRequested" in text:
             continue
+        if r.handler.restart is not None:
+            # The batch in flight at the stop found a table rolled back: the records after
+            # the rollback point are read again by the next start, from the tables' markers
+            # (a restart now would only be stopped again).
+            log.warning(
+                "%s: stopped as a table went back: %s; the next start reads its records "
+                "again from the tables' markers",
+                r.pipeline.name,
+                r.handler.restart,
+            )
+            continue
         log.info("pipeline %s failed:\n%s", r.pipeline.name, text)
         first = text.strip().splitlines()[0] if text.strip() else repr(exc)
         raise PipelineError(f"pipeline {r.pipeline.name!r} failed: {first}")

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -53,13 +53,27 @@ def frazil_jar() -> Path:
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(target.parent / ".lock"):
+    with locked(target.parent / ".lock"):
         if not target.is_file():
-            _compile(target)
+            extra = [
+                j
+                for j in ensure_artifacts("spark", quiet=True)
+                if "protobuf-java" in j.name or "iceberg-spark-runtime" in j.name
+            ]
+            classpath = [pyspark_jars_dir() / "*", *extra]
+            compile_jar(_sources(), classpath, target, "frazil's JVM classes")
     return target
 
 
-def _javac() -> str:
+def javac(what: str) -> str:
+    """The ``javac`` beside the ``java`` frazil runs, else the one on PATH.
+
+    Args:
+        what: What is compiled, for the message when there is no JDK.
+
+    Raises:
+        ArtifactError: If no ``javac`` is found.
+    """
     java = Path(java_executable()).resolve()
     candidate = java.parent / "javac"
     if os.access(candidate, os.X_OK):
@@ -67,30 +81,31 @@ def _javac() -> str:
     found = shutil.which("javac")
     if found is None:
         raise ArtifactError(
-            "javac not found: frazil compiles its Protobuf decoder once with a JDK; install "
-            "one (e.g. `apt-get install openjdk-17-jdk-headless`) or set JAVA_HOME to a JDK"
+            f"javac not found: frazil compiles {what} once with a JDK; install one (e.g. "
+            "`apt-get install openjdk-17-jdk-headless`) or set JAVA_HOME to a JDK"
         )
     return found
 
 
-def _compile(target: Path) -> None:
-    extra = [
-        j
-        for j in ensure_artifacts("spark", quiet=True)
-        if "protobuf-java" in j.name or "iceberg-spark-runtime" in j.name
-    ]
-    classpath = os.pathsep.join([str(pyspark_jars_dir() / "*"), *map(str, extra)])
+def compile_jar(
+    sources: Sequence[Path], classpath: Sequence[Path], target: Path, what: str
+) -> None:
+    """Compile ``sources`` against ``classpath`` (Java 17) into the jar ``target``, which
+    appears whole or not at all.
+
+    Raises:
+        ArtifactError: If no ``javac`` is found or compiling fails.
+    """
     with tempfile.TemporaryDirectory(prefix="frazil-javac-") as work:
         classes = Path(work) / "classes"
-        cmd = [_javac(), "-nowarn", "--release", "17", "-cp", classpath, "-d", str(classes)]
+        cmd = [javac(what), "-nowarn", "--release", "17", "-d", str(classes)]
+        cmd += ["-cp", os.pathsep.join(str(p) for p in classpath)]
         proc = subprocess.run(
-            [*cmd, *map(str, _sources())],
+            [*cmd, *map(str, sources)],
             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600, check=False,
         )  # fmt: skip
         if proc.returncode != 0:
-            raise ArtifactError(
-                f"compiling frazil's JVM classes failed:\n{(proc.stdout + proc.stderr)[-3000:]}"
-            )
+            raise ArtifactError(f"compiling {what} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
         partial = target.with_suffix(".partial")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
             jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
@@ -100,7 +115,8 @@ def _compile(target: Path) -> None:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if missing) across processes."""
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

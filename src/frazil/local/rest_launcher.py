@@ -23,19 +23,12 @@ package carries it without a data file.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
-import os
-import shutil
-import subprocess
 import tempfile
-import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from frazil.errors import ArtifactError
-from frazil.jvm.fetch import java_executable
+from frazil.jvm.build import compile_jar, locked
 from frazil.paths import cache_dir
 
 #: The launcher's main class.
@@ -129,54 +122,9 @@ def launcher_jar(classpath: Sequence[Path]) -> Path:
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(target.parent / ".lock"):
+    with locked(target.parent / ".lock"), tempfile.TemporaryDirectory() as work:
         if not target.is_file():
-            _compile(target, classpath)
+            source = Path(work) / _FILE
+            source.write_text(SOURCE)
+            compile_jar([source], classpath, target, "the local REST catalog's launcher")
     return target
-
-
-def _javac() -> str:
-    candidate = Path(java_executable()).resolve().parent / "javac"
-    if os.access(candidate, os.X_OK):
-        return str(candidate)
-    found = shutil.which("javac")
-    if found is None:
-        raise ArtifactError(
-            "javac not found: frazil compiles the local REST catalog's launcher once with a "
-            "JDK; install one (e.g. `apt-get install openjdk-17-jdk-headless`) or set "
-            "JAVA_HOME to a JDK"
-        )
-    return found
-
-
-def _compile(target: Path, classpath: Sequence[Path]) -> None:
-    with tempfile.TemporaryDirectory(prefix="frazil-javac-") as work:
-        source = Path(work) / _FILE
-        source.write_text(SOURCE)
-        classes = Path(work) / "classes"
-        cmd = [_javac(), "-nowarn", "--release", "17", "-d", str(classes)]
-        cmd += ["-cp", os.pathsep.join(str(p) for p in classpath), str(source)]
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600, check=False
-        )
-        if proc.returncode != 0:
-            raise ArtifactError(
-                "compiling the local REST catalog's launcher failed:\n"
-                f"{(proc.stdout + proc.stderr)[-3000:]}"
-            )
-        partial = target.with_suffix(".partial")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
-            for path in sorted(classes.rglob("*.class")):
-                jar.write(path, str(path.relative_to(classes)))
-        os.replace(partial, target)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

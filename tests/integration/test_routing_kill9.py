@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration.helpers import drain
 from tests.integration.test_routing import produce_json
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -51,18 +52,6 @@ def _command(
         )
     )
     return [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(config_path)]
-
-
-def _run_to_the_end(command: list[str]) -> None:
-    done = subprocess.run(
-        [*command, "--until-caught-up"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def _kill_once_written(spark: Any, command: list[str], paused: str, written: str) -> None:
@@ -110,7 +99,7 @@ def test_a_batch_replayed_after_a_kill_between_two_tables_commits_writes_each_re
     assert sorted(_ids(spark, first)) == expected_a
     assert _ids(spark, second) == []
 
-    _run_to_the_end(command)
+    drain(spark, tmp_path / "frazil.yaml")  # the restart, in the session's Spark
     _assert_once(spark, first, expected_a)
     _assert_once(spark, second, expected_b)
 
@@ -126,7 +115,7 @@ def test_a_restart_without_the_checkpoint_after_a_kill_between_new_and_known_tab
     before = [{"id": n, "kind": "a"} for n in range(100)]
     produce_json(kafka_bootstrap, topic, before, partitions=2)
     command = _command(tmp_path, lake_dir, kafka_bootstrap, name, topic, f"db.p{unique}_{{value}}")
-    _run_to_the_end(command)
+    drain(spark, tmp_path / "frazil.yaml")
     assert sorted(_ids(spark, known)) == list(range(100))
 
     after = [{"id": n, "kind": "a" if n % 2 else "b"} for n in range(100, 300)]
@@ -138,6 +127,6 @@ def test_a_restart_without_the_checkpoint_after_a_kill_between_new_and_known_tab
     assert sorted(_ids(spark, new)) == expected_b
 
     shutil.rmtree(tmp_path / "state")  # no checkpoint: the restart starts from the markers
-    _run_to_the_end(command)
+    drain(spark, tmp_path / "frazil.yaml")
     _assert_once(spark, known, list(range(100)) + [r["id"] for r in after if r["kind"] == "a"])
     _assert_once(spark, new, expected_b)

@@ -26,7 +26,7 @@ from frazil.progress import markers
 from frazil.progress.events import CommitEvent
 from frazil.sink.iceberg import IcebergTable, append_rows, iceberg_catalog
 from frazil.sink.merge import merge_rows
-from tests.integration.helpers import payments_pipeline, table_ids
+from tests.integration.helpers import drain, payments_pipeline, table_ids
 
 pytestmark = pytest.mark.integration
 
@@ -255,25 +255,7 @@ def test_two_runs_side_by_side_write_each_record_once(
     for code, out in zip(codes, text, strict=True):
         assert code == 0 or "Another run of this pipeline" in out, out[-3000:]
     assert any("another run" in out for out in text), text[0][-2000:] + text[1][-2000:]
-    drain = subprocess.run(
-        [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(paths[0]), "--until-caught-up"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert drain.returncode == 0, drain.stdout[-3000:] + drain.stderr[-3000:]
-    Path("/tmp/two_drain.log").write_text(drain.stdout + drain.stderr)
-    rows = spark.sql(
-        f"SELECT snapshot_id, parent_id, summary FROM lake.{table}.snapshots ORDER BY committed_at"
-    ).collect()
-    Path("/tmp/two_snaps.log").write_text(
-        "\n".join(
-            f"{r[0]} {r[1]} {r[2].get('added-records')} {r[2].get('frazil.batch-id')} "
-            f"{r[2].get('frazil.run-by')} {r[2].get('frazil.offsets')} {r[2].get('frazil.after')}"
-            f" {r[2].get('frazil.commit-id')}"
-            for r in rows
-        )
-    )
+    drain(spark, paths[0])  # the rest, in the session's Spark (no JVM start of its own)
     _exactly(table_ids(spark, table), produced)
 
 

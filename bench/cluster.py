@@ -147,7 +147,8 @@ def run_frazil(
         raise RuntimeError(f"frazil run ({label}) failed ({code}):\n{''.join(tail)}")
     handle = load_table(table)
     snapshots = sorted(handle.snapshots(), key=lambda s: s.timestamp_ms)
-    data = [s for s in snapshots if int((s.summary or {}).get("added-records", 0)) > 0]
+    # A snapshot without data (a marker commit) has no "added-records" in its summary.
+    data = [s for s in snapshots if int((s.summary or {}).get("added-records") or 0) > 0]
     first, last = data[0], data[-1]
     ids = handle.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
     seconds = (last.timestamp_ms - started_ms) / 1000

@@ -78,6 +78,11 @@ def _consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
     return found
 
 
+def _first_line(path: Path) -> str:
+    with path.open(errors="replace") as handle:
+        return handle.readline()
+
+
 def _column(catalog: Any, table: str, column: str) -> list[Any]:
     return sorted(catalog.load_table(table).scan().to_arrow().column(column).to_pylist())
 
@@ -173,9 +178,12 @@ def test_the_quickstart_routing_dead_letters_upsert_avro_and_upkeep_on_the_stack
     # The credentials are never printed.
     assert env["AWS_SECRET_ACCESS_KEY"] not in result.stdout + result.stderr
 
-    # frazil's own classes (the one-job routed write) reached both workers' executors.
-    shipped = (stack.state_dir / "spark").glob("worker-*/work/app-*/*/frazil-jvm.jar")
-    assert {jar.parts[-5] for jar in shipped} == {"worker-1", "worker-2"}
+    # frazil's own classes (the one-job routed write) reached both workers' executors: on
+    # their classpath at launch, the stack's workers sharing this machine's jars (each
+    # executor's stderr starts with its command line).
+    launched = (stack.state_dir / "spark").glob("worker-*/work/app-*/*/stderr")
+    with_jar = {log.parts[-5] for log in launched if "frazil-jvm.jar" in _first_line(log)}
+    assert with_jar == {"worker-1", "worker-2"}
 
     catalog = load_catalog("lake", **stack.pyiceberg_properties())
     assert _column(catalog, f"{ns}.payments", "id") == sorted(ids)

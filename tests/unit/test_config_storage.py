@@ -271,9 +271,11 @@ def test_spark_conf_on_the_stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Any)
     jars = [tmp_path / "a.jar", tmp_path / "frazil-jvm.jar"]
     conf = spark_conf(config, jars)
     assert conf["spark.master"] == "spark://127.0.0.1:7077"
-    # A cluster's executors get every jar, frazil's own too, through spark.jars.
-    assert conf["spark.jars"] == f"{jars[0]},{jars[1]}"
-    assert "spark.driver.extraClassPath" not in conf
+    # The stack's workers run on this machine: every jar, frazil's own too, goes on the
+    # executors' classpath where the driver has them (nothing shipped through spark.jars).
+    assert conf["spark.executor.extraClassPath"] == f"{jars[0]}:{jars[1]}"
+    assert conf["spark.driver.extraClassPath"] == f"{jars[0]}:{jars[1]}"
+    assert "spark.jars" not in conf
     assert conf["spark.sql.catalog.lake.io-impl"] == S3_FILE_IO
     assert conf["spark.sql.catalog.lake.s3.endpoint"] == "http://127.0.0.1:9000"
     assert conf["spark.sql.catalog.lake.uri"] == "http://127.0.0.1:8181"

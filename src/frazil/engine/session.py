@@ -153,10 +153,18 @@ def spark_conf(
     conf.update(spark_redaction_conf())
     conf.update(config.spark.conf)
     conf["spark.driver.extraJavaOptions"] = java_opts
-    ours = jar_settings.get("spark.driver.extraClassPath")
-    user_classpath = config.spark.conf.get("spark.driver.extraClassPath")
-    if ours and user_classpath:
-        conf["spark.driver.extraClassPath"] = os.pathsep.join([ours, user_classpath])
+    for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+        ours = jar_settings.get(key)
+        user_classpath = config.spark.conf.get(key)
+        if ours and user_classpath:
+            conf[key] = os.pathsep.join([ours, user_classpath])
+    if "spark.executor.extraClassPath" in jar_settings:
+        # Executors on this machine with the driver's classpath: they map the driver's
+        # class-data archive too, and log as the driver does (warnings, Kafka's errors)
+        # instead of Spark's default INFO, a line per Kafka fetch. The user's options last.
+        executor_opts = [f"-Dlog4j2.configurationFile={log_config}", cds_java_options()]
+        executor_opts.append(config.spark.conf.get("spark.executor.extraJavaOptions", ""))
+        conf["spark.executor.extraJavaOptions"] = " ".join(o for o in executor_opts if o)
     return conf
 
 
@@ -200,14 +208,29 @@ def is_local(master: str) -> bool:
 def jar_conf(master: str, jars: list[Path]) -> dict[str, str]:
     """How frazil's jars reach the JVMs that need them.
 
-    In local mode the executors live in the driver JVM: the jars go on its classpath at
-    launch (``spark.driver.extraClassPath``), loaded by the JVM's own class loader, so the
-    class-data archive covers them and Spark does not copy them into a temporary folder at
-    every start. A cluster needs ``spark.jars`` to ship them to its executors.
+    The driver runs here, in client mode, whatever the master: the jars go on its classpath
+    at launch (``spark.driver.extraClassPath``), loaded by the JVM's own class loader, so the
+    class-data archive (made with that classpath) maps and Spark does not copy them into a
+    temporary folder at every start. In local mode the executors live in the driver JVM.
+
+    A cluster's executors get them through ``spark.jars`` (Spark's file server copies each
+    jar into every executor's folder and loads it with a class loader of its own), except
+    when the master is on this machine's loopback address: its workers run here too and find
+    the jars where the driver does, so they go on the executors' classpath at launch
+    (``spark.executor.extraClassPath``): nothing copied, and the driver's archive maps.
     """
+    classpath = os.pathsep.join(str(jar) for jar in jars)
     if is_local(master):
-        return {"spark.driver.extraClassPath": os.pathsep.join(str(jar) for jar in jars)}
-    return {"spark.jars": ",".join(str(jar) for jar in jars)}
+        return {"spark.driver.extraClassPath": classpath}
+    if _on_loopback(master):
+        return {
+            "spark.driver.extraClassPath": classpath,
+            "spark.executor.extraClassPath": classpath,
+        }
+    return {
+        "spark.driver.extraClassPath": classpath,
+        "spark.jars": ",".join(str(jar) for jar in jars),
+    }
 
 
 def gc_option(master: str) -> str:

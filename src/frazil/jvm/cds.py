@@ -8,6 +8,11 @@ here: the SparkSession and first table lookup in ~8-9 s instead of ~15-16 s).
 The archive is only valid for the JVM, the classpath and the jars it was made with, so its
 name carries a digest of them; a stale or unusable archive is skipped silently by the JVM
 (``-Xshare:auto``, CDS logging off) and frazil then starts as it would without one.
+
+Executors started on this machine (a Spark master on its loopback address, the local
+stack's) map the same archive: their classpath is the driver's (frazil's jars first, then
+pyspark's configuration folder and jars), and the classes a task runs are those the
+workload ran in its local driver.
 """
 
 from __future__ import annotations
@@ -41,9 +46,19 @@ def _digest() -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _home_key() -> str:
+    """Which pyspark installation (virtual environment) an archive is for.
+
+    The JVM checks an archive against the classpath's paths, not only the jars' names: one
+    made with another checkout's pyspark (the cache is shared) never maps. Each installation
+    keeps an archive of its own, and replacing it leaves the others' alone.
+    """
+    return hashlib.sha256(str(pyspark_jars_dir().resolve()).encode()).hexdigest()[:8]
+
+
 def archive_path() -> Path:
     """Where the archive for the current JVM and jars lives (it may not exist yet)."""
-    return cache_dir() / "cds" / f"spark-driver-{_digest()}.jsa"
+    return cache_dir() / "cds" / f"spark-driver-{_home_key()}-{_digest()}.jsa"
 
 
 def java_options() -> str:
@@ -91,7 +106,7 @@ def build_archive(timeout: float = 600) -> Path:
         )
     if done.returncode != 0 or not partial.is_file():
         raise RuntimeError(f"building the CDS archive failed:\n{done.stderr[-2000:]}")
-    for old in path.parent.glob("spark-driver-*.jsa"):
-        old.unlink()  # archives of other JVMs or jar sets: useless now
+    for old in path.parent.glob(f"spark-driver-{_home_key()}-*.jsa"):
+        old.unlink()  # this installation's archives of other JVMs or jar sets: useless now
     partial.replace(path)
     return path

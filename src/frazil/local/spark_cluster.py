@@ -33,7 +33,6 @@ from typing import Any
 from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, pyspark_jars_dir
 from frazil.local.daemon import Daemon, cds_archive, cds_options, http_get
-from frazil.paths import cache_dir
 
 DEFAULT_MASTER_PORT = 7077
 DEFAULT_MASTER_UI_PORT = 8090
@@ -138,7 +137,6 @@ class LocalSparkCluster:
         spark_class = _spark_class()
         env = self._environment()
         conf_dir = Path(env["SPARK_CONF_DIR"])
-        conf_dir.mkdir(parents=True, exist_ok=True)
         # One archive for the master and the workers: the same JVM and classpath (the conf
         # folder, then pyspark's jars), whatever the state dir.
         archive = cds_archive(
@@ -275,10 +273,13 @@ class LocalSparkCluster:
             # For tools run by the daemons; executors' Python workers run what the driver
             # names (its PYSPARK_PYTHON), checked in the tests.
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-            # No spark-env.sh or spark-defaults.conf of the user's Spark installation: an
-            # empty folder, the same for every state dir so the daemons' classpath (which
-            # starts with it) and so their class-data archive are too.
-            "SPARK_CONF_DIR": str(cache_dir() / "spark-daemon-conf"),
+            # No spark-env.sh or spark-defaults.conf of the user's Spark installation:
+            # pyspark's own folder (none ships; frazil's driver has it on its classpath too),
+            # the same for every state dir so the daemons' classpath (which starts with it)
+            # and so their class-data archive are too. An executor's classpath is frazil's
+            # jars and then the worker's, so with it the executors' is the driver's: they
+            # map the driver's class-data archive (engine/session.py).
+            "SPARK_CONF_DIR": str(_spark_home() / "conf"),
         }
 
     def _master_json(self, timeout: float) -> dict[str, Any] | None:

@@ -25,8 +25,17 @@ def test_local_mode_puts_jars_on_the_driver_classpath() -> None:
         "spark.driver.extraClassPath": "/cache/a.jar:/cache/b.jar"
     }
     assert jar_conf("local", JARS) == {"spark.driver.extraClassPath": "/cache/a.jar:/cache/b.jar"}
-    # A cluster's executors need the jars shipped to them.
-    assert jar_conf("spark://h:7077", JARS) == {"spark.jars": "/cache/a.jar,/cache/b.jar"}
+    # The driver runs here whatever the master (its class-data archive maps); a cluster's
+    # executors need the jars shipped to them...
+    assert jar_conf("spark://h:7077", JARS) == {
+        "spark.driver.extraClassPath": "/cache/a.jar:/cache/b.jar",
+        "spark.jars": "/cache/a.jar,/cache/b.jar",
+    }
+    # ... except a cluster on this machine's loopback: its workers run here too.
+    assert jar_conf("spark://127.0.0.1:7077", JARS) == {
+        "spark.driver.extraClassPath": "/cache/a.jar:/cache/b.jar",
+        "spark.executor.extraClassPath": "/cache/a.jar:/cache/b.jar",
+    }
     assert is_local("local[*]") and not is_local("localhost") and not is_local("yarn")
 
 
@@ -57,7 +66,35 @@ def test_user_classpath_is_added_after_frazils_jars() -> None:
     assert "spark.jars" not in conf
     remote = _conf({"master": "spark://h:7077"})
     assert remote["spark.jars"] == "/cache/a.jar,/cache/b.jar"
-    assert "spark.driver.extraClassPath" not in remote
+    assert remote["spark.driver.extraClassPath"] == "/cache/a.jar:/cache/b.jar"
+    assert "spark.executor.extraClassPath" not in remote
+    near = _conf(
+        {
+            "master": "spark://127.0.0.1:7077",
+            "conf": {"spark.executor.extraClassPath": "/opt/extra.jar"},
+        }
+    )
+    assert near["spark.executor.extraClassPath"] == "/cache/a.jar:/cache/b.jar:/opt/extra.jar"
+    assert "spark.jars" not in near
+
+
+def test_executors_on_this_machine_share_the_drivers_archive_and_logging(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(session, "cds_java_options", lambda: "-XX:SharedArchiveFile=/x.jsa")
+    near = _conf(
+        {
+            "master": "spark://127.0.0.1:7077",
+            "conf": {"spark.executor.extraJavaOptions": "-Dx=1"},
+        }
+    )
+    opts = near["spark.executor.extraJavaOptions"]
+    assert "-XX:SharedArchiveFile=/x.jsa" in opts
+    assert "-Dlog4j2.configurationFile=" in opts
+    # The user's options come last and win.
+    assert opts.endswith(" -Dx=1")
+    # Executors elsewhere load the jars Spark copies to them: nothing of this machine's.
+    assert "spark.executor.extraJavaOptions" not in _conf({"master": "spark://h:7077"})
 
 
 def test_default_driver_heap_is_sparks_own() -> None:

@@ -22,3 +22,16 @@ def test_options_name_the_archive_only_when_it_exists(
     assert "-Xshare:auto" in options and "-Xlog:cds=off" in options
     monkeypatch.setenv(cds.CDS_ENV, "0")
     assert cds.java_options() == ""
+
+
+def test_each_pyspark_installation_has_an_archive_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The JVM checks the classpath's paths: two checkouts sharing the jar cache need two.
+    monkeypatch.setattr(cds, "_digest", lambda: "d")
+    monkeypatch.setattr(cds, "pyspark_jars_dir", lambda: tmp_path / "a" / "jars")
+    first = cds.archive_path()
+    monkeypatch.setattr(cds, "pyspark_jars_dir", lambda: tmp_path / "b" / "jars")
+    second = cds.archive_path()
+    assert first != second
+    assert first.name.startswith("spark-driver-") and first.name.endswith("-d.jsa")

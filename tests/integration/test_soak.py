@@ -33,7 +33,7 @@ import yaml
 from confluent_kafka import Producer
 
 from frazil.generate.producer import ensure_topic
-from tests.integration.helpers import payments_pipeline, table_ids
+from tests.integration.helpers import drain, payments_pipeline, table_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -204,12 +204,7 @@ def test_soak_with_inline_maintenance_and_kills_is_exact_and_flat(
         stop.set()
         writer.join(timeout=120)
 
-    drain = subprocess.run(
-        [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(config_path),
-         "--until-caught-up"],
-        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900, check=False,
-    )  # fmt: skip
-    assert drain.returncode == 0, drain.stdout[-3000:] + drain.stderr[-3000:]
+    drain(spark, config_path)  # the last restart, in the session's Spark
 
     ids = table_ids(spark, table)
     assert len(ids) == len(set(ids)), "duplicates"

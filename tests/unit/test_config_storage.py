@@ -11,7 +11,7 @@ import pytest
 
 from frazil.config import parse_config
 from frazil.config import secrets as secrets_module
-from frazil.config.storage import credentials, is_s3, remember_credentials
+from frazil.config.storage import credentials, is_s3, refused_credentials, remember_credentials
 from frazil.config.storage_clients import (
     S3_FILE_IO,
     catalog_properties,
@@ -19,12 +19,7 @@ from frazil.config.storage_clients import (
     hadoop_conf,
     pyiceberg_properties,
 )
-from frazil.engine.reachable import (
-    _storage_reason,
-    check_services,
-    refused_credentials,
-    services,
-)
+from frazil.engine.reachable import _storage_reason, check_services, services
 from frazil.engine.session import spark_conf
 from frazil.errors import ConfigError, ServiceError
 
@@ -430,16 +425,16 @@ PYARROW_REFUSED = (
 def test_pyarrows_refusal_names_the_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "frazil")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-    found = refused_credentials(OSError(PYARROW_REFUSED), "s3://frazil/x", "http://s3:9000")
+    found = refused_credentials(PYARROW_REFUSED, "s3://frazil/x", "http://s3:9000")
     assert found == (
         "the object store at http://s3:9000 refused the credentials for s3://frazil/x "
         "(access denied): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment"
     )
-    assert refused_credentials(OSError("AWS Error NETWORK_CONNECTION"), "s3://f/x", "a") is None
+    assert refused_credentials("AWS Error NETWORK_CONNECTION", "s3://f/x", "a") is None
 
 
 def test_a_refusal_without_the_variables_says_whose_credentials_they_were() -> None:
-    found = refused_credentials(OSError(PYARROW_REFUSED), "s3://frazil/x", "AWS S3")
+    found = refused_credentials(PYARROW_REFUSED, "s3://frazil/x", "AWS S3")
     assert found == (
         "the object store at AWS S3 refused the credentials for s3://frazil/x (access denied): "
         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set, so the AWS SDK's default "

@@ -11,7 +11,8 @@ After Spark started, :func:`check_storage` reads each S3 location once from the 
 credentials the store refuses, or a bucket that does not exist, stop the run with that
 reason (and never the credentials themselves) before any query starts. The commands that read
 the tables without Spark (``frazil status``, ``frazil ui``) read a table's metadata file
-through PyIceberg and stop with the same message (:func:`refused_credentials`).
+through PyIceberg and stop with the same message
+(:func:`frazil.config.storage.refused_credentials`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from frazil.config.models import FrazilConfig
-from frazil.config.storage import ACCESS_KEY_ID, SECRET_ACCESS_KEY, credentials, is_s3
+from frazil.config.storage import ACCESS_KEY_ID, SECRET_ACCESS_KEY, is_s3, refused_credentials
 from frazil.errors import ServiceError
 
 if TYPE_CHECKING:
@@ -123,20 +124,6 @@ def _connect(host: str, port: int, timeout: float) -> str | None:
         return exc.strerror or type(exc).__name__
 
 
-#: Words in the object store's answer that mean the credentials were refused (S3's error
-#: codes; S3A's AccessDeniedException for a 403; PyArrow's names of the AWS SDK's errors).
-_REFUSED = (
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "AccessDenied",
-    "403",
-    "Forbidden",
-    "ACCESS_DENIED",
-    "INVALID_ACCESS_KEY_ID",
-    "SIGNATURE_DOES_NOT_MATCH",
-)
-
-
 def check_storage(spark: SparkSession, config: FrazilConfig, locations: list[str]) -> None:
     """Read each S3 location once from the driver (through Hadoop's S3A): the store must take
     the environment's credentials and hold the bucket.
@@ -164,7 +151,7 @@ def _storage_reason(exc: BaseException, location: str, address: str) -> str:
     bucket = urlsplit(location).hostname or location
     if "NoSuchBucket" in text or "UnknownStoreException" in text:
         return f"the object store at {address} has no bucket {bucket!r} (for {location})"
-    refused = refused_credentials(exc, location, address)
+    refused = refused_credentials(text, location, address)
     if refused is not None:
         return refused
     if "NoAuthWithAWSException" in text or "Unable to load credentials" in text:
@@ -174,25 +161,6 @@ def _storage_reason(exc: BaseException, location: str, address: str) -> str:
         )
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return f"the object store at {address} cannot be read ({location}): {first}"
-
-
-def refused_credentials(exc: BaseException, location: str, address: str) -> str | None:
-    """The message for an error that says the store refused the credentials (a Java
-    exception of S3A or S3FileIO, or PyArrow's ``OSError``), naming the variables and never
-    their values; None for any other error."""
-    text = _java_text(exc)
-    if not any(word in text for word in _REFUSED):
-        return None
-    code = next((w for w in _REFUSED[:2] if w in text), "access denied")
-    if credentials() is None:
-        # Not the environment's: an instance's role, a profile, or a catalog's vended ones.
-        hint = (
-            f"{ACCESS_KEY_ID} and {SECRET_ACCESS_KEY} are not set, so the AWS SDK's default "
-            "chain or the catalog's vended credentials were used"
-        )
-    else:
-        hint = f"check {ACCESS_KEY_ID} and {SECRET_ACCESS_KEY} in the environment"
-    return f"the object store at {address} refused the credentials for {location} ({code}): {hint}"
 
 
 def _java_text(exc: BaseException) -> str:

@@ -139,7 +139,7 @@ def check_reads(config: FrazilConfig, catalog: Any) -> None:
         ServiceError: The store refused the credentials (named by their variables, never
             shown).
     """
-    from frazil.engine.reachable import refused_credentials
+    from frazil.config.storage import refused_credentials
 
     for pipeline in config.pipelines:
         names = list(pipeline.static_tables())
@@ -154,7 +154,7 @@ def check_reads(config: FrazilConfig, catalog: Any) -> None:
                 table.io.new_input(table.metadata_location).exists()
             except OSError as exc:
                 address = config.storage.address() if config.storage else "AWS S3"
-                refused = refused_credentials(exc, table.metadata_location, address)
+                refused = refused_credentials(str(exc), table.metadata_location, address)
                 if refused is not None:
                     raise ServiceError(refused) from None
             return

@@ -205,12 +205,14 @@ def _serve_ui(path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], s
         env={**os.environ, **env, "COLUMNS": "200"},
     )
     assert ui.stderr is not None
-    line = ui.stderr.readline()
-    found = re.search(r"frazil ui on (http://\S+/)", line)
-    if found is None:
-        ui.kill()
-        raise AssertionError(line + ui.stderr.read()[-3000:])
-    return ui, found.group(1)
+    seen = []
+    for line in ui.stderr:  # a library's warning may come first
+        seen.append(line)
+        found = re.search(r"frazil ui on (http://\S+/)", line)
+        if found is not None:
+            return ui, found.group(1)
+    ui.kill()
+    raise AssertionError("".join(seen)[-3000:])
 
 
 def test_the_quickstart_routing_dead_letters_changes_formats_and_upkeep_on_the_stack(

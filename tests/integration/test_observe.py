@@ -148,6 +148,24 @@ def test_status_from_kafka_and_the_tables_without_spark(
     text = CliRunner().invoke(app, ["status", "-c", str(path)])
     assert text.exit_code == 0 and "lag" in text.output, text.output
 
+    # Kafka away: the lag is unknown, with the reason, never "0 records".
+    kafka = config.kafka.model_copy(update={"bootstrap_servers": "127.0.0.1:1"})
+    away = config.model_copy(update={"kafka": kafka})
+    (down,) = read_status(away)
+    assert down.lag_records == {topic: None} and down.lag_seconds == {topic: None}
+    # The cause: a timeout, or the connection refused, whichever librdkafka reports first.
+    (problem,) = down.problems
+    assert problem.startswith("lag unknown: Kafka at 127.0.0.1:1"), problem
+    assert down.tables[0].records == len(ids)  # the tables' side stands
+    path.write_text(yaml.safe_dump(away.model_dump(mode="json", by_alias=True)))
+    shown = CliRunner().invoke(app, ["status", "-c", str(path), "-o", "json"])
+    assert shown.exit_code == 0, shown.output
+    (row,) = json.loads(shown.output)
+    assert row["lag_records"] == {topic: None} and row["problems"][0].startswith("lag unknown")
+    text = CliRunner().invoke(app, ["status", "-c", str(path)], terminal_width=200)
+    assert f"{topic}: unknown" in text.output and "0 records" not in text.output, text.output
+    assert "lag unknown: Kafka at 127.0.0.1:1" in " ".join(text.output.split())
+
 
 def test_json_logs_one_line_per_commit_and_jvm_lines_in_a_file(
     make_config: Any, kafka_bootstrap: str, unique: str, tmp_path: Any, lake_dir: Any

@@ -70,3 +70,18 @@ def test_the_page_lists_pipelines_and_plots_every_commit(
     keep = os.environ.get("FRAZIL_UI_SCREENSHOT")
     if keep:  # docs/ui.png is made this way
         shutil.copyfile(shot, keep)
+
+    # Kafka away: the row says the lag is unknown and the section says why, never a 0.
+    kafka = config.kafka.model_copy(update={"bootstrap_servers": "127.0.0.1:1"})
+    away = Dashboard(config.model_copy(update={"kafka": kafka}))
+    port = away.start("127.0.0.1", 0)
+    try:
+        dom = browse(f"http://127.0.0.1:{port}/", "--dump-dom")
+    finally:
+        away.stop()
+    row = re.search(rf'<tr data-pipeline="{name}">(.*?)</tr>', dom, re.S)
+    assert row, dom[-2000:]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+    assert cells[2:4] == ["unknown", "unknown"], cells
+    # The cause: a timeout, or the connection refused, whichever librdkafka reports first.
+    assert "lag unknown: Kafka at 127.0.0.1:1" in dom, dom[dom.find("<main") :][:3000]

@@ -45,7 +45,9 @@ def _view(statuses: list[object]) -> Group:
         grid.add_column(no_wrap=True)
         grid.add_column()
         lags = [
-            f"{escape(t)}: {n:,} records ({s.lag_seconds.get(t, 0.0):,.1f} s)"
+            f"{escape(t)}: unknown"
+            if n is None
+            else f"{escape(t)}: {n:,} records ({s.lag_seconds.get(t) or 0.0:,.1f} s)"
             for t, n in s.lag_records.items()
         ]
         if len(lags) > SHOWN + 1:

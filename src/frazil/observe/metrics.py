@@ -288,11 +288,17 @@ def kafka_latest(
         admin_conf: The librdkafka admin client's settings.
         isolation: The pipelines' isolation level: with ``read_committed`` "latest" is the
             last stable offset, where Spark's source stops, so an open transaction is not lag.
+
+    The function raises :class:`frazil.errors.KafkaError` naming Kafka's address and the cause
+    when Kafka does not answer (a timeout alone carries no message to show).
     """
     from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+    from frazil import errors
+
     admin = AdminClient(admin_conf)
+    where = f"Kafka at {admin_conf.get('bootstrap.servers', '?')}"
     level = IsolationLevel[isolation.upper()]
     _NO_SUCH_PARTITION = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION}
 
@@ -308,12 +314,15 @@ def kafka_latest(
         ).items():
             try:
                 offset = int(future.result(timeout=5).offset)
+            except TimeoutError:
+                raise errors.KafkaError(f"{where} did not answer within 5 s") from None
             except KafkaException as exc:
                 # Markers keep the offsets of deleted topics: they have no lag to show.
                 error = exc.args[0] if exc.args else None
                 if isinstance(error, KafkaError) and error.code() in _NO_SUCH_PARTITION:
                     continue
-                raise
+                reason = error.str() if isinstance(error, KafkaError) else str(exc)
+                raise errors.KafkaError(f"{where}: {reason or type(exc).__name__}") from exc
             found.setdefault(tp.topic, {})[tp.partition] = offset
         return found
 

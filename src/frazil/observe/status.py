@@ -17,7 +17,7 @@ from typing import Any
 from frazil.config.locations import local_path
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
-from frazil.errors import FrazilError, ServiceError, first_line
+from frazil.errors import FrazilError, KafkaError, ServiceError, first_line
 from frazil.progress import fence, freshness
 from frazil.progress.markers import (
     MAX_TIMESTAMPS,
@@ -55,8 +55,9 @@ class PipelineStatus:
 
     pipeline: str
     running: bool
-    lag_records: dict[str, int]
-    lag_seconds: dict[str, float]
+    #: Per topic; None when Kafka's latest offsets could not be read (``problems`` says why).
+    lag_records: dict[str, int | None]
+    lag_seconds: dict[str, float | None]
     records_per_second: float | None
     freshness_seconds: float | None
     last_commit_ms: int | None
@@ -289,14 +290,21 @@ def read_status(
         ]
         tables = [w.status for w in walks]
         committed = freshness.lowest_offsets(t.offsets for t in tables)
-        lag: dict[str, int] = {}
-        lag_s: dict[str, float] = {}
+        lag: dict[str, int | None] = {}
+        lag_s: dict[str, float | None] = {}
         if committed:
             try:
                 latest = latest_of(committed)
             except Exception as exc:
-                latest = {}
-                problems.append(f"Kafka's latest offsets unavailable: {str(exc)[:200]}")
+                # Unknown, not 0: a lag read as "caught up" while Kafka is away would hide
+                # the very backlog an operator looks for.
+                reason = str(exc) or type(exc).__name__
+                if not isinstance(exc, KafkaError):
+                    reason = f"Kafka's latest offsets unavailable: {reason}"
+                problems.append(f"lag unknown: {reason[:300]}")
+                lag = dict.fromkeys(sorted(committed))
+                lag_s = dict.fromkeys(sorted(committed))
+                committed = {}
             newest: dict[tuple[str, int], int] = {}
             for w in walks:
                 for key, ts in w.newest.items():

@@ -93,3 +93,16 @@ def test_first_line_of_an_exception_without_text() -> None:
     assert first_line(TimeoutError()) == "TimeoutError"
     assert first_line(ValueError("one\ntwo")) == "one"
     assert first_line(ValueError("x" * 400), 10) == "x" * 10
+
+
+def test_no_lag_sample_while_kafka_is_away() -> None:
+    """Unknown lag is absent from the scrape (Prometheus' "no data"), never a 0."""
+
+    def away(asked: object) -> dict[str, dict[int, int]]:
+        raise TimeoutError
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FrazilCollector(lambda: [_sample()], away))
+    text = generate_latest(registry).decode()
+    assert 'frazil_records_written_total{pipeline="p"} 100.0' in text
+    assert "frazil_lag_records{" not in text and "frazil_lag_seconds{" not in text

@@ -1,22 +1,27 @@
 """The same config on the local production-shaped stack: a Spark standalone cluster, the
 object store (S3FileIO for the tables, S3A for the checkpoints) and Iceberg's REST catalog.
 
-One ``frazil run`` of four pipelines shares one Spark application (CI time): the quickstart's
+One ``frazil run`` of seven pipelines shares one Spark application (CI time): the quickstart's
 payments with dead letters to a table and a topic, a routed topic written in one job by
-frazil's Java classes on the executors, and an upsert (MERGE). Everything is read back
-through PyIceberg's REST catalog from the object store, exactly; then ``frazil status``,
+frazil's Java classes on the executors, an upsert and a Debezium CDC stream (MERGE), and
+three formats through the schema registry, decoded on the executors: Avro, JSON Schema and
+Protobuf (frazil's Java decoder). Everything is read back through PyIceberg's REST catalog
+from the object store, row by row; then ``frazil status``, the status page (``frazil ui``),
 ``frazil tables`` and a maintenance pass that removes an orphan file on the store (listed and
-deleted through the table's S3FileIO). A fourth pipeline reads Avro through the schema
-registry, decoded on the executors.
+deleted through the table's S3FileIO). ``frazil status`` and ``frazil ui`` with credentials
+the store refuses stop with one line that names the variables, never their values.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -27,7 +32,12 @@ from confluent_kafka import Consumer, Producer
 
 from frazil.generate.producer import ensure_topic
 from tests.integration.helpers import payments_pipeline, produce_payments
-from tests.integration.registry_helpers import produce_avro
+from tests.integration.registry_helpers import (
+    produce_avro,
+    produce_json_schema,
+    produce_protobuf,
+    protobuf_classes,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -48,7 +58,7 @@ def frazil(
 
 
 def _produce(
-    bootstrap: str, topic: str, values: list[bytes], keys: list[str] | None = None
+    bootstrap: str, topic: str, values: list[bytes | None], keys: list[str] | None = None
 ) -> None:
     ensure_topic(bootstrap, topic, partitions=2)
     producer = Producer({"bootstrap.servers": bootstrap})
@@ -95,8 +105,122 @@ ORDER = json.dumps(
     }
 )
 
+#: A JSON Schema for the registry's JSON wire format (JSONSerializer).
+EVENT = json.dumps(
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Event",
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "count": {"type": "integer"},
+            "at": {"type": "string", "format": "date-time"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "who": {"type": "object", "properties": {"name": {"type": "string"}}},
+        },
+        "required": ["id", "count"],
+    }
+)
 
-def test_the_quickstart_routing_dead_letters_upsert_avro_and_upkeep_on_the_stack(
+#: A Protobuf schema with a nested message, a repeated field, a map and a well-known import.
+READING = """syntax = "proto3";
+package {package};
+import "google/protobuf/timestamp.proto";
+message Reading {{
+  message Place {{ string city = 1; int32 floor = 2; }}
+  string id = 1;
+  int64 value = 2;
+  Place place = 3;
+  repeated string tags = 4;
+  map<string, int64> counts = 5;
+  google.protobuf.Timestamp at = 6;
+}}
+"""
+
+
+def _debezium(op: str, before: int | None, after: int | None, lsn: int) -> bytes:
+    """A Debezium change event (JSON converter, schemas.enable=false) of a ``customers`` row."""
+
+    def row(key: int | None) -> dict[str, Any] | None:
+        return None if key is None else {"id": key, "email": f"{key}-{lsn}@x"}
+
+    return json.dumps(
+        {
+            "before": row(before),
+            "after": row(after),
+            "op": op,
+            "ts_ms": 1_700_000_000_000 + lsn,
+            "source": {"connector": "postgresql", "lsn": lsn, "table": "customers"},
+            "transaction": None,
+        }
+    ).encode()
+
+
+def _changes() -> tuple[list[str], list[bytes | None], dict[int, tuple[str, str]]]:
+    """A snapshot of 40 rows, then updates, deletes (each followed by its tombstone),
+    re-inserts and new rows: the keys, the values, and the rows the table must end with
+    (id -> (email, source.lsn))."""
+    keys: list[str] = []
+    values: list[bytes | None] = []
+    table: dict[int, tuple[str, str]] = {}
+    lsn = 0
+
+    def event(op: str, key: int) -> None:
+        nonlocal lsn
+        lsn += 1
+        before = None if op in ("r", "c") else key
+        after = None if op == "d" else key
+        keys.append(str(key))
+        values.append(_debezium(op, before, after, lsn))
+        if op == "d":
+            table.pop(key, None)
+            keys.append(str(key))
+            values.append(None)  # the tombstone Debezium sends after a delete
+        else:
+            table[key] = (f"{key}-{lsn}@x", str(lsn))
+
+    for key in range(40):
+        event("r", key)
+    for key in range(0, 40, 3):
+        event("u", key)
+    for key in range(0, 40, 5):
+        event("d", key)
+    for key in (10, 20):
+        event("c", key)
+    for key in range(40, 50):
+        event("c", key)
+    event("u", 41)
+    event("u", 41)
+    return keys, values, table
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    with urllib.request.urlopen(url, timeout=120) as answer:
+        return answer.status, answer.read()
+
+
+def _serve_ui(path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """``frazil ui`` on a free port: the process and its base URL (from its first line)."""
+    ui = subprocess.Popen(
+        [FRAZIL, "ui", "-c", str(path), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, **env, "COLUMNS": "200"},
+    )
+    assert ui.stderr is not None
+    seen = []
+    for line in ui.stderr:  # a library's warning may come first
+        seen.append(line)
+        found = re.search(r"frazil ui on (http://\S+/)", line)
+        if found is not None:
+            return ui, found.group(1)
+    ui.kill()
+    raise AssertionError("".join(seen)[-3000:])
+
+
+def test_the_quickstart_routing_dead_letters_changes_formats_and_upkeep_on_the_stack(
     stack: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str, tmp_path: Path
 ) -> None:
     from pyiceberg.catalog import load_catalog
@@ -160,13 +284,67 @@ def test_the_quickstart_routing_dead_letters_upsert_avro_and_upkeep_on_the_stack
         "format": "avro",
         "trigger": "1s",
     }
+    # JSON Schema through the registry (JSONSerializer's wire format).
+    js_topic = f"js-{u}"
+    events = [
+        {"id": f"e{n}", "count": n, "at": f"2026-01-02T03:04:{n:02d}Z", "tags": ["a", str(n)],
+         "who": {"name": f"n{n}"}}
+        for n in range(50)
+    ]  # fmt: skip
+    produce_json_schema(kafka_bootstrap, schema_registry_url, js_topic, EVENT, events,
+                        partitions=2)  # fmt: skip
+    json_schema = {
+        "name": f"js_{u}",
+        "topics": [js_topic],
+        "table": f"{ns}.events",
+        "starting_offsets": "earliest",
+        "subject": f"{js_topic}-value",
+        "trigger": "1s",
+    }
+    # Protobuf through the registry: frazil's Java decoder on the executors.
+    pb_topic = f"pb-{u}"
+    proto = tmp_path / f"reading_{u}.proto"
+    proto.write_text(READING.format(package=f"cl{u}"))
+    reading = protobuf_classes([proto])[f"cl{u}.Reading"]
+    readings = []
+    for n in range(50):
+        message = reading(id=f"r{n}", value=n * 1000, tags=["t", str(n)])
+        message.place.city, message.place.floor = "Kyoto", n
+        message.counts["n"] = n
+        message.at.FromDatetime(dt.datetime(2026, 1, 2, 3, 4, n % 60))
+        readings.append(message)
+    produce_protobuf(kafka_bootstrap, schema_registry_url, pb_topic, readings, partitions=2)
+    protobuf = {
+        "name": f"pb_{u}",
+        "topics": [pb_topic],
+        "table": f"{ns}.readings",
+        "starting_offsets": "earliest",
+        "format": "protobuf",
+        "trigger": "1s",
+    }
+    # Debezium change events applied by MERGE: snapshot, updates, deletes with tombstones,
+    # re-inserts; keyed by id, so each key's events stay in order in one partition.
+    cdc_topic = f"cdc-{u}"
+    cdc_keys, cdc_values, customers = _changes()
+    _produce(kafka_bootstrap, cdc_topic, cdc_values, keys=cdc_keys)
+    cdc = {
+        "name": f"cdc_{u}",
+        "topics": [cdc_topic],
+        "table": f"{ns}.customers",
+        "starting_offsets": "earliest",
+        "schema": {"id": "long", "email": "string"},
+        "write": {"mode": "cdc", "key": ["id"], "debezium": True,
+                  "debezium_fields": ["source.lsn"]},
+        "trigger": "1s",
+    }  # fmt: skip
+    pipelines = [payments, router, upsert, avro, json_schema, protobuf, cdc]
     config = {
         **stack.config("s3", "rest-catalog", "spark-cluster"),
         "kafka": {"bootstrap_servers": kafka_bootstrap},
         "schema_registry": {"url": schema_registry_url},
         # The checkpoints on the object store too, through S3A.
         "state_dir": f"s3a://{stack.bucket}/{u}/state",
-        "pipelines": [payments, router, upsert, avro],
+        "pipelines": pipelines,
     }
     assert config["spark"]["master"].startswith("spark://")
     assert config["catalog"]["type"] == "rest"
@@ -200,11 +378,26 @@ def test_the_quickstart_routing_dead_letters_upsert_avro_and_upkeep_on_the_stack
     assert sorted((r["id"], r["amount"]) for r in got) == sorted(
         (o["id"], o["amount"]) for o in orders
     )
+    got = {r["id"]: r for r in catalog.load_table(f"{ns}.events").scan().to_arrow().to_pylist()}
+    assert sorted(got) == sorted(e["id"] for e in events)
+    for n in range(50):
+        row = got[f"e{n}"]
+        assert (row["count"], row["tags"], row["who"]) == (n, ["a", str(n)], {"name": f"n{n}"})
+        assert row["at"] == dt.datetime(2026, 1, 2, 3, 4, n, tzinfo=dt.timezone.utc)
+    got = {r["id"]: r for r in catalog.load_table(f"{ns}.readings").scan().to_arrow().to_pylist()}
+    assert sorted(got) == sorted(f"r{n}" for n in range(50))
+    for n in range(50):
+        row = got[f"r{n}"]
+        assert (row["value"], row["tags"]) == (n * 1000, ["t", str(n)])
+        assert row["place"] == {"city": "Kyoto", "floor": n}
+        assert dict(row["counts"]) == {"n": n}
+        assert row["at"] == dt.datetime(2026, 1, 2, 3, 4, n % 60, tzinfo=dt.timezone.utc)
+    got = catalog.load_table(f"{ns}.customers").scan().to_arrow().to_pylist()
+    assert {r["id"]: (r["email"], r["__source_lsn"]) for r in got} == customers
+    assert len(got) == len(customers)
     # Checkpoints on the store: the run's offset and commit logs are objects there.
     checkpoints = stack.state_dir / "s3" / "data" / stack.bucket / u / "state" / "checkpoints"
-    assert sorted(p.name for p in checkpoints.iterdir()) == sorted(
-        [f"pay_{u}", f"route_{u}", f"up_{u}", f"avro_{u}"]
-    )
+    assert sorted(p.name for p in checkpoints.iterdir()) == sorted(p["name"] for p in pipelines)
 
     status = frazil("status", "-c", str(path), "-o", "json", env=env, timeout=300)
     assert status.returncode == 0, status.stderr[-3000:]
@@ -213,10 +406,54 @@ def test_the_quickstart_routing_dead_letters_upsert_avro_and_upkeep_on_the_stack
     assert found[f"pay_{u}"]["lag_records"] == {pay_topic: 0}
     assert sum(found[f"pay_{u}"]["dead_letters"].values()) == len(bad)
     assert found[f"up_{u}"]["tables"][0]["records"] == len(final)
+    assert found[f"cdc_{u}"]["tables"][0]["records"] == len(customers)
+    assert found[f"pb_{u}"]["lag_records"] == {pb_topic: 0}
+
+    # The status page against the stack: its JSON has the same figures, its history a point
+    # per commit, the page itself loads.
+    ui, url = _serve_ui(path, env)
+    try:
+        code, page = _get(url)
+        assert code == 200 and b"<title>frazil" in page
+        code, body = _get(url + "api/status")
+        assert code == 200, body[:2000]
+        shown = {s["pipeline"]: s for s in json.loads(body)["pipelines"]}
+        assert sorted(shown) == sorted(p["name"] for p in pipelines)
+        assert all(not s["problems"] for s in shown.values()), shown
+        assert shown[f"pay_{u}"]["tables"][0]["records"] == len(ids)
+        assert sum(shown[f"pay_{u}"]["dead_letters"].values()) == len(bad)
+        assert shown[f"js_{u}"]["lag_records"] == {js_topic: 0}
+        assert {t["table"]: t["records"] for t in shown[f"route_{u}"]["tables"]} == {
+            f"{ns}.t_pay": 40, f"{ns}.t_user": 20,
+        }  # fmt: skip
+        assert shown[f"cdc_{u}"]["tables"][0]["records"] == len(customers)
+        code, body = _get(url + "api/history")
+        assert code == 200, body[:2000]
+        history = json.loads(body)
+        points = history[f"pay_{u}"][f"{ns}.payments"]
+        assert points and sum(p["records"] for p in points) == len(ids)
+        assert points[-1]["data_files"] >= 1
+        assert sum(p["records"] for p in history[f"pb_{u}"][f"{ns}.readings"]) == 50
+    finally:
+        ui.terminate()
+        ui.wait(30)
+
+    # Credentials the store refuses: status and the page stop with one line naming the
+    # variables, never the secret; nothing of the tables is shown.
+    wrong = {**env, "AWS_SECRET_ACCESS_KEY": "not-the-secret-" + u}
+    for command in (["status", "-o", "json"], ["ui", "--port", "0"]):
+        refused = frazil(*command, "-c", str(path), env=wrong, timeout=120)
+        assert refused.returncode == 1, (command, refused.stdout[-2000:], refused.stderr[-2000:])
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1, (command, refused.stderr)
+        assert lines[0].startswith(f"error: the object store at {stack.s3_endpoint} refused"), lines
+        assert "check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment" in lines[0]
+        assert wrong["AWS_SECRET_ACCESS_KEY"] not in refused.stdout + refused.stderr
+        assert refused.stdout == ""
 
     listed = frazil("tables", "-c", str(path), env=env, timeout=600)
     assert listed.returncode == 0, listed.stderr[-3000:]
-    for table in ("payments", "t_pay", "t_user", "upserted"):
+    for table in ("payments", "t_pay", "t_user", "upserted", "events", "readings", "customers"):
         assert f"`{ns}`.`{table}`" in listed.stdout
 
     # An orphan on the store, older than orphans.older_than (3d): the pass lists the table's

@@ -1,11 +1,16 @@
 """A config switched to a cluster, an object store or a REST catalog that does not answer:
 `frazil run`, `plan` and `status` stop at once with one line naming the service, its address
 and the key, before Spark starts; nothing is written. Closed ports stand in for the services,
-so no stack is needed.
+so no stack is needed; a small HTTP server stands in for a REST catalog that refuses the
+credentials in ``catalog.properties``.
 """
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +111,77 @@ def test_plan_and_status_name_the_catalog_that_does_not_answer(
     for command in ("plan", "status"):
         stderr = short_error(frazil(command, "-c", str(config), timeout=BOUND_S))
         assert " ".join(stderr.split()) == expected, command
+
+
+class _RefusingCatalog(BaseHTTPRequestHandler):
+    """A REST catalog that takes no credentials: Iceberg's error for every call, and the
+    OAuth2 error of RFC 6749 for a token request."""
+
+    def _refuse(self) -> None:
+        if self.path.endswith("/oauth/tokens"):
+            reason = "client authentication failed"
+            answer, code = {"error": "invalid_client", "error_description": reason}, 401
+        else:
+            error = {"message": "the token is not valid", "type": "NotAuthorizedException"}
+            answer, code = {"error": {**error, "code": 401}}, 401
+        body = json.dumps(answer).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _refuse
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def refusing_catalog() -> Iterator[str]:
+    """The URI of a REST catalog that refuses every credential."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _RefusingCatalog)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("token", "tok-{}", "UnauthorizedError: NotAuthorizedException: the token is not valid"),
+        ("credential", "client:{}", "OAuthError: invalid_client: client authentication failed"),
+    ],
+)
+def test_status_and_the_page_name_the_catalog_that_refuses_the_credentials(
+    tmp_path: Path, refusing_catalog: str, unique: str, key: str, value: str, reason: str
+) -> None:
+    """The local stack's REST catalog takes no credentials; a hosted one (Polaris, Nessie
+    with authentication) does, in catalog.properties: one line names the catalog and the key,
+    never the value."""
+    secret = value.format("secret-" + unique)
+    data = {
+        "catalog": {
+            "type": "rest",
+            "uri": refusing_catalog,
+            "warehouse": "s3://frazil/warehouse",
+            "properties": {key: secret},
+        },
+        "kafka": {"bootstrap_servers": "127.0.0.1:9092"},
+        "pipelines": [payments_pipeline("p", "t", "db.p")],
+    }
+    config = tmp_path / "cluster.yaml"
+    config.write_text(yaml.safe_dump(data))
+    # The page opens the catalog as status does (once: each command is a process start).
+    commands = [("status",), ("ui", "--port", "0")] if key == "token" else [("status",)]
+    for command in commands:
+        done = frazil(*command, "-c", str(config), timeout=BOUND_S)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert secret not in done.stdout + done.stderr
+        assert " ".join(short_error(done).split()) == (
+            f"error: the REST catalog at {refusing_catalog} (catalog.uri) refused the "
+            f"credentials ({reason}): check catalog.properties.{key}"
+        ), command

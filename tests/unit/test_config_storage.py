@@ -11,7 +11,7 @@ import pytest
 
 from frazil.config import parse_config
 from frazil.config import secrets as secrets_module
-from frazil.config.storage import credentials, is_s3, remember_credentials
+from frazil.config.storage import credentials, is_s3, refused_credentials, remember_credentials
 from frazil.config.storage_clients import (
     S3_FILE_IO,
     catalog_properties,
@@ -409,10 +409,68 @@ class _JavaError(Exception):
         ),
     ],
 )
-def test_what_the_store_answered(text: str, reason: str) -> None:
+def test_what_the_store_answered(text: str, reason: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "frazil")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     assert _storage_reason(_JavaError(text), "s3a://frazil/state", "http://127.0.0.1:9000") == (
         reason
     )
+
+
+#: PyArrow's error for a HEAD the store refused (``frazil status`` and ``frazil ui``).
+PYARROW_REFUSED = (
+    "When getting information for key 'warehouse/db/p/metadata/00001.metadata.json' in bucket "
+    "'frazil': AWS Error ACCESS_DENIED during HeadObject operation: No response body."
+)
+
+
+def test_pyarrows_refusal_names_the_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "frazil")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    found = refused_credentials(PYARROW_REFUSED, "s3://frazil/x", "http://s3:9000")
+    assert found == (
+        "the object store at http://s3:9000 refused the credentials for s3://frazil/x "
+        "(access denied): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment"
+    )
+    assert refused_credentials("AWS Error NETWORK_CONNECTION", "s3://f/x", "a") is None
+
+
+def test_a_refusal_without_the_variables_says_whose_credentials_they_were() -> None:
+    found = refused_credentials(PYARROW_REFUSED, "s3://frazil/x", "AWS S3")
+    assert found == (
+        "the object store at AWS S3 refused the credentials for s3://frazil/x (access denied): "
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set, so the AWS SDK's default "
+        "chain or the catalog's vended credentials were used"
+    )
+
+
+@pytest.mark.parametrize(
+    ("properties", "expected"),
+    [
+        ({"token": SECRET}, "refused the credentials (UnauthorizedError: NotAuthorizedException: "
+         "bad token): check catalog.properties.token"),
+        ({"credential": "id:" + SECRET, "token": SECRET}, "refused the credentials "
+         "(UnauthorizedError: NotAuthorizedException: bad token): check "
+         "catalog.properties.credential and catalog.properties.token"),
+        ({}, "asks for credentials (UnauthorizedError: NotAuthorizedException: bad token): it "
+         "needs some: set catalog.properties.credential (an OAuth2 client id:secret) or "
+         "catalog.properties.token"),
+    ],
+)  # fmt: skip
+def test_a_rest_catalog_that_refuses_is_named_with_the_keys(
+    properties: dict[str, str], expected: str
+) -> None:
+    from pyiceberg.exceptions import UnauthorizedError
+
+    from frazil.observe.status import _refused_catalog
+
+    config = parse_config(_stack(catalog={
+        "type": "rest", "uri": "https://rest:8181", "warehouse": "s3://frazil/warehouse",
+        "properties": properties,
+    }))  # fmt: skip
+    found = _refused_catalog(config, UnauthorizedError("NotAuthorizedException: bad token"))
+    assert found == f"the REST catalog at https://rest:8181 (catalog.uri) {expected}"
+    assert SECRET not in found
 
 
 def test_the_cluster_example_validates() -> None:

@@ -92,7 +92,7 @@ def status(
     recent commits, freshness, last commit, dead letters, table files and snapshots — read
     from Kafka and the tables (PyIceberg), without starting Spark."""
     from frazil.engine.reachable import check_services
-    from frazil.observe.status import pyiceberg_catalog, read_status
+    from frazil.observe.status import check_reads, pyiceberg_catalog, read_status
 
     loaded = load_config(config)
     unknown = sorted(set(pipeline or []) - {p.name for p in loaded.pipelines})
@@ -100,6 +100,8 @@ def status(
         raise ConfigError(f"no pipeline named {', '.join(map(repr, unknown))} in {config}")
     check_services(loaded)
     catalog = pyiceberg_catalog(loaded)
+    # Credentials the store refuses stop here, with one line (as `frazil run`).
+    check_reads(loaded, catalog)
     if output is OutputFormat.json:
         while True:
             found = read_status(loaded, pipeline or None, catalog)

@@ -21,11 +21,14 @@ def ui(
     """A web page with each pipeline's status and plots over time (records per second, lag,
     freshness per commit, files per table), rebuilt from the tables' commit history and
     refreshed live. Needs no Spark; `frazil run` serves the same page next to its metrics."""
+    from frazil.observe.status import check_reads
     from frazil.observe.web import Dashboard
 
     loaded = load_config(config)
     dashboard = Dashboard(loaded)
-    dashboard.catalog()  # a catalog PyIceberg cannot open fails here, with its reason
+    # A catalog PyIceberg cannot open, or credentials the store refuses, stop here with one
+    # line (as `frazil status`), rather than as an error inside the page.
+    check_reads(loaded, dashboard.catalog())
     bound = dashboard.start(host, port)
     err_console.print(f"frazil ui on http://{host}:{bound}/ (Ctrl-C to stop)", highlight=False)
     stop = threading.Event()

@@ -131,3 +131,41 @@ def credential_key_reason(key: str) -> str:
         f"{ACCESS_KEY_ID} and {SECRET_ACCESS_KEY} (and {SESSION_TOKEN} for temporary ones) "
         "in the environment"
     )
+
+
+#: Words in the object store's answer that mean the credentials were refused (S3's error
+#: codes; S3A's AccessDeniedException for a 403; PyArrow's names of the AWS SDK's errors).
+_REFUSED = (
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "AccessDenied",
+    "403",
+    "Forbidden",
+    "ACCESS_DENIED",
+    "INVALID_ACCESS_KEY_ID",
+    "SIGNATURE_DOES_NOT_MATCH",
+)
+
+
+def refused_credentials(text: str, location: str, address: str) -> str | None:
+    """The message for an object store's error that says it refused the credentials (the
+    text of S3A's or S3FileIO's Java exception chain, or of PyArrow's ``OSError``), naming the
+    variables and never their values; None for any other error.
+
+    Args:
+        text: The error's text.
+        location: What was read (``s3://bucket/...``).
+        address: The store, as messages name it (``storage.address()``).
+    """
+    if not any(word in text for word in _REFUSED):
+        return None
+    code = next((w for w in _REFUSED[:2] if w in text), "access denied")
+    if credentials() is None:
+        # Not the environment's: an instance's role, a profile, or a catalog's vended ones.
+        hint = (
+            f"{ACCESS_KEY_ID} and {SECRET_ACCESS_KEY} are not set, so the AWS SDK's default "
+            "chain or the catalog's vended credentials were used"
+        )
+    else:
+        hint = f"check {ACCESS_KEY_ID} and {SECRET_ACCESS_KEY} in the environment"
+    return f"the object store at {address} refused the credentials for {location} ({code}): {hint}"

@@ -9,7 +9,10 @@ written then: a run that stops here commits nothing.
 
 After Spark started, :func:`check_storage` reads each S3 location once from the driver, so
 credentials the store refuses, or a bucket that does not exist, stop the run with that
-reason (and never the credentials themselves) before any query starts.
+reason (and never the credentials themselves) before any query starts. The commands that read
+the tables without Spark (``frazil status``, ``frazil ui``) read a table's metadata file
+through PyIceberg and stop with the same message
+(:func:`frazil.config.storage.refused_credentials`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from frazil.config.models import FrazilConfig
-from frazil.config.storage import ACCESS_KEY_ID, SECRET_ACCESS_KEY, is_s3
+from frazil.config.storage import ACCESS_KEY_ID, SECRET_ACCESS_KEY, is_s3, refused_credentials
 from frazil.errors import ServiceError
 
 if TYPE_CHECKING:
@@ -121,11 +124,6 @@ def _connect(host: str, port: int, timeout: float) -> str | None:
         return exc.strerror or type(exc).__name__
 
 
-#: Words in the object store's answer that mean the credentials were refused (S3's error
-#: codes; S3A's AccessDeniedException for a 403).
-_REFUSED = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403", "Forbidden")
-
-
 def check_storage(spark: SparkSession, config: FrazilConfig, locations: list[str]) -> None:
     """Read each S3 location once from the driver (through Hadoop's S3A): the store must take
     the environment's credentials and hold the bucket.
@@ -153,12 +151,9 @@ def _storage_reason(exc: BaseException, location: str, address: str) -> str:
     bucket = urlsplit(location).hostname or location
     if "NoSuchBucket" in text or "UnknownStoreException" in text:
         return f"the object store at {address} has no bucket {bucket!r} (for {location})"
-    if any(word in text for word in _REFUSED):
-        code = next((w for w in _REFUSED[:2] if w in text), "access denied")
-        return (
-            f"the object store at {address} refused the credentials for {location} ({code}): "
-            f"check {ACCESS_KEY_ID} and {SECRET_ACCESS_KEY} in the environment"
-        )
+    refused = refused_credentials(text, location, address)
+    if refused is not None:
+        return refused
     if "NoAuthWithAWSException" in text or "Unable to load credentials" in text:
         return (
             f"no credentials for the object store at {address} ({location}): set "

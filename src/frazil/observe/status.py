@@ -17,7 +17,7 @@ from typing import Any
 from frazil.config.locations import local_path
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
-from frazil.errors import FrazilError, KafkaError
+from frazil.errors import FrazilError, KafkaError, ServiceError, first_line
 from frazil.progress import fence, freshness
 from frazil.progress.markers import (
     MAX_TIMESTAMPS,
@@ -79,13 +79,18 @@ def pyiceberg_catalog(config: FrazilConfig) -> Any:
     catalog = config.catalog
     if catalog.type == "rest":
         from pyiceberg.catalog.rest import RestCatalog
+        from pyiceberg.exceptions import ForbiddenError, OAuthError, UnauthorizedError
 
         from frazil.config.storage_clients import pyiceberg_properties
 
         # The object store's address and the environment's credentials, for PyIceberg's own
         # reads of the tables' files; the user's catalog.properties win.
         props = {**pyiceberg_properties(config), **catalog.properties}
-        return RestCatalog(catalog.name, uri=catalog.uri or "", **props)
+        try:
+            # Opening asks the server for its config: credentials it refuses fail here.
+            return RestCatalog(catalog.name, uri=catalog.uri or "", **props)
+        except (UnauthorizedError, ForbiddenError, OAuthError) as exc:
+            raise ServiceError(_refused_catalog(config, exc)) from None
     uri = catalog.resolved_uri()
     if catalog.type == "jdbc" and uri.startswith("jdbc:sqlite:"):
         from pyiceberg.catalog.sql import SqlCatalog
@@ -98,6 +103,62 @@ def pyiceberg_catalog(config: FrazilConfig) -> Any:
         f"catalog and REST catalogs; catalog.type {catalog.type} with {uri or 'no uri'} is "
         "not supported yet (use frazil tables, which goes through Spark)"
     )
+
+
+#: catalog.properties that carry a REST catalog's credentials (Iceberg's OAuth2 and token keys).
+_CATALOG_CREDENTIALS = ("credential", "token")
+
+
+def _refused_catalog(config: FrazilConfig, exc: Exception) -> str:
+    """The message for a REST catalog that refused to open: the keys that hold the
+    credentials, never their values, and the server's reason."""
+    given = [k for k in _CATALOG_CREDENTIALS if config.catalog.properties.get(k)]
+    if given:
+        hint = "check " + " and ".join(f"catalog.properties.{k}" for k in given)
+    else:
+        hint = (
+            "it needs some: set catalog.properties.credential (an OAuth2 client id:secret) "
+            "or catalog.properties.token"
+        )
+    kind = "refused the credentials" if given else "asks for credentials"
+    return (
+        f"the REST catalog at {config.catalog.uri} (catalog.uri) {kind} "
+        f"({type(exc).__name__}: {first_line(exc, 200)}): {hint}"
+    )
+
+
+def check_reads(config: FrazilConfig, catalog: Any) -> None:
+    """Read the metadata file of the config's first existing table through that table's own
+    FileIO (the environment's credentials, or those the catalog vends with the table).
+
+    A REST catalog answers a table's metadata without the object store, so without this
+    read credentials the store refuses would go unnoticed until a file is read (the
+    dead-letter counts), or show figures from the catalog alone. Other errors of the store
+    are left to the reads that need it.
+
+    Raises:
+        ServiceError: The store refused the credentials (named by their variables, never
+            shown).
+    """
+    from frazil.config.storage import refused_credentials
+
+    for pipeline in config.pipelines:
+        names = list(pipeline.static_tables())
+        if pipeline.errors.dlq_table is not None:
+            names.append(pipeline.errors.dlq_table)
+        for name in names:
+            try:
+                table = catalog.load_table(name)
+            except Exception:  # not created yet
+                continue
+            try:
+                table.io.new_input(table.metadata_location).exists()
+            except OSError as exc:
+                address = config.storage.address() if config.storage else "AWS S3"
+                refused = refused_credentials(str(exc), table.metadata_location, address)
+                if refused is not None:
+                    raise ServiceError(refused) from None
+            return
 
 
 def _tables_of(catalog: Any, pipeline: PipelineConfig) -> list[str]:

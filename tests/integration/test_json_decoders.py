@@ -124,23 +124,25 @@ BAD: list[tuple[bytes, str | None]] = [
         b'{"dec": 123456789012}',
         "field 'dec' has a value of type bigint, the schema's type is decimal(10,2)",
     ),
-    (b'{"ts": "not a time"}', "field 'ts' has a value of type string, the schema's type is "
-     "timestamp"),  # fmt: skip
+    (
+        b'{"ts": "not a time"}',
+        "field 'ts' has a value of type string, the schema's type is timestamp",
+    ),
     (b'{"ts": true}', "field 'ts' has a value of type boolean, the schema's type is timestamp"),
     (b'{"ts": 1.5}', "field 'ts' has a value of type decimal(2,1), the schema's type is timestamp"),
     (b'{"dt": "2026-13-01"}', "field 'dt' has a value of type string, the schema's type is date"),
     (b'{"dt": 20260101}', "field 'dt' has a value of type bigint, the schema's type is date"),
     (b'{"bin": 5}', "field 'bin' has a value of type bigint, the schema's type is binary"),
-    (b'{"st": "x"}', "field 'st' has a value of type string, the schema's type is "
-     "struct<a:string,n:bigint>"),  # fmt: skip
-    (b'{"st": {"n": "x"}}', "field 'st.n' has a value of type string, the schema's type is "
-     "bigint"),  # fmt: skip
+    (
+        b'{"st": "x"}',
+        "field 'st' has a value of type string, the schema's type is struct<a:string,n:bigint>",
+    ),
+    (b'{"st": {"n": "x"}}', "field 'st.n' has a value of type string, the schema's type is bigint"),
     (b'{"arr": 5}', "field 'arr' has a value of type bigint, the schema's type is array<bigint>"),
     (b'{"arr": [1, "a"]}', None),
     (b'{"arrs": [{"x": "a"}]}', None),
     (b'{"m": {"k": "v"}}', None),
-    (b'{"m": [1]}', "field 'm' has a value of type array, the schema's type is "
-     "map<string,double>"),  # fmt: skip
+    (b'{"m": [1]}', "field 'm' has a value of type array, the schema's type is map<string,double>"),
     (b'{"l": NaN}', None),
 ]
 

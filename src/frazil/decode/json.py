@@ -533,9 +533,7 @@ def _build_decoder(context: BuildContext) -> JsonDecoder:
     # fields met later are learned batch by batch (or refused under freeze).
     evolving = context.part == "value" and not freeze
     if context.table_schema is not None:
-        return JsonDecoder(
-            context.table_schema, timestamp_format, evolving, freeze, engine=engine
-        )
+        return JsonDecoder(context.table_schema, timestamp_format, evolving, freeze, engine=engine)
     assert context.batch_options is not None
     schema = infer_schema(
         context.spark, context.batch_options, pipeline, INFER_SAMPLE, column=context.part

@@ -297,39 +297,22 @@ def frazil_udf(
 ) -> Column:
     """``struct<data: schema, error: string>`` of frazil's JVM decoder over ``data``.
 
-    The Java UDF is applied as an expression of its own (never called by name), so the
-    column works in any session, a streaming query's clone included. The session's time zone
-    is read once here: the decoder resolves it once per task.
+    The decoder is a Catalyst expression of its own (``dev.frazil.spark.JsonDecoder``), not a
+    UDF registered by name: the column works in any session, a streaming query's clone
+    included, and it writes Spark's internal rows directly. The session's time zone is read
+    once here; the decoder resolves it once per task.
     """
     from pyspark.sql import SparkSession
     from pyspark.sql.classic.column import Column as ClassicColumn
-    from pyspark.sql.classic.column import _to_java_column, _to_seq
+    from pyspark.sql.classic.column import _to_java_column
 
     spark = SparkSession.active()
-    sc = spark.sparkContext
-    jvm = sc._jvm
+    jvm = spark.sparkContext._jvm
     assert jvm is not None
     zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    decoder = jvm.dev.frazil.spark.JsonDecoder(schema.json(), timestamp_format, zone, unknown)
-    result = (
-        f'{{"type":"struct","fields":[{{"name":"data","type":{schema.json()},"nullable":true,'
-        '"metadata":{}},{"name":"error","type":"string","nullable":true,"metadata":{}}]}'
-    )
-    returns = jvm.org.apache.spark.sql.types.DataType.fromJson(result)
-    # functions.udf(UDF1, DataType), taken by reflection: py4j would pick the untyped
-    # udf(Object, DataType) overload, which Spark refuses.
-    gateway = sc._gateway
-    assert gateway is not None
-    lang = jvm.java.lang
-    types = gateway.new_array(lang.Class, 2)
-    types[0] = lang.Class.forName("org.apache.spark.sql.api.java.UDF1")
-    types[1] = lang.Class.forName("org.apache.spark.sql.types.DataType")
-    method = lang.Class.forName("org.apache.spark.sql.functions").getMethod("udf", types)
-    arguments = gateway.new_array(lang.Object, 2)
-    arguments[0] = decoder
-    arguments[1] = returns
-    udf = method.invoke(None, arguments)
-    return ClassicColumn(udf.apply(_to_seq(sc, [data], _to_java_column)))
+    decoder = jvm.dev.frazil.spark.JsonDecoder
+    java = decoder.column(_to_java_column(data), schema.json(), timestamp_format, zone, unknown)
+    return ClassicColumn(java)
 
 
 #: What a type mismatch says when no top-level field can be named (one nested deeper).

@@ -15,10 +15,9 @@ import java.io.Serializable;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.math.RoundingMode;
-import java.nio.charset.StandardCharsets;
-import java.time.Instant;
 import java.time.LocalDate;
 import java.time.LocalDateTime;
+import java.util.Objects;
 import java.time.ZoneId;
 import java.time.zone.ZoneRules;
 import java.util.ArrayList;
@@ -26,9 +25,14 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback;
+import org.apache.spark.sql.catalyst.util.ArrayBasedMapData;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
+import org.apache.spark.sql.classic.ExpressionUtils;
 import org.apache.spark.sql.catalyst.util.DateTimeUtils;
 import org.apache.spark.sql.catalyst.util.RebaseDateTime;
 import org.apache.spark.sql.catalyst.util.TimestampFormatter;
@@ -49,13 +53,17 @@ import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.types.TimestampNTZType;
+import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.types.TimestampType;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
 
 /**
- * Decodes JSON objects into Spark rows, in the JVM: a Spark Java UDF over a Kafka value's
- * bytes that returns {@code struct<data: <schema>, error: string>}.
+ * Decodes JSON objects into Spark rows, in the JVM: a Catalyst expression over a Kafka value's
+ * bytes that returns {@code struct<data: <schema>, error: string>} as Spark's internal row
+ * (UTF8String, microseconds, Decimal, GenericArrayData…), so no external {@code Row} is built
+ * and converted per record as a UDF's would be (measured: about a quarter of the decoder's
+ * time per record on the payments).
  *
  * <p>One pass over the bytes with Jackson's byte-based streaming parser (no {@code Reader}, no
  * char buffer of our own, no copy of the value): one {@link JsonFactory} per JVM, whose buffer
@@ -81,7 +89,7 @@ import scala.Option;
  * m['k']}). With {@code unknownFields} set, a record holding a field the schema lacks (at any
  * depth) is marked with that reason, its data kept.
  */
-public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
+public final class JsonDecoder extends Expression implements CodegenFallback, Serializable {
   private static final long serialVersionUID = 1L;
 
   /** Reason of a document that is not a JSON object (the Spark path's wording). */
@@ -105,12 +113,35 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
           .disable(JsonFactory.Feature.INTERN_FIELD_NAMES)
           .build();
 
+  private final Expression child;
   private final String schemaJson;
   private final String timestampFormat;
   private final String timeZone;
   private final String unknownFields;
+  private final StructType resultType;
 
   private transient volatile Plan plan;
+  private transient UTF8String unknownReason;
+
+  /**
+   * The decoder over a column of values (binary), as a column of {@code struct<data, error>}.
+   *
+   * @see #JsonDecoder(Expression, String, String, String, String)
+   */
+  public static Column column(
+      Column values,
+      String schemaJson,
+      String timestampFormat,
+      String timeZone,
+      String unknownFields) {
+    return ExpressionUtils.column(
+        new JsonDecoder(
+            ExpressionUtils.expression(values),
+            schemaJson,
+            timestampFormat,
+            timeZone,
+            unknownFields));
+  }
 
   /**
    * @param schemaJson the decoded shape, as Spark's JSON form of a {@code StructType}
@@ -121,11 +152,100 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
    *     record holding one
    */
   public JsonDecoder(
-      String schemaJson, String timestampFormat, String timeZone, String unknownFields) {
+      Expression child,
+      String schemaJson,
+      String timestampFormat,
+      String timeZone,
+      String unknownFields) {
+    this.child = child;
     this.schemaJson = schemaJson;
     this.timestampFormat = timestampFormat;
     this.timeZone = timeZone;
     this.unknownFields = unknownFields;
+    this.resultType =
+        new StructType()
+            .add("data", DataType.fromJson(schemaJson), true)
+            .add("error", org.apache.spark.sql.types.DataTypes.StringType, true);
+  }
+
+  @Override
+  public org.apache.spark.sql.catalyst.expressions.codegen.ExprCode doGenCode(
+      org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext context,
+      org.apache.spark.sql.catalyst.expressions.codegen.ExprCode ev) {
+    // Generated code calls eval(): the decoding is this class's own loop either way.
+    return CodegenFallback.super.doGenCode(context, ev);
+  }
+
+  @Override
+  public scala.collection.immutable.Seq<Expression> children() {
+    return scala.jdk.javaapi.CollectionConverters.asScala(java.util.List.of(child)).toList();
+  }
+
+  @Override
+  public DataType dataType() {
+    return resultType;
+  }
+
+  @Override
+  public boolean nullable() {
+    return true;
+  }
+
+  @Override
+  public String prettyName() {
+    return "frazil_json";
+  }
+
+  @Override
+  public Expression withNewChildrenInternal(
+      scala.collection.immutable.IndexedSeq<Expression> children) {
+    return new JsonDecoder(children.apply(0), schemaJson, timestampFormat, timeZone, unknownFields);
+  }
+
+  @Override
+  public int productArity() {
+    return 5;
+  }
+
+  @Override
+  public Object productElement(int n) {
+    switch (n) {
+      case 0:
+        return child;
+      case 1:
+        return schemaJson;
+      case 2:
+        return timestampFormat;
+      case 3:
+        return timeZone;
+      default:
+        return unknownFields;
+    }
+  }
+
+  @Override
+  public boolean canEqual(Object other) {
+    return other instanceof JsonDecoder;
+  }
+
+  @Override
+  public boolean equals(Object other) {
+    // Equal decoders of equal children are one expression: Spark evaluates it once per
+    // record for both the data and the error column (subexpression elimination).
+    if (!(other instanceof JsonDecoder)) {
+      return false;
+    }
+    JsonDecoder o = (JsonDecoder) other;
+    return child.equals(o.child)
+        && schemaJson.equals(o.schemaJson)
+        && Objects.equals(timestampFormat, o.timestampFormat)
+        && Objects.equals(timeZone, o.timeZone)
+        && Objects.equals(unknownFields, o.unknownFields);
+  }
+
+  @Override
+  public int hashCode() {
+    return Objects.hash(child, schemaJson, timestampFormat, timeZone, unknownFields);
   }
 
   private Plan plan() {
@@ -138,15 +258,19 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
   }
 
   @Override
-  public Row call(byte[] data) {
-    if (data == null) {
-      return null;
+  public Object eval(InternalRow input) {
+    Object value = child.eval(input);
+    if (value == null) {
+      return null; // a tombstone: no struct, no error
     }
-    return decode(plan(), data, unknownFields);
+    if (unknownFields != null && unknownReason == null) {
+      unknownReason = UTF8String.fromString(unknownFields);
+    }
+    return decode(plan(), (byte[]) value, unknownReason);
   }
 
-  /** Decodes one value; never throws. */
-  static Row decode(Plan plan, byte[] data, String unknownFields) {
+  /** Decodes one value into {@code struct<data, error>}; never throws. */
+  static InternalRow decode(Plan plan, byte[] data, UTF8String unknownFields) {
     // A JSON document never starts with a zero byte: it is the wire format's magic byte.
     int start = data.length > 0 && data[0] == 0 ? Math.min(5, data.length) : 0;
     Context context = new Context(unknownFields != null);
@@ -158,11 +282,11 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
       if (first != JsonToken.START_OBJECT) {
         return failure(NOT_OBJECT);
       }
-      Row row = plan.root.readObject(parser, context);
+      InternalRow row = plan.root.readObject(parser, context);
       if (parser.nextToken() != null) {
         return failure(NOT_OBJECT); // trailing data after the object
       }
-      return RowFactory.create(row, context.unknown ? unknownFields : null);
+      return new GenericInternalRow(new Object[] {row, context.unknown ? unknownFields : null});
     } catch (Mismatch m) {
       return failure(m.message());
     } catch (IOException | RuntimeException | StackOverflowError e) {
@@ -171,8 +295,15 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
     }
   }
 
-  private static Row failure(String reason) {
-    return RowFactory.create(null, reason);
+  private static final UTF8String NOT_OBJECT_UTF8 = UTF8String.fromString(NOT_OBJECT);
+  private static final UTF8String EMPTY_UTF8 = UTF8String.fromString(EMPTY);
+
+  private static InternalRow failure(String reason) {
+    UTF8String text =
+        reason == NOT_OBJECT
+            ? NOT_OBJECT_UTF8
+            : reason == EMPTY ? EMPTY_UTF8 : UTF8String.fromString(reason);
+    return new GenericInternalRow(new Object[] {null, text});
   }
 
   /** Per-record state: whether a field the schema lacks was met. */
@@ -321,7 +452,7 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
       long local = epochDay * 86400L + secondOfDay;
       int offset;
       if (fixedZone) {
-        offset = rules.getOffset(Instant.EPOCH).getTotalSeconds();
+        offset = rules.getOffset(java.time.Instant.EPOCH).getTotalSeconds();
       } else {
         offset =
             rules
@@ -374,7 +505,7 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
       return readObject(p, c);
     }
 
-    Row readObject(JsonParser p, Context c) throws IOException {
+    InternalRow readObject(JsonParser p, Context c) throws IOException {
       Object[] values = new Object[convs.length];
       String name;
       while ((name = p.nextFieldName()) != null) {
@@ -400,7 +531,7 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
       if (p.currentToken() != JsonToken.END_OBJECT) {
         throw new IOException("not an object end");
       }
-      return RowFactory.create(values);
+      return new GenericInternalRow(values);
     }
   }
 
@@ -433,7 +564,7 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
           throw m.under("[" + out.size() + "]");
         }
       }
-      return out;
+      return new GenericArrayData(out.toArray());
     }
   }
 
@@ -467,7 +598,15 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
           throw m.under("['" + name + "']");
         }
       }
-      return out;
+      // A key met twice keeps its last value (LinkedHashMap), as a struct field does.
+      Object[] keys = new Object[out.size()];
+      Object[] values = new Object[out.size()];
+      int i = 0;
+      for (Map.Entry<String, Object> entry : out.entrySet()) {
+        keys[i] = UTF8String.fromString(entry.getKey());
+        values[i++] = entry.getValue();
+      }
+      return new ArrayBasedMapData(new GenericArrayData(keys), new GenericArrayData(values));
     }
   }
 
@@ -479,14 +618,14 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
     @Override
     Object read(JsonParser p, JsonToken t, Context c) throws IOException {
       if (t == JsonToken.VALUE_STRING) {
-        return p.getText();
+        return UTF8String.fromString(p.getText());
       }
       // from_json keeps any other value as its JSON text, written by Jackson's generator.
       ByteArrayOutputStream out = new ByteArrayOutputStream();
       try (JsonGenerator generator = FACTORY.createGenerator(out)) {
         generator.copyCurrentStructure(p);
       }
-      return new String(out.toByteArray(), StandardCharsets.UTF_8);
+      return UTF8String.fromBytes(out.toByteArray());
     }
   }
 
@@ -600,7 +739,7 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
       if (scaled.precision() > precision) {
         throw mismatch(p, t);
       }
-      return scaled;
+      return Decimal.apply(scaled, precision, scale);
     }
   }
 
@@ -627,8 +766,7 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
       } else {
         throw mismatch(p, t);
       }
-      return Instant.ofEpochSecond(
-          Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000L);
+      return micros;
     }
 
     private long formatted(String text, JsonParser p, JsonToken t) {
@@ -672,7 +810,7 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
       if (parsed.isEmpty()) {
         throw mismatch(p, t);
       }
-      return DateTimeUtils.microsToLocalDateTime((Long) parsed.get());
+      return parsed.get();
     }
   }
 
@@ -689,7 +827,7 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
       String text = p.getText();
       long fast = Iso.date(text);
       if (fast != Iso.NONE) {
-        return LocalDate.ofEpochDay(fast);
+        return (int) fast;
       }
       Option<Object> parsed = DateTimeUtils.stringToDate(UTF8String.fromString(text));
       if (parsed.isEmpty()) {
@@ -698,11 +836,11 @@ public final class JsonDecoder implements UDF1<byte[], Row>, Serializable {
                 DateTimeUtils.cleanLegacyTimestampStr(UTF8String.fromString(text)));
       }
       if (!parsed.isEmpty()) {
-        return LocalDate.ofEpochDay((Integer) parsed.get());
+        return parsed.get();
       }
       try {
         // Spark 1.5 wrote days since the epoch as text; from_json still reads them.
-        return LocalDate.ofEpochDay(RebaseDateTime.rebaseJulianToGregorianDays(Integer.parseInt(text)));
+        return RebaseDateTime.rebaseJulianToGregorianDays(Integer.parseInt(text));
       } catch (NumberFormatException e) {
         throw mismatch(p, t);
       }

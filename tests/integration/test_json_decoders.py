@@ -186,7 +186,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def test_the_schema_is_read_by_the_frazil_decoder() -> None:
+def test_the_schema_is_read_by_the_frazil_decoder(spark: Any) -> None:
     assert frazil_reads(schema_from_fields(SCHEMA))
 
 

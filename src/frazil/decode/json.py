@@ -213,7 +213,7 @@ class JsonDecoder:
         """Decoded by frazil's JVM decoder: one call per record gives the row and a reason."""
         from pyspark.sql import functions as F
 
-        result = frazil_udf(data, self.schema, self.timestamp_format, self._unknown_reason())
+        result = frazil_column(data, self.schema, self.timestamp_format, self._unknown_reason())
         reason = result["error"]
         detail = F.when(reason == F.lit(EMPTY), F.lit("")).otherwise(
             F.substring(_text(data), 1, _QUOTED_CHARS)
@@ -292,7 +292,7 @@ def frazil_reads(data_type: DataType) -> bool:
     return str(data_type.simpleString()) in _READ_TYPES
 
 
-def frazil_udf(
+def frazil_column(
     data: Column, schema: StructType, timestamp_format: str | None, unknown: str | None
 ) -> Column:
     """``struct<data: schema, error: string>`` of frazil's JVM decoder over ``data``.

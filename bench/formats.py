@@ -9,7 +9,11 @@ frazil reads each with an AvailableNow trigger on local[2] into an
 Iceberg table of the same layout (``days(created_at)``), in alternating rounds after a warm-up
 round; the figures are ratios of median events/s in this run.
 
+The JSON topic is read twice per round: by Spark's ``from_json`` (``json``, the default
+until now) and by frazil's own JVM decoder (``json_frazil``, ``json_decoder: frazil``).
+
 Goals (the formats issue): Avro and Protobuf ≥ 0.8× JSON; three versions ≤ 10% slower than one.
+Goals (issue 28): frazil's JSON decoder ≥ 1.5× ``from_json``'s events/s and ≥ 0.9× Avro's.
 
 Usage: .venv/bin/python -m bench.formats [--records 1000000] [--rounds 2]
 """
@@ -200,10 +204,12 @@ def main() -> None:
             console.print(f"produced {args.records:,} {name} events in {produced[name]:.1f}s")
 
         def config_for(fmt: str, name: str) -> Any:
-            data = payments_config(
-                work, broker.bootstrap, topics[fmt], name, format=fmt.rstrip("3")
-            )
-            if fmt != "json":  # the schema comes from the registry
+            topic = topics["json" if fmt == "json_frazil" else fmt]
+            decoded = "json" if fmt == "json_frazil" else fmt.rstrip("3")
+            data = payments_config(work, broker.bootstrap, topic, name, format=decoded)
+            if decoded == "json":
+                data["pipelines"][0]["json_decoder"] = "frazil" if fmt == "json_frazil" else "spark"
+            else:  # the schema comes from the registry
                 del data["pipelines"][0]["schema"]
             data["schema_registry"] = {"url": registry_url}
             data["spark"] = {"master": "local[2]", "driver_memory": "4g"}
@@ -211,8 +217,9 @@ def main() -> None:
 
         spark = build_spark(config_for("json", "warmup"))
         rows: list[dict[str, Any]] = []
+        measured = [*topics, "json_frazil"]
         for round_no in range(args.rounds + 1):
-            for fmt in topics:
+            for fmt in measured:
                 name = f"{fmt}_{round_no}"
                 t0 = time.monotonic()
                 reports = run(config_for(fmt, name), until_caught_up=True, spark=spark)
@@ -232,7 +239,7 @@ def main() -> None:
             r["records"] / r["seconds"] for r in rows if r["format"] == fmt and r["round"] > 0
         )
 
-    rates = {fmt: median_rate(fmt) for fmt in topics}
+    rates = {fmt: median_rate(fmt) for fmt in [*topics, "json_frazil"]}
     table = Table(title=f"formats, {args.records:,} payments, 4 partitions, local[2]")
     for column in ("format", "round", "records", "seconds", "events/s"):
         table.add_column(column, justify="right")
@@ -246,12 +253,18 @@ def main() -> None:
         "avro_vs_json": rates["avro"] / rates["json"],
         "protobuf_vs_json": rates["protobuf"] / rates["json"],
         "avro_three_versions_vs_one": rates["avro3"] / rates["avro"],
+        "json_frazil_vs_json": rates["json_frazil"] / rates["json"],
+        "json_frazil_vs_avro": rates["json_frazil"] / rates["avro"],
     }
     console.print(
         f"Avro / JSON: [bold]{ratios['avro_vs_json']:.2f}×[/] (goal ≥ 0.8×); "
         f"Protobuf / JSON: [bold]{ratios['protobuf_vs_json']:.2f}×[/] (goal ≥ 0.8×); "
         f"Avro 3 versions / 1 version: [bold]{ratios['avro_three_versions_vs_one']:.2f}×[/] "
         "(goal ≥ 0.9×)"
+    )
+    console.print(
+        f"frazil's JSON decoder / from_json: [bold]{ratios['json_frazil_vs_json']:.2f}×[/] "
+        f"(goal ≥ 1.5×); / Avro: [bold]{ratios['json_frazil_vs_avro']:.2f}×[/] (goal ≥ 0.9×)"
     )
     path = write_result(
         "formats",
@@ -267,6 +280,8 @@ def main() -> None:
                 "avro_vs_json": 0.8,
                 "protobuf_vs_json": 0.8,
                 "avro_three_versions_vs_one": 0.9,
+                "json_frazil_vs_json": 1.5,
+                "json_frazil_vs_avro": 0.9,
             },
         },
     )

@@ -98,6 +98,8 @@ def test_key_registry_format_needs_a_registry_too() -> None:
         ),
         ({"format": "avro", "schema_file": "a.avsc", "timestamp_format": "yyyy"},
          "'timestamp_format' applies to format json only"),
+        ({"format": "avro", "schema_file": "a.avsc", "json_decoder": "frazil"},
+         "'json_decoder' applies to format json (or key_format json) only"),
     ],
 )  # fmt: skip
 def test_schema_source_mistakes(pipeline: dict[str, object], reason: str) -> None:
@@ -169,3 +171,20 @@ def test_key_column_must_be_an_identifier() -> None:
     assert problems == [
         ("pipelines[0].key_column", "String should match pattern '^[A-Za-z_][A-Za-z0-9_]*$'")
     ]
+
+
+def test_json_decoder_is_frazil_or_spark() -> None:
+    problems = _problems({"pipelines": [_pipeline(json_decoder="jackson")]})
+    assert problems == [("pipelines[0].json_decoder", "Input should be 'frazil' or 'spark'")]
+
+
+def test_json_decoder_defaults_and_applies_to_a_json_key() -> None:
+    from frazil.config import parse_config
+    from frazil.config.decoding import DEFAULT_JSON_DECODER
+
+    plain = parse_config({"pipelines": [_pipeline()]}).pipelines[0]
+    assert plain.value.json_decoder == DEFAULT_JSON_DECODER
+    chosen = parse_config({"pipelines": [_pipeline(json_decoder="frazil")]}).pipelines[0]
+    assert chosen.value.json_decoder == "frazil"
+    keyed = _pipeline(format="string", key_format="json", json_decoder="spark")
+    assert parse_config({"pipelines": [keyed]}).pipelines[0].value.json_decoder == "spark"

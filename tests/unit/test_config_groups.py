@@ -134,13 +134,14 @@ def test_a_dump_writes_the_flat_keys_in_their_order() -> None:
         }
     )
     dumped = config.model_dump(mode="json", by_alias=True)["pipelines"][0]
-    assert list(dumped)[6:19] == [
+    assert list(dumped)[6:20] == [
         "format",
         "schema",
         "schema_file",
         "subject",
         "message",
         "timestamp_format",
+        "json_decoder",
         "key_format",
         "key_schema",
         "key_schema_file",

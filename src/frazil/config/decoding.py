@@ -24,6 +24,12 @@ FormatName = Literal["json", "avro", "protobuf", "string", "bytes"]
 #: Formats whose schema can come from a Schema Registry (wire format: magic byte + id).
 REGISTRY_FORMATS = ("json", "avro", "protobuf")
 
+#: What decodes JSON: frazil's own JVM decoder (Jackson's byte parser straight into the
+#: schema's rows) or Spark's ``from_json``, kept as a fallback for a release.
+JsonDecoderName = Literal["frazil", "spark"]
+#: The JSON decoder of a pipeline that does not set ``json_decoder``.
+DEFAULT_JSON_DECODER: JsonDecoderName = "spark"
+
 #: Which part of a record a :class:`Decoding` decodes.
 Part = Literal["value", "key"]
 
@@ -83,6 +89,8 @@ class Decoding(Frozen):
         subject: The registry subject; None for ``<first topic>-<part>``.
         message: Protobuf: the full name of the message the records hold.
         timestamp_format: JSON values: the pattern of timestamps written as text.
+        json_decoder: JSON: ``frazil`` (frazil's own JVM decoder) or ``spark``
+            (Spark's ``from_json``). Set on the value, it decodes a JSON key too.
         column: The column the part becomes when decoded whole: always for the key
             (``key_column``, default ``key``); for a value only as one scalar (``string``,
             ``bytes``, an Avro schema that is not a record), named ``value``.
@@ -95,6 +103,7 @@ class Decoding(Frozen):
     subject: str | None = None
     message: str | None = None
     timestamp_format: str | None = None
+    json_decoder: JsonDecoderName = DEFAULT_JSON_DECODER
     column: Annotated[str, Field(pattern=IDENT)]
 
     @model_validator(mode="before")

@@ -33,7 +33,15 @@ LAYOUT: dict[str, tuple[str, str] | None] = {
     "min_partitions": None,
     **{
         key: ("value", key)
-        for key in ("format", "schema", "schema_file", "subject", "message", "timestamp_format")
+        for key in (
+            "format",
+            "schema",
+            "schema_file",
+            "subject",
+            "message",
+            "timestamp_format",
+            "json_decoder",
+        )
     },
     **{
         f"key_{key}": ("key", key)

@@ -349,6 +349,12 @@ class PipelineConfig(Frozen):
             check_schema_source(self.key)
         if self.value.format != "json" and self.value.timestamp_format is not None:
             raise ValueError("'timestamp_format' applies to format json only")
+        if (
+            self.value.format != "json"
+            and (self.key is None or self.key.format != "json")
+            and "json_decoder" in self.value.model_fields_set
+        ):
+            raise ValueError("'json_decoder' applies to format json (or key_format json) only")
         if self.errors.dlq_table is not None and self.errors.dlq_table in self.static_tables():
             raise ValueError(
                 f"errors.dlq_table {self.errors.dlq_table!r} is also a table the pipeline "

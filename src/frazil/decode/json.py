@@ -1,4 +1,11 @@
-"""JSON values with Spark's ``from_json``: the hot path stays in the JVM.
+"""JSON values, decoded in the JVM: by frazil's own decoder or by Spark's ``from_json``.
+
+``json_decoder: frazil`` decodes with ``dev.frazil.spark.JsonDecoder`` (src/frazil/jvm/java):
+one pass of Jackson's byte parser over the value into the schema's row, with a reason for
+each record that does not decode. ``json_decoder: spark`` decodes with ``from_json``, the
+reasons worked out from Spark's expressions for the records it could not read. Both read the
+same values into the same rows (tests compare them on every type); a schema with a type the
+frazil decoder does not read (intervals, variants) is decoded by ``from_json``.
 
 The schema is declared (``schema:``), read from a JSON Schema (``schema_file`` or the
 registry's ``subject``), or inferred from a sample of the topics. Values in the Schema
@@ -16,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
+from frazil.config.decoding import DEFAULT_JSON_DECODER, JsonDecoderName
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.types import to_spark_ddl
 from frazil.decode import wire
@@ -149,6 +157,8 @@ class JsonDecoder:
     #: A Debezium envelope's embedded Connect schema (JSON text), sampled when the pipeline
     #: started: its semantic types map the row's fields (:mod:`frazil.decode.connect_types`).
     connect_schema: str | None = None
+    #: ``frazil`` (frazil's JVM decoder) or ``spark`` (``from_json``).
+    engine: JsonDecoderName = DEFAULT_JSON_DECODER
     _version: int = 0
 
     @property
@@ -190,6 +200,31 @@ class JsonDecoder:
 
     def decode(self, data: Column) -> Decoded:
         """The parsed struct, and the mark of records that do not decode."""
+        if self.engine == "frazil" and frazil_reads(self.schema):
+            return self._decode_frazil(data)
+        return self._decode_spark(data)
+
+    def _unknown_reason(self) -> str | None:
+        if self.strict:
+            return "fields not in the table's schema (schema_evolution: freeze)"
+        return NEW_FIELDS if self.evolving else None
+
+    def _decode_frazil(self, data: Column) -> Decoded:
+        """Decoded by frazil's JVM decoder: one call per record gives the row and a reason."""
+        from pyspark.sql import functions as F
+
+        result = frazil_column(data, self.schema, self.timestamp_format, self._unknown_reason())
+        reason = result["error"]
+        detail = F.when(reason == F.lit(EMPTY), F.lit("")).otherwise(
+            F.substring(_text(data), 1, _QUOTED_CHARS)
+        )
+        error = F.when(reason.isNotNull(), decode_error(reason, detail))
+        decoded = result["data"]
+        fields = {f.name: decoded[f.name] for f in self.schema.fields}
+        return Decoded(value=decoded, error=error.cast(c.ERROR_DDL), fields=fields)
+
+    def _decode_spark(self, data: Column) -> Decoded:
+        """Decoded by Spark's ``from_json``."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import StringType, StructField, StructType
 
@@ -207,7 +242,7 @@ class JsonDecoder:
         )
         error = (
             F.when(data.isNull(), F.lit(None))
-            .when(parsed.isNull(), decode_error(F.lit("empty value"), F.lit("")))
+            .when(parsed.isNull(), decode_error(F.lit(EMPTY), F.lit("")))
             .when(
                 corrupt.isNotNull(),
                 decode_error(reason, F.substring(corrupt, 1, _QUOTED_CHARS)),
@@ -229,6 +264,55 @@ class JsonDecoder:
         )
         fields = {f.name: parsed[f.name] for f in self.schema.fields}
         return Decoded(value=value, error=error.cast(c.ERROR_DDL), fields=fields)
+
+
+#: Reason of a value with no JSON in it (both decoders).
+EMPTY = "empty value"
+_DECODER_CLASS = "dev.frazil.spark.JsonDecoder"
+#: Spark types frazil's JVM decoder reads (others fall back to ``from_json``).
+_READ_TYPES = (
+    "string", "bigint", "int", "smallint", "tinyint", "double", "float", "boolean",
+    "timestamp", "timestamp_ntz", "date", "binary",
+)  # fmt: skip
+
+
+def frazil_reads(data_type: DataType) -> bool:
+    """Whether frazil's JVM decoder reads every type of ``data_type`` (structs, arrays, maps
+    of string keys, decimals and the scalar types of :data:`_READ_TYPES`)."""
+    from pyspark.sql.types import ArrayType, DecimalType, MapType, StringType, StructType
+
+    if isinstance(data_type, StructType):
+        return all(frazil_reads(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, ArrayType):
+        return frazil_reads(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return isinstance(data_type.keyType, StringType) and frazil_reads(data_type.valueType)
+    if isinstance(data_type, DecimalType):
+        return True
+    return str(data_type.simpleString()) in _READ_TYPES
+
+
+def frazil_column(
+    data: Column, schema: StructType, timestamp_format: str | None, unknown: str | None
+) -> Column:
+    """``struct<data: schema, error: string>`` of frazil's JVM decoder over ``data``.
+
+    The decoder is a Catalyst expression of its own (``dev.frazil.spark.JsonDecoder``), not a
+    UDF registered by name: the column works in any session, a streaming query's clone
+    included, and it writes Spark's internal rows directly. The session's time zone is read
+    once here; the decoder resolves it once per task.
+    """
+    from pyspark.sql import SparkSession
+    from pyspark.sql.classic.column import Column as ClassicColumn
+    from pyspark.sql.classic.column import _to_java_column
+
+    spark = SparkSession.active()
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
+    decoder = jvm.dev.frazil.spark.JsonDecoder
+    java = decoder.column(_to_java_column(data), schema.json(), timestamp_format, zone, unknown)
+    return ClassicColumn(java)
 
 
 #: What a type mismatch says when no top-level field can be named (one nested deeper).
@@ -399,6 +483,8 @@ def _build_decoder(context: BuildContext) -> JsonDecoder:
     schema_file = part.schema_file
     # Only a value has a timestamp_format (a key's is always None).
     timestamp_format = part.timestamp_format
+    # The switch is written on the value; a JSON key decodes with the same decoder.
+    engine = pipeline.value.json_decoder
     freeze = pipeline.defaults.schema_evolution == "freeze" and context.part == "value"
     if declared is not None:
         # A declared schema is the contract: other fields are ignored, or errors under freeze.
@@ -408,7 +494,7 @@ def _build_decoder(context: BuildContext) -> JsonDecoder:
 
             # The declared fields are the row's: the records are its change events.
             schema = envelope_schema(schema, strict=freeze)
-        return JsonDecoder(schema, timestamp_format, strict=freeze)
+        return JsonDecoder(schema, timestamp_format, strict=freeze, engine=engine)
     if schema_file is not None:
         try:
             document = json.loads(Path(schema_file).read_text())
@@ -416,22 +502,26 @@ def _build_decoder(context: BuildContext) -> JsonDecoder:
             raise ConfigError(
                 f"{context.config_key('schema_file')}: cannot read JSON Schema {schema_file}: {exc}"
             ) from None
-        return JsonDecoder(json_schema_to_spark(document, schema_file), timestamp_format)
+        return JsonDecoder(
+            json_schema_to_spark(document, schema_file), timestamp_format, engine=engine
+        )
     if part.source() == "registry":
         found = wire.subject_schemas(context, "JSON", "a JSON Schema")
         subject, latest = found.subject, found.latest
         where = f"subject {subject!r} version {latest.version} (id {latest.schema_id})"
-        return JsonDecoder(json_schema_to_spark(json.loads(latest.text), where), timestamp_format)
+        return JsonDecoder(
+            json_schema_to_spark(json.loads(latest.text), where), timestamp_format, engine=engine
+        )
     # Inferred: the existing table's shape keeps the decoded columns stable across restarts;
     # fields met later are learned batch by batch (or refused under freeze).
     evolving = context.part == "value" and not freeze
     if context.table_schema is not None:
-        return JsonDecoder(context.table_schema, timestamp_format, evolving, freeze)
+        return JsonDecoder(context.table_schema, timestamp_format, evolving, freeze, engine=engine)
     assert context.batch_options is not None
     schema = infer_schema(
         context.spark, context.batch_options, pipeline, INFER_SAMPLE, column=context.part
     )
-    return JsonDecoder(schema, timestamp_format, evolving, freeze)
+    return JsonDecoder(schema, timestamp_format, evolving, freeze, engine=engine)
 
 
 register(Format(name="json", build=_build))

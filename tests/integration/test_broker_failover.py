@@ -208,8 +208,8 @@ def test_killing_the_partition_leader_loses_and_repeats_nothing(
         assignment = [[LEADER, *others], [LEADER, *reversed(others)]]
         futures = admin.create_topics(
             [
-                NewTopic(topic, replica_assignment=assignment),
-                NewTopic(dlq_topic, replica_assignment=[assignment[0]]),
+                NewTopic(topic, num_partitions=PARTITIONS, replica_assignment=assignment),
+                NewTopic(dlq_topic, num_partitions=1, replica_assignment=[assignment[0]]),
             ]
         )
         for future in futures.values():

@@ -19,6 +19,7 @@ clients that authenticate. Inter-broker and controller traffic always stays PLAI
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import dataclasses
 import fcntl
@@ -793,10 +794,12 @@ class LocalKafkaCluster:
             self._write_info()
             # All nodes start before any is waited for: none answers until a majority of
             # the controllers run.
+            for node in self.nodes:
+                node.kafka_dir.mkdir(parents=True, exist_ok=True)
+            self._format_new_nodes()
             started: list[tuple[_ClusterNode, int, int | None, bool]] = []
             try:
                 for node in self.nodes:
-                    node.kafka_dir.mkdir(parents=True, exist_ok=True)
                     with node._locked():
                         started.append((node, *node._launch()))
                 for node, pid, log_offset, _fresh in started:
@@ -841,6 +844,28 @@ class LocalKafkaCluster:
             cluster_dir=self.cluster_dir,
             nodes=nodes,
         )
+
+    def _format_new_nodes(self) -> None:
+        """Format the storage of every node never started, in parallel (each format is a
+        JVM of its own: seconds each)."""
+        todo = [
+            n
+            for n in self.nodes
+            if not (n.data_dir / "meta.properties").is_file() and n._running() is None
+        ]
+        if not todo:
+            return
+        classpath = os.pathsep.join(str(p) for p in kafka_classpath())
+        java = java_executable()
+
+        def format_node(node: _ClusterNode) -> None:
+            with node._locked():
+                node._write_config()
+                node._format(java, classpath)
+
+        with concurrent.futures.ThreadPoolExecutor(len(todo)) as pool:
+            for future in [pool.submit(format_node, n) for n in todo]:
+                future.result()
 
     def _write_info(self) -> None:
         nodes = [

@@ -154,3 +154,17 @@ def test_only_committed_records_are_read_unless_kafka_properties_say_otherwise()
     options = source_options(everything, everything.pipelines[0])
     assert options["kafka.isolation.level"] == "read_uncommitted"
     assert isolation_level(everything) == "read_uncommitted"
+
+
+def test_admin_calls_are_short_and_retried_so_a_dead_leader_stalls_little() -> None:
+    config = _with_properties({})
+    options = source_options(config, config.pipelines[0])
+    assert options["kafka.default.api.timeout.ms"] == "10000"
+    assert options["kafka.request.timeout.ms"] == "10000"
+    assert options["fetchOffset.numRetries"] == "18"
+    # Either timeout in kafka.properties: both left to the user (the admin client refuses
+    # an API timeout below the request timeout).
+    tuned = _with_properties({"request.timeout.ms": "30000"})
+    options = source_options(tuned, tuned.pipelines[0])
+    assert options["kafka.request.timeout.ms"] == "30000"
+    assert "kafka.default.api.timeout.ms" not in options

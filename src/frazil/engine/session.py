@@ -300,11 +300,9 @@ def _open_embedded_catalog(spark: SparkSession, config: FrazilConfig) -> None:
     catalog = config.catalog
     if catalog.type != "jdbc" or catalog.uri or is_remote(catalog.warehouse):
         return
-    import fcntl
+    from frazil.paths import locked
 
-    lock = Path(local_path(catalog.warehouse)) / ".catalog.lock"
-    with lock.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with locked(Path(local_path(catalog.warehouse)) / ".catalog.lock"):
         spark.sql(f"SHOW NAMESPACES IN {catalog.name}").collect()
 
 

@@ -8,21 +8,19 @@ and of the versions they compile against, so an upgrade builds a new one.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
 import zipfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 from frazil.errors import ArtifactError
 from frazil.jvm.fetch import ensure_artifacts, java_executable, pyspark_jars_dir
 from frazil.jvm.pins import ICEBERG_VERSION, PROTOBUF_JAVA_VERSION, SPARK_VERSION
-from frazil.paths import cache_dir
+from frazil.paths import cache_dir, locked
 
 #: The Java sources, shipped inside the package.
 SOURCES = Path(__file__).parent / "java"
@@ -112,14 +110,3 @@ def compile_jar(
             for path in sorted(classes.rglob("*.class")):
                 jar.write(path, str(path.relative_to(classes)))
         os.replace(partial, target)
-
-
-@contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created if missing) across processes."""
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

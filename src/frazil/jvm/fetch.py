@@ -7,9 +7,7 @@ artifacts) is written last, so a folder without it is a half-done fetch and is r
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
 import json
 import os
 import re
@@ -17,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from importlib.util import find_spec
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -29,7 +26,7 @@ from frazil.jvm.pins import (
     ArtifactSet,
     Coordinate,
 )
-from frazil.paths import cache_dir
+from frazil.paths import cache_dir, locked
 
 _MARKER = ".complete.json"
 _DEPENDENCY_LIST = "dependencies.txt"
@@ -114,7 +111,7 @@ def ensure_artifacts(name: str, *, quiet: bool = False) -> list[Path]:
     resolved = _read_marker(target)
     if resolved is None:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(target.parent / f".{target.name}.lock"):
+        with locked(target.parent / f".{target.name}.lock"):
             # Another process may have finished the same fetch while we waited.
             resolved = _read_marker(target)
             if resolved is None:
@@ -205,16 +202,6 @@ def _read_marker(target: Path) -> list[ResolvedArtifact] | None:
     if not all((target / r.file).is_file() for r in resolved):
         return None
     return resolved
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    with lock_path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _fetch(aset: ArtifactSet, target: Path) -> list[ResolvedArtifact]:

@@ -22,7 +22,6 @@ import base64
 import concurrent.futures
 import contextlib
 import dataclasses
-import fcntl
 import json
 import os
 import re
@@ -32,12 +31,13 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, kafka_classpath
+from frazil.paths import locked
 from frazil.procs import pid_alive
 
 _LOG_TAIL_LINES = 40
@@ -446,15 +446,9 @@ class LocalBroker:
 
     # -- files ------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
         # Serializes up/down of one state dir across processes (two CLIs, a test run).
-        with (self.kafka_dir / ".lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return locked(self.kafka_dir / ".lock")
 
     def _write_config(self) -> None:
         self.log4j_file.write_text(_LOG4J2_XML)
@@ -782,7 +776,7 @@ class LocalKafkaCluster:
         """
         deadline = time.monotonic() + timeout
         self.cluster_dir.mkdir(parents=True, exist_ok=True)
-        with _flocked(self.cluster_dir / ".lock"):
+        with locked(self.cluster_dir / ".lock"):
             info = _read_cluster_info(self.info_file)
             if info is not None and len(info["nodes"]) != len(self.nodes):
                 raise ServiceError(
@@ -820,7 +814,7 @@ class LocalKafkaCluster:
         """
         if not self.cluster_dir.is_dir():
             return False
-        with _flocked(self.cluster_dir / ".lock"):
+        with locked(self.cluster_dir / ".lock"):
             running = [(node, node._running()) for node in self.nodes if node.kafka_dir.is_dir()]
             pids = [(node, r.pid) for node, r in running if r is not None]
             # SIGTERM to all first: a node stopping alone waits for a controller quorum
@@ -906,16 +900,6 @@ def _read_cluster_info(path: Path) -> dict[str, Any] | None:
         return {"cluster_id": str(info["cluster_id"]), "nodes": nodes}
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-@contextlib.contextmanager
-def _flocked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _new_cluster_id() -> str:

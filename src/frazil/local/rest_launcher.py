@@ -28,8 +28,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from frazil.jvm.build import compile_jar, locked
-from frazil.paths import cache_dir
+from frazil.jvm.build import compile_jar
+from frazil.paths import cache_dir, locked
 
 #: The launcher's main class.
 MAIN_CLASS = "org.apache.iceberg.rest.FrazilRESTCatalogServer"

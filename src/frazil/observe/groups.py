@@ -97,11 +97,14 @@ class GroupCommitter(threading.Thread):
 
 
 #: Kafka errors of a group coordinator that is loading or moving: they pass on their own.
+#: ``_TRANSPORT``: the connection to the coordinator broke (it was killed or restarted; in a
+#: cluster another broker takes the group over, as the failover test sees).
 TRANSIENT_GROUP_ERRORS = (
     "COORDINATOR_LOAD_IN_PROGRESS",
     "COORDINATOR_NOT_AVAILABLE",
     "NOT_COORDINATOR",
     "REBALANCE_IN_PROGRESS",
+    "_TRANSPORT",
 )
 
 

@@ -11,6 +11,8 @@ def test_a_coordinator_loading_or_moving_is_transient() -> None:
     # As commit_group_offsets raises a partition's error.
     assert transient(RuntimeError(f"payments/0: {loading}"))
     assert transient(KafkaException(KafkaError(KafkaError.NOT_COORDINATOR)))
+    # The coordinator's broker killed: another one takes the group over.
+    assert transient(KafkaException(KafkaError(KafkaError._TRANSPORT)))
 
 
 def test_a_refusal_an_operator_must_fix_is_not() -> None:

@@ -13,7 +13,8 @@ import typer
 from frazil import paths
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.local import stack
-from frazil.local.broker import ClusterStatus, LocalBroker, LocalKafkaCluster, cluster_ports
+from frazil.local.broker import LocalBroker
+from frazil.local.broker_cluster import ClusterStatus, LocalKafkaCluster, cluster_ports
 from frazil.local.registry import LocalRegistry
 
 local_app = typer.Typer(

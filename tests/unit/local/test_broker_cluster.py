@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from frazil.cli.main import app
-from frazil.local.broker import LocalBroker, LocalKafkaCluster, cluster_ports
+from frazil.local.broker import LocalBroker
+from frazil.local.broker_cluster import LocalKafkaCluster, cluster_ports
 
 
 def _properties(node: LocalBroker) -> dict[str, str]:

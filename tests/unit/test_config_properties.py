@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from frazil.config.loader import parse_config
@@ -144,6 +144,8 @@ def _root(key: str) -> str:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(mutated())
+# Found by this test: the loader resolved paths in `pipelines: true` as if it were a list.
+@example({**_base(), "pipelines": True})
 def test_the_loader_never_crashes_and_names_the_key(data: dict[str, Any]) -> None:
     written = copy.deepcopy(data)
     try:

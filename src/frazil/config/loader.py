@@ -144,7 +144,9 @@ def _resolve_paths(data: dict[str, Any], base: Path) -> None:
     if isinstance(catalog, dict):
         catalog["warehouse"] = resolve(catalog.get("warehouse", "./lake"))
     data["state_dir"] = resolve(data.get("state_dir", "./.frazil"))
-    for pipeline in data.get("pipelines") or []:
+    pipelines = data.get("pipelines")
+    # Any other type is the model's to report ("pipelines: Input should be a valid list").
+    for pipeline in pipelines if isinstance(pipelines, list) else []:
         if not isinstance(pipeline, dict):
             continue
         for key in ("checkpoint", "schema_file", "key_schema_file"):

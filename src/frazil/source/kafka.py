@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
@@ -263,20 +264,55 @@ def admin_config(config: FrazilConfig) -> tuple[dict[str, str | int | float | bo
     return conf, []
 
 
-def sasl_user(config: FrazilConfig) -> str | None:
-    """The SASL user ``kafka.properties`` log in as, if any (for error messages)."""
-    return librdkafka_properties(config.kafka.properties).get("sasl.username")
+class AuthenticationWatch:
+    """Notes librdkafka's authentication errors, which its calls only report as a timeout.
+
+    A wrong SASL password makes a metadata or offsets request fail with "broker transport
+    failure" or time out; the reason only reaches the client's error callback. Add
+    :meth:`client_conf` to a client's settings, and after a failed call ask :meth:`message`.
+    """
+
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        self.conf = dict(conf)
+        self.errors: list[str] = []
+
+    def client_conf(self) -> dict[str, Any]:
+        """The settings, with an error callback feeding this watch."""
+        return {**self.conf, "error_cb": self._on_error}
+
+    def _on_error(self, error: Any) -> None:
+        from confluent_kafka import KafkaError as LibKafkaError
+
+        if error.code() == LibKafkaError._AUTHENTICATION:
+            self.errors.append(str(error.str()))
+
+    def message(self, client: Any) -> str | None:
+        """The authentication failure the client met, if any (``None`` otherwise).
+
+        Args:
+            client: The failed call's client: its pending callbacks are served first.
+        """
+        with contextlib.suppress(Exception):
+            client.poll(0.5)
+        if not self.errors:
+            return None
+        return authentication_failure(self.conf, self.errors[-1])
 
 
-def authentication_failure(config: FrazilConfig, detail: str) -> str:
-    """The message for Kafka refusing frazil's credentials: where, as whom, never the secret."""
-    user = sasl_user(config)
+def authentication_failure(conf: Mapping[str, Any], detail: str) -> str:
+    """The message for Kafka refusing frazil's credentials: where, as whom, never the secret.
+
+    Args:
+        conf: The librdkafka settings (``bootstrap.servers``, ``sasl.username`` …).
+        detail: librdkafka's reason (it names the mechanism, never the password).
+    """
+    user = conf.get("sasl.username")
     who = f" as user {user!r}" if user else ""
-    protocol = config.kafka.properties.get("security.protocol", "PLAINTEXT")
+    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
     return (
-        f"Kafka at {config.kafka.bootstrap_servers} (kafka.bootstrap_servers) refused to "
-        f"authenticate frazil{who} over {protocol}: authentication failed; check the "
-        f"credentials in kafka.properties and the environment variables they name ({detail})"
+        f"Kafka at {conf.get('bootstrap.servers', '?')} (kafka.bootstrap_servers) refused "
+        f"frazil{who} over {protocol}: authentication failed; check the credentials in "
+        f"kafka.properties and the environment variables they name ({detail})"
     )
 
 
@@ -291,9 +327,14 @@ def list_partitions(
     from confluent_kafka.admin import AdminClient
 
     client_conf, refused = admin_config(config)
+    watch = AuthenticationWatch(client_conf)
+    client = AdminClient(watch.client_conf())
     try:
-        metadata = AdminClient(client_conf).list_topics(timeout=timeout)
+        metadata = client.list_topics(timeout=timeout)
     except Exception as exc:  # confluent_kafka raises KafkaException with a cause inside
+        refusal = watch.message(client)
+        if refusal is not None:
+            raise KafkaError(refusal) from None
         left_out = (
             f" (without kafka.properties {', '.join(refused)}, which only Java clients use)"
             if refused

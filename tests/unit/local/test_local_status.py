@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from frazil.cli.main import app
+from frazil.cli.app import app
 
 runner = CliRunner()
 

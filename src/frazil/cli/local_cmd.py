@@ -13,7 +13,7 @@ import typer
 from frazil import paths
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.local import stack
-from frazil.local.broker import LocalBroker
+from frazil.local.broker import BrokerStatus, LocalBroker
 from frazil.local.broker_cluster import ClusterStatus, LocalKafkaCluster, cluster_ports
 from frazil.local.registry import LocalRegistry
 from frazil.local.secure import settings_hint
@@ -367,8 +367,23 @@ def status(
             )
         )
         return
-    state = "[green]running[/]" if st.running else "[yellow]stopped[/]"
-    console.print(f"broker:    {state}")
+    # Where only a cluster was ever started, a single broker "stopped" would read as if
+    # something were down.
+    if st.running or st.formatted or cluster_status is None:
+        _print_broker_status(st)
+    if cluster_status is not None:
+        _print_cluster_status(cluster_status)
+    # The registry only shows once it was started here (`frazil local up --with ...`).
+    if registry.running:
+        console.print(f"registry:  [green]running[/] at {registry.url}", highlight=False)
+        console.print(f"           pid {registry.pid}, log {registry.log_file}", highlight=False)
+    elif registry.registry_dir.is_dir():
+        console.print("registry:  [yellow]stopped[/]")
+    _print_stack_status(services)
+
+
+def _print_broker_status(st: BrokerStatus) -> None:
+    console.print(f"broker:    {_state(st.running)}")
     console.print(f"bootstrap: {st.bootstrap}", highlight=False)
     if st.sasl_ssl_bootstrap and st.mtls_bootstrap:
         console.print(f"sasl_ssl:  {st.sasl_ssl_bootstrap} (SCRAM-SHA-512)", highlight=False)
@@ -379,15 +394,6 @@ def status(
     data = f"{st.data_bytes / 1024**2:.1f} MiB" if st.formatted else "(not formatted yet)"
     console.print(f"data:      {data}", highlight=False)
     console.print(f"log:       {st.log_file}", highlight=False)
-    if cluster_status is not None:
-        _print_cluster_status(cluster_status)
-    # The registry only shows once it was started here (`frazil local up --with ...`).
-    if registry.running:
-        console.print(f"registry:  [green]running[/] at {registry.url}", highlight=False)
-        console.print(f"           pid {registry.pid}, log {registry.log_file}", highlight=False)
-    elif registry.registry_dir.is_dir():
-        console.print("registry:  [yellow]stopped[/]")
-    _print_stack_status(services)
 
 
 def _print_cluster_status(cluster: ClusterStatus) -> None:

@@ -119,6 +119,11 @@ def test_resumes_from_the_table_over_sasl_and_keeps_the_password_out_of_spark_ui
 # -- `frazil local up --secure`: SASL_SSL (SCRAM-SHA-512) and mTLS ---------------------------
 
 
+#: The tests on the secured broker share one broker start (~15 s on a quiet machine, more
+#: under load) and together take over a minute: slow.
+SLOW = pytest.mark.slow
+
+
 @dataclass(frozen=True)
 class SecureBroker:
     """A broker started with ``frazil local up --secure`` in a state dir of its own."""
@@ -230,6 +235,7 @@ def _dead_letter_values(conf: dict[str, Any], topic: str, expected: int) -> list
     return found
 
 
+@SLOW
 def test_sasl_ssl_end_to_end_with_credentials_from_the_environment_shown_nowhere(
     spark: Any,
     secure_broker: SecureBroker,
@@ -308,6 +314,7 @@ def test_sasl_ssl_end_to_end_with_credentials_from_the_environment_shown_nowhere
     assert not leaks, leaks
 
 
+@SLOW
 def test_mtls_reads_with_a_client_certificate(
     spark: Any,
     secure_broker: SecureBroker,
@@ -336,6 +343,7 @@ def test_mtls_reads_with_a_client_certificate(
     assert status.lag_records == {topic: 0} and not status.problems, status
 
 
+@SLOW
 def test_a_wrong_password_fails_clearly_and_writes_nothing(
     spark: Any, secure_broker: SecureBroker, lake_dir: Path, tmp_path: Path, unique: str
 ) -> None:
@@ -365,6 +373,7 @@ def test_a_wrong_password_fails_clearly_and_writes_nothing(
     assert not spark.catalog.tableExists(f"lake.{table}")
 
 
+@SLOW
 def test_local_up_secure_prints_the_settings_and_keeps_the_secrets_in_private_files(
     secure_broker: SecureBroker,
 ) -> None:

@@ -34,6 +34,10 @@ needs_tmux = pytest.mark.skipif(
 )
 
 FRAZIL = f"{shlex.quote(sys.executable)} -m frazil.cli.main"
+#: Several frazil commands in one process: one Spark driver for the commands that query tables.
+IN_ONE_PROCESS = f"{shlex.quote(sys.executable)} " + shlex.quote(
+    str(Path(__file__).with_name("cli_in_one_process.py"))
+)
 
 
 def _write_config(make_config: Any, path: Path, pipelines: list[dict[str, Any]]) -> Path:
@@ -42,9 +46,13 @@ def _write_config(make_config: Any, path: Path, pipelines: list[dict[str, Any]])
     return path
 
 
-def _in_tmux(folder: Path, commands: list[tuple[str, str]], timeout: float = 900) -> dict[str, str]:
+def _in_tmux(
+    folder: Path, commands: list[tuple[str, str]], timeout: float = 900, inner: tuple[str, ...] = ()
+) -> dict[str, str]:
     """Run each (name, command) in one 80x24 tmux terminal, in ``folder``; return what each
-    printed as the terminal shows it, with the lines the terminal folded joined back."""
+    printed as the terminal shows it, with the lines the terminal folded joined back.
+
+    ``inner`` names the commands an ``IN_ONE_PROCESS`` command framed itself."""
     socket = f"frazil-80-{uuid.uuid4().hex[:8]}"
     conf = folder / "tmux.conf"
     conf.write_text("set -g history-limit 50000\n")
@@ -71,7 +79,7 @@ def _in_tmux(folder: Path, commands: list[tuple[str, str]], timeout: float = 900
             ).stdout
             if "=== done" in text:
                 break
-            time.sleep(2)
+            time.sleep(0.5)
         assert "=== done" in text, text[-3000:]
     finally:
         subprocess.run([*tmux, "kill-server"], check=False)
@@ -79,7 +87,7 @@ def _in_tmux(folder: Path, commands: list[tuple[str, str]], timeout: float = 900
         tmp = Path(os.environ.get("TMUX_TMPDIR", "/tmp"))
         (tmp / f"tmux-{os.getuid()}" / socket).unlink(missing_ok=True)
     sections: dict[str, str] = {}
-    for name, _ in commands:
+    for name in [*(name for name, _ in commands), *inner]:
         start = text.index(f"=== {name}\n") + len(f"=== {name}\n")
         end = text.index(f"=== {name} exit ")
         code = text[end:].split("\n", 1)[0].rsplit(" ", 1)[-1]
@@ -127,13 +135,17 @@ def test_commands_at_80_columns(
         tmp_path,
         [
             ("run", f"{FRAZIL} run -c frazil.yaml --until-caught-up"),
-            ("tables", f"{FRAZIL} tables -c frazil.yaml"),
-            ("sql", f"{FRAZIL} sql -c frazil.yaml {shlex.quote(query)}"),
-            ("dlq", f"{FRAZIL} dlq show -c frazil.yaml"),
+            (
+                "tables, sql, dlq",
+                f"{IN_ONE_PROCESS} tables -- tables -c frazil.yaml"
+                f" --- sql -- sql -c frazil.yaml {shlex.quote(query)}"
+                " --- dlq -- dlq show -c frazil.yaml",
+            ),
             ("status", f"{FRAZIL} status -c frazil.yaml"),
             ("help", f"{FRAZIL} --help"),
             ("run help", f"{FRAZIL} run --help"),
         ],
+        inner=("tables", "sql", "dlq"),
     )
 
     # The run: a line per batch, the summary, and the hint whole on its own line.

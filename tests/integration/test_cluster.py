@@ -57,6 +57,30 @@ def frazil(
     )
 
 
+def frazil_in_one_process(*commands: list[str], env: dict[str, str]) -> dict[str, str]:
+    """Several frazil commands, one after the other in one process (one Spark application):
+    what each printed on stdout, by its command's name. Each must exit 0."""
+    one = Path(__file__).with_name("cli_in_one_process.py")
+    args = [w for c in commands for w in ("---", c[0], "--", *c)][1:]
+    done = subprocess.run(
+        [sys.executable, str(one), *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **env, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    found = {}
+    for c in commands:
+        start = done.stdout.index(f"=== {c[0]}\n") + len(f"=== {c[0]}\n")
+        end = done.stdout.index(f"=== {c[0]} exit ", start)
+        code = done.stdout[end:].split("\n", 1)[0].rsplit(" ", 1)[-1]
+        assert code == "0", (c, done.stdout[-3000:], done.stderr[-3000:])
+        found[c[0]] = done.stdout[start:end]
+    return found
+
+
 def _produce(
     bootstrap: str, topic: str, values: list[bytes | None], keys: list[str] | None = None
 ) -> None:
@@ -451,11 +475,6 @@ def test_the_quickstart_routing_dead_letters_changes_formats_and_upkeep_on_the_s
         assert wrong["AWS_SECRET_ACCESS_KEY"] not in refused.stdout + refused.stderr
         assert refused.stdout == ""
 
-    listed = frazil("tables", "-c", str(path), env=env, timeout=600)
-    assert listed.returncode == 0, listed.stderr[-3000:]
-    for table in ("payments", "t_pay", "t_user", "upserted", "events", "readings", "customers"):
-        assert f"`{ns}`.`{table}`" in listed.stdout
-
     # An orphan on the store, older than orphans.older_than (3d): the pass lists the table's
     # location through its S3FileIO and deletes it; the table's own files stay.
     data = stack.state_dir / "s3" / "data" / stack.bucket / "warehouse" / ns / "payments" / "data"
@@ -463,9 +482,17 @@ def test_the_quickstart_routing_dead_letters_changes_formats_and_upkeep_on_the_s
     orphan.write_bytes(b"PAR1 not referenced by any snapshot")
     four_days_ago = time.time() - 4 * 86400
     os.utime(orphan, (four_days_ago, four_days_ago))
-    upkeep = frazil("optimize", "-c", str(path), "-t", f"{ns}.payments", env=env)
-    assert upkeep.returncode == 0, upkeep.stderr[-3000:] + upkeep.stdout[-3000:]
-    assert "1 orphan files older than 3d removed" in " ".join(upkeep.stdout.split())
+    # `frazil tables`, then `frazil optimize`, in one process: one Spark application on the
+    # cluster for both (CI time: each started a driver and an executor per worker).
+    both = frazil_in_one_process(
+        ["tables", "-c", str(path)],
+        ["optimize", "-c", str(path), "-t", f"{ns}.payments"],
+        env=env,
+    )
+    listed, upkeep = both["tables"], both["optimize"]
+    for table in ("payments", "t_pay", "t_user", "upserted", "events", "readings", "customers"):
+        assert f"`{ns}`.`{table}`" in listed
+    assert "1 orphan files older than 3d removed" in " ".join(upkeep.split())
     assert not orphan.exists()
     assert _column(catalog, f"{ns}.payments", "id") == sorted(ids)
 

@@ -2,8 +2,9 @@
 
 The one heavy test of the production-shaped stack (issue 27). `frazil run` drives the stack's
 standalone cluster (two workers of one core each), its tables behind the REST catalog on the
-object store (S3FileIO), its checkpoint on ``s3a://``, while 200k small records are produced
-on 2 partitions:
+object store (S3FileIO), its checkpoint on ``s3a://``, while small records are produced on 2
+partitions, from before the first kill until the restarted driver has committed twice (at most
+200k; CI time: no fixed volume left to catch up on one core):
 
 1. one worker is lost mid-stream: its Worker JVM and its executor are SIGKILLed — the
    executor's tasks rerun on the other one and the query goes on;
@@ -43,9 +44,10 @@ from tests.integration.test_kill9 import FrazilProcess
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FIRST = 20_000  # produced before the run starts: the first batches have records
-REST = 180_000  # produced while it runs, through the kills
+REST = 180_000  # at most this many produced while it runs, through the kills
+CHUNK = 5_000  # produced at a time (a seed each), until the restarted run committed twice
 PARTITIONS = 2
-RATE = 2_500  # events/s: ~70 s of production, long enough for both kills
+RATE = 2_500  # events/s
 
 WORKER_CLASS = b"org.apache.spark.deploy.worker.Worker"
 EXECUTOR_CLASS = b"org.apache.spark.executor.CoarseGrainedExecutorBackend"
@@ -134,12 +136,17 @@ def test_worker_and_driver_lost_mid_stream_keep_every_record_exactly_once(
     ensure_topic(kafka_bootstrap, topic, partitions=PARTITIONS)
     produce_events(kafka_bootstrap, topic, FIRST, progress=False, seed=1)
     run = FrazilProcess(config_path)
-    producer = threading.Thread(
-        target=produce_events,
-        args=(kafka_bootstrap, topic, REST),
-        kwargs={"rate": RATE, "progress": False, "seed": 2},
-        daemon=True,
-    )
+    enough = threading.Event()
+    seeds: list[int] = []
+
+    def produce() -> None:
+        # Chunk by chunk, each of its own seed, until told to stop (or REST are out).
+        while not enough.is_set() and len(seeds) * CHUNK < REST:
+            seed = 2 + len(seeds)
+            produce_events(kafka_bootstrap, topic, CHUNK, rate=RATE, progress=False, seed=seed)
+            seeds.append(seed)
+
+    producer = threading.Thread(target=produce, daemon=True)
     lost = None
     try:
         assert run.wait_commits(1, timeout=300), run.output()
@@ -162,13 +169,16 @@ def test_worker_and_driver_lost_mid_stream_keep_every_record_exactly_once(
         # Lost for good: the new application runs on the one worker left, with its one core.
         assert master_view(stack) == (1, [1])
 
-        # 3. Every record in the table: the marker reaches the topic's end; SIGTERM stops.
+        # 3. Production stops (it went on through both kills); every record in the table:
+        # the marker reaches the topic's end; SIGTERM stops.
+        enough.set()
         producer.join()
         ends = {topic: {str(p): o for p, o in end_offsets(kafka_bootstrap, topic, 2).items()}}
         wait_for(lambda: _marker(catalog, table) == ends, timeout=600, what="the table to catch up")
         run.proc.send_signal(signal.SIGTERM)
         assert run.proc.wait(120) == 0, run.output()
     finally:
+        enough.set()
         if run.proc.poll() is None:
             os.killpg(run.proc.pid, signal.SIGKILL)
         if lost is not None:
@@ -176,13 +186,15 @@ def test_worker_and_driver_lost_mid_stream_keep_every_record_exactly_once(
             local_stack.up(stack.state_dir, [local_stack.SPARK_CLUSTER], stack.ports)
 
     produced = [json.loads(v)["id"] for _, v in generate_payments(FIRST, seed=1)]
-    produced += [json.loads(v)["id"] for _, v in generate_payments(REST, seed=2)]
+    for seed in seeds:
+        produced += [json.loads(v)["id"] for _, v in generate_payments(CHUNK, seed=seed)]
     ids = catalog.load_table(table).scan(selected_fields=("id",)).to_arrow()["id"].to_pylist()
     duplicates = [i for i, n in Counter(ids).items() if n > 1]
     missing = set(produced) - set(ids)
     assert not duplicates, f"{len(duplicates)} duplicated ids, e.g. {duplicates[:3]}"
     assert not missing, f"{len(missing)} missing ids, e.g. {sorted(missing)[:3]}"
-    assert len(ids) == len(produced) == FIRST + REST
+    assert len(ids) == len(produced) == FIRST + CHUNK * len(seeds)
+    assert len(seeds) >= 2, "production did not go on through the kills"
 
 
 def _marker(catalog: Any, table: str) -> dict[str, Any] | None:

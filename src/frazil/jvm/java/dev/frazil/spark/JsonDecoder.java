@@ -52,7 +52,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * after its header. A record that does not decode gives a null {@code data} and a reason,
  * never an exception: {@code "empty value"}; {@code "not a JSON object (...)"} for malformed
  * JSON (truncated, invalid UTF-8, nesting or number length past Jackson's limits, trailing
- * data) and for an array, string, number or {@code null} at the top level; {@code "field
+ * data, a byte-order mark before the object) and for an array, string, number or {@code
+ * null} at the top level; {@code "field
  * 'who.age' has a value of type string, the schema's type is bigint"} for a value that does
  * not convert, at any depth (array elements as {@code tags[2]}, map values as {@code
  * m['k']}). With {@code unknownFields} set, a record holding a field the schema lacks (at any
@@ -66,6 +67,16 @@ public final class JsonDecoder extends Expression implements CodegenFallback, Se
       "not a JSON object (malformed JSON, an array, a string, a number or null)";
 
   public static final String EMPTY = "empty value";
+
+  /**
+   * Reason of a value that starts with a UTF-8 byte-order mark. Spark's {@code from_json}
+   * marks it (its parser reads the mark as a character before the object), so frazil's marks
+   * it too rather than let Jackson's byte parser skip it: one decoder or the other must not
+   * decide what a table holds. The reason names the mark, where Spark's says only
+   * {@link #NOT_OBJECT}.
+   */
+  public static final String BYTE_ORDER_MARK =
+      "not a JSON object (it starts with a byte-order mark, U+FEFF)";
 
   /**
    * The JVM's one factory, with the features Spark's {@code JSONOptions} turns on by default
@@ -242,6 +253,12 @@ public final class JsonDecoder extends Expression implements CodegenFallback, Se
   static InternalRow decode(Plan plan, byte[] data, UTF8String unknownFields) {
     // A JSON document never starts with a zero byte: it is the wire format's magic byte.
     int start = data.length > 0 && data[0] == 0 ? Math.min(5, data.length) : 0;
+    if (data.length - start >= 3
+        && data[start] == (byte) 0xEF
+        && data[start + 1] == (byte) 0xBB
+        && data[start + 2] == (byte) 0xBF) {
+      return failure(BYTE_ORDER_MARK);
+    }
     Context context = new Context(unknownFields != null);
     try (JsonParser parser = FACTORY.createParser(data, start, data.length - start)) {
       JsonToken first = parser.nextToken();
@@ -266,12 +283,15 @@ public final class JsonDecoder extends Expression implements CodegenFallback, Se
 
   private static final UTF8String NOT_OBJECT_UTF8 = UTF8String.fromString(NOT_OBJECT);
   private static final UTF8String EMPTY_UTF8 = UTF8String.fromString(EMPTY);
+  private static final UTF8String BYTE_ORDER_MARK_UTF8 = UTF8String.fromString(BYTE_ORDER_MARK);
 
   private static InternalRow failure(String reason) {
     UTF8String text =
         reason == NOT_OBJECT
             ? NOT_OBJECT_UTF8
-            : reason == EMPTY ? EMPTY_UTF8 : UTF8String.fromString(reason);
+            : reason == EMPTY
+                ? EMPTY_UTF8
+                : reason == BYTE_ORDER_MARK ? BYTE_ORDER_MARK_UTF8 : UTF8String.fromString(reason);
     return new GenericInternalRow(new Object[] {null, text});
   }
 

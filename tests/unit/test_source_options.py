@@ -168,3 +168,17 @@ def test_admin_calls_are_short_and_retried_so_a_dead_leader_stalls_little() -> N
     options = source_options(tuned, tuned.pipelines[0])
     assert options["kafka.request.timeout.ms"] == "30000"
     assert "kafka.default.api.timeout.ms" not in options
+
+
+def test_the_first_batch_of_an_early_first_commit_has_its_own_cap() -> None:
+    unlimited = parse_config({"pipelines": [{"name": "a", "topics": ["t"], "table": "db.a"}]})
+    pipeline = unlimited.pipelines[0]
+    assert pipeline.first_batch_max_offsets == 20_000
+    first = source_options(unlimited, pipeline, parallelism=4, max_offsets=20_000)
+    assert first["maxOffsetsPerTrigger"] == "20000"
+    assert first["maxRecordsPerPartition"] == "5000"  # split by the first batch's cap
+    after = source_options(unlimited, pipeline, parallelism=4)
+    assert "maxOffsetsPerTrigger" not in after and "maxRecordsPerPartition" not in after
+    config = _config()
+    limited = source_options(config, config.pipelines[0], parallelism=2, max_offsets=4)
+    assert (limited["maxOffsetsPerTrigger"], limited["maxRecordsPerPartition"]) == ("4", "2")

@@ -41,6 +41,7 @@ def source_options(
     pipeline: PipelineConfig,
     starting_offsets: TopicOffsets | None = None,
     parallelism: int | None = None,
+    max_offsets: int | None = None,
 ) -> dict[str, str]:
     """Options for ``spark.readStream.format("kafka")``.
 
@@ -51,6 +52,8 @@ def source_options(
             from offsets stored in the table); otherwise the pipeline's ``starting_offsets``.
         parallelism: The cores Spark runs tasks on (its default parallelism); when given,
             hot partitions are split so that no core sits idle (see :func:`split_options`).
+        max_offsets: The most records per batch, in place of the pipeline's
+            ``max_offsets_per_trigger`` (the small first batch of an early first commit).
     """
     options = {
         "kafka.bootstrap.servers": config.kafka.bootstrap_servers,
@@ -81,12 +84,13 @@ def source_options(
         options["startingOffsets"] = offsets_to_json(starting_offsets)
     else:
         options["startingOffsets"] = pipeline.starting_offsets
-    if pipeline.max_offsets_per_trigger:
-        options["maxOffsetsPerTrigger"] = str(pipeline.max_offsets_per_trigger)
+    cap = max_offsets or pipeline.max_offsets_per_trigger
+    if cap:
+        options["maxOffsetsPerTrigger"] = str(cap)
     if pipeline.min_partitions:
         options["minPartitions"] = str(pipeline.min_partitions)
     elif parallelism is not None:
-        options.update(split_options(pipeline, parallelism))
+        options.update(split_options(pipeline, parallelism, cap))
     for key, value in config.kafka.properties.items():
         options[f"kafka.{key}"] = value
     return options
@@ -117,7 +121,9 @@ def _failover_options(properties: Mapping[str, str]) -> dict[str, str]:
     return options
 
 
-def split_options(pipeline: PipelineConfig, parallelism: int) -> dict[str, str]:
+def split_options(
+    pipeline: PipelineConfig, parallelism: int, max_offsets: int | None = None
+) -> dict[str, str]:
     """Kafka source options that keep every core busy when a few partitions carry the traffic.
 
     Spark reads each Kafka partition's offset range in one task, so a topic with fewer busy
@@ -128,11 +134,13 @@ def split_options(pipeline: PipelineConfig, parallelism: int) -> dict[str, str]:
     separate files; the batch's offsets, and so exactly-once, do not change.
 
     Not applied when the user sets ``pipelines[].min_partitions`` (``1`` turns splitting off).
+    ``max_offsets`` is the batch's cap when it is not ``max_offsets_per_trigger``.
     """
     cores = max(parallelism, 1)
     options = {"minPartitions": str(cores)}
-    if pipeline.max_offsets_per_trigger:
-        share = -(-pipeline.max_offsets_per_trigger // cores)  # ceiling division
+    cap = max_offsets or pipeline.max_offsets_per_trigger
+    if cap:
+        share = -(-cap // cores)  # ceiling division
         options["maxRecordsPerPartition"] = str(share)
     return options
 

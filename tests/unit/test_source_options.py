@@ -9,7 +9,13 @@ import pytest
 from frazil.config import FrazilConfig, parse_config
 from frazil.engine.runner import select_pipelines
 from frazil.errors import ConfigError
-from frazil.source.kafka import admin_config, isolation_level, source_options, split_options
+from frazil.source.kafka import (
+    admin_config,
+    isolation_level,
+    records_between,
+    source_options,
+    split_options,
+)
 
 
 def _config() -> FrazilConfig:
@@ -182,3 +188,14 @@ def test_the_first_batch_of_an_early_first_commit_has_its_own_cap() -> None:
     config = _config()
     limited = source_options(config, config.pipelines[0], parallelism=2, max_offsets=4)
     assert (limited["maxOffsetsPerTrigger"], limited["maxRecordsPerPartition"]) == ("4", "2")
+
+
+def test_records_between_a_start_and_the_latest_offsets() -> None:
+    earliest = {"t": {0: 10, 1: 0, 2: 5}}
+    latest = {"t": {0: 110, 1: 50, 2: 5}}
+    # From the earliest (no start, or -2), from an offset, from the latest (-1): 100 + 50.
+    assert records_between({}, earliest, latest) == 150
+    assert records_between({"t": {0: -2, 1: 20}}, earliest, latest) == 100 + 30
+    assert records_between({"t": {0: -1, 1: 50}}, earliest, latest) == 0
+    # An offset below the earliest (removed by retention) counts from the earliest.
+    assert records_between({"t": {0: 3}}, earliest, latest) == 100 + 50

@@ -34,7 +34,7 @@ from frazil.progress.start import (
 from frazil.route.patterns import check_java_patterns
 from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
-from frazil.source.kafka import TopicOffsets, read_stream, source_options
+from frazil.source.kafka import TopicOffsets, read_stream, records_between, source_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -372,16 +372,7 @@ class PipelineRun:
             start = {}
         partitions = self.admin.partitions(self.pipeline)
         earliest = self.admin.offsets(partitions, "earliest")
-        latest = self.admin.offsets(partitions, "latest")
-        total = 0
-        for topic, parts in latest.items():
-            for partition, end in parts.items():
-                first = earliest.get(topic, {}).get(partition, end)
-                # Spark's JSON offsets: -2 is the earliest, -1 the latest.
-                at = start.get(topic, {}).get(partition, -2)
-                at = first if at == -2 else end if at == -1 else max(at, first)
-                total += max(end - at, 0)
-        return total
+        return records_between(start, earliest, self.admin.offsets(partitions, "latest"))
 
     def hand_over(self) -> bool:
         """Replace the short first query by the pipeline's own once its batch is committed.

@@ -170,6 +170,23 @@ def merge_offsets(base: TopicOffsets, newer: TopicOffsets) -> TopicOffsets:
     return merged
 
 
+def records_between(start: TopicOffsets, earliest: TopicOffsets, latest: TopicOffsets) -> int:
+    """Records from ``start`` to ``latest``, over the partitions of ``latest``.
+
+    ``start`` is in Spark's JSON form: -2 is the earliest offset, -1 the latest; a partition it
+    lacks is read from the earliest (as Spark reads a new partition), and an offset below the
+    earliest (records removed by retention) counts from there.
+    """
+    total = 0
+    for topic, parts in latest.items():
+        for partition, end in parts.items():
+            first = earliest.get(topic, {}).get(partition, end)
+            at = start.get(topic, {}).get(partition, -2)
+            at = first if at == -2 else end if at == -1 else max(at, first)
+            total += max(end - at, 0)
+    return total
+
+
 def admin_config(config: FrazilConfig) -> tuple[dict[str, str | int | float | bool], list[str]]:
     """Settings for frazil's own (librdkafka) admin client, and the keys it had to leave out.
 

@@ -21,11 +21,16 @@ SQLite catalog, the REST catalog and the object store) and checked: as many rows
 distinct ids as records produced. While the cluster runs, the process table is watched for
 Python workers (``pyspark.daemon``/``pyspark.worker``): frazil runs no Python on executors.
 
+``--modes local,local-stack,cluster`` adds ``local[2]`` against the stack's object store and
+REST catalog (checkpoints on ``s3a://`` too): it splits the cluster's cost into what storage
+costs and what the driver/executor split costs.
+
 The goal is the cluster at ≥ 0.8× local[2]'s events/s: the cost of the network between
 driver and executors and of the object store, on the same two cores.
 
 Usage: .venv/bin/python -m bench.cluster [--records 1000000] [--partitions 4]
        [--per-trigger 250000] [--rounds 1] [--tag NAME]
+       [--modes local,local-stack,cluster]
        [--executor-java-options "-XX:+UseSerialGC …"]
 """
 
@@ -194,14 +199,21 @@ def worker_pids(state_dir: Path) -> set[int]:
     return {int(w["pid"]) for w in workers if w["pid"] is not None}
 
 
+MODES = ("local", "local-stack", "cluster")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--per-trigger", type=int, default=250_000)
     parser.add_argument("--tag", default=time.strftime("%Y-%m-%d", time.gmtime()))
+    parser.add_argument("--rounds", type=int, default=1, help="every mode in turn, this many times")
     parser.add_argument(
-        "--rounds", type=int, default=1, help="local[2] then the cluster, this many times"
+        "--modes",
+        default="local,cluster",
+        help="comma-separated, local first: local (local[2], embedded default), local-stack "
+        "(local[2] against the stack's object store and REST catalog), cluster",
     )
     parser.add_argument(
         "--executor-java-options",
@@ -209,6 +221,9 @@ def main() -> None:
         help="spark.executor.extraJavaOptions for the cluster's executors (an experiment)",
     )
     args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or modes[0] != "local" or any(m not in MODES for m in modes):
+        parser.error(f"--modes: 'local' first, then any of {', '.join(MODES[1:])}")
     run_id = uuid.uuid4().hex[:6]
     work = (WORK_DIR / f"cluster-{run_id}").resolve()
     console.print(f"work folder {work}")
@@ -225,39 +240,44 @@ def main() -> None:
         pipeline = {"max_offsets_per_trigger": args.per_trigger, "trigger": "1s"}
         catalog = load_catalog("stack", **stack.pyiceberg_properties())
         for n in range(1, args.rounds + 1):
-            # Each round: local[2], then the cluster, each into new tables and checkpoints.
+            # Each round: every mode in turn, each into new tables and checkpoints.
             suffix = "" if args.rounds == 1 else f"_r{n}"
-            local = payments_config(work, broker.bootstrap, topic, f"local2{suffix}", **pipeline)
-            local["spark"] = {"master": "local[2]", "driver_memory": "2g"}
-            console.print(f"round {n}: local[2], the embedded default")
-            row = run_frazil(
-                "local[2]",
-                local,
-                work / f"local2{suffix}.yaml",
-                args.records,
-                lambda t: open_table("lake", work / "lake", t),
-            )
-            rows.append({**row, "round": n})
-
-            cluster = payments_config(work, broker.bootstrap, topic, f"cluster{suffix}", **pipeline)
-            cluster.update(stack.config())  # spark.master, the REST catalog, storage
-            cluster["spark"]["driver_memory"] = "1g"  # it plans and commits; executors write
-            cluster["state_dir"] = f"s3a://{stack.bucket}/bench-state{suffix}"
-            if args.executor_java_options:
-                cluster["spark"]["conf"] = {
-                    "spark.executor.extraJavaOptions": args.executor_java_options
-                }
-            console.print(f"round {n}: cluster: {', '.join(stack.addresses())}")
-            row = run_frazil(
-                "cluster",
-                cluster,
-                work / f"cluster{suffix}.yaml",
-                args.records,
-                catalog.load_table,
-                env=stack.aws_environment(),
-                workers=worker_pids(work / "stack"),
-            )
-            rows.append({**row, "round": n})
+            for mode in modes:
+                name = f"{mode.replace('-', '_')}{suffix}"
+                config = payments_config(work, broker.bootstrap, topic, name, **pipeline)
+                if mode == "local":
+                    config["spark"] = {"master": "local[2]", "driver_memory": "2g"}
+                    console.print(f"round {n}: local[2], the embedded default")
+                    row = run_frazil(
+                        mode,
+                        config,
+                        work / f"{name}.yaml",
+                        args.records,
+                        lambda t: open_table("lake", work / "lake", t),
+                    )
+                else:
+                    config.update(stack.config())  # spark.master, the REST catalog, storage
+                    config["state_dir"] = f"s3a://{stack.bucket}/bench-state-{name}"
+                    if mode == "local-stack":
+                        config["spark"] = {"master": "local[2]", "driver_memory": "2g"}
+                    else:
+                        # The driver plans and commits; the executors write.
+                        config["spark"]["driver_memory"] = "1g"
+                        if args.executor_java_options:
+                            config["spark"]["conf"] = {
+                                "spark.executor.extraJavaOptions": args.executor_java_options
+                            }
+                    console.print(f"round {n}: {mode}: {', '.join(stack.addresses())}")
+                    row = run_frazil(
+                        mode,
+                        config,
+                        work / f"{name}.yaml",
+                        args.records,
+                        catalog.load_table,
+                        env=stack.aws_environment(),
+                        workers=worker_pids(work / "stack") if mode == "cluster" else None,
+                    )
+                rows.append({**row, "round": n})
     finally:
         local_stack.down(work / "stack")
         broker.down()
@@ -265,14 +285,17 @@ def main() -> None:
     for row in rows:
         if row["rows"] != args.records or row["distinct_ids"] != args.records:
             raise SystemExit(f"{row['mode']}: {row['rows']:,} rows, {row['distinct_ids']:,} ids")
-    rounds = []
-    for base, ours in zip(rows[0::2], rows[1::2], strict=True):
-        after = (ours["events_per_s_after_first_commit"] or 0) / (
-            base["events_per_s_after_first_commit"] or 1
-        )
-        rounds.append((ours["events_per_s"] / base["events_per_s"], after))
-    ratio = statistics.median(r[0] for r in rounds)
-    steady = statistics.median(r[1] for r in rounds)
+    # Each mode against the same round's local[2].
+    ratios: dict[str, list[tuple[float, float]]] = {m: [] for m in modes[1:]}
+    for n in range(1, args.rounds + 1):
+        of_round = {r["mode"]: r for r in rows if r["round"] == n}
+        base = of_round["local"]
+        for mode in modes[1:]:
+            ours = of_round[mode]
+            after = (ours["events_per_s_after_first_commit"] or 0) / (
+                base["events_per_s_after_first_commit"] or 1
+            )
+            ratios[mode].append((ours["events_per_s"] / base["events_per_s"], after))
     table = Table(title=f"{args.records:,} events, {args.partitions} partitions")
     for column in ("round", "mode", "rows", "seconds", "first commit s", "events/s",
                    "events/s after 1st commit", "snapshots", "Python workers"):  # fmt: skip
@@ -290,25 +313,40 @@ def main() -> None:
             "-" if r["python_workers_seen"] is None else str(r["python_workers_seen"]),
         )
     console.print(table)
-    for n, (end_to_end, after) in enumerate(rounds, 1):
+    medians: dict[str, dict[str, float]] = {}
+    for mode, pairs in ratios.items():
+        for n, (end_to_end, after) in enumerate(pairs, 1):
+            console.print(
+                f"round {n}: {mode} {end_to_end:.2f}× end to end, {after:.2f}× after the first "
+                "commit"
+            )
+        medians[mode] = {
+            "end_to_end": statistics.median(p[0] for p in pairs),
+            "after_first_commit": statistics.median(p[1] for p in pairs),
+        }
+        goal = f" (goal ≥ {GOAL}×)" if mode == "cluster" else ""
         console.print(
-            f"round {n}: {end_to_end:.2f}× end to end, {after:.2f}× after the first commit"
+            f"{mode} / local[2] (events/s, median of {len(pairs)}): "
+            f"[bold]{medians[mode]['end_to_end']:.2f}×[/] end to end, "
+            f"{medians[mode]['after_first_commit']:.2f}× after the first commit{goal}"
         )
-    console.print(
-        f"cluster / local[2] (events/s, median of {len(rounds)}): [bold]{ratio:.2f}×[/] end to "
-        f"end, {steady:.2f}× after the first commit (goal ≥ {GOAL}×)"
-    )
+    cluster = medians.get("cluster", {})
     path = write_result(
         f"cluster-{args.tag}",
         {
             "records": args.records,
             "partitions": args.partitions,
             "per_trigger": args.per_trigger,
+            "modes": modes,
             "runs": rows,
             "rounds": args.rounds,
-            "ratio": ratio,
-            "ratio_after_first_commit": steady,
-            "round_ratios": [{"end_to_end": e, "after_first_commit": a} for e, a in rounds],
+            "ratio": cluster.get("end_to_end"),
+            "ratio_after_first_commit": cluster.get("after_first_commit"),
+            "ratios_against_local": medians,
+            "round_ratios": {
+                mode: [{"end_to_end": e, "after_first_commit": a} for e, a in pairs]
+                for mode, pairs in ratios.items()
+            },
             "goal_ratio": GOAL,
             "executor_java_options": args.executor_java_options,
         },

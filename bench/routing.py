@@ -1,28 +1,35 @@
-"""Routing: one pipeline fanning out to 20 tables vs the same pipeline into one table, same run.
+"""Routing: one pipeline fanning out to N tables vs the same records into one table, same run.
 
-One topic (4 partitions) holds N payments (default 1,000,000), each with a ``kind`` field
-taking 20 values (``k00`` … ``k19``) in turn, so every table gets N/20 records. Two pipelines
-read it with the same declared schema and layout (``days(created_at)``) on local[2] with an
-AvailableNow trigger and the same ``max_offsets_per_trigger``:
+One topic (4 partitions) per table count N holds the same payments (default 1,000,000), each
+with a ``kind`` field taking N values (``k00`` … ) in turn, so every table gets 1/N of the
+records. Pipelines read them with the same declared schema and layout (``days(created_at)``)
+on local[2] with an AvailableNow trigger and the same ``max_offsets_per_trigger``:
 
-* single: ``table: bench.single_<round>``;
-* routed: ``route: {field: kind, table: "bench.routed_<round>_{value}"}`` (20 tables created on
-  first sight; each batch is written to all of its tables in one Spark job, and each table
-  committed once, a new one created in the same transaction).
+* single: ``table: bench.single_<round>`` (the first table count's topic);
+* routed N: ``route: {field: kind, table: "bench.routed<N>_<round>_{value}"}`` (N tables
+  created on first sight; each batch is written to all of its tables in one Spark job, and
+  each table committed once, a new one created in the same transaction).
 
-Rounds alternate single/routed after a warm-up round, each with fresh pipeline and table
-names (so each reads the whole topic); the figure is the ratio of median events/s. Row counts
-are checked: the single table holds N rows, the routed tables N in all, N/20 each.
+Rounds run single, then each table count, after a warm-up round, each with fresh pipeline
+and table names (so each reads its whole topic). Figures, each against the single table in
+the same run: the ratio of median events/s, and the median time of a warm batch (one that
+creates no table, after the warm-up round: frazil's ``BatchDone`` seconds), split into the
+one job writing the files and the commits (frazil's debug line) and the rest (reading the
+tables' markers, planning). Row counts are checked: N tables holding all records, 1/N each.
 
-Goal (the routing issue): routed ≥ 0.7× single.
+Goals: routed (20 tables) ≥ 0.7× single events/s (the routing issue); a warm batch routed to
+100 tables ≤ 1.5× one table's (issue 28: e.g. ``--tables 1,100 --records 300000
+--per-trigger 50000``).
 
-Usage: .venv/bin/python -m bench.routing [--records 1000000] [--rounds 2] [--per-trigger 500000]
+Usage: .venv/bin/python -m bench.routing [--records 1000000] [--rounds 2]
+    [--per-trigger 500000] [--tables 20] [--name routing]
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import re
 import statistics
 import time
 import uuid
@@ -38,41 +45,62 @@ from frazil.engine.runner import run
 from frazil.engine.session import build_spark
 from frazil.generate.payments import PAYMENTS_SCHEMA, PaymentGenerator
 from frazil.generate.producer import ensure_topic, produce_events
-from frazil.progress.events import BatchStarted, CommitEvent, Event
+from frazil.progress.events import BatchDone, BatchStarted, CommitEvent, Event
 
+#: The routing issue's table count (bench.atomic_commits routes to as many).
 KINDS = 20
 GOAL = 0.7
+#: Goal for a warm batch's time, routed to 100 tables against one table (issue 28).
+BATCH_GOAL = 1.5
+#: frazil's debug line after the one job's commits.
+_ONE_JOB = re.compile(
+    r"batch (\d+) written to (\d+) table\(s\) in one job \(([\d.]+) s; commits ([\d.]+) s\)"
+)
 
 
 class Timeline(logging.Handler):
-    """When each batch started, each table was created (frazil logs it) and committed."""
+    """When each batch started and ended, tables were created (frazil logs it) and committed,
+    and the one job's split of the batch (its debug line)."""
 
     def __init__(self) -> None:
-        super().__init__(logging.INFO)
+        super().__init__(logging.DEBUG)
         self.started: dict[int, float] = {}
+        self.done: dict[int, float] = {}
         self.commits: dict[int, list[float]] = {}
         self.creates: list[float] = []
+        self.split: dict[int, tuple[float, float]] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
-        if "created table" in record.getMessage():
+        message = record.getMessage()
+        if "created table" in message:
             self.creates.append(time.monotonic())
+        found = _ONE_JOB.search(message)
+        if found:
+            self.split[int(found[1])] = (float(found[3]), float(found[4]))
 
     def on_event(self, event: Event) -> None:
         if isinstance(event, BatchStarted):
             self.started[event.batch_id] = time.monotonic()
         elif isinstance(event, CommitEvent):
             self.commits.setdefault(event.batch_id, []).append(time.monotonic())
+        elif isinstance(event, BatchDone):
+            self.done[event.batch_id] = event.seconds
 
     def phases(self) -> list[dict[str, Any]]:
-        """Per batch: seconds from its start to its last commit, tables created, commits."""
+        """Per batch: seconds from its start to its last commit and to its end, tables
+        created, commits, and the one job's write and commit seconds (None: another way)."""
         out = []
         for batch_id in sorted(self.commits):
             start, commits = self.started[batch_id], self.commits[batch_id]
             creates = [t for t in self.creates if start <= t <= max(commits)]
+            job, commit = self.split.get(batch_id, (None, None))
             out.append(
                 {
                     "batch": batch_id,
-                    "total_s": round(max(commits) - start, 2),
+                    "total_s": round(max(commits) - start, 3),
+                    "batch_s": round(self.done.get(batch_id, max(commits) - start), 3),
+                    "write_files_s": job,
+                    "commits_s": commit,
                     "tables_created": len(creates),
                     "commits": len(commits),
                 }
@@ -96,6 +124,10 @@ def routed_factory(seed: int, kinds: int) -> Callable[[], tuple[bytes | None, by
     return make
 
 
+def _median(values: list[float]) -> float | None:
+    return float(statistics.median(values)) if values else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -106,29 +138,43 @@ def main() -> None:
         default=500_000,
         help="max_offsets_per_trigger of both pipelines (0: no limit, one batch)",
     )
+    parser.add_argument(
+        "--tables",
+        default=str(KINDS),
+        help="table counts of the routed pipelines, comma-separated (e.g. 1,10,50,100)",
+    )
+    parser.add_argument("--name", default="routing", help="result file: bench/results/<name>.json")
     args = parser.parse_args()
+    counts = sorted({int(n) for n in args.tables.split(",")})
+    if not counts or counts[0] < 1 or counts[-1] > 100:
+        parser.error("--tables: counts from 1 to 100")
     console = Console()
     run_id = uuid.uuid4().hex[:6]
     work = WORK_DIR / f"routing-{run_id}"
     broker = start_broker(f"routing-{run_id}")
     schema = {**PAYMENTS_SCHEMA, "kind": "string"}
+    modes = ["single", *(f"routed{n}" for n in counts)]
     try:
-        topic = f"bench-routing-{run_id}"
-        ensure_topic(broker.bootstrap, topic, partitions=4)
-        started = time.monotonic()
-        produced = produce_events(
-            broker.bootstrap, topic, args.records, event_factory=routed_factory(1, KINDS)
-        )
-        produce_seconds = time.monotonic() - started
-        console.print(
-            f"produced {produced.count:,} events ({produced.bytes / produced.count:.0f} B each) "
-            f"in {produce_seconds:.1f}s"
-        )
+        topics: dict[int, str] = {}
+        produce_seconds = 0.0
+        for n in counts:
+            topics[n] = f"bench-routing-{run_id}-{n}"
+            ensure_topic(broker.bootstrap, topics[n], partitions=4)
+            started = time.monotonic()
+            produced = produce_events(
+                broker.bootstrap, topics[n], args.records, event_factory=routed_factory(1, n)
+            )
+            produce_seconds += time.monotonic() - started
+            console.print(
+                f"produced {produced.count:,} events ({produced.bytes / produced.count:.0f} B "
+                f"each) with {n} kinds in {time.monotonic() - started:.1f}s"
+            )
 
         def config_for(mode: str, name: str) -> Any:
+            n = counts[0] if mode == "single" else int(mode.removeprefix("routed"))
             pipeline: dict[str, Any] = {
                 "name": name,
-                "topics": [topic],
+                "topics": [topics[n]],
                 "schema": dict(schema),
                 "partition_by": ["days(created_at)"],
             }
@@ -149,18 +195,20 @@ def main() -> None:
             )
 
         spark = build_spark(config_for("single", "warmup"))
-        # Both log "created table" at INFO: the general way, and the one job (with the rows).
+        # Both log "created table" at INFO: the general way, and the one job (with the rows);
+        # the one job logs its split at DEBUG.
         table_logs = [
             logging.getLogger("frazil.sink.table"),
             logging.getLogger("frazil.engine.batch"),
         ]
-        for table_log in table_logs:
-            table_log.setLevel(logging.INFO)
+        levels = [table_log.level for table_log in table_logs]
+        table_logs[0].setLevel(logging.INFO)
+        table_logs[1].setLevel(logging.DEBUG)
         rows: list[dict[str, Any]] = []
         problems: list[str] = []
-        # Round 0 warms the JVM up (JIT, class loading) for both pipelines and is not counted.
+        # Round 0 warms the JVM up (JIT, class loading) for all pipelines and is not counted.
         for round_no in range(args.rounds + 1):
-            for mode in ("single", "routed"):
+            for mode in modes:
                 name = f"{mode}_{round_no}"
                 timeline = Timeline()
                 for table_log in table_logs:
@@ -177,13 +225,13 @@ def main() -> None:
                 report = reports[0]
                 tables = dict(report.tables)
                 written = sum(tables.values())
-                expected_tables = 1 if mode == "single" else KINDS
+                expected_tables = 1 if mode == "single" else int(mode.removeprefix("routed"))
                 per_table = args.records // expected_tables
                 if (
                     report.records_ingested != args.records
                     or written != args.records
                     or len(tables) != expected_tables
-                    or any(n != per_table for n in tables.values())
+                    or any(abs(n - per_table) > 1 for n in tables.values())
                 ):
                     problems.append(
                         f"{name}: ingested {report.records_ingested:,}, {len(tables)} tables "
@@ -212,28 +260,55 @@ def main() -> None:
                     created = (
                         f", {b['tables_created']} table(s) created" if b["tables_created"] else ""
                     )
+                    split = (
+                        f" (files {b['write_files_s']:.2f}s, commits {b['commits_s']:.2f}s)"
+                        if b["write_files_s"] is not None
+                        else ""
+                    )
                     console.print(
-                        f"  batch {b['batch']}: {b['total_s']:.1f}s, "
+                        f"  batch {b['batch']}: {b['batch_s']:.2f}s{split}, "
                         f"{b['commits']} commit(s){created}"
                     )
         spark.stop()
+        for table_log, level in zip(table_logs, levels, strict=True):
+            table_log.setLevel(level)
     finally:
         broker.down()
 
-    def median_rate(mode: str) -> float:
-        return float(
-            statistics.median(
-                r["records"] / r["seconds"]
-                for r in rows
-                if r["pipeline"] == mode and r["round"] > 0
-            )
-        )
+    def measured(mode: str) -> list[dict[str, Any]]:
+        return [r for r in rows if r["pipeline"] == mode and r["round"] > 0]
 
-    single, routed = median_rate("single"), median_rate("routed")
-    ratio = routed / single
+    def warm(mode: str, key: str) -> float | None:
+        """Median over the measured rounds' batches that created no table."""
+        values = [
+            b[key]
+            for r in measured(mode)
+            for b in r["batch_phases"]
+            if not b["tables_created"] and b[key] is not None
+        ]
+        return _median(values)
+
+    summary: dict[str, dict[str, Any]] = {}
+    for mode in modes:
+        summary[mode] = {
+            "events_per_s": _median([r["records"] / r["seconds"] for r in measured(mode)]),
+            "warm_batch_s": warm(mode, "batch_s"),
+            "warm_write_files_s": warm(mode, "write_files_s"),
+            "warm_commits_s": warm(mode, "commits_s"),
+        }
+    single = summary["single"]
+    for mode in modes:
+        s = summary[mode]
+        s["events_ratio"] = (s["events_per_s"] or 0) / (single["events_per_s"] or 1)
+        s["batch_ratio_single"] = (s["warm_batch_s"] or 0) / (single["warm_batch_s"] or 1)
+        one = summary.get("routed1")
+        s["batch_ratio_routed1"] = (
+            (s["warm_batch_s"] or 0) / one["warm_batch_s"] if one and one["warm_batch_s"] else None
+        )
     batch = f"{args.per_trigger:,}/batch" if args.per_trigger else "one batch"
     table = Table(
-        title=f"routing, {args.records:,} events, {KINDS} kinds, 4 partitions, {batch}, local[2]"
+        title=f"routing, {args.records:,} events, tables {args.tables}, 4 partitions, {batch}, "
+        "local[2]"
     )
     for column in ("pipeline", "round", "tables", "rows", "batches", "seconds", "events/s"):
         table.add_column(column, justify="right")
@@ -244,27 +319,54 @@ def main() -> None:
             f"{r['records'] / r['seconds']:,.0f}",
         )  # fmt: skip
     console.print(table)
-    console.print(
-        f"routed ({KINDS} tables) / single (median events/s): [bold]{ratio:.2f}×[/] "
-        f"(goal ≥ {GOAL}×): {'met' if ratio >= GOAL else '[red]not met[/]'}"
-    )
+    warm_table = Table(title="warm batches (median; created no table; measured rounds)")
+    for column in (
+        "pipeline", "events/s", "× single", "batch s", "files s", "commits s",
+        "batch × single", "batch × 1 routed",
+    ):  # fmt: skip
+        warm_table.add_column(column, justify="right")
+
+    def fmt(value: float | None, spec: str = ".2f") -> str:
+        return "-" if value is None else format(value, spec)
+
+    for mode in modes:
+        s = summary[mode]
+        warm_table.add_row(
+            mode, fmt(s["events_per_s"], ",.0f"), fmt(s["events_ratio"]), fmt(s["warm_batch_s"]),
+            fmt(s["warm_write_files_s"]), fmt(s["warm_commits_s"]),
+            fmt(s["batch_ratio_single"]), fmt(s["batch_ratio_routed1"]),
+        )  # fmt: skip
+    console.print(warm_table)
+    goals: dict[str, Any] = {}
+    if "routed20" in summary:
+        ratio = summary["routed20"]["events_ratio"]
+        goals["routed20_events_ratio"] = {"goal": GOAL, "value": ratio, "met": ratio >= GOAL}
+    if "routed100" in summary:
+        base = summary.get("routed1", single)
+        ratio = (summary["routed100"]["warm_batch_s"] or 0) / (base["warm_batch_s"] or 1)
+        goals["routed100_batch_ratio"] = {
+            "goal": BATCH_GOAL,
+            "against": "routed1" if "routed1" in summary else "single",
+            "value": ratio,
+            "met": ratio <= BATCH_GOAL,
+        }
+    for key, goal in goals.items():
+        met = "met" if goal["met"] else "[red]not met[/]"
+        console.print(f"{key}: [bold]{goal['value']:.2f}×[/] (goal {goal['goal']}×): {met}")
     for problem in problems:
         console.print(f"[red]row count mismatch[/] {problem}")
     path = write_result(
-        "routing",
+        args.name,
         {
             "records": args.records,
-            "kinds": KINDS,
+            "tables": counts,
             "partitions": 4,
             "master": "local[2]",
             "max_offsets_per_trigger": args.per_trigger or None,
             "produce_seconds": produce_seconds,
             "runs": rows,
-            "single_events_per_s": single,
-            "routed_events_per_s": routed,
-            "ratio": ratio,
-            "goal_ratio": GOAL,
-            "goal_met": ratio >= GOAL,
+            "summary": summary,
+            "goals": goals,
             "row_count_problems": problems,
         },
     )

@@ -156,13 +156,21 @@ def refusing_catalog() -> Iterator[str]:
         ("credential", "client:{}", "OAuthError: invalid_client: client authentication failed"),
     ],
 )
-def test_status_and_the_page_name_the_catalog_that_refuses_the_credentials(
-    tmp_path: Path, refusing_catalog: str, unique: str, key: str, value: str, reason: str
+def test_status_the_page_and_run_name_the_catalog_that_refuses_the_credentials(
+    tmp_path: Path,
+    refusing_catalog: str,
+    kafka_bootstrap: str,
+    unique: str,
+    key: str,
+    value: str,
+    reason: str,
 ) -> None:
     """The local stack's REST catalog takes no credentials; a hosted one (Polaris, Nessie
     with authentication) does, in catalog.properties: one line names the catalog and the key,
     never the value."""
     secret = value.format("secret-" + unique)
+    topic = f"refused-{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
     data = {
         "catalog": {
             "type": "rest",
@@ -170,13 +178,17 @@ def test_status_and_the_page_name_the_catalog_that_refuses_the_credentials(
             "warehouse": "s3://frazil/warehouse",
             "properties": {key: secret},
         },
-        "kafka": {"bootstrap_servers": "127.0.0.1:9092"},
-        "pipelines": [payments_pipeline("p", "t", "db.p")],
+        # A broker that answers: run checks Kafka before the catalog.
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "pipelines": [payments_pipeline("p", topic, "db.p")],
     }
     config = tmp_path / "cluster.yaml"
     config.write_text(yaml.safe_dump(data))
-    # The page opens the catalog as status does (once: each command is a process start).
-    commands = [("status",), ("ui", "--port", "0")] if key == "token" else [("status",)]
+    # The page and run open the catalog as status does (once: each command is a process
+    # start); run before Spark starts, which would meet the refusal at its first query.
+    commands = [("status",)]
+    if key == "token":
+        commands += [("ui", "--port", "0"), ("run",)]
     for command in commands:
         done = frazil(*command, "-c", str(config), timeout=BOUND_S)
         assert done.returncode == 1, done.stdout + done.stderr

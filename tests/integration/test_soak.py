@@ -3,9 +3,9 @@ few minutes and restarted; afterwards the table holds every record exactly once,
 driver's resources, sampled while it runs, stay flat.
 
 Sampled every ``FRAZIL_SOAK_SAMPLE`` seconds for each process life: resident memory of the
-Python process plus its JVM, the JVM heap after a full collection (``jcmd GC.run`` then
-``GC.heap_info``), threads and open files of both. Every sample stays under the ceilings
-below, and a life's samples after its warm-up do not grow faster than the slopes.
+Python process plus its JVM, the JVM heap live after a full collection (the total of ``jcmd
+GC.class_histogram``), threads and open files of both. Every sample stays under the ceilings
+below, and a life's samples after its warm-up do not grow faster than the bounds.
 
 CI runs a bounded slice (120 s, one kill at 80 s: ceilings only, its lives are shorter than
 the warm-up). The long run, with its samples written for the plot in docs/operations.md:
@@ -21,6 +21,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -43,12 +44,17 @@ SAMPLE_EVERY = float(os.environ.get("FRAZIL_SOAK_SAMPLE", "8"))
 RATE = int(os.environ.get("FRAZIL_SOAK_RATE", "300"))
 REPORT = os.environ.get("FRAZIL_SOAK_REPORT")
 
-#: Growth allowed per minute over a life's samples after its warm-up (least-squares slope).
-SLOPES = {"rss_mb": 20.0, "heap_mb": 10.0, "threads": 10.0, "open_files": 5.0}
+#: Growth allowed per minute over a life's samples after its warm-up (see _growth_per_minute).
+GROWTH = {"rss_mb": 20.0, "heap_mb": 10.0, "threads": 10.0, "open_files": 5.0}
 #: Seconds of a life taken as warm-up: after a kill the restarted run catches up the backlog
-#: with inline maintenance passes, and its pools grow to their working size (measured: threads
-#: from ~50 to ~320 in the first 3-4 minutes, then back down). The CI slice's lives are shorter
-#: than this: they are held to the ceilings only; the long run's lives to the slopes too.
+#: with inline maintenance passes, and Spark's pools grow to their working size. Threads go
+#: from ~50 to ~300 in the first 2-3 minutes (jstack): almost all of the growth is Spark's
+#: `block-manager-storage-async-thread-pool` and `block-manager-ask-thread-pool`, each a
+#: ThreadPoolExecutor whose core size is its maximum (100) over an unbounded queue, so every
+#: block removal the context cleaner sends starts a thread until 100 exist; idle ones end
+#: after 60 s. Bounded by construction (2 x 100), not a leak. The CI slice's lives are
+#: shorter than this: they are held to the ceilings only; the long run's lives to the growth
+#: bounds too.
 WARM_UP = float(os.environ.get("FRAZIL_SOAK_WARM_UP", "240"))
 #: What no sample may exceed, whatever the life's age (the driver's heap is 1 GB).
 CEILINGS = {"rss_mb": 2048.0, "heap_mb": 768.0, "threads": 1000.0, "open_files": 2000.0}
@@ -82,20 +88,16 @@ def _status(pid: int, key: str) -> int:
 
 
 def _heap_after_gc_mb(java: int) -> float | None:
-    run = subprocess.run(["jcmd", str(java), "GC.run"], capture_output=True, timeout=60)
-    if run.returncode != 0:
+    # The class histogram collects the heap fully and counts what is live in one step; a
+    # GC.run followed by GC.heap_info also counted what the running job allocated between the
+    # two calls (seconds apart on a loaded machine: samples jumped by 50-90 MB).
+    found = subprocess.run(
+        ["jcmd", str(java), "GC.class_histogram"], capture_output=True, text=True, timeout=60
+    )
+    total = re.search(r"^Total\s+\d+\s+(\d+)\s*$", found.stdout, re.MULTILINE)
+    if found.returncode != 0 or total is None:
         return None
-    info = subprocess.run(
-        ["jcmd", str(java), "GC.heap_info"], capture_output=True, text=True, timeout=60
-    ).stdout
-    # The generations' "used NK" (Metaspace and class space are not heap).
-    heap = [
-        int(k)
-        for line in info.splitlines()
-        if "Metaspace" not in line and "class space" not in line
-        for k in re.findall(r"used (\d+)K", line)
-    ]
-    return sum(heap) / 1024 if heap else None
+    return int(total.group(1)) / 1024 / 1024
 
 
 def _sample(python: int) -> dict[str, float] | None:
@@ -116,14 +118,20 @@ def _sample(python: int) -> dict[str, float] | None:
         return None  # the process went away while sampled
 
 
-def _slope_per_minute(points: list[tuple[float, float]]) -> float:
-    n = len(points)
-    mean_t = sum(t for t, _ in points) / n
-    mean_v = sum(v for _, v in points) / n
-    var = sum((t - mean_t) ** 2 for t, _ in points)
-    if var == 0:
+def _growth_per_minute(points: list[tuple[float, float]]) -> float:
+    """How fast the second half of a life's settled samples sits above the first: the
+    difference of the halves' medians over the time between their medians. A leak grows in
+    both halves and shows; Spark's bounded pools swing by ~150 threads within a minute or two
+    (their idle threads end after 60 s), and a least-squares slope over a few minutes read a
+    late swing as growth."""
+    points = sorted(points)
+    half = len(points) // 2
+    first, second = points[:half], points[half:]
+    span = statistics.median(t for t, _ in second) - statistics.median(t for t, _ in first)
+    if span <= 0:
         return 0.0
-    return sum((t - mean_t) * (v - mean_v) for t, v in points) / var * 60
+    rise = statistics.median(v for _, v in second) - statistics.median(v for _, v in first)
+    return rise / span * 60
 
 
 def _start(config: Path) -> subprocess.Popen[str]:
@@ -210,17 +218,17 @@ def test_soak_with_inline_maintenance_and_kills_is_exact_and_flat(
     assert len(ids) == len(set(ids)), "duplicates"
     assert sorted(ids) == sorted(produced), "lost records"
 
-    slopes = []
+    growths = []
     for n, life in enumerate(lives):
         for sample in life:
             for key, ceiling in CEILINGS.items():
                 assert not sample[key] > ceiling, f"life {n}: {key} {sample[key]:.0f} > {ceiling}"
         settled = [s for s in life if s["age"] >= WARM_UP]
         t0 = settled[0]["at"] if settled else 0.0
-        for key in SLOPES:
+        for key in GROWTH:
             points = [(s["at"] - t0, s[key]) for s in settled if s[key] == s[key]]
-            if len(points) >= 3:
-                slopes.append((n, key, _slope_per_minute(points)))
+            if len(points) >= 4:
+                growths.append((n, key, _growth_per_minute(points)))
     if REPORT:
         Path(REPORT).write_text(
             json.dumps(
@@ -230,13 +238,14 @@ def test_soak_with_inline_maintenance_and_kills_is_exact_and_flat(
                     "rate": RATE,
                     "records": len(produced),
                     "lives": lives,
-                    "slopes_per_minute": [
-                        {"life": n, "metric": k, "slope": s} for n, k, s in slopes
+                    "growth_per_minute": [
+                        {"life": n, "metric": k, "growth": g} for n, k, g in growths
                     ],
                 },
                 indent=1,
             )
         )
-    for n, key, slope in slopes:
-        assert slope <= SLOPES[key], f"life {n}: {key} grows {slope:.1f}/min (bound {SLOPES[key]})"
+    for n, key, growth in growths:
+        bound = GROWTH[key]
+        assert growth <= bound, f"life {n}: {key} grows {growth:.1f}/min (bound {bound})"
     assert all(lives), "a life without one sample"

@@ -462,13 +462,13 @@ def test_a_rest_catalog_that_refuses_is_named_with_the_keys(
 ) -> None:
     from pyiceberg.exceptions import UnauthorizedError
 
-    from frazil.observe.status import _refused_catalog
+    from frazil.config.catalog_clients import refused_catalog
 
     config = parse_config(_stack(catalog={
         "type": "rest", "uri": "https://rest:8181", "warehouse": "s3://frazil/warehouse",
         "properties": properties,
     }))  # fmt: skip
-    found = _refused_catalog(config, UnauthorizedError("NotAuthorizedException: bad token"))
+    found = refused_catalog(config, UnauthorizedError("NotAuthorizedException: bad token"))
     assert found == f"the REST catalog at https://rest:8181 (catalog.uri) {expected}"
     assert SECRET not in found
 

@@ -133,7 +133,21 @@ def test_admin_client_takes_settings_librdkafka_understands() -> None:
     assert {k: conf[k] for k in properties} == properties
 
 
-def test_admin_client_goes_without_java_only_settings() -> None:
+def test_admin_client_goes_without_settings_librdkafka_cannot_use() -> None:
+    # A JKS trust store (Java's default type) means nothing to librdkafka.
+    properties = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+        "required;",
+        "sasl.login.callback.handler.class": "com.example.Handler",
+    }
+    conf, refused = admin_config(_with_properties(properties))
+    assert refused == list(properties)
+    assert not set(properties) & set(conf)
+
+
+def test_admin_client_logs_in_with_the_java_jaas_credentials() -> None:
     properties = {
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "PLAIN",
@@ -141,8 +155,9 @@ def test_admin_client_goes_without_java_only_settings() -> None:
         'required username="u" password="p";',
     }
     conf, refused = admin_config(_with_properties(properties))
-    assert refused == list(properties)
-    assert not set(properties) & set(conf)
+    assert refused == []
+    assert conf["sasl.username"] == "u" and conf["sasl.password"] == "p"
+    assert "sasl.jaas.config" not in conf
 
 
 def test_only_committed_records_are_read_unless_kafka_properties_say_otherwise() -> None:

@@ -13,9 +13,10 @@ import typer
 from frazil import paths
 from frazil.cli.app import OutputFormat, app, console, err_console
 from frazil.local import stack
-from frazil.local.broker import LocalBroker
+from frazil.local.broker import BrokerStatus, LocalBroker
 from frazil.local.broker_cluster import ClusterStatus, LocalKafkaCluster, cluster_ports
 from frazil.local.registry import LocalRegistry
+from frazil.local.secure import settings_hint
 
 local_app = typer.Typer(
     help="Run a real single-node Kafka broker (or a cluster: --brokers 3) on 127.0.0.1 for "
@@ -33,6 +34,15 @@ StateDir = Annotated[
         "--state-dir",
         help="frazil state folder; the broker lives in its kafka/ subfolder "
         "[default: $FRAZIL_STATE_DIR or ./.frazil]",
+    ),
+]
+
+
+SecurePorts = Annotated[
+    str,
+    typer.Option(
+        "--secure-ports",
+        help="With --secure: the SASL_SSL (SCRAM-SHA-512) port and the mTLS port, comma-separated.",
     ),
 ]
 
@@ -83,6 +93,18 @@ def _services(values: list[str] | None) -> list[Service]:
     return list(dict.fromkeys(known[n] for n in names))
 
 
+def _secure_ports(text: str) -> tuple[int, int]:
+    try:
+        ports = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        ports = ()
+    if len(ports) != 2 or any(not 0 < p < 65536 for p in ports):
+        raise typer.BadParameter(
+            f"{text!r} is not two comma-separated ports", param_hint="--secure-ports"
+        )
+    return ports[0], ports[1]
+
+
 def _worker_ports(text: str) -> tuple[int, ...]:
     try:
         ports = tuple(int(p) for p in text.split(",") if p.strip())
@@ -128,6 +150,25 @@ def up(
             "acks=all. Prints the bootstrap list.",
         ),
     ] = 1,
+    secure: Annotated[
+        bool,
+        typer.Option(
+            "--secure",
+            help="Also serve a SASL_SSL listener (SCRAM-SHA-512; the user is created with "
+            "Kafka's admin API) and an mTLS listener (client certificate required), with TLS "
+            "from a CA frazil generates in the state folder. Prints their addresses after "
+            "the PLAINTEXT one, and on stderr the client settings and the file holding the "
+            "credentials (never the passwords themselves, unless --show-credentials).",
+        ),
+    ] = False,
+    secure_ports: SecurePorts = "9094,9095",
+    show_credentials: Annotated[
+        bool,
+        typer.Option(
+            "--show-credentials",
+            help="With --secure: also print the credentials' export lines on stderr.",
+        ),
+    ] = False,
     with_: Annotated[
         list[str] | None,
         typer.Option(
@@ -165,6 +206,12 @@ def up(
             "a 2-node cluster stops when either node does: use 1, or 3 or more",
             param_hint="--brokers",
         )
+    secure_pair = _secure_ports(secure_ports) if secure else None
+    if secure and brokers > 1:
+        raise typer.BadParameter(
+            "secured listeners are only available on a single broker for now",
+            param_hint="--secure",
+        )
     if brokers > 1:
         try:
             cluster = LocalKafkaCluster(
@@ -176,11 +223,29 @@ def up(
             # Every node starts at once; they answer when a majority of controllers run.
             bootstrap = cluster.up(timeout=max(timeout, 120.0))
     else:
-        broker = _broker(state_dir, port, controller_port)
+        try:
+            broker = LocalBroker(
+                state_dir or paths.state_dir(),
+                port=port,
+                controller_port=controller_port,
+                secure_ports=secure_pair,
+            )
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--port/--secure-ports") from None
         with err_console.status("Starting the local Kafka broker..."):
             bootstrap = broker.up(timeout=timeout)
     # Only addresses on stdout, so scripts can do BOOTSTRAP=$(frazil local up).
     console.print(bootstrap, highlight=False)
+    if brokers == 1 and broker.secure is not None:
+        console.print(broker.secure.sasl_ssl_bootstrap, highlight=False)
+        console.print(broker.secure.mtls_bootstrap, highlight=False)
+        err_console.print(
+            settings_hint(broker.secure), highlight=False, soft_wrap=True, markup=False
+        )
+        credentials = broker.secure.credentials()
+        if show_credentials and credentials is not None:
+            env = " ".join(f"{k}={v}" for k, v in credentials.environment().items())
+            err_console.print(f"  export {env}", highlight=False, soft_wrap=True, markup=False)
     if Service.schema_registry in services:
         with err_console.status("Starting the local schema registry..."):
             url = _registry(state_dir, registry_port).up(timeout=max(timeout, 120.0))
@@ -302,15 +367,10 @@ def status(
             )
         )
         return
-    state = "[green]running[/]" if st.running else "[yellow]stopped[/]"
-    console.print(f"broker:    {state}")
-    console.print(f"bootstrap: {st.bootstrap}", highlight=False)
-    if st.pid is not None:
-        console.print(f"pid:       {st.pid}")
-    console.print(f"state:     {st.state_dir / 'kafka'}", highlight=False)
-    data = f"{st.data_bytes / 1024**2:.1f} MiB" if st.formatted else "(not formatted yet)"
-    console.print(f"data:      {data}", highlight=False)
-    console.print(f"log:       {st.log_file}", highlight=False)
+    # Where only a cluster was ever started, a single broker "stopped" would read as if
+    # something were down.
+    if st.running or st.formatted or cluster_status is None:
+        _print_broker_status(st)
     if cluster_status is not None:
         _print_cluster_status(cluster_status)
     # The registry only shows once it was started here (`frazil local up --with ...`).
@@ -320,6 +380,20 @@ def status(
     elif registry.registry_dir.is_dir():
         console.print("registry:  [yellow]stopped[/]")
     _print_stack_status(services)
+
+
+def _print_broker_status(st: BrokerStatus) -> None:
+    console.print(f"broker:    {_state(st.running)}")
+    console.print(f"bootstrap: {st.bootstrap}", highlight=False)
+    if st.sasl_ssl_bootstrap and st.mtls_bootstrap:
+        console.print(f"sasl_ssl:  {st.sasl_ssl_bootstrap} (SCRAM-SHA-512)", highlight=False)
+        console.print(f"mtls:      {st.mtls_bootstrap} (client certificate)", highlight=False)
+    if st.pid is not None:
+        console.print(f"pid:       {st.pid}")
+    console.print(f"state:     {st.state_dir / 'kafka'}", highlight=False)
+    data = f"{st.data_bytes / 1024**2:.1f} MiB" if st.formatted else "(not formatted yet)"
+    console.print(f"data:      {data}", highlight=False)
+    console.print(f"log:       {st.log_file}", highlight=False)
 
 
 def _print_cluster_status(cluster: ClusterStatus) -> None:

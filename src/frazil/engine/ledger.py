@@ -16,6 +16,7 @@ from frazil.errors import StaleMarker, TableRolledBack
 from frazil.progress import markers
 from frazil.progress.events import CommitEvent, Event, SchemaEvolved
 from frazil.progress.freshness import pipeline_valid_through
+from frazil.sink.iceberg import IcebergTables
 from frazil.sink.tables import TableSet, Target
 from frazil.source.kafka import offsets_to_json
 
@@ -66,20 +67,32 @@ class TableLedger:
     on_event: Callable[[Event], None] | None = None
     stats: BatchStats = field(default_factory=BatchStats)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The tables' handles read at once, and the tables they were built for.
+    _handles: tuple[tuple[int, ...], IcebergTables] | None = field(default=None, repr=False)
 
     def emit(self, event: Event) -> None:
         """Hand an event to the run's listener."""
         if self.on_event is not None:
             self.on_event(event)
 
+    def handles(self) -> IcebergTables:
+        """The pipeline's tables, to be read at once (kept while the tables stay the same: the
+        JVM's list of them is built once)."""
+        tables = [t.table for t in self.targets.values()]
+        key = tuple(id(t) for t in tables)
+        if self._handles is None or self._handles[0] != key:
+            spark = tables[0].spark if tables else None
+            assert spark is not None, "no tables to read"
+            self._handles = (key, IcebergTables(spark, tables))
+        return self._handles[1]
+
     def states(self) -> dict[str, markers.TableState]:
-        """Each table's state (its newest marker), several tables read at once."""
+        """Each table's state (its newest marker), all tables read at once in the JVM."""
         names = list(self.targets)
-
-        def read(name: str) -> markers.TableState:
-            return markers.find_marker(self.targets[name].table, self.pipeline)
-
-        return dict(zip(names, each(names, read), strict=True))
+        if not names:
+            return {}
+        found = markers.find_markers(self.handles(), self.pipeline)
+        return dict(zip(names, found, strict=True))
 
     def check_moved(self, states: dict[str, markers.TableState]) -> None:
         """Compare each table's marker with what the run saw last, and remember it.

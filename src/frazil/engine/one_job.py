@@ -57,7 +57,12 @@ FIXED_COLUMNS: dict[int, str] = {
 #: Tasks per core that write the tables, at least: each task writes whole tables (a table's
 #: rows are shuffled to one task), so that a table gets one file per partition and batch.
 TASKS_PER_CORE = 2
-#: At most this many tasks write a batch's known tables (several tables per task beyond it).
+#: At most this many tasks per core write a batch's known tables (several tables per task
+#: beyond it): each task costs its scheduling and a shuffle read whatever it holds, and a
+#: route's small tables written by a task each made a batch of 100 tables take ~3× one
+#: table's (bench/routing, issue 28); 20 tables on 2 cores still get a task each.
+KNOWN_TASKS_PER_CORE = 10
+#: At most this many tasks write a batch's known tables, however many cores.
 MAX_KNOWN_TASKS = 200
 #: Tasks of a batch that may meet new tables (how many is known only once it is written).
 NEW_TABLE_TASKS = 32
@@ -172,6 +177,9 @@ class Layout:
     _fits: bool | None = None
     #: Each row's task, per number of cores (built once: a branch per known table).
     _tasks: dict[int, Column] = field(default_factory=dict)
+    #: The known tables' names and tables as Java arrays, and the tables they were built for
+    #: (a round trip per element: built once, not per batch).
+    _java_args: tuple[tuple[int, ...], Any, Any] | None = None
 
     def fits(self, frame: DataFrame) -> bool:
         """Whether each shape's columns have exactly its tables' types (Iceberg's writers
@@ -188,16 +196,17 @@ class Layout:
 
     def tasks(self, cores: int) -> tuple[int, int]:
         """How many tasks write a batch, and how many of them take the known tables."""
-        known = min(len(self.names), MAX_KNOWN_TASKS)
+        known = min(len(self.names), cores * KNOWN_TASKS_PER_CORE, MAX_KNOWN_TASKS)
         new = NEW_TABLE_TASKS if self.template is not None else 0
         return max(min(cores * TASKS_PER_CORE, MAX_KNOWN_TASKS), known + new), known
 
     def frame(self, planned: DataFrame, cores: int) -> DataFrame:
         """The planned batch in the job's layout, shuffled by table.
 
-        Each known table gets a task of its own (up to MAX_KNOWN_TASKS), so that tables of
-        like size spread evenly over the cores: hashed, several would often share a task
-        while others stay empty. Tables met first hash to the tasks after those.
+        Each known table gets a task of its own (up to KNOWN_TASKS_PER_CORE per core, then
+        tables share them in turn), so that tables of like size spread evenly over the cores:
+        hashed, several would often share a task while others stay empty. Tables met first
+        hash to the tasks after those.
         """
         from pyspark.sql import functions as F
 
@@ -407,11 +416,15 @@ def run(spark: SparkSession, frame: DataFrame, layout: Layout, tables: list[Any]
     jvm = spark.sparkContext._jvm
     gateway = spark.sparkContext._gateway
     assert jvm is not None and gateway is not None
-    names = gateway.new_array(jvm.java.lang.String, len(layout.names))
-    java_tables = gateway.new_array(jvm.org.apache.iceberg.Table, len(tables))
-    for i, (name, table) in enumerate(zip(layout.names, tables, strict=True)):
-        names[i] = name
-        java_tables[i] = table
+    key = tuple(id(t) for t in tables)
+    if layout._java_args is None or layout._java_args[0] != key:
+        names = gateway.new_array(jvm.java.lang.String, len(layout.names))
+        java_tables = gateway.new_array(jvm.org.apache.iceberg.Table, len(tables))
+        for i, (name, table) in enumerate(zip(layout.names, tables, strict=True)):
+            names[i] = name
+            java_tables[i] = table
+        layout._java_args = (key, names, java_tables)
+    _key, names, java_tables = layout._java_args
     template = layout.template
     result = jvm.dev.frazil.spark.RoutedWrites.write(
         frame._jdf,

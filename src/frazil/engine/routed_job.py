@@ -5,6 +5,7 @@ its own."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -145,7 +146,12 @@ class OneJobWrite:
             together = phase is known and len(phase) > 1 and self._commits_at_once()
             outcomes = self._commit_all(window, phase, outcome, states, pause) if together else None
             if outcomes is None:  # per table (or the catalog turned out not to commit at once)
-                outcomes = each_outcome(phase, commit)
+                if phase is known and len(phase) > 1 and not pause.active:
+                    outcomes = self._commit_each(window, phase, outcome, states)
+                else:
+                    outcomes = each_outcome(phase, commit)
+                if phase is known:
+                    outcomes = self._check_interleavings(phase, outcomes, states)
             for name, (result, error) in zip(phase, outcomes, strict=True):
                 if error is not None:
                     errors[name] = error
@@ -214,9 +220,8 @@ class OneJobWrite:
         assert jvm is not None
         for name in names:
             pause.before_write(name)
-        tables = jvm.java.util.ArrayList()
-        summaries = jvm.java.util.ArrayList()
-        java_names = jvm.java.util.ArrayList()
+        handles = self.ledger.handles()
+        commits: list[list[object]] = []
         made: list[markers.Marker] = []
         for name in names:
             target, state = self.ledger.targets[name], states[name]
@@ -224,19 +229,15 @@ class OneJobWrite:
                 state.marker, self.pipeline.name, self.ledger.observed(target, state)
             )
             made.append(marker)
-            summary = jvm.java.util.HashMap()
-            for key, value in marker.to_summary().items():
-                summary.put(key, value)
-            summaries.add(summary)
-            tables.add(target.table.java)
-            java_names.add(name)
+            commits.append([handles.index(target.table), name, marker.to_summary()])
         try:
+            # One string for all tables' summaries, and the tables' Java list built once: a
+            # list and map built here would cost a round trip per table and entry.
             jvm.dev.frazil.spark.RoutedWrites.appendAll(
                 outcome.java,
                 iceberg_catalog(self.spark, self.tables.catalog),
-                java_names,
-                tables,
-                summaries,
+                handles.java_tables(),
+                json.dumps(commits),
             )
         except Exception as exc:
             if _NO_TRANSACTIONS in str(exc):
@@ -250,14 +251,80 @@ class OneJobWrite:
             stale = stale_marker(exc)
             error: BaseException = exc if stale is None else stale
             return [(None, error) for _ in names]
-        results: list[tuple[_Committed | None, BaseException | None]] = []
-        for name, marker in zip(names, made, strict=True):
-            try:
-                markers.check_no_interleaving(self.ledger.targets[name].table, states[name], marker)
-                results.append(((marker, None), None))
-            except Exception as exc:  # another run committed in between: stop, as one table does
-                results.append((None, exc))
-        return results
+        committed: list[tuple[_Committed | None, BaseException | None]] = [
+            ((marker, None), None) for marker in made
+        ]
+        return self._check_interleavings(names, committed, states)
+
+    def _commit_each(
+        self,
+        window: BatchWindow,
+        names: list[str],
+        outcome: one_job.Outcome,
+        states: dict[str, markers.TableState],
+    ) -> list[tuple[_Committed | None, BaseException | None]]:
+        """Commit known tables' files each in a commit of its own carrying its marker, as
+        :meth:`_commit_share` does, all in one call to the JVM (which runs several at once):
+        each table's marker, or its failure (a stale marker as :class:`StaleMarker`).
+
+        One round trip for the batch: per table, the commit and its summary cost a few, and
+        with 100 tables they were most of the commits' time (bench/routing, issue 28).
+        """
+        from py4j.protocol import Py4JJavaError
+
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        handles = self.ledger.handles()
+        made: list[markers.Marker] = []
+        commits: list[list[object]] = []
+        for name in names:
+            target, state = self.ledger.targets[name], states[name]
+            marker = window.marker(
+                state.marker, self.pipeline.name, self.ledger.observed(target, state)
+            )
+            made.append(marker)
+            commits.append([handles.index(target.table), name, marker.to_summary()])
+        failures = jvm.dev.frazil.spark.RoutedWrites.appendEach(
+            outcome.java, handles.java_tables(), json.dumps(commits)
+        )
+        out: list[tuple[_Committed | None, BaseException | None]] = [
+            ((marker, None), None) for marker in made
+        ]
+        if len(failures):
+            for index, failure in failures.items():
+                # As py4j raises a Java exception: its text (with the Java stack) names it.
+                error = Py4JJavaError("An error occurred while calling appendEach", failure)
+                stale = stale_marker(error)
+                out[int(index)] = (None, error if stale is None else stale)
+        return out
+
+    def _check_interleavings(
+        self,
+        names: list[str],
+        outcomes: list[tuple[_Committed | None, BaseException | None]],
+        states: dict[str, markers.TableState],
+    ) -> list[tuple[_Committed | None, BaseException | None]]:
+        """After known tables' commits: each committed table's outcome, or the error if
+        another run of the pipeline committed to it in between
+        (:func:`~frazil.progress.markers.check_no_interleaving`, all tables read at once)."""
+        done = [i for i, (result, error) in enumerate(outcomes) if error is None]
+        if not done:
+            return outcomes
+        tables = [self.ledger.targets[names[i]].table for i in done]
+        made = [outcomes[i][0][0] for i in done]  # type: ignore[index]
+        try:
+            found: list[BaseException | None] = list(
+                markers.check_no_interleavings(
+                    self.ledger.handles(), tables, [states[names[i]] for i in done], made
+                )
+            )
+        except Exception as exc:  # the tables could not be read: none is known to be fine
+            found = [exc for _ in done]
+        out = list(outcomes)
+        for i, error in zip(done, found, strict=True):
+            if error is not None:
+                out[i] = (None, error)
+        return out
 
     def _record_commits(
         self,
@@ -303,21 +370,24 @@ class OneJobWrite:
             self.pipeline.name,
             self.ledger.observed(target, state) if target is not None else {},
         )
-        summary = jvm.java.util.HashMap()
-        for key, value in marker.to_summary().items():
-            summary.put(key, value)
         writes = jvm.dev.frazil.spark.RoutedWrites
         if target is not None:
             assert state is not None
             try:
-                writes.append(outcome.java, target.table.java, name, summary)
+                # The summary as one JSON string: a Java map costs a round trip per entry.
+                summary_json = json.dumps(marker.to_summary())
+                writes.append(outcome.java, target.table.java, name, summary_json)
             except Exception as exc:
                 stale = stale_marker(exc)
                 if stale is None:
                     raise
                 raise stale from None
-            markers.check_no_interleaving(target.table, state, marker)
+            # No other run's commit in between: checked for all the batch's tables at once
+            # once they are committed (_check_interleavings).
             return marker, None
+        summary = jvm.java.util.HashMap()
+        for key, value in marker.to_summary().items():
+            summary.put(key, value)
         template = layout.template
         assert template is not None
         drops = jvm.java.util.ArrayList()

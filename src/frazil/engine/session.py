@@ -254,7 +254,8 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
 
     Raises:
         ServiceError: The object store, the REST catalog or the Spark master the config names
-            does not answer, or the store refuses the environment's credentials.
+            does not answer, the store refuses the environment's credentials, or the REST
+            catalog refuses the config's.
 
     Args:
         run_token: The run fence's token for the driver JVM's command line.
@@ -267,6 +268,12 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
     # The object store, the REST catalog and the master first: one that does not answer is
     # named in seconds, not after Spark's and the SDK's minutes of retries.
     check_services(config)
+    if config.catalog.type == "rest":
+        # A token or credential the catalog refuses, named by its key in seconds; Spark would
+        # meet it at the first query, as a Java stack.
+        from frazil.config.catalog_clients import open_rest_catalog
+
+        open_rest_catalog(config)
     if config.catalog.type == "jdbc" and not is_remote(config.catalog.warehouse):
         # SQLite creates its file but not the folder around it.
         Path(local_path(config.catalog.warehouse)).mkdir(parents=True, exist_ok=True)

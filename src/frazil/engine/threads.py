@@ -65,6 +65,11 @@ class Pause:
             table, seconds = value.rsplit(":", 1)
             self._at = (table, float(seconds))
 
+    @property
+    def active(self) -> bool:
+        """Whether the hook holds some table back (its tables are then written one by one)."""
+        return self._at is not None
+
     def before_write(self, table: str) -> None:
         """Sleep if the hook names this table."""
         if self._at is not None and self._at[0] == table:

@@ -13,7 +13,9 @@ The process is detached (own session), so it outlives the CLI command that start
 
 Besides its PLAINTEXT client listener the broker can serve an extra ``SASL_PLAINTEXT``
 listener (mechanism PLAIN, users and passwords given to :class:`LocalBroker`), for testing
-clients that authenticate. Inter-broker and controller traffic always stays PLAINTEXT.
+clients that authenticate. With ``secure_ports`` it also serves a ``SASL_SSL`` listener
+(SCRAM-SHA-512) and an mTLS one, with TLS from a CA frazil generates
+(:mod:`frazil.local.secure`). Inter-broker and controller traffic always stays PLAINTEXT.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any
 
 from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, kafka_classpath
+from frazil.local.secure import SecureListeners
 from frazil.paths import locked
 from frazil.procs import pid_alive
 
@@ -91,6 +94,8 @@ class BrokerStatus:
         log_file: The broker's log.
         sasl_bootstrap: ``host:port`` of the SASL listener (of the running broker, if any),
             or None if there is none.
+        sasl_ssl_bootstrap: ``host:port`` of the SASL_SSL (SCRAM) listener, if any.
+        mtls_bootstrap: ``host:port`` of the mTLS listener, if any.
     """
 
     running: bool
@@ -101,6 +106,8 @@ class BrokerStatus:
     data_bytes: int
     log_file: Path
     sasl_bootstrap: str | None = None
+    sasl_ssl_bootstrap: str | None = None
+    mtls_bootstrap: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view (paths as strings)."""
@@ -117,6 +124,7 @@ class _Running:
     pid: int
     bootstrap: str
     sasl_bootstrap: str | None
+    secure_bootstraps: tuple[str, str] | None = None
 
 
 class LocalBroker:
@@ -132,6 +140,10 @@ class LocalBroker:
             ``SASL_PLAINTEXT`` and SASL mechanism ``PLAIN``.
         sasl_users: The users the SASL listener accepts (user name -> password); required
             with ``sasl_port``. Names are limited to letters, digits and ``._-``.
+        secure_ports: If given, ``(SASL_SSL port, mTLS port)``: the broker also serves a
+            ``SASL_SSL`` listener (SCRAM-SHA-512, its user created with the admin API) and an
+            ``SSL`` one that requires a client certificate, with TLS from a CA generated
+            under ``kafka/secure`` (see :mod:`frazil.local.secure`).
 
     Raises:
         ValueError: If only one of ``sasl_port`` and ``sasl_users`` is given, no user is
@@ -147,6 +159,7 @@ class LocalBroker:
         heap: str = "512m",
         sasl_port: int | None = None,
         sasl_users: Mapping[str, str] | None = None,
+        secure_ports: tuple[int, int] | None = None,
     ) -> None:
         if (sasl_port is None) != (sasl_users is None):
             raise ValueError("sasl_port and sasl_users must be given together")
@@ -159,6 +172,7 @@ class LocalBroker:
                         f"SASL user name {name!r} is not allowed: use letters, digits and ._-"
                     )
         ports = [port, controller_port] + ([sasl_port] if sasl_port is not None else [])
+        ports += list(secure_ports or ())
         if len(set(ports)) != len(ports):
             raise ValueError(f"the broker's ports must differ, got {ports}")
         self.state_dir = Path(state_dir).resolve()
@@ -177,6 +191,16 @@ class LocalBroker:
         self.log4j_file = self.kafka_dir / "log4j2.xml"
         self.log_file = self.kafka_dir / "broker.log"
         self.pid_file = self.kafka_dir / "broker.pid"
+        self.secure: SecureListeners | None = (
+            SecureListeners(self.kafka_dir, host, *secure_ports) if secure_ports else None
+        )
+
+    @property
+    def secure_bootstraps(self) -> tuple[str, str] | None:
+        """``(SASL_SSL, mTLS)`` addresses, or None without ``secure_ports``."""
+        if self.secure is None:
+            return None
+        return (self.secure.sasl_ssl_bootstrap, self.secure.mtls_bootstrap)
 
     @property
     def bootstrap(self) -> str:
@@ -211,6 +235,12 @@ class LocalBroker:
             pid, log_offset, started = self._launch()
             try:
                 self._wait_ready(pid, deadline, log_offset)
+                if self.secure is not None:
+                    credentials = self.secure.credentials()
+                    assert credentials is not None  # written before the config
+                    self.secure.create_user(
+                        self.bootstrap, credentials, max(deadline - time.monotonic(), 10.0)
+                    )
             except BaseException:
                 if started:
                     self._stop(pid, timeout=10)
@@ -226,11 +256,14 @@ class LocalBroker:
         """
         running = self._running()
         if running is not None:
-            if (running.bootstrap, running.sasl_bootstrap) != (
+            if (running.bootstrap, running.sasl_bootstrap, running.secure_bootstraps) != (
                 self.bootstrap,
                 self.sasl_bootstrap,
+                self.secure_bootstraps,
             ):
                 sasl = f" and {running.sasl_bootstrap} (SASL)" if running.sasl_bootstrap else ""
+                if running.secure_bootstraps:
+                    sasl += " and {} (SASL_SSL), {} (mTLS)".format(*running.secure_bootstraps)
                 raise ServiceError(
                     f"the local Kafka broker in {self.kafka_dir} is already running at "
                     f"{running.bootstrap}{sasl} (pid {running.pid}); stop it "
@@ -247,6 +280,8 @@ class LocalBroker:
         ports = [self.port, self.controller_port]
         if self.sasl_port is not None:
             ports.append(self.sasl_port)
+        if self.secure is not None:
+            ports += self.secure.ports()
         for port in ports:
             if _port_taken(self.host, port):
                 raise ServiceError(
@@ -281,6 +316,7 @@ class LocalBroker:
     def status(self) -> BrokerStatus:
         """Report whether the broker runs, where, and how much data it holds."""
         running = self._running()
+        secure = running.secure_bootstraps if running else self.secure_bootstraps
         return BrokerStatus(
             running=running is not None,
             pid=running.pid if running else None,
@@ -290,6 +326,8 @@ class LocalBroker:
             data_bytes=_tree_size(self.data_dir),
             log_file=self.log_file,
             sasl_bootstrap=running.sasl_bootstrap if running else self.sasl_bootstrap,
+            sasl_ssl_bootstrap=secure[0] if secure else None,
+            mtls_bootstrap=secure[1] if secure else None,
         )
 
     # -- process handling -------------------------------------------------------------
@@ -302,11 +340,13 @@ class LocalBroker:
             # Absent from pid files written before SASL listeners existed: no SASL.
             sasl = info.get("sasl_bootstrap")
             sasl_bootstrap = str(sasl) if sasl is not None else None
+            sasl_ssl, mtls = info.get("sasl_ssl_bootstrap"), info.get("mtls_bootstrap")
+            secure = (str(sasl_ssl), str(mtls)) if sasl_ssl and mtls else None
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
         if not self._is_our_broker(pid):
             return None
-        return _Running(pid, bootstrap, sasl_bootstrap)
+        return _Running(pid, bootstrap, sasl_bootstrap, secure)
 
     def _runs_our_sasl_users(self) -> bool:
         """Whether the running broker's config has exactly our SASL users and passwords.
@@ -375,6 +415,7 @@ class LocalBroker:
                 start_new_session=True,
             )
         _CHILDREN[proc.pid] = proc
+        secure: tuple[str | None, str | None] = self.secure_bootstraps or (None, None)
         self.pid_file.write_text(
             json.dumps(
                 {
@@ -384,6 +425,8 @@ class LocalBroker:
                     "controller_port": self.controller_port,
                     "sasl_port": self.sasl_port,
                     "sasl_bootstrap": self.sasl_bootstrap,
+                    "sasl_ssl_bootstrap": secure[0],
+                    "mtls_bootstrap": secure[1],
                 }
             )
         )
@@ -461,6 +504,10 @@ class LocalBroker:
         if self.sasl_port is not None:
             listeners += f",{_SASL_LISTENER}://{self.host}:{self.sasl_port}"
             protocols += f",{_SASL_LISTENER}:SASL_PLAINTEXT"
+        if self.secure is not None:
+            for name, address, protocol in self.secure.listeners():
+                listeners += f",{name}://{address}"
+                protocols += f",{name}:{protocol}"
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -512,6 +559,9 @@ class LocalBroker:
                 "sasl.enabled.mechanisms=PLAIN",
                 self._sasl_jaas_line(),
             ]
+        if self.secure is not None:
+            # Credentials and certificates first: the config names their files.
+            lines += self.secure.server_properties(self.secure.prepare())
         return "\n".join(lines) + "\n"
 
     def _quorum_settings(self, settings: dict[str, str]) -> dict[str, str]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from frazil.progress import freshness
 from frazil.progress.events import CommitEvent, Event, SchemaEvolved
-from frazil.source.kafka import DEFAULT_ISOLATION_LEVEL, TopicOffsets
+from frazil.source.kafka import DEFAULT_ISOLATION_LEVEL, AuthenticationWatch, TopicOffsets
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +297,8 @@ def kafka_latest(
 
     from frazil import errors
 
-    admin = AdminClient(admin_conf)
+    watch = AuthenticationWatch(admin_conf)
+    admin = AdminClient(watch.client_conf())
     where = f"Kafka at {admin_conf.get('bootstrap.servers', '?')}"
     level = IsolationLevel[isolation.upper()]
     _NO_SUCH_PARTITION = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION}
@@ -315,13 +316,17 @@ def kafka_latest(
             try:
                 offset = int(future.result(timeout=5).offset)
             except TimeoutError:
-                raise errors.KafkaError(f"{where} did not answer within 5 s") from None
+                refusal = watch.message(admin)
+                raise errors.KafkaError(refusal or f"{where} did not answer within 5 s") from None
             except KafkaException as exc:
                 # Markers keep the offsets of deleted topics: they have no lag to show.
                 error = exc.args[0] if exc.args else None
                 if isinstance(error, KafkaError) and error.code() in _NO_SUCH_PARTITION:
                     continue
                 reason = error.str() if isinstance(error, KafkaError) else str(exc)
+                refusal = watch.message(admin)
+                if refusal is not None:
+                    raise errors.KafkaError(refusal) from None
                 raise errors.KafkaError(f"{where}: {reason or type(exc).__name__}") from exc
             found.setdefault(tp.topic, {})[tp.partition] = offset
         return found

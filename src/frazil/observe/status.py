@@ -14,10 +14,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from frazil.config.catalog_clients import open_rest_catalog
 from frazil.config.locations import local_path
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
-from frazil.errors import FrazilError, KafkaError, ServiceError, first_line
+from frazil.errors import FrazilError, KafkaError, ServiceError
 from frazil.progress import fence, freshness
 from frazil.progress.markers import (
     MAX_TIMESTAMPS,
@@ -78,19 +79,8 @@ def pyiceberg_catalog(config: FrazilConfig) -> Any:
     """
     catalog = config.catalog
     if catalog.type == "rest":
-        from pyiceberg.catalog.rest import RestCatalog
-        from pyiceberg.exceptions import ForbiddenError, OAuthError, UnauthorizedError
-
-        from frazil.config.storage_clients import pyiceberg_properties
-
-        # The object store's address and the environment's credentials, for PyIceberg's own
-        # reads of the tables' files; the user's catalog.properties win.
-        props = {**pyiceberg_properties(config), **catalog.properties}
-        try:
-            # Opening asks the server for its config: credentials it refuses fail here.
-            return RestCatalog(catalog.name, uri=catalog.uri or "", **props)
-        except (UnauthorizedError, ForbiddenError, OAuthError) as exc:
-            raise ServiceError(_refused_catalog(config, exc)) from None
+        # Opening asks the server for its config: credentials it refuses fail here.
+        return open_rest_catalog(config)
     uri = catalog.resolved_uri()
     if catalog.type == "jdbc" and uri.startswith("jdbc:sqlite:"):
         from pyiceberg.catalog.sql import SqlCatalog
@@ -102,28 +92,6 @@ def pyiceberg_catalog(config: FrazilConfig) -> Any:
         f"frazil status reads the catalog with PyIceberg, which opens the embedded SQLite "
         f"catalog and REST catalogs; catalog.type {catalog.type} with {uri or 'no uri'} is "
         "not supported yet (use frazil tables, which goes through Spark)"
-    )
-
-
-#: catalog.properties that carry a REST catalog's credentials (Iceberg's OAuth2 and token keys).
-_CATALOG_CREDENTIALS = ("credential", "token")
-
-
-def _refused_catalog(config: FrazilConfig, exc: Exception) -> str:
-    """The message for a REST catalog that refused to open: the keys that hold the
-    credentials, never their values, and the server's reason."""
-    given = [k for k in _CATALOG_CREDENTIALS if config.catalog.properties.get(k)]
-    if given:
-        hint = "check " + " and ".join(f"catalog.properties.{k}" for k in given)
-    else:
-        hint = (
-            "it needs some: set catalog.properties.credential (an OAuth2 client id:secret) "
-            "or catalog.properties.token"
-        )
-    kind = "refused the credentials" if given else "asks for credentials"
-    return (
-        f"the REST catalog at {config.catalog.uri} (catalog.uri) {kind} "
-        f"({type(exc).__name__}: {first_line(exc, 200)}): {hint}"
     )
 
 

@@ -20,7 +20,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -194,6 +194,73 @@ class TableState:
     total_records: int
 
 
+class MarkedTables(Protocol):
+    """Several tables read at once, as :func:`find_markers` and :func:`check_no_interleavings`
+    read them (the sink's :class:`~frazil.sink.iceberg.IcebergTables`: one round trip to the
+    JVM for all of them)."""
+
+    def states(self, pipeline: str, max_walk: int) -> list[RawState]:
+        """Each table refreshed, and its state: see :class:`RawState`."""
+
+    def interleaved(
+        self,
+        tables: Sequence[MarkedTable],
+        bases: list[int | None],
+        pipeline: str,
+        commit_ids: list[str],
+        max_walk: int,
+    ) -> list[int | None]:
+        """Each of ``tables`` (some of these) refreshed, and the newest snapshot of its current
+        ancestry after ``bases[i]`` (at most ``max_walk``) with a marker of ``pipeline`` under
+        another commit id than ``commit_ids[i]``, or None."""
+
+
+@dataclass(frozen=True)
+class RawState:
+    """A table's state as read in one look: its current snapshot, live rows, and the summary
+    entries of the newest snapshot in its ancestry holding a marker of the pipeline (None:
+    none)."""
+
+    snapshot_id: int | None
+    total_records: int
+    marker_summary: dict[str, str] | None
+
+
+def find_markers(tables: MarkedTables, pipeline: str) -> list[TableState]:
+    """:func:`find_marker` for several tables at once (same rules, same order)."""
+    return [
+        TableState(
+            None if raw.marker_summary is None else Marker.from_summary(raw.marker_summary.get),
+            raw.snapshot_id,
+            raw.total_records,
+        )
+        for raw in tables.states(pipeline, _MAX_WALK)
+    ]
+
+
+def check_no_interleavings(
+    tables: MarkedTables,
+    which: Sequence[MarkedTable],
+    states: list[TableState],
+    made: list[Marker],
+) -> list[CommitError | None]:
+    """:func:`check_no_interleaving` for several of ``tables`` at once (``which``, one
+    pipeline's): each table's error, or None."""
+    if not made:
+        return []
+    found = tables.interleaved(
+        which,
+        [s.snapshot_id for s in states],
+        made[0].pipeline,
+        [m.commit_id for m in made],
+        _MAX_WALK,
+    )
+    return [
+        None if snapshot is None else _interleaving(table.name, snapshot, marker)
+        for table, snapshot, marker in zip(which, found, made, strict=True)
+    ]
+
+
 def find_marker(table: MarkedTable, pipeline: str) -> TableState:
     """The pipeline's newest marker in the table's current ancestry (newest first)."""
     table.refresh()
@@ -303,12 +370,16 @@ def check_no_interleaving(table: MarkedTable, state: TableState, marker: Marker)
         if view.snapshot_id == state.snapshot_id or steps >= _MAX_WALK:
             return
         if view.get(PIPELINE) == marker.pipeline and view.get(COMMIT_ID) != marker.commit_id:
-            raise CommitError(
-                f"pipeline {marker.pipeline!r}: table {table.name} got a commit of the same "
-                f"pipeline from another run (snapshot {view.snapshot_id}) while batch "
-                f"{marker.batch_id} was written; two runs of one pipeline must not share a "
-                "table at once (give each its own state_dir only if they read other topics)"
-            )
+            raise _interleaving(table.name, view.snapshot_id, marker)
+
+
+def _interleaving(table: str, snapshot_id: int, marker: Marker) -> CommitError:
+    return CommitError(
+        f"pipeline {marker.pipeline!r}: table {table} got a commit of the same "
+        f"pipeline from another run (snapshot {snapshot_id}) while batch "
+        f"{marker.batch_id} was written; two runs of one pipeline must not share a "
+        "table at once (give each its own state_dir only if they read other topics)"
+    )
 
 
 def behind(found: Marker | None, seen: Marker | None) -> bool:

@@ -6,11 +6,13 @@ it reads exactly the metadata Spark writes, whatever the catalog (JDBC, REST, Ha
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from frazil.errors import StaleMarker
+from frazil.progress import markers
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -184,3 +186,84 @@ def append_rows(
         if stale is None:
             raise
         raise stale from None
+
+
+class IcebergTables:
+    """Several tables' handles read at once in the JVM (``dev.frazil.iceberg.TableStates``):
+    a routed pipeline's per-batch looks at its tables cost one py4j round trip for all of
+    them, not some twenty per table, and the tables refresh concurrently.
+
+    Args:
+        spark: The running session.
+        tables: The tables (their handles are shared, not copied; the Java list of them is
+            built once).
+    """
+
+    def __init__(self, spark: SparkSession, tables: Sequence[IcebergTable]) -> None:
+        self.spark = spark
+        self.tables = list(tables)
+        self._index = {id(t): i for i, t in enumerate(self.tables)}
+        self._java: Any = None
+
+    def _jvm(self) -> Any:
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        return jvm
+
+    def index(self, table: object) -> int:
+        """The table's position in :meth:`java_tables`."""
+        return self._index[id(table)]
+
+    def java_tables(self) -> Any:
+        """The tables' Java ``Table`` objects, as a Java list (built once)."""
+        if self._java is None:
+            java = self._jvm().java.util.ArrayList()
+            for table in self.tables:
+                java.add(table.java)
+            self._java = java
+        return self._java
+
+    def states(self, pipeline: str, max_walk: int) -> list[markers.RawState]:
+        """Each table refreshed, and its state (see :class:`frazil.progress.markers.RawState`)."""
+        if not self.tables:
+            return []
+        raw = json.loads(
+            str(
+                self._jvm().dev.frazil.iceberg.TableStates.read(
+                    self.java_tables(), pipeline, max_walk
+                )
+            )
+        )
+        return [
+            markers.RawState(
+                None if r["snapshot_id"] is None else int(r["snapshot_id"]),
+                int(r["total_records"]),
+                None if r["marker"] is None else {str(k): str(v) for k, v in r["marker"].items()},
+            )
+            for r in raw
+        ]
+
+    def interleaved(
+        self,
+        tables: Sequence[markers.MarkedTable],
+        bases: list[int | None],
+        pipeline: str,
+        commit_ids: list[str],
+        max_walk: int,
+    ) -> list[int | None]:
+        """See :meth:`frazil.progress.markers.MarkedTables.interleaved` (``tables``: some of
+        these tables)."""
+        if not tables:
+            return []
+        checks = [
+            [self.index(t), base, commit]
+            for t, base, commit in zip(tables, bases, commit_ids, strict=True)
+        ]
+        found = json.loads(
+            str(
+                self._jvm().dev.frazil.iceberg.TableStates.interleaved(
+                    self.java_tables(), json.dumps(checks), pipeline, max_walk
+                )
+            )
+        )
+        return [None if f is None else int(f) for f in found]

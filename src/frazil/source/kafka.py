@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
@@ -187,13 +188,88 @@ def records_between(start: TopicOffsets, earliest: TopicOffsets, latest: TopicOf
     return total
 
 
-def admin_config(config: FrazilConfig) -> tuple[dict[str, str | int | float | bool], list[str]]:
-    """Settings for frazil's own (librdkafka) admin client, and the keys it had to leave out.
+#: Java client settings whose librdkafka setting has another name, same meaning.
+_RENAMED = {
+    "ssl.truststore.certificates": "ssl.ca.pem",
+    "ssl.keystore.key": "ssl.key.pem",
+    "ssl.keystore.certificate.chain": "ssl.certificate.pem",
+}
+#: ``username="…"`` / ``password="…"`` options of a JAAS line (Java StreamTokenizer quoting).
+_JAAS_OPTION = re.compile(r'([\w.-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+#: JAAS login modules whose ``username`` and ``password`` are librdkafka's SASL credentials.
+_JAAS_USER_PASSWORD_MODULES = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "org.apache.kafka.common.security.scram.ScramLoginModule",
+)
 
-    ``kafka.properties`` are written for Spark's Java Kafka client; some (a Java JAAS config,
-    JKS trust stores) mean nothing to librdkafka, which refuses them. If librdkafka refuses the
-    set, the client goes without all of them and they are named, so callers can tell an
-    incomplete client from an unreachable Kafka.
+
+def librdkafka_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """``kafka.properties`` (written for Spark's Java Kafka client) in librdkafka's terms.
+
+    The one place frazil translates between the two clients, so that Spark's source, the JVM
+    admin and every confluent-kafka client (consumer groups, lag, the dead-letter topic, status)
+    connect with the same settings:
+
+    * ``sasl.jaas.config`` of the PLAIN or SCRAM login module: its ``username`` and
+      ``password`` become ``sasl.username`` and ``sasl.password``;
+    * ``ssl.truststore.location`` of a PEM trust store (``ssl.truststore.type: PEM``):
+      ``ssl.ca.location``; inline ``ssl.truststore.certificates``: ``ssl.ca.pem``;
+    * ``ssl.keystore.location`` of a PEM key store (key and certificate chain in one file):
+      ``ssl.certificate.location`` and ``ssl.key.location``; of a PKCS12 one: librdkafka's
+      own ``ssl.keystore.location``; inline ``ssl.keystore.key`` / ``ssl.keystore.certificate
+      .chain``: ``ssl.key.pem`` / ``ssl.certificate.pem``; ``ssl.key.password`` is the same;
+    * ``ssl.endpoint.identification.algorithm`` empty (Java's "off"): ``none``.
+
+    Everything else is passed as it is; what librdkafka cannot use (a JKS trust store, an OAuth
+    callback handler) it refuses, and :func:`admin_config` goes without.
+    """
+    props = dict(properties)
+    out: dict[str, str] = {}
+    jaas = props.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        module = jaas.split(None, 1)[0] if jaas.strip() else ""
+        options = {k: _jaas_unquote(v) for k, v in _JAAS_OPTION.findall(jaas)}
+        if module in _JAAS_USER_PASSWORD_MODULES and {"username", "password"} <= set(options):
+            out["sasl.username"] = options["username"]
+            out["sasl.password"] = options["password"]
+        else:
+            out["sasl.jaas.config"] = jaas
+    truststore_type = props.get("ssl.truststore.type", "JKS").upper()
+    if truststore_type == "PEM" and "ssl.truststore.location" in props:
+        out["ssl.ca.location"] = props.pop("ssl.truststore.location")
+        props.pop("ssl.truststore.type")
+        props.pop("ssl.truststore.password", None)
+    elif "ssl.truststore.certificates" in props:
+        props.pop("ssl.truststore.type", None)
+    keystore_type = props.get("ssl.keystore.type", "JKS").upper()
+    if "ssl.keystore.location" in props and keystore_type in ("PEM", "PKCS12"):
+        props.pop("ssl.keystore.type")
+        if keystore_type == "PEM":
+            location = props.pop("ssl.keystore.location")
+            out["ssl.certificate.location"] = location
+            out["ssl.key.location"] = location
+    elif "ssl.keystore.key" in props:
+        props.pop("ssl.keystore.type", None)
+    if props.get("ssl.endpoint.identification.algorithm") == "":
+        props["ssl.endpoint.identification.algorithm"] = "none"
+    for key, value in props.items():
+        out[_RENAMED.get(key, key)] = value
+    return out
+
+
+def _jaas_unquote(value: str) -> str:
+    """The value of a double-quoted JAAS option (backslash escapes undone)."""
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), value)
+
+
+def admin_config(config: FrazilConfig) -> tuple[dict[str, str | int | float | bool], list[str]]:
+    """Settings for frazil's own (librdkafka) clients, and the keys they had to leave out.
+
+    ``kafka.properties`` are written for Spark's Java Kafka client and translated by
+    :func:`librdkafka_properties`; some (a JKS trust store, an OAuth callback handler) still
+    mean nothing to librdkafka, which refuses them. If librdkafka refuses the set, the client
+    goes without all of them and they are named, so callers can tell an incomplete client from
+    an unreachable Kafka.
     """
     from confluent_kafka.admin import AdminClient
 
@@ -202,15 +278,67 @@ def admin_config(config: FrazilConfig) -> tuple[dict[str, str | int | float | bo
         # Connection failures become one clear error, not a stream of client log lines.
         "log_level": 0,
     }
-    props = dict(config.kafka.properties)
+    props = librdkafka_properties(config.kafka.properties)
     try:
         AdminClient({**conf, **props})
     except Exception:  # librdkafka rejects settings it cannot use when the client is created
         # Settings depend on each other (a SASL mechanism needs its credentials), so there is
         # no telling which one to drop: check without any of them.
-        return conf, list(props)
+        return conf, list(config.kafka.properties)
     conf.update(props)
     return conf, []
+
+
+class AuthenticationWatch:
+    """Notes librdkafka's authentication errors, which its calls only report as a timeout.
+
+    A wrong SASL password makes a metadata or offsets request fail with "broker transport
+    failure" or time out; the reason only reaches the client's error callback. Add
+    :meth:`client_conf` to a client's settings, and after a failed call ask :meth:`message`.
+    """
+
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        self.conf = dict(conf)
+        self.errors: list[str] = []
+
+    def client_conf(self) -> dict[str, Any]:
+        """The settings, with an error callback feeding this watch."""
+        return {**self.conf, "error_cb": self._on_error}
+
+    def _on_error(self, error: Any) -> None:
+        from confluent_kafka import KafkaError as LibKafkaError
+
+        if error.code() == LibKafkaError._AUTHENTICATION:
+            self.errors.append(str(error.str()))
+
+    def message(self, client: Any) -> str | None:
+        """The authentication failure the client met, if any (``None`` otherwise).
+
+        Args:
+            client: The failed call's client: its pending callbacks are served first.
+        """
+        with contextlib.suppress(Exception):
+            client.poll(0.5)
+        if not self.errors:
+            return None
+        return authentication_failure(self.conf, self.errors[-1])
+
+
+def authentication_failure(conf: Mapping[str, Any], detail: str) -> str:
+    """The message for Kafka refusing frazil's credentials: where, as whom, never the secret.
+
+    Args:
+        conf: The librdkafka settings (``bootstrap.servers``, ``sasl.username`` …).
+        detail: librdkafka's reason (it names the mechanism, never the password).
+    """
+    user = conf.get("sasl.username")
+    who = f" as user {user!r}" if user else ""
+    protocol = str(conf.get("security.protocol", "PLAINTEXT")).upper()
+    return (
+        f"Kafka at {conf.get('bootstrap.servers', '?')} (kafka.bootstrap_servers) refused "
+        f"frazil{who} over {protocol}: authentication failed; check the credentials in "
+        f"kafka.properties and the environment variables they name ({detail})"
+    )
 
 
 def list_partitions(
@@ -224,9 +352,14 @@ def list_partitions(
     from confluent_kafka.admin import AdminClient
 
     client_conf, refused = admin_config(config)
+    watch = AuthenticationWatch(client_conf)
+    client = AdminClient(watch.client_conf())
     try:
-        metadata = AdminClient(client_conf).list_topics(timeout=timeout)
+        metadata = client.list_topics(timeout=timeout)
     except Exception as exc:  # confluent_kafka raises KafkaException with a cause inside
+        refusal = watch.message(client)
+        if refusal is not None:
+            raise KafkaError(refusal) from None
         left_out = (
             f" (without kafka.properties {', '.join(refused)}, which only Java clients use)"
             if refused

@@ -164,9 +164,14 @@ def test_each_known_table_gets_a_task_and_new_tables_share_the_rest() -> None:
     # A route that may meet new tables keeps NEW_TABLE_TASKS for them.
     assert layout(20, True).tasks(2) == (20 + one_job.NEW_TABLE_TASKS, 20)
     assert layout(0, True).tasks(2) == (one_job.NEW_TABLE_TASKS, 0)
-    # Beyond MAX_KNOWN_TASKS, known tables share tasks.
+    # Beyond KNOWN_TASKS_PER_CORE per core, known tables share tasks (100 small tables on 2
+    # cores: not 100 tasks).
+    per_core = 2 * one_job.KNOWN_TASKS_PER_CORE
+    assert layout(100, False).tasks(2) == (per_core, per_core)
+    assert layout(100, True).tasks(2) == (per_core + one_job.NEW_TABLE_TASKS, per_core)
+    # Beyond MAX_KNOWN_TASKS, however many cores, known tables share tasks.
     many = layout(one_job.MAX_KNOWN_TASKS + 50, False)
-    assert many.tasks(2) == (one_job.MAX_KNOWN_TASKS, one_job.MAX_KNOWN_TASKS)
+    assert many.tasks(1000) == (one_job.MAX_KNOWN_TASKS, one_job.MAX_KNOWN_TASKS)
     # A large cluster does not get thousands of empty tasks per batch.
     assert layout(3, False).tasks(1000) == (one_job.MAX_KNOWN_TASKS, 3)
 

@@ -181,3 +181,61 @@ def test_filter_is_needed_only_when_a_batch_may_start_below_the_marker() -> None
     assert not markers.starts_at_or_after({"t": {0: 10}}, kept)
     assert markers.starts_at_or_after({"t": {0: 10}}, kept, {"t": {0: 20}})
     assert not markers.starts_at_or_after({"t": {0: 10}}, kept, {"t": {0: 20}, "gone": {0: 99}})
+
+
+class _Tables:
+    """Tables read at once, as the JVM hands them back (markers.MarkedTables)."""
+
+    def __init__(self, raw: list[markers.RawState], found: list[int | None]) -> None:
+        self.raw, self.found = raw, found
+        self.asked: list[tuple[list[int | None], str, list[str]]] = []
+
+    def states(self, pipeline: str, max_walk: int) -> list[markers.RawState]:
+        return self.raw
+
+    def interleaved(
+        self,
+        tables: object,
+        bases: list[int | None],
+        pipeline: str,
+        commit_ids: list[str],
+        max_walk: int,
+    ) -> list[int | None]:
+        self.asked.append((bases, pipeline, commit_ids))
+        return self.found
+
+
+class _Named:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def test_states_read_at_once_become_markers_and_interleavings_name_their_table() -> None:
+    marker = Marker(pipeline="p", offsets={"t": {0: 5}}, batch_id=2, commit_id="c2")
+    tables = _Tables(
+        [
+            markers.RawState(11, 5, marker.to_summary()),
+            markers.RawState(None, 0, None),
+            # Entries of a snapshot without offsets are no marker.
+            markers.RawState(12, 1, {"frazil.pipeline": "p"}),
+        ],
+        [None, 7],
+    )
+    states = markers.find_markers(tables, "p")
+    assert states == [
+        markers.TableState(marker, 11, 5),
+        markers.TableState(None, None, 0),
+        markers.TableState(None, 12, 1),
+    ]
+    errors = markers.check_no_interleavings(
+        tables,
+        [_Named("lake.db.a"), _Named("lake.db.b")],  # type: ignore[list-item]
+        states[:2],
+        [marker, marker],
+    )
+    assert tables.asked == [([11, None], "p", ["c2", "c2"])]
+    assert errors[0] is None
+    assert errors[1] is not None
+    assert "table lake.db.b got a commit of the same pipeline from another run (snapshot 7)" in (
+        str(errors[1])
+    )

@@ -1,5 +1,6 @@
 package dev.frazil.spark;
 
+import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.io.Serializable;
@@ -131,6 +132,13 @@ public final class RoutedWrites {
    */
   private static final ExecutorService APPLY_POOL =
       ThreadPools.newExitingWorkerPool("frazil-commit-apply", 16);
+
+  /**
+   * Commits the known tables of a batch each on its own ({@link #appendEach}): as many at once
+   * as the driver's threads did (catalog round trips and small file writes, mostly waiting).
+   */
+  private static final ExecutorService EACH_POOL =
+      ThreadPools.newExitingWorkerPool("frazil-commit-each", 8);
 
   private RoutedWrites() {}
 
@@ -385,6 +393,87 @@ public final class RoutedWrites {
       }
       throw e;
     }
+  }
+
+  /**
+   * {@link #append(Result, Table, String, Map)} with the summary as a JSON object of strings:
+   * one py4j argument, where a Java map is a round trip per entry.
+   */
+  public static void append(Result result, Table table, String name, String summary)
+      throws IOException {
+    append(result, table, name, summaryOf(summary));
+  }
+
+  /**
+   * {@link #appendAll(Result, MarkedCatalog, List, List, List)} for some of {@code tables}:
+   * {@code commits} is a JSON list of {@code [index into tables, table name, summary object]}.
+   * Passed as one string and a list built once per table set, where Java lists and maps built
+   * per batch cost a py4j round trip per table and summary entry.
+   */
+  public static void appendAll(
+      Result result, MarkedCatalog catalog, List<Table> tables, String commits)
+      throws IOException, InterruptedException {
+    List<List<Object>> parsed = JSON.readValue(commits, new TypeReference<List<List<Object>>>() {});
+    List<String> names = new ArrayList<>(parsed.size());
+    List<Table> chosen = new ArrayList<>(parsed.size());
+    List<Map<String, String>> summaries = new ArrayList<>(parsed.size());
+    for (List<Object> commit : parsed) {
+      chosen.add(tables.get(((Number) commit.get(0)).intValue()));
+      names.add((String) commit.get(1));
+      Map<String, String> summary = new LinkedHashMap<>();
+      for (Map.Entry<?, ?> e : ((Map<?, ?>) commit.get(2)).entrySet()) {
+        summary.put((String) e.getKey(), (String) e.getValue());
+      }
+      summaries.add(summary);
+    }
+    appendAll(result, catalog, names, chosen, summaries);
+  }
+
+  /**
+   * {@link #append(Result, Table, String, Map)} for some of {@code tables}, each in a commit
+   * of its own, several at once: {@code commits} is a JSON list of {@code [index into tables,
+   * table name, summary object]}. The driver's per-table commits cost a few py4j round trips
+   * each; here a batch's known tables cost one. Waits for all of them.
+   *
+   * @return the commits that failed (their positions in {@code commits}) and their failures:
+   *     usually empty, one round trip to read
+   */
+  public static Map<Integer, Throwable> appendEach(
+      Result result, List<Table> tables, String commits)
+      throws IOException {
+    List<List<Object>> parsed = JSON.readValue(commits, new TypeReference<List<List<Object>>>() {});
+    int n = parsed.size();
+    Throwable[] failures = new Throwable[n];
+    Tasks.range(n)
+        .executeWith(n > 1 ? EACH_POOL : null)
+        .run(
+            i -> {
+              List<Object> commit = parsed.get(i);
+              Map<String, String> summary = new LinkedHashMap<>();
+              for (Map.Entry<?, ?> e : ((Map<?, ?>) commit.get(2)).entrySet()) {
+                summary.put((String) e.getKey(), (String) e.getValue());
+              }
+              try {
+                append(
+                    result,
+                    tables.get(((Number) commit.get(0)).intValue()),
+                    (String) commit.get(1),
+                    summary);
+              } catch (RuntimeException | Error e) {
+                failures[i] = e;
+              }
+            });
+    Map<Integer, Throwable> out = new LinkedHashMap<>();
+    for (int i = 0; i < n; i++) {
+      if (failures[i] != null) {
+        out.put(i, failures[i]);
+      }
+    }
+    return out;
+  }
+
+  private static Map<String, String> summaryOf(String json) throws IOException {
+    return JSON.readValue(json, new TypeReference<LinkedHashMap<String, String>>() {});
   }
 
   /**

@@ -1,0 +1,148 @@
+package dev.frazil.iceberg;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.type.TypeReference;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.util.Tasks;
+import org.apache.iceberg.util.ThreadPools;
+
+/**
+ * A pipeline's tables read at once, for the driver's per-batch looks at them: each table's
+ * newest marker of the pipeline and, after a batch's commits, whether another run's commit of
+ * the pipeline came in between. The rules are {@code frazil.progress.markers}' ({@code
+ * find_marker}, {@code check_no_interleaving}); done here, a routed batch's 100 tables cost
+ * one py4j round trip instead of some twenty each (a refresh, the ancestry walk and every
+ * summary entry read one call at a time), and the tables' refreshes (a catalog round trip
+ * each, and a metadata file read where the table changed) run at once.
+ */
+public final class TableStates {
+  /** Summary keys of a marker (see {@code frazil.progress.markers}). */
+  static final String PIPELINE = MarkedOperations.PIPELINE;
+
+  static final String OFFSETS = MarkedOperations.OFFSETS;
+  static final String COMMIT_ID = MarkedOperations.COMMIT_ID;
+  /** Where a marker's keys start: the summary entries handed back are those under it. */
+  static final String PREFIX = "frazil.";
+
+  private static final String TOTAL_RECORDS = "total-records";
+  private static final ObjectMapper JSON = new ObjectMapper();
+  /** Refreshes of several tables at once: catalog round trips and file reads, mostly waiting. */
+  private static final ExecutorService POOL = ThreadPools.newExitingWorkerPool("frazil-states", 8);
+
+  private TableStates() {}
+
+  /**
+   * Each table refreshed, and its state for {@code pipeline}: as JSON, a list (same order) of
+   * objects with {@code snapshot_id} (the current snapshot's, or null), {@code total_records}
+   * (the current snapshot's {@code total-records}, 0 without one) and {@code marker}: the
+   * {@code frazil.*} entries of the newest snapshot in the current ancestry (at most {@code
+   * maxWalk} snapshots) whose summary names the pipeline and holds offsets, or null.
+   *
+   * @throws RuntimeException the first table's failure (in the tables' order), once all are
+   *     done
+   */
+  public static String read(List<Table> tables, String pipeline, int maxWalk)
+      throws JsonProcessingException {
+    Object[] out = new Object[tables.size()];
+    each(tables.size(), i -> out[i] = state(tables.get(i), pipeline, maxWalk));
+    return JSON.writeValueAsString(Arrays.asList(out));
+  }
+
+  /**
+   * After a batch's commits, some of {@code tables}: {@code checks} is a JSON list of {@code
+   * [index into tables, base snapshot id or null, commit id]}. Each table named is refreshed,
+   * and the newest snapshot of its current ancestry after the base (the snapshot its state was
+   * read at; null: none, the whole ancestry; at most {@code maxWalk} snapshots) that carries a
+   * marker of {@code pipeline} with another commit id is found. As JSON, a list (the checks'
+   * order) of that snapshot's id, or null where there is none.
+   */
+  public static String interleaved(
+      List<Table> tables, String checks, String pipeline, int maxWalk)
+      throws JsonProcessingException {
+    List<List<Object>> parsed = JSON.readValue(checks, new TypeReference<List<List<Object>>>() {});
+    Object[] out = new Object[parsed.size()];
+    each(
+        parsed.size(),
+        i -> {
+          List<Object> check = parsed.get(i);
+          Table table = tables.get(((Number) check.get(0)).intValue());
+          Long base = check.get(1) == null ? null : ((Number) check.get(1)).longValue();
+          out[i] = other(table, base, pipeline, (String) check.get(2), maxWalk);
+        });
+    return JSON.writeValueAsString(Arrays.asList(out));
+  }
+
+  private static Map<String, Object> state(Table table, String pipeline, int maxWalk) {
+    table.refresh();
+    Snapshot current = table.currentSnapshot();
+    Map<String, Object> out = new LinkedHashMap<>();
+    out.put("snapshot_id", current == null ? null : current.snapshotId());
+    long total = 0;
+    if (current != null && current.summary() != null) {
+      String value = current.summary().get(TOTAL_RECORDS);
+      total = value == null ? 0 : Long.parseLong(value);
+    }
+    out.put("total_records", total);
+    Map<String, String> marker = null;
+    int steps = 0;
+    for (Snapshot s = current; s != null && steps < maxWalk; s = parent(table, s), steps++) {
+      Map<String, String> summary = s.summary();
+      if (summary != null
+          && pipeline.equals(summary.get(PIPELINE))
+          && summary.get(OFFSETS) != null) {
+        marker = new LinkedHashMap<>();
+        for (Map.Entry<String, String> e : summary.entrySet()) {
+          if (e.getKey().startsWith(PREFIX)) {
+            marker.put(e.getKey(), e.getValue());
+          }
+        }
+        break;
+      }
+    }
+    out.put("marker", marker);
+    return out;
+  }
+
+  private static Long other(
+      Table table, Long base, String pipeline, String commitId, int maxWalk) {
+    table.refresh();
+    int steps = 0;
+    for (Snapshot s = table.currentSnapshot(); s != null; s = parent(table, s), steps++) {
+      if ((base != null && s.snapshotId() == base.longValue()) || steps >= maxWalk) {
+        return null;
+      }
+      Map<String, String> summary = s.summary();
+      if (summary != null
+          && pipeline.equals(summary.get(PIPELINE))
+          && !commitId.equals(summary.get(COMMIT_ID))) {
+        return s.snapshotId();
+      }
+    }
+    return null;
+  }
+
+  private static Snapshot parent(Table table, Snapshot snapshot) {
+    Long parent = snapshot.parentId();
+    return parent == null ? null : table.snapshot(parent);
+  }
+
+  /** {@code body} for 0..n-1, at once on the pool for more than one. */
+  private static void each(int n, Tasks.Task<Integer, RuntimeException> body) {
+    List<Integer> items = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      items.add(i);
+    }
+    Tasks.foreach(items)
+        .executeWith(n > 1 ? POOL : null)
+        .throwFailureWhenFinished()
+        .run(body);
+  }
+}

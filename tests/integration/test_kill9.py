@@ -111,7 +111,18 @@ def test_kill_minus_9_repeatedly_keeps_every_record_exactly_once(
                 "kafka": {"bootstrap_servers": kafka_bootstrap},
                 "state_dir": str(state_dir),
                 "spark": {"driver_memory": "1g"},
-                "pipelines": [payments_pipeline(name, topic, table, max_offsets_per_trigger=4000)],
+                # Every start with a backlog begins with a short first query of 1,000
+                # records (an early first commit), handed over to the 4,000-record one: kills
+                # land in both and in between.
+                "pipelines": [
+                    payments_pipeline(
+                        name,
+                        topic,
+                        table,
+                        max_offsets_per_trigger=4000,
+                        first_batch_max_offsets=1000,
+                    )
+                ],
             }
         )
     )

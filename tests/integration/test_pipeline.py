@@ -86,6 +86,40 @@ def test_ingests_exactly_once_and_records_offsets(
     assert batch_ids == sorted(batch_ids) and len(set(batch_ids)) == len(batch_ids)
 
 
+def test_an_early_first_commit_takes_a_small_batch_then_full_ones(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """The first batch of a run with a backlog takes first_batch_max_offsets records and is
+    committed with its offsets; the pipeline's own query then reads on from the same
+    checkpoint, in batches of max_offsets_per_trigger, every record once."""
+    topic, table, name = f"early-{unique}", f"db.early_{unique}", f"e_{unique}"
+    ids = produce_payments(kafka_bootstrap, topic, 2000, seed=28)
+    config = make_config(
+        [
+            payments_pipeline(
+                name, topic, table, first_batch_max_offsets=200, max_offsets_per_trigger=1000
+            )
+        ]
+    )
+
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert sorted(table_ids(spark, table)) == sorted(ids)
+    added = [
+        int(s["added-records"])
+        for s in frazil_snapshots(spark, table)
+        if int(s.get("added-data-files", "0")) > 0
+    ]
+    assert 0 < added[0] <= 200
+    assert all(n > 200 for n in added[1:-1])
+    assert sum(added) == reports[0].records_ingested == 2000
+    assert reports[0].batches == len(added)
+    # One checkpoint throughout: Spark's commit log holds every batch, from 0.
+    commits = Path(config.checkpoint_for(config.pipelines[0])) / "commits"
+    done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    assert done == list(range(len(added)))
+
+
 def test_lost_checkpoint_resumes_from_table_offsets(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:

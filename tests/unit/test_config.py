@@ -75,6 +75,15 @@ def test_every_problem_is_reported_with_its_key_path() -> None:
     assert "integer" in by_key["pipelines[0].max_offsets_per_trigger"]
 
 
+def test_first_batch_max_offsets_is_a_count_and_zero_turns_it_off() -> None:
+    problems = _problems({"pipelines": [_pipeline(first_batch_max_offsets=-1)]})
+    assert problems == [
+        ("pipelines[0].first_batch_max_offsets", "Input should be greater than or equal to 0")
+    ]
+    off = parse_config({"pipelines": [_pipeline(first_batch_max_offsets=0)]}).pipelines[0]
+    assert off.first_batch_max_offsets == 0
+
+
 def test_bad_regex_is_reported() -> None:
     problems = _problems({"pipelines": [_pipeline(topics=None, topic_pattern="payments\\.(")]})
     key, reason = problems[0]

@@ -134,7 +134,7 @@ def test_a_dump_writes_the_flat_keys_in_their_order() -> None:
         }
     )
     dumped = config.model_dump(mode="json", by_alias=True)["pipelines"][0]
-    assert list(dumped)[6:20] == [
+    assert list(dumped)[7:21] == [
         "format",
         "schema",
         "schema_file",

@@ -9,7 +9,13 @@ import pytest
 from frazil.config import FrazilConfig, parse_config
 from frazil.engine.runner import select_pipelines
 from frazil.errors import ConfigError
-from frazil.source.kafka import admin_config, isolation_level, source_options, split_options
+from frazil.source.kafka import (
+    admin_config,
+    isolation_level,
+    records_between,
+    source_options,
+    split_options,
+)
 
 
 def _config() -> FrazilConfig:
@@ -183,3 +189,28 @@ def test_admin_calls_are_short_and_retried_so_a_dead_leader_stalls_little() -> N
     options = source_options(tuned, tuned.pipelines[0])
     assert options["kafka.request.timeout.ms"] == "30000"
     assert "kafka.default.api.timeout.ms" not in options
+
+
+def test_the_first_batch_of_an_early_first_commit_has_its_own_cap() -> None:
+    unlimited = parse_config({"pipelines": [{"name": "a", "topics": ["t"], "table": "db.a"}]})
+    pipeline = unlimited.pipelines[0]
+    assert pipeline.first_batch_max_offsets == 20_000
+    first = source_options(unlimited, pipeline, parallelism=4, max_offsets=20_000)
+    assert first["maxOffsetsPerTrigger"] == "20000"
+    assert first["maxRecordsPerPartition"] == "5000"  # split by the first batch's cap
+    after = source_options(unlimited, pipeline, parallelism=4)
+    assert "maxOffsetsPerTrigger" not in after and "maxRecordsPerPartition" not in after
+    config = _config()
+    limited = source_options(config, config.pipelines[0], parallelism=2, max_offsets=4)
+    assert (limited["maxOffsetsPerTrigger"], limited["maxRecordsPerPartition"]) == ("4", "2")
+
+
+def test_records_between_a_start_and_the_latest_offsets() -> None:
+    earliest = {"t": {0: 10, 1: 0, 2: 5}}
+    latest = {"t": {0: 110, 1: 50, 2: 5}}
+    # From the earliest (no start, or -2), from an offset, from the latest (-1): 100 + 50.
+    assert records_between({}, earliest, latest) == 150
+    assert records_between({"t": {0: -2, 1: 20}}, earliest, latest) == 100 + 30
+    assert records_between({"t": {0: -1, 1: 50}}, earliest, latest) == 0
+    # An offset below the earliest (removed by retention) counts from the earliest.
+    assert records_between({"t": {0: 3}}, earliest, latest) == 100 + 50

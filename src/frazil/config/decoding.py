@@ -28,7 +28,7 @@ REGISTRY_FORMATS = ("json", "avro", "protobuf")
 #: schema's rows) or Spark's ``from_json``, kept as a fallback for a release.
 JsonDecoderName = Literal["frazil", "spark"]
 #: The JSON decoder of a pipeline that does not set ``json_decoder``.
-DEFAULT_JSON_DECODER: JsonDecoderName = "spark"
+DEFAULT_JSON_DECODER: JsonDecoderName = "frazil"
 
 #: Which part of a record a :class:`Decoding` decodes.
 Part = Literal["value", "key"]

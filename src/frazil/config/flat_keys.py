@@ -30,6 +30,7 @@ LAYOUT: dict[str, tuple[str, str] | None] = {
     "topic_pattern": None,
     "starting_offsets": None,
     "max_offsets_per_trigger": None,
+    "first_batch_max_offsets": None,
     "min_partitions": None,
     **{
         key: ("value", key)

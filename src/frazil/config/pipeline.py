@@ -178,6 +178,12 @@ def _each_field(errors: list[InitErrorDetails], data: dict[Any, Any]) -> list[In
     return out
 
 
+#: ``first_batch_max_offsets`` unless set: a batch a cold JVM (JIT not warmed, first Iceberg
+#: commit) decodes and commits in a second or two, where a first batch of 500k records took
+#: 6-9 s (issue 28).
+DEFAULT_FIRST_BATCH_MAX_OFFSETS = 20_000
+
+
 class PipelineConfig(Frozen):
     """One stream: Kafka topics, how to decode them, and the Iceberg table(s) they land in.
 
@@ -200,6 +206,10 @@ class PipelineConfig(Frozen):
     topic_pattern: str | None = None
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     max_offsets_per_trigger: Annotated[int, Field(gt=0)] | None = None
+    #: Most records in the first micro-batch of a run with a larger backlog, so that a cold
+    #: JVM commits within seconds; later batches take ``max_offsets_per_trigger`` (or all).
+    #: ``0`` turns it off. See :meth:`frazil.engine.pipeline_run.PipelineRun.start`.
+    first_batch_max_offsets: Annotated[int, Field(ge=0)] = DEFAULT_FIRST_BATCH_MAX_OFFSETS
     min_partitions: Annotated[int, Field(gt=0)] | None = None
     value: Decoding
     key: Decoding | None = None

@@ -66,6 +66,11 @@ class Checkpoint:
         """Whether Spark has planned any batch here (its offset log is not empty)."""
         return bool(self._batch_ids("offsets"))
 
+    def last_planned(self) -> int | None:
+        """The newest batch in the offset log (planned, committed or not); None if none."""
+        planned = self._batch_ids("offsets")
+        return planned[-1] if planned else None
+
     def planned_offsets(self, batch_id: int) -> TopicOffsets:
         """The end offsets Spark planned for ``batch_id``: every partition it reads, idle ones too.
 

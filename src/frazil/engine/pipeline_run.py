@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -33,7 +34,7 @@ from frazil.progress.start import (
 from frazil.route.patterns import check_java_patterns
 from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
-from frazil.source.kafka import TopicOffsets, read_stream, source_options
+from frazil.source.kafka import TopicOffsets, read_stream, records_between, source_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,6 +43,13 @@ if TYPE_CHECKING:
 # The runner's logger: these lines were the runner's before it was split, and operators' log
 # filters (and the tests) know them by that name.
 log = logging.getLogger("frazil.engine.runner")
+
+#: The trigger interval of the short first query of an early first commit: its first batch
+#: runs at once, then it idles until :meth:`PipelineRun.hand_over` replaces it.
+WARM_UP_TRIGGER = "1 hour"
+#: Seconds the short first query may sit without a batch before it is replaced anyway (its
+#: first trigger found nothing to read: records removed by retention since the count).
+WARM_UP_IDLE_S = 30.0
 
 
 @dataclass
@@ -65,6 +73,11 @@ class PipelineRun:
     budget: RestartBudget = field(default_factory=lambda: RestartBudget())
     #: The reset :meth:`reset_preview` showed and the offsets it resolved.
     _previewed: tuple[str, TopicOffsets] | None = field(default=None, init=False)
+    #: Whether :attr:`query` is the short first query of an early first commit.
+    warming: bool = False
+    _started: bool = field(default=False, init=False)
+    _starting: TopicOffsets | None = field(default=None, init=False)
+    _warm_since: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
         pipeline = self.pipeline
@@ -272,9 +285,37 @@ class PipelineRun:
         return None
 
     def start(self, starting: TopicOffsets | None) -> None:
-        """Start the streaming query (raw Kafka rows into the handler)."""
+        """Start the streaming query (raw Kafka rows into the handler).
+
+        An early first commit: the run's first start, with more records to catch up on than
+        ``first_batch_max_offsets``, starts a query whose one batch reads that many (Spark's
+        Kafka source reads ``maxOffsetsPerTrigger`` once per query), so a cold JVM commits
+        within seconds; once that batch is committed, :meth:`hand_over` starts the
+        pipeline's own query on the same checkpoint, whose batches take
+        ``max_offsets_per_trigger`` (or everything). The batch is committed like any other
+        (its offsets in the tables' snapshot and in Spark's commit log), so exactly-once is
+        the same as across any restart.
+        """
+        first = None
+        if not self._started:
+            self._started = True
+            first = self._first_batch(starting)
+        self.handler.new_query(self.topic_ids)
+        self._starting = starting
+        self._start_query(starting, first)
+
+    def _start_query(self, starting: TopicOffsets | None, first: int | None) -> None:
+        """Start a query on the pipeline's checkpoint; ``first``: the short first query's cap."""
+        limited = first is not None or self.pipeline.max_offsets_per_trigger is not None
+        # A rate-limited batch can leave partitions behind their end offset; Kafka's latest
+        # offsets tell which (the cursor asks only then).
+        self.handler.cursor.admin = self.admin if limited else None
         options = source_options(
-            self.config, self.pipeline, starting, self.spark.sparkContext.defaultParallelism
+            self.config,
+            self.pipeline,
+            starting,
+            self.spark.sparkContext.defaultParallelism,
+            max_offsets=first,
         )
         raw = read_stream(self.spark, options)
         stream = (
@@ -282,14 +323,83 @@ class PipelineRun:
             .queryName(self.pipeline.name)
             .option("checkpointLocation", self.config.checkpoint_for(self.pipeline))
         )
-        if self.until_caught_up:
+        if first is not None:
+            stream = stream.trigger(processingTime=WARM_UP_TRIGGER)
+        elif self.until_caught_up:
             stream = stream.trigger(availableNow=True)
         else:
             millis = int(self.pipeline.trigger_seconds() * 1000)
             stream = stream.trigger(processingTime=f"{millis} milliseconds")
-        self.handler.new_query(self.topic_ids)
         self.query = stream.start()
+        self.warming = first is not None
+        self._warm_since = time.monotonic()
         self.handler.set_query_id(str(self.query.id))
+
+    def _first_batch(self, starting: TopicOffsets | None) -> int | None:
+        """The first batch's cap of an early first commit, or None for none: off, no smaller
+        than ``max_offsets_per_trigger``, or no more to read than the cap."""
+        cap = self.pipeline.first_batch_max_offsets
+        limit = self.pipeline.max_offsets_per_trigger
+        if not cap or (limit is not None and limit <= cap):
+            return None
+        backlog = self._backlog(starting)
+        if backlog is None or backlog <= cap:
+            return None
+        log.info(
+            "%s: %d records to read; the first batch takes %d of them, to commit early",
+            self.pipeline.name,
+            backlog,
+            cap,
+        )
+        return cap
+
+    def _backlog(self, starting: TopicOffsets | None) -> int | None:
+        """Records between where the query starts and Kafka's latest offsets; None when the
+        first batch is not the query's to size (one planned and not committed runs again
+        with its planned range) or the query starts at the latest offsets."""
+        checkpoint = self.handler.checkpoint
+        start: TopicOffsets
+        if checkpoint.has_progress():
+            committed = checkpoint.committed_offsets()
+            if committed is None or committed[0] != checkpoint.last_planned():
+                return None
+            start = committed[1]
+        elif starting:
+            start = starting
+        elif self.pipeline.starting_offsets == "latest":
+            return None
+        else:
+            start = {}
+        partitions = self.admin.partitions(self.pipeline)
+        earliest = self.admin.offsets(partitions, "earliest")
+        return records_between(start, earliest, self.admin.offsets(partitions, "latest"))
+
+    def hand_over(self) -> bool:
+        """Replace the short first query by the pipeline's own once its batch is committed.
+
+        Spark posts a query's progress after the batch's commit log entry, so the first
+        progress says the batch is done; the query then idles (its next trigger is an hour
+        away) and stops at once. A first trigger that found nothing to read is replaced
+        after :data:`WARM_UP_IDLE_S`.
+
+        Returns:
+            Whether the query was replaced.
+        """
+        query = self.query
+        if not self.warming or query is None:
+            return False
+        if not query.isActive:
+            self.warming = False  # it failed: the runner's restart or report takes over
+            return False
+        if query.lastProgress is None:
+            idle = not query.status["isTriggerActive"]
+            if not idle or time.monotonic() - self._warm_since < WARM_UP_IDLE_S:
+                return False
+        query.stop()
+        self.warming = False
+        self._start_query(self._starting, None)
+        log.info("%s: first batch committed; batches now take their full size", self.pipeline.name)
+        return True
 
     def restart_cause(self) -> str | None:
         """Why the failed query should start again from the tables, or None (a failure to

@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -338,6 +339,7 @@ def _wait(runs: list[PipelineRun], *stops: threading.Event) -> None:
         if any(s.is_set() for s in stops):
             return
         for r in runs:
+            r.hand_over()
             if _failed(r):
                 # Topics come and go (rotated topics under a pattern aged out by retention, a
                 # topic deleted and created again): Spark's source stops, or the batch does
@@ -355,6 +357,11 @@ def _wait(runs: list[PipelineRun], *stops: threading.Event) -> None:
         try:
             query = active[0].query
             assert query is not None
+            if any(r.warming for r in runs):
+                # A short first query runs: look often, so that the pipeline's own query
+                # starts as soon as the first batch is committed.
+                time.sleep(0.1)
+                continue
             query.awaitTermination(1)
         except Exception:  # the query failed: the loop above decides what to do
             continue

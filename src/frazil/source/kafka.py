@@ -42,6 +42,7 @@ def source_options(
     pipeline: PipelineConfig,
     starting_offsets: TopicOffsets | None = None,
     parallelism: int | None = None,
+    max_offsets: int | None = None,
 ) -> dict[str, str]:
     """Options for ``spark.readStream.format("kafka")``.
 
@@ -52,6 +53,8 @@ def source_options(
             from offsets stored in the table); otherwise the pipeline's ``starting_offsets``.
         parallelism: The cores Spark runs tasks on (its default parallelism); when given,
             hot partitions are split so that no core sits idle (see :func:`split_options`).
+        max_offsets: The most records per batch, in place of the pipeline's
+            ``max_offsets_per_trigger`` (the small first batch of an early first commit).
     """
     options = {
         "kafka.bootstrap.servers": config.kafka.bootstrap_servers,
@@ -82,12 +85,13 @@ def source_options(
         options["startingOffsets"] = offsets_to_json(starting_offsets)
     else:
         options["startingOffsets"] = pipeline.starting_offsets
-    if pipeline.max_offsets_per_trigger:
-        options["maxOffsetsPerTrigger"] = str(pipeline.max_offsets_per_trigger)
+    cap = max_offsets or pipeline.max_offsets_per_trigger
+    if cap:
+        options["maxOffsetsPerTrigger"] = str(cap)
     if pipeline.min_partitions:
         options["minPartitions"] = str(pipeline.min_partitions)
     elif parallelism is not None:
-        options.update(split_options(pipeline, parallelism))
+        options.update(split_options(pipeline, parallelism, cap))
     for key, value in config.kafka.properties.items():
         options[f"kafka.{key}"] = value
     return options
@@ -118,7 +122,9 @@ def _failover_options(properties: Mapping[str, str]) -> dict[str, str]:
     return options
 
 
-def split_options(pipeline: PipelineConfig, parallelism: int) -> dict[str, str]:
+def split_options(
+    pipeline: PipelineConfig, parallelism: int, max_offsets: int | None = None
+) -> dict[str, str]:
     """Kafka source options that keep every core busy when a few partitions carry the traffic.
 
     Spark reads each Kafka partition's offset range in one task, so a topic with fewer busy
@@ -129,11 +135,13 @@ def split_options(pipeline: PipelineConfig, parallelism: int) -> dict[str, str]:
     separate files; the batch's offsets, and so exactly-once, do not change.
 
     Not applied when the user sets ``pipelines[].min_partitions`` (``1`` turns splitting off).
+    ``max_offsets`` is the batch's cap when it is not ``max_offsets_per_trigger``.
     """
     cores = max(parallelism, 1)
     options = {"minPartitions": str(cores)}
-    if pipeline.max_offsets_per_trigger:
-        share = -(-pipeline.max_offsets_per_trigger // cores)  # ceiling division
+    cap = max_offsets or pipeline.max_offsets_per_trigger
+    if cap:
+        share = -(-cap // cores)  # ceiling division
         options["maxRecordsPerPartition"] = str(share)
     return options
 
@@ -161,6 +169,23 @@ def merge_offsets(base: TopicOffsets, newer: TopicOffsets) -> TopicOffsets:
         for partition, offset in parts.items():
             target[partition] = max(offset, target.get(partition, -1))
     return merged
+
+
+def records_between(start: TopicOffsets, earliest: TopicOffsets, latest: TopicOffsets) -> int:
+    """Records from ``start`` to ``latest``, over the partitions of ``latest``.
+
+    ``start`` is in Spark's JSON form: -2 is the earliest offset, -1 the latest; a partition it
+    lacks is read from the earliest (as Spark reads a new partition), and an offset below the
+    earliest (records removed by retention) counts from there.
+    """
+    total = 0
+    for topic, parts in latest.items():
+        for partition, end in parts.items():
+            first = earliest.get(topic, {}).get(partition, end)
+            at = start.get(topic, {}).get(partition, -2)
+            at = first if at == -2 else end if at == -1 else max(at, first)
+            total += max(end - at, 0)
+    return total
 
 
 #: Java client settings whose librdkafka setting has another name, same meaning.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from typing import Any
 
 from frazil.errors import first_line
@@ -20,6 +21,11 @@ log = logging.getLogger(__name__)
 
 #: Seconds one commit may take.
 TIMEOUT_S = 10.0
+#: Seconds between tries of offsets a loading or moving coordinator refused.
+RETRY_S = 1.0
+#: Seconds a stopping run keeps trying such offsets (within :meth:`GroupCommitter.close`'s
+#: wait): a run whose last batch met a loading coordinator still leaves its group current.
+CLOSING_RETRY_S = 6.0
 
 
 class GroupCommitter(threading.Thread):
@@ -30,6 +36,7 @@ class GroupCommitter(threading.Thread):
         self._conf = admin_conf
         self._queue: queue.Queue[tuple[str, TopicOffsets] | None] = queue.Queue()
         self._warned: set[str] = set()
+        self._waiting: set[str] = set()
         self.committed: dict[str, TopicOffsets] = {}
 
     def submit(self, group: str, offsets: TopicOffsets) -> None:
@@ -37,7 +44,7 @@ class GroupCommitter(threading.Thread):
         if offsets:
             self._queue.put((group, offsets))
 
-    def close(self, timeout: float = TIMEOUT_S) -> None:
+    def close(self, timeout: float = TIMEOUT_S + CLOSING_RETRY_S) -> None:
         """Commit what is queued, then stop."""
         self._queue.put(None)
         self.join(timeout)
@@ -52,40 +59,59 @@ class GroupCommitter(threading.Thread):
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient(self._conf)
+        # The newest offsets of each group not yet committed: only they matter, and those a
+        # loading coordinator refused are tried again until they go in or newer ones come.
+        pending: dict[str, TopicOffsets] = {}
+        closing_since: float | None = None
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            latest = {item[0]: item[1]}
-            # Only the newest offsets of each group matter: skip the ones queued behind.
-            while True:
+            if closing_since is None:
                 try:
-                    more = self._queue.get_nowait()
+                    item: tuple[str, TopicOffsets] | None = self._queue.get(
+                        timeout=RETRY_S if pending else None
+                    )
                 except queue.Empty:
-                    break
-                if more is None:
-                    self._commit_all(admin, latest)
-                    return
-                latest[more[0]] = more[1]
-            self._commit_all(admin, latest)
+                    pass  # time to try the refused offsets again
+                else:
+                    while True:
+                        if item is None:
+                            closing_since = time.monotonic()
+                            break
+                        pending[item[0]] = item[1]
+                        try:
+                            item = self._queue.get_nowait()
+                        except queue.Empty:
+                            break
+            elif pending:
+                time.sleep(RETRY_S)
+            self._commit_all(admin, pending)
+            if closing_since is not None and (
+                not pending or time.monotonic() - closing_since >= CLOSING_RETRY_S
+            ):
+                return
 
-    def _commit_all(self, admin: Any, latest: dict[str, TopicOffsets]) -> None:
-        for group, offsets in latest.items():
+    def _commit_all(self, admin: Any, pending: dict[str, TopicOffsets]) -> None:
+        """Commit each group's offsets; those a loading or moving coordinator refused stay in
+        ``pending``."""
+        for group, offsets in list(pending.items()):
             try:
                 commit_group_offsets(admin, group, offsets)
                 self.committed[group] = offsets
                 self._warned.discard(group)
+                self._waiting.discard(group)
+                del pending[group]
             except Exception as exc:
                 if transient(exc):
                     # The group's coordinator is loading or moving (a broker start, a
-                    # rebalance of __consumer_offsets): the next commit's offsets get there.
-                    log.info(
-                        "consumer group %s: offsets not committed this time (%s); the next "
-                        "batch's will be",
-                        group,
-                        first_line(exc),
-                    )
+                    # rebalance of __consumer_offsets): tried again in a second.
+                    if group not in self._waiting:
+                        log.info(
+                            "consumer group %s: offsets not committed yet (%s); trying again",
+                            group,
+                            first_line(exc),
+                        )
+                        self._waiting.add(group)
                     continue
+                del pending[group]
                 if group not in self._warned:
                     log.warning(
                         "could not commit offsets to consumer group %s (Kafka's tools will "

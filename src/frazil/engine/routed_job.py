@@ -21,7 +21,7 @@ from frazil.engine.threads import Pause, each, each_outcome
 from frazil.engine.window import BatchWindow
 from frazil.progress import markers
 from frazil.sink.evolution import NAME_MAPPING, WriteColumns
-from frazil.sink.iceberg import iceberg_catalog, identifier, stale_marker
+from frazil.sink.iceberg import IcebergTables, iceberg_catalog, identifier, stale_marker
 from frazil.sink.tables import TableSet, Target
 
 if TYPE_CHECKING:
@@ -221,15 +221,7 @@ class OneJobWrite:
         for name in names:
             pause.before_write(name)
         handles = self.ledger.handles()
-        commits: list[list[object]] = []
-        made: list[markers.Marker] = []
-        for name in names:
-            target, state = self.ledger.targets[name], states[name]
-            marker = window.marker(
-                state.marker, self.pipeline.name, self.ledger.observed(target, state)
-            )
-            made.append(marker)
-            commits.append([handles.index(target.table), name, marker.to_summary()])
+        made, commits = self._markers(window, names, states, handles)
         try:
             # One string for all tables' summaries, and the tables' Java list built once: a
             # list and map built here would cost a round trip per table and entry.
@@ -256,6 +248,26 @@ class OneJobWrite:
         ]
         return self._check_interleavings(names, committed, states)
 
+    def _markers(
+        self,
+        window: BatchWindow,
+        names: list[str],
+        states: dict[str, markers.TableState],
+        handles: IcebergTables,
+    ) -> tuple[list[markers.Marker], list[list[object]]]:
+        """Each table's marker for this batch, and what the JVM's commit of all of them
+        takes: per table, its index among ``handles``, its name and the marker's summary."""
+        made: list[markers.Marker] = []
+        commits: list[list[object]] = []
+        for name in names:
+            target, state = self.ledger.targets[name], states[name]
+            marker = window.marker(
+                state.marker, self.pipeline.name, self.ledger.observed(target, state)
+            )
+            made.append(marker)
+            commits.append([handles.index(target.table), name, marker.to_summary()])
+        return made, commits
+
     def _commit_each(
         self,
         window: BatchWindow,
@@ -275,15 +287,7 @@ class OneJobWrite:
         jvm = self.spark.sparkContext._jvm
         assert jvm is not None
         handles = self.ledger.handles()
-        made: list[markers.Marker] = []
-        commits: list[list[object]] = []
-        for name in names:
-            target, state = self.ledger.targets[name], states[name]
-            marker = window.marker(
-                state.marker, self.pipeline.name, self.ledger.observed(target, state)
-            )
-            made.append(marker)
-            commits.append([handles.index(target.table), name, marker.to_summary()])
+        made, commits = self._markers(window, names, states, handles)
         failures = jvm.dev.frazil.spark.RoutedWrites.appendEach(
             outcome.java, handles.java_tables(), json.dumps(commits)
         )

@@ -250,7 +250,7 @@ def run_kafka_connect(work: Path, bootstrap: str, topic: str, tasks: int) -> dic
 
 def verify(run: dict[str, Any], records: int) -> dict[str, int]:
     """Rows and distinct ids in the table, read with PyIceberg."""
-    catalog = "lake" if run["tool"] == "frazil" else "iceberg"
+    catalog = "lake" if run["tool"].startswith("frazil") else "iceberg"
     table = open_table(catalog, Path(run["warehouse"]), run["table"])
     ids = table.scan(selected_fields=("id",)).to_arrow()["id"]
     return {"rows": len(ids), "distinct_ids": len(set(ids.to_pylist()))}

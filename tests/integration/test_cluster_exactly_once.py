@@ -45,12 +45,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FIRST = 20_000  # produced before the run starts: the first batches have records
 REST = 180_000  # at most this many produced while it runs, through the kills
-CHUNK = 2_000  # produced at a time (a seed each), until the restarted run committed twice
+CHUNK = 5_000  # produced at a time (a seed each), until the restarted run committed twice
 PARTITIONS = 2
-#: Events/s: every batch has records through both kills, and what piles up while the driver
-#: starts again (half a minute or more) is caught up on the one core left in fewer batches
-#: (CI time: it was 2,500/s).
-RATE = 1_000
+RATE = 2_500  # events/s
 
 WORKER_CLASS = b"org.apache.spark.deploy.worker.Worker"
 EXECUTOR_CLASS = b"org.apache.spark.executor.CoarseGrainedExecutorBackend"

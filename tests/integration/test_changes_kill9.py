@@ -153,7 +153,7 @@ def test_cdc_stream_with_kill_minus_9_equals_the_python_replay(
                 os.killpg(proc.pid, signal.SIGKILL)
                 killed += 1
             proc.wait(30)
-        _wait_group_gone(proc.pid)  # the killed JVM lets go of the checkpoint
+        time.sleep(2)  # the killed JVM lets go of the checkpoint
         checkpoint = state_dir / "checkpoints" / name
         if kill == 0 and checkpoint.exists():
             shutil.copytree(checkpoint, tmp_path / "old-checkpoint")
@@ -197,30 +197,6 @@ def test_cdc_stream_with_kill_minus_9_equals_the_python_replay(
         assert state == final_state(prefix), f"snapshot {row[0]} is not the stream up to {ends}"
         checked += 1
     assert checked >= 5
-
-
-def _wait_group_gone(group: int, timeout: float = 30) -> None:
-    """Until no live process of the run's process group (its driver JVM) is left.
-
-    Polled, not a fixed pause: a SIGKILLed JVM is gone in well under a second, and one that
-    finished on its own left already. A zombie (exited, not yet reaped) counts as gone.
-    """
-    deadline = time.monotonic() + timeout
-    while any(pgrp == group and state != "Z" for state, pgrp in _processes()):
-        assert time.monotonic() < deadline, f"process group {group} still alive"
-        time.sleep(0.05)
-
-
-def _processes() -> list[tuple[str, int]]:
-    """(state, process group) of every process (Linux ``/proc/PID/stat``)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except OSError:  # gone meanwhile
-            continue
-        found.append((fields[0], int(fields[2])))
-    return found
 
 
 def _snapshots(spark: Any, table: str) -> int:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +74,46 @@ def drain(spark: Any, config_path: Path, **options: Any) -> list[Any]:
     from frazil.engine.runner import run
 
     return run(load_config(config_path), until_caught_up=True, spark=spark, **options)
+
+
+def in_one_process(
+    *commands: list[str], env: dict[str, str] | None = None, timeout: float = 900
+) -> list[subprocess.CompletedProcess[str]]:
+    """Several ``frazil`` commands one after the other in one process (one Spark driver JVM
+    for all of them: CI time), each as if it had run on its own: its exit code, its stdout,
+    its stderr. A command that exits non-zero does not stop the ones after it.
+
+    Args:
+        *commands: Each command's arguments after ``frazil`` (``["sql", "-c", path, ...]``).
+        env: Variables set for the process, over this one's.
+        timeout: For all of them together.
+    """
+    script = Path(__file__).with_name("cli_in_one_process.py")
+    names = [f"c{i}" for i in range(len(commands))]
+    args = [w for name, c in zip(names, commands, strict=True) for w in ("---", name, "--", *c)]
+    done = subprocess.run(
+        [sys.executable, str(script), *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+
+    def part(text: str, name: str) -> tuple[str, str]:
+        start = text.index(f"=== {name}\n") + len(f"=== {name}\n")
+        end = text.index(f"=== {name} exit ", start)
+        return text[start:end], text[end:].split("\n", 1)[0].rsplit(" ", 1)[-1]
+
+    results = []
+    for name, command in zip(names, commands, strict=True):
+        try:
+            out, code = part(done.stdout, name)
+            err, _ = part(done.stderr, name)
+        except ValueError:  # the process died before this command ended
+            raise AssertionError(done.stdout[-3000:] + done.stderr[-3000:]) from None
+        results.append(subprocess.CompletedProcess(command, int(code), out, err))
+    return results
 
 
 def table_ids(spark: Any, table: str) -> list[str]:

@@ -115,6 +115,17 @@ def _config(tmp_path: Path, rest: RestServer, bootstrap: str, name: str, topic: 
     return [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(path)]
 
 
+def _both_hold_a_batch(catalog: Any, first: str, second: str) -> bool:
+    """Whether both tables exist and hold the same batch (their markers' offsets)."""
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    try:
+        held = _offsets(catalog, first)
+        return held is not None and held == _offsets(catalog, second)
+    except (NoSuchNamespaceError, NoSuchTableError):
+        return False
+
+
 def _run_to_the_end(command: list[str]) -> None:
     done = subprocess.run(
         [*command, "--until-caught-up"],
@@ -136,15 +147,7 @@ def test_a_reader_never_sees_two_routed_tables_at_different_batches_even_across_
         produce_json(kafka_bootstrap, topic, [{"id": total + n, "kind": "k"} for n in range(count)])
         total += count
 
-    # The tables are created by a first run (a batch that creates tables commits each on
-    # its own: a creation cannot join the multi-table commit, see docs/exactly-once.md).
     produce(20)
-    _run_to_the_end(command)
-    catalog = _catalog(rest)
-    assert _offsets(catalog, first) == _offsets(catalog, second) is not None
-
-    reader = Reader(rest, first, second)
-    reader.start()
     # Each commit is held back a moment before it is sent, so that the kill below most
     # likely lands while a batch is written and not committed.
     env = {**os.environ, "FRAZIL_TEST_PAUSE_BEFORE_WRITE": f"{second}:1.5"}
@@ -152,7 +155,18 @@ def test_a_reader_never_sees_two_routed_tables_at_different_batches_even_across_
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
+    catalog = _catalog(rest)
     try:
+        # The run's first batch creates the tables, each committed on its own (a creation
+        # cannot join the multi-table commit, see docs/exactly-once.md); the reader starts
+        # once both hold that batch. (Not a run of its own first: CI time, a JVM start.)
+        deadline = time.monotonic() + 300
+        while not _both_hold_a_batch(catalog, first, second):
+            assert time.monotonic() < deadline, "the first batch did not reach both tables"
+            assert proc.poll() is None, "frazil exited before its first batch"
+            time.sleep(0.2)
+        reader = Reader(rest, first, second)
+        reader.start()
         deadline = time.monotonic() + 300
         while len(reader.seen) < 5:
             assert time.monotonic() < deadline, f"only {reader.seen} seen"

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import yaml
 
 from frazil.generate.producer import ensure_topic, produce_events
 from tests.conftest import free_ports
-from tests.integration.helpers import payments_pipeline
+from tests.integration.helpers import in_one_process, payments_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -37,6 +38,15 @@ def frazil(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]
         stdin=subprocess.DEVNULL,
         env={**os.environ, "COLUMNS": "80"},
     )
+
+
+def side_by_side(*commands: list[str], config: Path) -> list[subprocess.CompletedProcess[str]]:
+    """``frazil COMMAND -c CONFIG ...`` for each command, all at once, each in its own process.
+
+    CI time: commands that wait for Kafka's answer (a timeout when it is down) wait together.
+    """
+    with ThreadPoolExecutor(len(commands)) as pool:
+        return list(pool.map(lambda c: frazil(c[0], "-c", str(config), *c[1:]), commands))
 
 
 def short_error(result: subprocess.CompletedProcess[str], most_lines: int = 3) -> str:
@@ -75,8 +85,15 @@ def test_sql_with_a_wrong_column_or_table_prints_sparks_first_line(
         [payments_pipeline(f"s_{unique}", f"s-{unique}", f"db.s_{unique}")],
     )
 
-    column = short_error(frazil("sql", "-c", str(config), "SELECT nope FROM VALUES (1) AS t(a)"))
-    table = short_error(frazil("sql", "-c", str(config), f"SELECT * FROM db.none_{unique}"))
+    # Both in one process (one Spark driver JVM: CI time), each with its own exit and stderr.
+    column, table = (
+        short_error(done)
+        for done in in_one_process(
+            ["sql", "-c", str(config), "SELECT nope FROM VALUES (1) AS t(a)"],
+            ["sql", "-c", str(config), f"SELECT * FROM db.none_{unique}"],
+            env={"COLUMNS": "80"},
+        )
+    )
 
     assert "[UNRESOLVED_COLUMN.WITH_SUGGESTION]" in column and "`nope`" in column
     assert "line 1 pos 7" in column
@@ -94,8 +111,10 @@ def test_plan_on_a_missing_topic_fails_as_run_does(
         [payments_pipeline(f"m_{unique}", topic, f"db.m_{unique}")],
     )
 
-    planned = short_error(frazil("plan", "-c", str(config)))
-    ran = short_error(frazil("run", "-c", str(config), "--until-caught-up"))
+    planned, ran = (
+        short_error(done)
+        for done in side_by_side(["plan"], ["run", "--until-caught-up"], config=config)
+    )
 
     expected = (
         f"error: pipelines[0].topics: topic(s) {topic} do not exist at {kafka_bootstrap} "
@@ -117,8 +136,10 @@ def test_plan_with_kafka_down_fails_as_run_does(
         [payments_pipeline(f"d_{unique}", f"d-{unique}", f"db.d_{unique}")],
     )
 
-    planned = short_error(frazil("plan", "-c", str(config)))
-    ran = short_error(frazil("run", "-c", str(config), "--until-caught-up"))
+    planned, ran = (
+        short_error(done)
+        for done in side_by_side(["plan"], ["run", "--until-caught-up"], config=config)
+    )
 
     assert planned.startswith(f"error: Kafka does not answer at {down} (kafka.bootstrap_servers)")
     assert planned == ran

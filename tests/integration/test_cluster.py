@@ -5,11 +5,12 @@ One ``frazil run`` of seven pipelines shares one Spark application (CI time): th
 payments with dead letters to a table and a topic, a routed topic written in one job by
 frazil's Java classes on the executors, an upsert and a Debezium CDC stream (MERGE), and
 three formats through the schema registry, decoded on the executors: Avro, JSON Schema and
-Protobuf (frazil's Java decoder). Everything is read back through PyIceberg's REST catalog
-from the object store, row by row; then ``frazil status``, the status page (``frazil ui``),
-``frazil tables`` and a maintenance pass that removes an orphan file on the store (listed and
-deleted through the table's S3FileIO). ``frazil status`` and ``frazil ui`` with credentials
-the store refuses stop with one line that names the variables, never their values.
+Protobuf (frazil's Java decoder); ``frazil tables`` and a maintenance pass that removes an
+orphan file on the store (listed and deleted through the table's S3FileIO) follow in the run's
+process and Spark application. Everything is read back through PyIceberg's REST catalog from
+the object store, row by row; then ``frazil status`` and the status page (``frazil ui``).
+``frazil status`` and ``frazil ui`` with credentials the store refuses stop with one line that
+names the variables, never their values.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ import yaml
 from confluent_kafka import Consumer, Producer
 
 from frazil.generate.producer import ensure_topic
-from tests.integration.helpers import payments_pipeline, produce_payments
+from tests.integration.helpers import in_one_process, payments_pipeline, produce_payments
 from tests.integration.registry_helpers import (
     produce_avro,
     produce_json_schema,
@@ -55,30 +57,6 @@ def frazil(
         stdin=subprocess.DEVNULL,
         env={**os.environ, **env, "COLUMNS": "200"},
     )
-
-
-def frazil_in_one_process(*commands: list[str], env: dict[str, str]) -> dict[str, str]:
-    """Several frazil commands, one after the other in one process (one Spark application):
-    what each printed on stdout, by its command's name. Each must exit 0."""
-    one = Path(__file__).with_name("cli_in_one_process.py")
-    args = [w for c in commands for w in ("---", c[0], "--", *c)][1:]
-    done = subprocess.run(
-        [sys.executable, str(one), *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **env, "COLUMNS": "200"},
-    )
-    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
-    found = {}
-    for c in commands:
-        start = done.stdout.index(f"=== {c[0]}\n") + len(f"=== {c[0]}\n")
-        end = done.stdout.index(f"=== {c[0]} exit ", start)
-        code = done.stdout[end:].split("\n", 1)[0].rsplit(" ", 1)[-1]
-        assert code == "0", (c, done.stdout[-3000:], done.stderr[-3000:])
-        found[c[0]] = done.stdout[start:end]
-    return found
 
 
 def _produce(
@@ -375,10 +353,29 @@ def test_the_quickstart_routing_dead_letters_changes_formats_and_upkeep_on_the_s
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(config))
 
-    result = frazil("run", "-c", str(path), "--until-caught-up", env=env)
-    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
-    # The credentials are never printed.
-    assert env["AWS_SECRET_ACCESS_KEY"] not in result.stdout + result.stderr
+    # An orphan on the store, older than orphans.older_than (3d), where the payments table's
+    # data files will be: the maintenance pass below must list it through the table's
+    # S3FileIO and delete it; the table's own files stay.
+    data = stack.state_dir / "s3" / "data" / stack.bucket / "warehouse" / ns / "payments" / "data"
+    data.mkdir(parents=True)
+    orphan = data / "orphan-from-a-failed-write.parquet"
+    orphan.write_bytes(b"PAR1 not referenced by any snapshot")
+    four_days_ago = time.time() - 4 * 86400
+    os.utime(orphan, (four_days_ago, four_days_ago))
+
+    # `frazil run`, then `frazil tables` and `frazil optimize`, in one process: one Spark
+    # application on the cluster for the three (CI time: each started a driver and an
+    # executor per worker); each with its own exit code and output.
+    ran, listed, upkeep = in_one_process(
+        ["run", "-c", str(path), "--until-caught-up"],
+        ["tables", "-c", str(path)],
+        ["optimize", "-c", str(path), "-t", f"{ns}.payments"],
+        env={**env, "COLUMNS": "200"},
+    )
+    for result in (ran, listed, upkeep):
+        assert result.returncode == 0, (result.args, result.stderr[-3000:], result.stdout[-3000:])
+        # The credentials are never printed.
+        assert env["AWS_SECRET_ACCESS_KEY"] not in result.stdout + result.stderr
 
     # frazil's own classes (the one-job routed write) reached both workers' executors: on
     # their classpath at launch, the stack's workers sharing this machine's jars (each
@@ -465,8 +462,11 @@ def test_the_quickstart_routing_dead_letters_changes_formats_and_upkeep_on_the_s
     # Credentials the store refuses: status and the page stop with one line naming the
     # variables, never the secret; nothing of the tables is shown.
     wrong = {**env, "AWS_SECRET_ACCESS_KEY": "not-the-secret-" + u}
-    for command in (["status", "-o", "json"], ["ui", "--port", "0"]):
-        refused = frazil(*command, "-c", str(path), env=wrong, timeout=120)
+    commands = (["status", "-o", "json"], ["ui", "--port", "0"])
+    with ThreadPoolExecutor(len(commands)) as pool:  # side by side: CI time
+        refusals = list(pool.map(lambda c: frazil(*c, "-c", str(path), env=wrong, timeout=120),
+                                 commands))  # fmt: skip
+    for command, refused in zip(commands, refusals, strict=True):
         assert refused.returncode == 1, (command, refused.stdout[-2000:], refused.stderr[-2000:])
         lines = refused.stderr.strip().splitlines()
         assert len(lines) == 1, (command, refused.stderr)
@@ -475,24 +475,10 @@ def test_the_quickstart_routing_dead_letters_changes_formats_and_upkeep_on_the_s
         assert wrong["AWS_SECRET_ACCESS_KEY"] not in refused.stdout + refused.stderr
         assert refused.stdout == ""
 
-    # An orphan on the store, older than orphans.older_than (3d): the pass lists the table's
-    # location through its S3FileIO and deletes it; the table's own files stay.
-    data = stack.state_dir / "s3" / "data" / stack.bucket / "warehouse" / ns / "payments" / "data"
-    orphan = data / "orphan-from-a-failed-write.parquet"
-    orphan.write_bytes(b"PAR1 not referenced by any snapshot")
-    four_days_ago = time.time() - 4 * 86400
-    os.utime(orphan, (four_days_ago, four_days_ago))
-    # `frazil tables`, then `frazil optimize`, in one process: one Spark application on the
-    # cluster for both (CI time: each started a driver and an executor per worker).
-    both = frazil_in_one_process(
-        ["tables", "-c", str(path)],
-        ["optimize", "-c", str(path), "-t", f"{ns}.payments"],
-        env=env,
-    )
-    listed, upkeep = both["tables"], both["optimize"]
+    # What `frazil tables` listed and what `frazil optimize` did (after the run, above).
     for table in ("payments", "t_pay", "t_user", "upserted", "events", "readings", "customers"):
-        assert f"`{ns}`.`{table}`" in listed
-    assert "1 orphan files older than 3d removed" in " ".join(upkeep.split())
+        assert f"`{ns}`.`{table}`" in listed.stdout
+    assert "1 orphan files older than 3d removed" in " ".join(upkeep.stdout.split())
     assert not orphan.exists()
     assert _column(catalog, f"{ns}.payments", "id") == sorted(ids)
 

@@ -60,6 +60,10 @@ def test_options_pass_client_settings_through() -> None:
     assert options["kafka.fetch.max.wait.ms"] == "50"
     tuned = _with_properties({"fetch.max.wait.ms": "200"})
     assert source_options(tuned, tuned.pipelines[0])["kafka.fetch.max.wait.ms"] == "200"
+    # Fewer polls per task: Spark's reader asks for the offset range after each one.
+    assert options["kafka.max.poll.records"] == "20000"
+    fewer = _with_properties({"max.poll.records": "500"})
+    assert source_options(fewer, fewer.pipelines[0])["kafka.max.poll.records"] == "500"
 
 
 def test_pattern_pipeline_and_resume_offsets() -> None:

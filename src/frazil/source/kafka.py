@@ -25,6 +25,14 @@ TopicOffsets = dict[str, dict[int, int]]
 #: What frazil reads unless ``kafka.properties`` says ``isolation.level: read_uncommitted``:
 #: records of aborted transactions never, records of open ones once they commit.
 DEFAULT_ISOLATION_LEVEL = "read_committed"
+#: Records one poll of Spark's Kafka reader may return (Kafka's default: 500). After every
+#: poll the reader asks the broker for the partition's earliest and latest offsets (two
+#: ListOffsets round trips, ``InternalKafkaConsumer.getAvailableOffsetRange``), so a poll's
+#: size sets how often a task pays them: at 500 records they were 12.7% of the steady
+#: state's samples, and 20,000 cut the task threads' CPU to 0.76x (docs/benchmarks.md,
+#: "Where the CPU goes in the steady state"). A poll
+#: still returns only what the consumer has fetched (``max.partition.fetch.bytes``, 1 MiB).
+DEFAULT_MAX_POLL_RECORDS = 20_000
 
 
 def isolation_level(config: FrazilConfig) -> str:
@@ -74,6 +82,9 @@ def source_options(
         # uncommitted records would ingest the aborted copies too. kafka.properties can
         # override it.
         "kafka.isolation.level": DEFAULT_ISOLATION_LEVEL,
+        # Fewer polls per task, each followed by the reader's two offset requests (above).
+        # kafka.properties can override it.
+        "kafka.max.poll.records": str(DEFAULT_MAX_POLL_RECORDS),
     }
     options.update(_failover_options(config.kafka.properties))
     if pipeline.topics is not None:

@@ -23,15 +23,17 @@ Goals: routed (20 tables) ≥ 0.7× single events/s (the routing issue); a warm 
 
 With ``--jfr DIR`` each measured round is recorded with Java Flight Recorder (the JVM's
 "profile" settings, started and stopped around the round through py4j) into
-``DIR/<pipeline>_<round>.jfr``; ``python -m bench.jfr_summary`` reads them by phase.
+``DIR/<pipeline>_<round>.jfr``; ``python -m bench.jfr_summary`` reads them by phase. With
+``--cprofile DIR`` the driver's Python is profiled likewise (``DIR/<pipeline>_<round>.pstats``).
 
 Usage: .venv/bin/python -m bench.routing [--records 1000000] [--rounds 2]
-    [--per-trigger 500000] [--tables 20] [--name routing] [--jfr DIR]
+    [--per-trigger 500000] [--tables 20] [--name routing] [--jfr DIR] [--cprofile DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import logging
 import re
 import statistics
@@ -167,6 +169,12 @@ def main() -> None:
     parser.add_argument(
         "--jfr", type=Path, default=None, help="record each measured round with JFR in this folder"
     )
+    parser.add_argument(
+        "--cprofile",
+        type=Path,
+        default=None,
+        help="profile the driver's Python in each measured round (cProfile stats in this folder)",
+    )
     args = parser.parse_args()
     counts = sorted({int(n) for n in args.tables.split(",")})
     if not counts or counts[0] < 1 or counts[-1] > 100:
@@ -243,6 +251,9 @@ def main() -> None:
                 for table_log in table_logs:
                     table_log.addHandler(timeline)
                 recording = _start_jfr(spark) if args.jfr and round_no > 0 else None
+                profile = cProfile.Profile() if args.cprofile and round_no > 0 else None
+                if profile is not None:
+                    profile.enable()
                 t0 = time.monotonic()
                 try:
                     reports = run(config_for(mode, name), until_caught_up=True, spark=spark,
@@ -252,6 +263,10 @@ def main() -> None:
                         table_log.removeHandler(timeline)
                     if recording is not None:
                         _stop_jfr(spark, recording, args.jfr / f"{name}.jfr")
+                    if profile is not None:
+                        profile.disable()
+                        args.cprofile.mkdir(parents=True, exist_ok=True)
+                        profile.dump_stats(args.cprofile / f"{name}.pstats")
                 seconds = time.monotonic() - t0
                 phases = timeline.phases()
                 report = reports[0]

@@ -3,8 +3,8 @@
 Reads the Java and native method samples of a recording (``jfr print --json``) and splits
 them by the thread that took them:
 
-* ``write files``: Spark task threads inside ``RoutedWrites$TaskWriter.run`` (the one job's
-  second stage: the shuffled rows written to each table's files);
+* ``write files``: Spark task threads in the one job's second stage (result tasks: the
+  shuffled rows read and written to each table's files);
 * ``read+shuffle``: Spark task threads elsewhere (the Kafka read, decode, layout and shuffle
   write of the first stage);
 * ``commits``: frazil's commit threads and Iceberg's worker pool (manifests);
@@ -35,19 +35,25 @@ _IDLE = (
     "java.lang.Object.wait",
     "jdk.internal.misc.Unsafe.park",
     "java.lang.Thread.sleep",
+    "io.netty.channel.epoll.Native.epollWait",
+    # The py4j gateway's main thread waiting on its parent's stdin.
+    "java.io.FileInputStream.readBytes",
 )
+#: Frames of the one job's file-writing stage (its result tasks: the shuffled rows read and
+#: written to each table's files); the first stage's tasks are shuffle map tasks.
+_WRITE_STAGE = ("org.apache.spark.scheduler.ResultTask", "dev.frazil.spark.RoutedWrites")
 PHASES = ("write files", "read+shuffle", "commits", "states", "driver")
 
 
 def _frame(frame: dict[str, Any]) -> str:
     method = frame.get("method") or {}
-    owner = (method.get("type") or {}).get("name", "?")
+    owner = (method.get("type") or {}).get("name", "?").replace("/", ".")
     return f"{owner}.{method.get('name', '?')}"
 
 
 def _phase(thread: str, frames: list[str]) -> str:
     if thread.startswith("Executor task launch worker"):
-        if any(f.startswith("dev.frazil.spark.RoutedWrites$TaskWriter.run") for f in frames):
+        if any(f.startswith(_WRITE_STAGE) for f in frames):
             return "write files"
         return "read+shuffle"
     if thread.startswith(("frazil-commit", "iceberg-worker-pool")):
@@ -60,7 +66,8 @@ def _phase(thread: str, frames: list[str]) -> str:
 def summarize(path: Path, top: int) -> dict[str, Any]:
     """Samples, self and inclusive method counts per phase of the recording at ``path``."""
     raw = subprocess.run(
-        ["jfr", "print", "--json", "--events", "jdk.ExecutionSample,jdk.NativeMethodSample",
+        ["jfr", "print", "--json", "--stack-depth", "256", "--events",
+         "jdk.ExecutionSample,jdk.NativeMethodSample",
          str(path)],
         capture_output=True, check=True, text=True,
     ).stdout  # fmt: skip

@@ -249,9 +249,7 @@ class Layout:
         )
         if len(self.names) > known:
             # isin of more than a few literals is optimized into a hash set (Spark's InSet).
-            return F.when(rt.isin(*self.names), F.pmod(F.hash(rt), F.lit(known))).otherwise(
-                others
-            )
+            return F.when(rt.isin(*self.names), F.pmod(F.hash(rt), F.lit(known))).otherwise(others)
         task: Column | None = None
         for index, name in enumerate(self.names):
             branch = F.lit(index % known)

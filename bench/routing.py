@@ -21,19 +21,26 @@ Goals: routed (20 tables) ≥ 0.7× single events/s (the routing issue); a warm 
 100 tables ≤ 1.5× one table's (issue 28: e.g. ``--tables 1,100 --records 300000
 --per-trigger 50000``).
 
+With ``--jfr DIR`` each measured round is recorded with Java Flight Recorder (the JVM's
+"profile" settings, started and stopped around the round through py4j) into
+``DIR/<pipeline>_<round>.jfr``; ``python -m bench.jfr_summary`` reads them by phase. With
+``--cprofile DIR`` the driver's Python is profiled likewise (``DIR/<pipeline>_<round>.pstats``).
+
 Usage: .venv/bin/python -m bench.routing [--records 1000000] [--rounds 2]
-    [--per-trigger 500000] [--tables 20] [--name routing]
+    [--per-trigger 500000] [--tables 20] [--name routing] [--jfr DIR] [--cprofile DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import logging
 import re
 import statistics
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -128,6 +135,21 @@ def _median(values: list[float]) -> float | None:
     return float(statistics.median(values)) if values else None
 
 
+def _start_jfr(spark: Any) -> Any:
+    """A JFR recording with the JVM's "profile" settings, started in the driver JVM."""
+    jvm = spark.sparkContext._jvm
+    recording = jvm.jdk.jfr.Recording(jvm.jdk.jfr.Configuration.getConfiguration("profile"))
+    recording.start()
+    return recording
+
+
+def _stop_jfr(spark: Any, recording: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    recording.stop()
+    recording.dump(spark.sparkContext._jvm.java.io.File(str(path.resolve())).toPath())
+    recording.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -144,6 +166,15 @@ def main() -> None:
         help="table counts of the routed pipelines, comma-separated (e.g. 1,10,50,100)",
     )
     parser.add_argument("--name", default="routing", help="result file: bench/results/<name>.json")
+    parser.add_argument(
+        "--jfr", type=Path, default=None, help="record each measured round with JFR in this folder"
+    )
+    parser.add_argument(
+        "--cprofile",
+        type=Path,
+        default=None,
+        help="profile the driver's Python in each measured round (cProfile stats in this folder)",
+    )
     args = parser.parse_args()
     counts = sorted({int(n) for n in args.tables.split(",")})
     if not counts or counts[0] < 1 or counts[-1] > 100:
@@ -184,12 +215,18 @@ def main() -> None:
                 pipeline["table"] = f"bench.{name}"
             else:
                 pipeline["route"] = {"field": "kind", "table": f"bench.{name}_{{value}}"}
+            spark_settings: dict[str, Any] = {"master": "local[2]", "driver_memory": "4g"}
+            if args.jfr:
+                # Spark's and Iceberg's stacks are deeper than JFR's default 64 frames.
+                spark_settings["conf"] = {
+                    "spark.driver.extraJavaOptions": "-XX:FlightRecorderOptions:stackdepth=256"
+                }
             return parse_config(
                 {
                     "catalog": {"warehouse": str(work / "lake")},
                     "kafka": {"bootstrap_servers": broker.bootstrap},
                     "state_dir": str(work / "state"),
-                    "spark": {"master": "local[2]", "driver_memory": "4g"},
+                    "spark": spark_settings,
                     "pipelines": [pipeline],
                 }
             )
@@ -213,6 +250,10 @@ def main() -> None:
                 timeline = Timeline()
                 for table_log in table_logs:
                     table_log.addHandler(timeline)
+                recording = _start_jfr(spark) if args.jfr and round_no > 0 else None
+                profile = cProfile.Profile() if args.cprofile and round_no > 0 else None
+                if profile is not None:
+                    profile.enable()
                 t0 = time.monotonic()
                 try:
                     reports = run(config_for(mode, name), until_caught_up=True, spark=spark,
@@ -220,6 +261,12 @@ def main() -> None:
                 finally:
                     for table_log in table_logs:
                         table_log.removeHandler(timeline)
+                    if recording is not None:
+                        _stop_jfr(spark, recording, args.jfr / f"{name}.jfr")
+                    if profile is not None:
+                        profile.disable()
+                        args.cprofile.mkdir(parents=True, exist_ok=True)
+                        profile.dump_stats(args.cprofile / f"{name}.pstats")
                 seconds = time.monotonic() - t0
                 phases = timeline.phases()
                 report = reports[0]

@@ -66,6 +66,11 @@ KNOWN_TASKS_PER_CORE = 10
 MAX_KNOWN_TASKS = 200
 #: Tasks of a batch that may meet new tables (how many is known only once it is written).
 NEW_TABLE_TASKS = 32
+#: Tasks per core for new tables once a batch of the layout met none (its table set is then
+#: likely the route's whole: the NEW_TABLE_TASKS ran empty in every warm batch, ~20 of 52
+#: tasks for 100 tables). A new table still lands in one of them; the next batch, with the
+#: new table set, has a layout of its own and NEW_TABLE_TASKS again.
+WARM_NEW_TABLE_TASKS_PER_CORE = 1
 #: Table properties a new table may set and still be written by the job (Parquet only).
 _FORMAT = "write.format.default"
 
@@ -175,8 +180,10 @@ class Layout:
     #: The column types each shape must have: those of the tables written with it.
     expected: dict[int, list[StructType]] = field(default_factory=dict)
     _fits: bool | None = None
-    #: Each row's task, per number of cores (built once: a branch per known table).
-    _tasks: dict[int, Column] = field(default_factory=dict)
+    #: Whether a batch written with the layout met a table first (None: none written yet).
+    met_new: bool | None = None
+    #: Each row's task, per task counts (total, known) (built once: a branch per known table).
+    _tasks: dict[tuple[int, int], Column] = field(default_factory=dict)
     #: The known tables' names and tables as Java arrays, and the tables they were built for
     #: (a round trip per element: built once, not per batch).
     _java_args: tuple[tuple[int, ...], Any, Any] | None = None
@@ -197,7 +204,11 @@ class Layout:
     def tasks(self, cores: int) -> tuple[int, int]:
         """How many tasks write a batch, and how many of them take the known tables."""
         known = min(len(self.names), cores * KNOWN_TASKS_PER_CORE, MAX_KNOWN_TASKS)
-        new = NEW_TABLE_TASKS if self.template is not None else 0
+        new = 0
+        if self.template is not None:
+            new = NEW_TABLE_TASKS
+            if self.met_new is False:
+                new = min(NEW_TABLE_TASKS, cores * WARM_NEW_TABLE_TASKS_PER_CORE)
         return max(min(cores * TASKS_PER_CORE, MAX_KNOWN_TASKS), known + new), known
 
     def frame(self, planned: DataFrame, cores: int) -> DataFrame:
@@ -214,13 +225,19 @@ class Layout:
         fixed = [F.col(FIXED_COLUMNS[i]) for i in range(FIRST_STRUCT)]
         out = with_kind.select(*fixed, *self.shapes)
         total, known = self.tasks(cores)
-        task = self._tasks.get(cores)
+        task = self._tasks.get((total, known))
         if task is None:
-            task = self._tasks[cores] = self._task(total, known)
+            task = self._tasks[total, known] = self._task(total, known)
         return out.repartitionById(total, task)
 
     def _task(self, total: int, known: int) -> Column:
-        """A row's task: its known table's own, or one of the rest by a hash of its name."""
+        """A row's task: its known table's own, or one of the rest by a hash of its name.
+
+        Known tables that share tasks (more than ``known``) are spread by a hash of the name
+        too, found known by a set lookup: a branch per table compared each row's table name
+        with every name before its own (100 tables: ~50 string comparisons per row). With
+        several tables per task and more tasks than cores, an uneven share costs little.
+        """
         from pyspark.sql import functions as F
 
         rt = F.col(c.ROUTE_TABLE)
@@ -230,6 +247,9 @@ class Layout:
             if spare
             else F.pmod(F.hash(rt), F.lit(total))
         )
+        if len(self.names) > known:
+            # isin of more than a few literals is optimized into a hash set (Spark's InSet).
+            return F.when(rt.isin(*self.names), F.pmod(F.hash(rt), F.lit(known))).otherwise(others)
         task: Column | None = None
         for index, name in enumerate(self.names):
             branch = F.lit(index % known)
@@ -316,6 +336,9 @@ def build_layout(
     plain_error = str(F.col(c.ERROR))
     own_errors: dict[int, bool] = {}  # id(WriteColumns) -> marks values of its own
     layout = Layout(kind, [], [], template)
+    # Tables whose rows take the same kind expression share one branch: the table's name
+    # found in a set (Spark's InSet beyond a few names), not compared with each name in turn.
+    branches: dict[str, tuple[Column, list[str]]] = {}
     for name, (columns, new) in sorted(known.items()):
         index = shape_of.get(id(columns.table))
         if index is None:
@@ -336,9 +359,11 @@ def build_layout(
             own = own_errors[id(columns)] = str(columns.error) != plain_error
         if own:
             branch = F.when(columns.error.isNotNull(), BAD).otherwise(branch)
-        kind = kind.when(rt == F.lit(name), branch)
+        branches.setdefault(str(branch), (branch, []))[1].append(name)
         layout.names.append(name)
         layout.expected.setdefault(index, []).append(views[name].schema)
+    for branch, names in branches.values():
+        kind = kind.when(rt.isin(*names) if len(names) > 1 else rt == F.lit(names[0]), branch)
     if template is not None:
         kind = kind.otherwise(len(shapes))
         layout.expected[len(shapes)] = [template.schema]
@@ -434,4 +459,8 @@ def run(spark: SparkSession, frame: DataFrame, layout: Layout, tables: list[Any]
         None if template is None else template.namespace,
         None if template is None else template.location,
     )
-    return Outcome.parse(result)
+    outcome = Outcome.parse(result)
+    layout.met_new = any(share.created for share in outcome.tables.values()) or bool(
+        outcome.refused
+    )
+    return outcome

@@ -417,7 +417,7 @@ class OneJobWrite:
     def _layout(self, schema: StructType) -> one_job.Layout | None:
         """The job's columns for this batch shape and the current tables (cached)."""
         targets = self.ledger.targets
-        views = {n: self.columns.view(t) for n, t in targets.items()}
+        views = self.columns.views()
         key = (
             "one-job",
             schema.json(),

@@ -243,6 +243,20 @@ class IcebergTables:
             for r in raw
         ]
 
+    def column_versions(self, property_name: str) -> list[tuple[int, str | None]]:
+        """Each table's schema id and the value of ``property_name`` (its name mapping), all
+        read in one round trip (as the tables stand: :meth:`states` refreshes them)."""
+        if not self.tables:
+            return []
+        raw = json.loads(
+            str(
+                self._jvm().dev.frazil.iceberg.TableStates.columnVersions(
+                    self.java_tables(), property_name
+                )
+            )
+        )
+        return [(int(schema_id), None if text is None else str(text)) for schema_id, text in raw]
+
     def interleaved(
         self,
         tables: Sequence[markers.MarkedTable],

@@ -169,6 +169,18 @@ def test_each_known_table_gets_a_task_and_new_tables_share_the_rest() -> None:
     per_core = 2 * one_job.KNOWN_TASKS_PER_CORE
     assert layout(100, False).tasks(2) == (per_core, per_core)
     assert layout(100, True).tasks(2) == (per_core + one_job.NEW_TABLE_TASKS, per_core)
+    # Once a batch of the layout met no new table, the tasks kept for new ones shrink (a new
+    # table still has tasks to go to); a batch that met one keeps them all.
+    warm = layout(100, True)
+    warm.met_new = False
+    spare = 2 * one_job.WARM_NEW_TABLE_TASKS_PER_CORE
+    assert 0 < spare < one_job.NEW_TABLE_TASKS
+    assert warm.tasks(2) == (per_core + spare, per_core)
+    warm.met_new = True
+    assert warm.tasks(2) == (per_core + one_job.NEW_TABLE_TASKS, per_core)
+    one = layout(1, True)
+    one.met_new = False
+    assert one.tasks(2) == (max(2 * one_job.TASKS_PER_CORE, 1 + spare), 1)
     # Beyond MAX_KNOWN_TASKS, however many cores, known tables share tasks.
     many = layout(one_job.MAX_KNOWN_TASKS + 50, False)
     assert many.tasks(1000) == (one_job.MAX_KNOWN_TASKS, one_job.MAX_KNOWN_TASKS)

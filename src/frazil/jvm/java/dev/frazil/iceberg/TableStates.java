@@ -80,6 +80,21 @@ public final class TableStates {
     return JSON.writeValueAsString(Arrays.asList(out));
   }
 
+  /**
+   * Each table's current schema id and the value of its {@code property} (frazil's name
+   * mapping), as JSON: a list (same order) of {@code [schema id, value or null]}. What a
+   * routed batch compares with the columns it read last, for all its tables in one round trip
+   * (a few each otherwise). Read from the tables as they are (refreshed by {@link #read}).
+   */
+  public static String columnVersions(List<Table> tables, String property)
+      throws JsonProcessingException {
+    List<List<Object>> out = new ArrayList<>(tables.size());
+    for (Table table : tables) {
+      out.add(Arrays.asList(table.schema().schemaId(), table.properties().get(property)));
+    }
+    return JSON.writeValueAsString(out);
+  }
+
   private static Map<String, Object> state(Table table, String pipeline, int maxWalk) {
     table.refresh();
     Snapshot current = table.currentSnapshot();

@@ -48,6 +48,8 @@ import org.apache.iceberg.util.ThreadPools;
 import dev.frazil.iceberg.MarkedCatalog;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -207,6 +209,17 @@ public final class RoutedWrites {
     }
   }
 
+  /** The tables a batch's tasks write: the known ones by name, and the template of new ones. */
+  static final class TaskTables implements Serializable {
+    final Map<String, Table> known;
+    final TemplateTable template;
+
+    TaskTables(Map<String, Table> known, TemplateTable template) {
+      this.known = known;
+      this.template = template;
+    }
+  }
+
   /** What one task wrote, and the rows it did not write. */
   static final class TaskOutput implements Serializable {
     final Map<String, TableShare> tables = new LinkedHashMap<>();
@@ -335,14 +348,29 @@ public final class RoutedWrites {
     }
     String operation = UUID.randomUUID().toString();
     JavaRDD<InternalRow> rows = batch.queryExecution().toRdd().toJavaRDD();
-    List<TaskOutput> outputs =
-        rows.mapPartitionsWithIndex(
-                (index, it) ->
-                    Collections.singletonList(
-                            new TaskWriter(known, newTables, shapes, operation, index).run(it))
-                        .iterator(),
-                false)
-            .collect();
+    // The tables go to the tasks as a broadcast, as Iceberg's Spark writes send theirs: read
+    // once per executor (in local mode, the driver's objects themselves). In the tasks'
+    // closure, every task deserialized all of them, the FileIO's Hadoop configuration included:
+    // with 100 tables that cost more than writing a task's files (bench/routing, issue 28).
+    Broadcast<TaskTables> shared =
+        JavaSparkContext.fromSparkContext(rows.context())
+            .broadcast(new TaskTables(known, newTables));
+    List<TaskOutput> outputs;
+    try {
+      outputs =
+          rows.mapPartitionsWithIndex(
+                  (index, it) -> {
+                    TaskTables given = shared.value();
+                    return Collections.singletonList(
+                            new TaskWriter(given.known, given.template, shapes, operation, index)
+                                .run(it))
+                        .iterator();
+                  },
+                  false)
+              .collect();
+    } finally {
+      shared.destroy();
+    }
     Map<String, TableShare> merged = new LinkedHashMap<>();
     Counts counts = new Counts();
     List<String> refused = new ArrayList<>();

@@ -6,6 +6,9 @@ import json
 import os
 import platform
 import socket
+import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -94,3 +97,62 @@ def open_table(catalog: str, warehouse: Path, table: str) -> Any:
     return SqlCatalog(
         catalog, uri=f"sqlite:///{warehouse}/catalog.db", warehouse=location.as_uri()
     ).load_table(table)
+
+
+def table_metadata(catalog_db: Path, namespace: str, name: str) -> dict[str, Any] | None:
+    """A table's current metadata (the JSON file) from a JDBC/SQLite catalog, read-only; None
+    while the catalog, the table or its metadata file cannot be read (a benchmark's run is
+    still writing them)."""
+    if not catalog_db.exists():
+        return None
+    try:
+        con = sqlite3.connect(f"file:{catalog_db}?mode=ro", uri=True, timeout=1)
+        try:
+            row = con.execute(
+                "SELECT metadata_location FROM iceberg_tables "
+                "WHERE table_namespace = ? AND table_name = ?",
+                (namespace, name),
+            ).fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+    if not row:
+        return None
+    location = row[0].removeprefix("file:").removeprefix("//")
+    try:
+        data: dict[str, Any] = json.loads(Path(location).read_text())
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def start_frazil_run(config: Path) -> subprocess.Popen[str]:
+    """``frazil run --until-caught-up`` on ``config`` as a subprocess of this interpreter's
+    frazil; its stderr is kept (read it with ``communicate``) to report a failed run."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(config), "--until-caught-up"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

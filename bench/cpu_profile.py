@@ -32,10 +32,8 @@ import collections
 import json
 import os
 import re
-import sqlite3
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -47,7 +45,15 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bench.common import WORK_DIR, payments_config, start_broker, write_result
+from bench.common import (
+    WORK_DIR,
+    descendants,
+    payments_config,
+    start_broker,
+    start_frazil_run,
+    table_metadata,
+    write_result,
+)
 from frazil.generate.producer import ensure_topic, produce_events
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -82,30 +88,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def _children() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    return children
-
-
-def _descendants(root: int) -> list[int]:
-    children = _children()
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
-
-
 def _stat(path: str) -> tuple[str, float] | None:
     """``(comm, CPU seconds)`` of a /proc stat file."""
     try:
@@ -120,7 +102,7 @@ def _stat(path: str) -> tuple[str, float] | None:
 def thread_cpu(root: int) -> dict[tuple[int, int], tuple[str, str, float]]:
     """Every thread of ``root`` and its descendants: (pid, tid) → (process, thread, CPU s)."""
     out: dict[tuple[int, int], tuple[str, str, float]] = {}
-    for pid in _descendants(root):
+    for pid in descendants(root):
         proc = _stat(f"/proc/{pid}/stat")
         if proc is None:
             continue
@@ -178,26 +160,8 @@ class RunWatch(threading.Thread):
         self.stop = threading.Event()
 
     def _snapshots(self) -> list[dict[str, Any]]:
-        if not self.catalog_db.exists():
-            return []
-        try:
-            con = sqlite3.connect(f"file:{self.catalog_db}?mode=ro", uri=True, timeout=1)
-            try:
-                row = con.execute(
-                    "SELECT metadata_location FROM iceberg_tables "
-                    "WHERE table_namespace = ? AND table_name = ?",
-                    (self.namespace, self.name),
-                ).fetchone()
-            finally:
-                con.close()
-        except sqlite3.Error:
-            return []
-        if not row:
-            return []
-        location = row[0].removeprefix("file:").removeprefix("//")
-        try:
-            meta = json.loads(Path(location).read_text())
-        except (OSError, ValueError):
+        meta = table_metadata(self.catalog_db, self.namespace, self.name)
+        if meta is None:
             return []
         snaps = sorted(meta.get("snapshots", []), key=lambda s: s["timestamp-ms"])
         return [s for s in snaps if int(s["summary"].get("added-records", "0")) > 0]
@@ -262,12 +226,7 @@ def run_frazil(
     path = work / f"{table}.yaml"
     path.write_text(yaml.safe_dump(_config(work, bootstrap, topic, table, variant)))
     started_ms = int(time.time() * 1000)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(path), "--until-caught-up"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_frazil_run(path)
     watch = RunWatch(work / "lake" / "catalog.db", "bench", table, records, process.pid)
     watch.start()
     _, err = process.communicate(timeout=1800)

@@ -29,10 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -46,9 +44,12 @@ from rich.table import Table
 from bench.common import (
     BENCH_DIR,
     WORK_DIR,
+    descendants,
     open_table,
     payments_config,
     start_broker,
+    start_frazil_run,
+    table_metadata,
     write_result,
 )
 from frazil.config.pipeline import DEFAULT_FIRST_BATCH_MAX_OFFSETS
@@ -59,26 +60,6 @@ PEER = Path(
     os.environ.get("KC_PEER_DIR", BENCH_DIR.parent.parent / "shared" / "peers" / "kafka-connect")
 )
 _TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _descendants(root: int) -> list[int]:
-    """``root`` and every process below it, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
 
 
 def _cpu_s(pid: int) -> float:
@@ -120,32 +101,11 @@ class TableWatch(threading.Thread):
         self.stop = threading.Event()
 
     def _metadata(self) -> dict[str, Any] | None:
-        if not self.catalog_db.exists():
-            return None
-        try:
-            con = sqlite3.connect(f"file:{self.catalog_db}?mode=ro", uri=True, timeout=1)
-            try:
-                row = con.execute(
-                    "SELECT metadata_location FROM iceberg_tables "
-                    "WHERE table_namespace = ? AND table_name = ?",
-                    (self.namespace, self.name),
-                ).fetchone()
-            finally:
-                con.close()
-        except sqlite3.Error:
-            return None
-        if not row:
-            return None
-        location = row[0].removeprefix("file:").removeprefix("//")
-        try:
-            data: dict[str, Any] = json.loads(Path(location).read_text())
-        except (OSError, ValueError):
-            return None
-        return data
+        return table_metadata(self.catalog_db, self.namespace, self.name)
 
     def run(self) -> None:
         while not self.stop.is_set():
-            pids = _descendants(self.root)
+            pids = descendants(self.root)
             for pid in set(pids) & self._previous:
                 self._hwm[pid] = max(self._hwm.get(pid, 0.0), _hwm_mib(pid))
             self._previous = set(pids)
@@ -189,12 +149,7 @@ def run_frazil(
     path = work / f"{table}.yaml"
     path.write_text(yaml.safe_dump(config))
     started_ms = int(time.time() * 1000)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(path), "--until-caught-up"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_frazil_run(path)
     watch = TableWatch(work / "lake" / "catalog.db", "bench", table, records, process.pid)
     watch.start()
     _, err = process.communicate(timeout=1800)

@@ -116,12 +116,14 @@ def _config(tmp_path: Path, rest: RestServer, bootstrap: str, name: str, topic: 
 
 
 def _both_hold_a_batch(catalog: Any, first: str, second: str) -> bool:
-    """Whether both tables exist and hold the same batch (their markers' offsets)."""
+    """Whether both tables exist and hold the same batch (their markers' offsets). A table
+    just created holds a marker without offsets (``{}``, batch -1) until its first batch
+    commits: both at that marker are not yet at a batch."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
     try:
         held = _offsets(catalog, first)
-        return held is not None and held == _offsets(catalog, second)
+        return bool(held) and held == _offsets(catalog, second)
     except (NoSuchNamespaceError, NoSuchTableError):
         return False
 

@@ -40,14 +40,7 @@ class ColumnAdapter:
     def view(self, target: Target) -> TableView:
         """The table's columns, re-read only when its schema changed."""
         java = target.table.java
-        schema_id = int(java.schema().schemaId())
-        if (
-            target.view is None
-            or target.view.schema_id != schema_id
-            or target.view.mapping_text != _mapping_text(java)
-        ):
-            target.view = TableView.read(self.spark, java)
-        return target.view
+        return self._current(target, int(java.schema().schemaId()), _mapping_text(java))
 
     def views(self) -> dict[str, TableView]:
         """:meth:`view` of each of the ledger's tables, their schema ids and name mappings
@@ -56,20 +49,21 @@ class ColumnAdapter:
         targets = self.ledger.targets
         if not targets:
             return {}
-        handles = self.ledger.handles()
-        versions = handles.column_versions(NAME_MAPPING)
-        out: dict[str, TableView] = {}
-        for (name, target), (schema_id, mapping_text) in zip(
-            targets.items(), versions, strict=True
-        ):
-            if (
-                target.view is None
-                or target.view.schema_id != schema_id
-                or target.view.mapping_text != mapping_text
-            ):
-                target.view = TableView.read(self.spark, target.table.java)
-            out[name] = target.view
-        return out
+        versions = self.ledger.handles().column_versions(NAME_MAPPING)
+        return {
+            name: self._current(target, schema_id, mapping_text)
+            for (name, target), (schema_id, mapping_text) in zip(
+                targets.items(), versions, strict=True
+            )
+        }
+
+    def _current(self, target: Target, schema_id: int, mapping_text: str | None) -> TableView:
+        """The target's columns, read again when the table's schema id or name mapping is not
+        the one they were read at."""
+        view = target.view
+        if view is None or view.schema_id != schema_id or view.mapping_text != mapping_text:
+            target.view = view = TableView.read(self.spark, target.table.java)
+        return view
 
     def adapt(
         self,

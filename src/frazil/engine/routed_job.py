@@ -225,7 +225,7 @@ class OneJobWrite:
         try:
             # One string for all tables' summaries, and the tables' Java list built once: a
             # list and map built here would cost a round trip per table and entry.
-            jvm.dev.frazil.spark.RoutedWrites.appendAll(
+            jvm.dev.frazil.spark.RoutedCommits.appendAll(
                 outcome.java,
                 iceberg_catalog(self.spark, self.tables.catalog),
                 handles.java_tables(),
@@ -288,7 +288,7 @@ class OneJobWrite:
         assert jvm is not None
         handles = self.ledger.handles()
         made, commits = self._markers(window, names, states, handles)
-        failures = jvm.dev.frazil.spark.RoutedWrites.appendEach(
+        failures = jvm.dev.frazil.spark.RoutedCommits.appendEach(
             outcome.java, handles.java_tables(), json.dumps(commits)
         )
         out: list[tuple[_Committed | None, BaseException | None]] = [
@@ -374,13 +374,13 @@ class OneJobWrite:
             self.pipeline.name,
             self.ledger.observed(target, state) if target is not None else {},
         )
-        writes = jvm.dev.frazil.spark.RoutedWrites
+        routed_commits = jvm.dev.frazil.spark.RoutedCommits
         if target is not None:
             assert state is not None
             try:
                 # The summary as one JSON string: a Java map costs a round trip per entry.
                 summary_json = json.dumps(marker.to_summary())
-                writes.append(outcome.java, target.table.java, name, summary_json)
+                routed_commits.append(outcome.java, target.table.java, name, summary_json)
             except Exception as exc:
                 stale = stale_marker(exc)
                 if stale is None:
@@ -397,7 +397,7 @@ class OneJobWrite:
         drops = jvm.java.util.ArrayList()
         for column in template.drops(share.with_values):
             drops.add(column)
-        created = writes.createAndAppend(
+        created = routed_commits.createAndAppend(
             outcome.java,
             iceberg_catalog(self.spark, self.tables.catalog),
             identifier(self.spark, name.split(".")),

@@ -1,6 +1,5 @@
 package dev.frazil.spark;
 
-import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.io.Serializable;
@@ -12,40 +11,19 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import java.util.concurrent.ExecutorService;
-import org.apache.iceberg.AppendFiles;
-import org.apache.iceberg.BaseTable;
-import org.apache.iceberg.BaseTransaction;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.FileFormat;
-import org.apache.iceberg.ManifestFile;
 import org.apache.iceberg.PartitionKey;
 import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.SerializableTable;
-import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
-import org.apache.iceberg.TableMetadata;
-import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.TableProperties;
-import org.apache.iceberg.Transaction;
-import org.apache.iceberg.Transactions;
-import org.apache.iceberg.UpdateSchema;
-import org.apache.iceberg.catalog.Catalog;
-import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.data.RegistryBasedFileWriterFactory;
-import org.apache.iceberg.exceptions.CommitFailedException;
-import org.apache.iceberg.exceptions.ValidationException;
 import org.apache.iceberg.io.FanoutDataWriter;
 import org.apache.iceberg.io.FileIO;
 import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.io.RollingDataWriter;
-import org.apache.iceberg.mapping.MappingUtil;
-import org.apache.iceberg.mapping.NameMappingParser;
-import org.apache.iceberg.relocated.com.google.common.util.concurrent.MoreExecutors;
 import org.apache.iceberg.util.PropertyUtil;
-import org.apache.iceberg.util.Tasks;
-import org.apache.iceberg.util.ThreadPools;
-import dev.frazil.iceberg.MarkedCatalog;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.JavaSparkContext;
@@ -60,8 +38,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  * Writes a routed micro-batch to all of its tables in one Spark job: each task writes the
  * rows it holds to each table's data files with Iceberg's own writers for Spark rows (a
  * fan-out writer per table, one rolling file per partition), and the driver then commits
- * each table's files in one commit of its own ({@link #append}), or all known tables' files in
- * one catalog transaction where the catalog commits several tables at once ({@link #appendAll}).
+ * them with {@link RoutedCommits}: each table's files in one commit of its own, or all known
+ * tables' files in one catalog transaction where the catalog commits several tables at once.
  *
  * <p>The batch is a Dataset laid out as: the row's kind (int, at {@link #KIND_COLUMN}), its
  * table's name (string, {@link #TABLE_COLUMN}), the record's topic (string, {@link
@@ -72,7 +50,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * written ({@link #BAD} to {@link #IGNORED}). A table the driver named is written with that
  * table's schema, spec and properties; any other name is a table the batch meets first,
  * written with the template (schema, spec, properties) under {@code <namespace
- * location>/<table>} and created by {@link #createAndAppend} with exactly that schema.
+ * location>/<table>} and created by {@link RoutedCommits#createAndAppend} with exactly that schema.
  *
  * <p>These positions and codes are the contract with {@code frazil.engine.one_job}, which
  * builds the layout with constants of the same names and values; {@code
@@ -120,28 +98,6 @@ public final class RoutedWrites {
   public static final int IGNORED = -5;
 
   private static final ObjectMapper JSON = new ObjectMapper();
-  /**
-   * Runs a commit's manifest scans (the merge and filter of existing manifests, the manifest
-   * list) in the committing thread: on Iceberg's shared worker pool, each step of the tables
-   * committing at once would queue, and its caller polls for it in 10 ms sleeps. Writing the
-   * new manifest still goes to that pool in Iceberg 1.11, hence its size (frazil sets
-   * {@code iceberg.worker.num-threads}).
-   */
-  private static final ExecutorService IN_THREAD = MoreExecutors.newDirectExecutorService();
-  /**
-   * Applies the appends of a multi-table commit at once ({@link #appendAll}): a pool of its own,
-   * since each append hands its manifest to Iceberg's worker pool and waits for it.
-   */
-  private static final ExecutorService APPLY_POOL =
-      ThreadPools.newExitingWorkerPool("frazil-commit-apply", 16);
-
-  /**
-   * Commits the known tables of a batch each on its own ({@link #appendEach}): as many at once
-   * as the driver's threads did (catalog round trips and small file writes, mostly waiting).
-   */
-  private static final ExecutorService EACH_POOL =
-      ThreadPools.newExitingWorkerPool("frazil-commit-each", 8);
-
   private RoutedWrites() {}
 
   /** Records not written, by code (the summary's counts; {@link #IGNORED} rows are not). */
@@ -395,307 +351,6 @@ public final class RoutedWrites {
       ios.put(name, table != null ? table.io() : newTables.io());
     }
     return new Result(merged, counts, refused, ios);
-  }
-
-  /**
-   * Appends a known table's files in one commit carrying {@code summary}. A commit refused by
-   * validation (a stale marker: another run, a rollback) deletes the files: nothing refers to
-   * them, and the batch is planned again.
-   */
-  public static void append(Result result, Table table, String name, Map<String, String> summary) {
-    AppendFiles append = table.newAppend().scanManifestsWith(IN_THREAD);
-    List<DataFile> files = result.share(name).files;
-    for (DataFile f : files) {
-      append.appendFile(f);
-    }
-    summary.forEach(append::set);
-    try {
-      append.commit();
-    } catch (ValidationException e) {
-      for (DataFile f : files) {
-        try {
-          table.io().deleteFile(f.location());
-        } catch (RuntimeException suppressed) {
-          e.addSuppressed(suppressed);
-        }
-      }
-      throw e;
-    }
-  }
-
-  /**
-   * {@link #append(Result, Table, String, Map)} with the summary as a JSON object of strings:
-   * one py4j argument, where a Java map is a round trip per entry.
-   */
-  public static void append(Result result, Table table, String name, String summary)
-      throws IOException {
-    append(result, table, name, summaryOf(summary));
-  }
-
-  /**
-   * {@link #appendAll(Result, MarkedCatalog, List, List, List)} for some of {@code tables}:
-   * {@code commits} is a JSON list of {@code [index into tables, table name, summary object]}.
-   * Passed as one string and a list built once per table set, where Java lists and maps built
-   * per batch cost a py4j round trip per table and summary entry.
-   */
-  public static void appendAll(
-      Result result, MarkedCatalog catalog, List<Table> tables, String commits)
-      throws IOException, InterruptedException {
-    List<List<Object>> parsed = JSON.readValue(commits, new TypeReference<List<List<Object>>>() {});
-    List<String> names = new ArrayList<>(parsed.size());
-    List<Table> chosen = new ArrayList<>(parsed.size());
-    List<Map<String, String>> summaries = new ArrayList<>(parsed.size());
-    for (List<Object> commit : parsed) {
-      chosen.add(tables.get(((Number) commit.get(0)).intValue()));
-      names.add((String) commit.get(1));
-      Map<String, String> summary = new LinkedHashMap<>();
-      for (Map.Entry<?, ?> e : ((Map<?, ?>) commit.get(2)).entrySet()) {
-        summary.put((String) e.getKey(), (String) e.getValue());
-      }
-      summaries.add(summary);
-    }
-    appendAll(result, catalog, names, chosen, summaries);
-  }
-
-  /**
-   * {@link #append(Result, Table, String, Map)} for some of {@code tables}, each in a commit
-   * of its own, several at once: {@code commits} is a JSON list of {@code [index into tables,
-   * table name, summary object]}. The driver's per-table commits cost a few py4j round trips
-   * each; here a batch's known tables cost one. Waits for all of them.
-   *
-   * @return the commits that failed (their positions in {@code commits}) and their failures:
-   *     usually empty, one round trip to read
-   */
-  public static Map<Integer, Throwable> appendEach(
-      Result result, List<Table> tables, String commits)
-      throws IOException {
-    List<List<Object>> parsed = JSON.readValue(commits, new TypeReference<List<List<Object>>>() {});
-    int n = parsed.size();
-    Throwable[] failures = new Throwable[n];
-    Tasks.range(n)
-        .executeWith(n > 1 ? EACH_POOL : null)
-        .run(
-            i -> {
-              List<Object> commit = parsed.get(i);
-              Map<String, String> summary = new LinkedHashMap<>();
-              for (Map.Entry<?, ?> e : ((Map<?, ?>) commit.get(2)).entrySet()) {
-                summary.put((String) e.getKey(), (String) e.getValue());
-              }
-              try {
-                append(
-                    result,
-                    tables.get(((Number) commit.get(0)).intValue()),
-                    (String) commit.get(1),
-                    summary);
-              } catch (RuntimeException | Error e) {
-                failures[i] = e;
-              }
-            });
-    Map<Integer, Throwable> out = new LinkedHashMap<>();
-    for (int i = 0; i < n; i++) {
-      if (failures[i] != null) {
-        out.put(i, failures[i]);
-      }
-    }
-    return out;
-  }
-
-  private static Map<String, String> summaryOf(String json) throws IOException {
-    return JSON.readValue(json, new TypeReference<LinkedHashMap<String, String>>() {});
-  }
-
-  /**
-   * Appends the files of several known tables, each in a snapshot carrying its own summary, in
-   * one catalog transaction ({@link MarkedCatalog#commitTables}): all tables commit, or none.
-   *
-   * <p>Each attempt applies every table's append over its metadata (refreshed after a failed
-   * attempt) in an Iceberg transaction that is never committed on its own, and sends all the
-   * tables' changes in one request. A concurrent commit to any of the tables fails the whole
-   * transaction; it is tried again over the refreshed tables, as Iceberg retries one table's
-   * commit (the tables' largest {@code commit.retry.num-retries}, waits between {@code
-   * commit.retry.min-wait-ms} and {@code max-wait-ms}), the marker checked anew each time. A
-   * stale marker ({@link dev.frazil.iceberg.StaleMarkerException}) is not retried: the data
-   * files are deleted (nothing refers to them) and the batch is planned again.
-   *
-   * @param result the job's files
-   * @param catalog the tables' catalog (one for which {@link
-   *     MarkedCatalog#commitsTablesAtOnce} holds)
-   * @param names the tables' names ({@code namespace.table}), as the job wrote them
-   * @param tables the tables (same order)
-   * @param summaries each table's snapshot summary: its marker (same order)
-   */
-  public static void appendAll(
-      Result result,
-      MarkedCatalog catalog,
-      List<String> names,
-      List<Table> tables,
-      List<Map<String, String>> summaries)
-      throws InterruptedException {
-    int retries = 0;
-    long minWait = Long.MAX_VALUE;
-    long maxWait = 0;
-    for (Table table : tables) {
-      Map<String, String> props = table.properties();
-      retries =
-          Math.max(
-              retries,
-              PropertyUtil.propertyAsInt(
-                  props,
-                  TableProperties.COMMIT_NUM_RETRIES,
-                  TableProperties.COMMIT_NUM_RETRIES_DEFAULT));
-      minWait =
-          Math.min(
-              minWait,
-              PropertyUtil.propertyAsLong(
-                  props,
-                  TableProperties.COMMIT_MIN_RETRY_WAIT_MS,
-                  TableProperties.COMMIT_MIN_RETRY_WAIT_MS_DEFAULT));
-      maxWait =
-          Math.max(
-              maxWait,
-              PropertyUtil.propertyAsLong(
-                  props,
-                  TableProperties.COMMIT_MAX_RETRY_WAIT_MS,
-                  TableProperties.COMMIT_MAX_RETRY_WAIT_MS_DEFAULT));
-    }
-    List<TableIdentifier> identifiers = new ArrayList<>(names.size());
-    for (String name : names) {
-      identifiers.add(TableIdentifier.parse(name));
-    }
-    for (int attempt = 0; ; attempt++) {
-      int n = names.size();
-      TableMetadata[][] applied = new TableMetadata[n][];
-      boolean refresh = attempt > 0;
-      // The tables' appends are applied at once, as their own commits would run (each writes
-      // a manifest and a manifest list).
-      Tasks.range(n)
-          .executeWith(n > 1 ? APPLY_POOL : null)
-          .stopOnFailure()
-          .throwFailureWhenFinished()
-          .run(i -> applied[i] = apply(result, names.get(i), tables.get(i), summaries.get(i), refresh));
-      List<TableMetadata> bases = new ArrayList<>(n);
-      List<TableMetadata> updated = new ArrayList<>(n);
-      for (TableMetadata[] pair : applied) {
-        bases.add(pair[0]);
-        updated.add(pair[1]);
-      }
-      try {
-        catalog.commitTables(identifiers, bases, updated);
-        return;
-      } catch (ValidationException e) {
-        for (int i = 0; i < names.size(); i++) {
-          deleteUncommitted(bases.get(i), updated.get(i), tables.get(i).io(), e);
-          for (DataFile f : result.share(names.get(i)).files) {
-            try {
-              tables.get(i).io().deleteFile(f.location());
-            } catch (RuntimeException suppressed) {
-              e.addSuppressed(suppressed);
-            }
-          }
-        }
-        throw e;
-      } catch (CommitFailedException e) {
-        // Certainly not committed (the catalog refused a requirement): this attempt's manifests
-        // are nobody's.
-        for (int i = 0; i < names.size(); i++) {
-          deleteUncommitted(bases.get(i), updated.get(i), tables.get(i).io(), e);
-        }
-        if (attempt >= retries) {
-          throw e;
-        }
-        Thread.sleep(Math.min(maxWait, minWait * (1L << Math.min(attempt, 20))));
-      }
-    }
-  }
-
-  /**
-   * One table's append applied in memory only (a transaction's table operations): its
-   * manifests are written, the table is not touched until the catalog commits the whole
-   * transaction. Returns the metadata it was applied on and the metadata with it.
-   */
-  private static TableMetadata[] apply(
-      Result result, String name, Table table, Map<String, String> summary, boolean refresh) {
-    TableOperations ops = ((BaseTable) table).operations();
-    if (refresh) {
-      ops.refresh();
-    }
-    Transaction txn = Transactions.newTransaction(name, ops);
-    AppendFiles append = txn.newAppend().scanManifestsWith(IN_THREAD);
-    for (DataFile f : result.share(name).files) {
-      append.appendFile(f);
-    }
-    summary.forEach(append::set);
-    append.commit();
-    return new TableMetadata[] {
-      ((BaseTransaction) txn).startMetadata(), ((BaseTransaction) txn).currentMetadata()
-    };
-  }
-
-  /** Deletes the manifests and manifest list an uncommitted append wrote (best effort). */
-  private static void deleteUncommitted(
-      TableMetadata base, TableMetadata updated, FileIO io, RuntimeException failure) {
-    Snapshot snapshot = updated.currentSnapshot();
-    if (snapshot == null || base.snapshot(snapshot.snapshotId()) != null) {
-      return;
-    }
-    try {
-      for (ManifestFile m : snapshot.allManifests(io)) {
-        if (m.snapshotId() != null && m.snapshotId() == snapshot.snapshotId()) {
-          io.deleteFile(m.path());
-        }
-      }
-      io.deleteFile(snapshot.manifestListLocation());
-    } catch (RuntimeException suppressed) {
-      failure.addSuppressed(suppressed); // left for orphan-file cleanup
-    }
-  }
-
-  /**
-   * Creates a table met first with the template's schema (the catalog assigns the same field
-   * ids, checked), drops the columns none of its records filled, sets the name mapping and
-   * appends its files, in one transaction: the table appears with its rows and marker.
-   *
-   * @return false if the catalog would give the columns other ids (nothing is created)
-   */
-  public static boolean createAndAppend(
-      Result result,
-      Catalog catalog,
-      TableIdentifier identifier,
-      Table template,
-      Map<String, String> properties,
-      List<String> dropColumns,
-      String nameMappingProperty,
-      Map<String, String> summary) {
-    TableShare share = result.share(identifier.toString());
-    Transaction txn =
-        catalog
-            .buildTable(identifier, template.schema())
-            .withPartitionSpec(template.spec())
-            .withProperties(properties)
-            .withLocation(share.location)
-            .createTransaction();
-    if (!txn.table().schema().asStruct().equals(template.schema().asStruct())
-        || !txn.table().spec().equals(template.spec())) {
-      return false;
-    }
-    if (!dropColumns.isEmpty()) {
-      UpdateSchema update = txn.updateSchema();
-      for (String column : dropColumns) {
-        update.deleteColumn(column);
-      }
-      update.commit();
-    }
-    txn.updateProperties()
-        .set(nameMappingProperty, NameMappingParser.toJson(MappingUtil.create(txn.table().schema())))
-        .commit();
-    AppendFiles append = txn.newAppend().scanManifestsWith(IN_THREAD);
-    for (DataFile f : share.files) {
-      append.appendFile(f);
-    }
-    summary.forEach(append::set);
-    append.commit();
-    txn.commitTransaction();
-    return true;
   }
 
   /** One task: routes each row to its table's writer. */

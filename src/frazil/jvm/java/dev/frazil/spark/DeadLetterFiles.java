@@ -143,13 +143,7 @@ public final class DeadLetterFiles {
     } catch (CommitStateUnknownException e) {
       throw e; // the files may be in the table: leave them
     } catch (RuntimeException e) {
-      for (DataFile file : written) {
-        try {
-          table.io().deleteFile(file.location());
-        } catch (RuntimeException suppressed) {
-          e.addSuppressed(suppressed);
-        }
-      }
+      UncommittedFiles.delete(table.io(), written, e);
       throw e;
     }
     return count;

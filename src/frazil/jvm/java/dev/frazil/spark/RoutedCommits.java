@@ -83,13 +83,7 @@ public final class RoutedCommits {
     try {
       append.commit();
     } catch (ValidationException e) {
-      for (DataFile f : files) {
-        try {
-          table.io().deleteFile(f.location());
-        } catch (RuntimeException suppressed) {
-          e.addSuppressed(suppressed);
-        }
-      }
+      UncommittedFiles.delete(table.io(), files, e);
       throw e;
     }
   }
@@ -256,13 +250,7 @@ public final class RoutedCommits {
       } catch (ValidationException e) {
         for (int i = 0; i < names.size(); i++) {
           deleteUncommitted(bases.get(i), updated.get(i), tables.get(i).io(), e);
-          for (DataFile f : result.share(names.get(i)).files) {
-            try {
-              tables.get(i).io().deleteFile(f.location());
-            } catch (RuntimeException suppressed) {
-              e.addSuppressed(suppressed);
-            }
-          }
+          UncommittedFiles.delete(tables.get(i).io(), result.share(names.get(i)).files, e);
         }
         throw e;
       } catch (CommitFailedException e) {

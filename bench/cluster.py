@@ -103,19 +103,77 @@ def python_workers(roots: set[int]) -> set[int]:
     return found
 
 
+#: Which service a JVM or process is, by a piece of its command line: the CPU each takes
+#: during a run is reported under these names.
+ROLES = (
+    (b"CoarseGrainedExecutorBackend", "executors"),
+    (b"SparkSubmit", "driver JVM"),
+    (b"frazil.cli.main", "frazil (Python)"),
+    (b"s3proxy", "s3proxy"),
+    (b"RESTCatalogServer", "REST catalog"),
+    (b"deploy.master.Master", "Spark master + workers"),
+    (b"deploy.worker.Worker", "Spark master + workers"),
+    (b"kafka.Kafka", "Kafka broker"),
+)
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def role_of(cmdline: bytes) -> str | None:
+    """The service a process is (``ROLES``), None for any other."""
+    return next((name for piece, name in ROLES if piece in cmdline), None)
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of ``pid`` (``/proc/<pid>/stat``), None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
 class Watch(threading.Thread):
-    """Polls the process table while a run lasts: Python workers under the given processes
-    (the cluster's worker JVMs, whose children are the executors)."""
+    """Polls the process table while a run lasts.
+
+    * Python workers under the given processes (the cluster's worker JVMs, whose children
+      are the executors);
+    * the CPU seconds each service (``ROLES``) used during the run: processes that ran before
+      it (the broker, the stack's servers) from their figure at the start, the run's own
+      (driver, executors) from zero; the last figure seen counts for one that exits.
+    """
 
     def __init__(self, roots: set[int]) -> None:
         super().__init__(daemon=True)
         self.roots = roots
         self.stop = threading.Event()
         self.python_workers: set[int] = set()
+        self.before: dict[int, float] = {}
+        self.last: dict[int, tuple[str, float]] = {}
+        for pid, (_, cmdline) in _processes().items():
+            seconds = cpu_seconds(pid) if role_of(cmdline) else None
+            if seconds is not None:
+                self.before[pid] = seconds
+
+    def poll(self) -> None:
+        for pid, (_, cmdline) in _processes().items():
+            role = role_of(cmdline)
+            seconds = cpu_seconds(pid) if role else None
+            if role and seconds is not None:
+                self.last[pid] = (role, seconds)
 
     def run(self) -> None:
-        while self.roots and not self.stop.wait(0.5):
-            self.python_workers |= python_workers(self.roots)
+        while not self.stop.wait(0.25):
+            self.poll()
+            if self.roots:
+                self.python_workers |= python_workers(self.roots)
+
+    def cpu_by_role(self) -> dict[str, float]:
+        """CPU seconds per service during the run, after a last poll."""
+        self.poll()
+        totals: dict[str, float] = {}
+        for pid, (role, seconds) in self.last.items():
+            totals[role] = totals.get(role, 0.0) + seconds - self.before.get(pid, 0.0)
+        return {role: round(totals[role], 2) for role in sorted(totals)}
 
 
 def run_frazil(
@@ -153,6 +211,7 @@ def run_frazil(
     code = process.wait()
     watch.stop.set()
     watch.join(5)
+    cpu = watch.cpu_by_role()
     if code != 0:
         raise RuntimeError(f"frazil run ({label}) failed ({code}):\n{''.join(tail)}")
     handle = load_table(table)
@@ -175,6 +234,8 @@ def run_frazil(
         "events_per_s_after_first_commit": after_first / steady if steady > 0 else None,
         "snapshots": len(data),
         "python_workers_seen": len(watch.python_workers) if workers else None,
+        "cpu_s_by_role": cpu,
+        "cpu_s": round(sum(cpu.values()), 2),
     }
 
 
@@ -313,6 +374,15 @@ def main() -> None:
             "-" if r["python_workers_seen"] is None else str(r["python_workers_seen"]),
         )
     console.print(table)
+    cpu_table = Table(title="CPU seconds during each run, by process")
+    roles = sorted({role for r in rows for role in r["cpu_s_by_role"]})
+    for column in ("round", "mode", *roles, "all"):
+        cpu_table.add_column(column, justify="right")
+    for r in rows:
+        by_role = r["cpu_s_by_role"]
+        cells = [f"{by_role[role]:.1f}" if role in by_role else "-" for role in roles]
+        cpu_table.add_row(str(r["round"]), r["mode"], *cells, f"{r['cpu_s']:.1f}")
+    console.print(cpu_table)
     medians: dict[str, dict[str, float]] = {}
     for mode, pairs in ratios.items():
         for n, (end_to_end, after) in enumerate(pairs, 1):

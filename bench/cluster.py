@@ -32,6 +32,10 @@ Usage: .venv/bin/python -m bench.cluster [--records 1000000] [--partitions 4]
        [--per-trigger 250000] [--rounds 1] [--tag NAME]
        [--modes local,local-stack,cluster]
        [--executor-java-options "-XX:+UseSerialGC …"]
+       [--variant 'NAME:spark.key=value;spark.key2=value2' …]
+
+``--variant`` adds a cluster run with those Spark settings after the other modes (each
+compared with the same round's local[2]): an A/B of settings in one run.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from bench.common import (
     start_broker,
     write_result,
 )
+from bench.cpu_profile import _group, _stat
 from frazil.generate.producer import ensure_topic, produce_events
 from frazil.local import stack as local_stack
 
@@ -118,6 +123,20 @@ ROLES = (
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu_of(pid: int) -> dict[tuple[int, int], tuple[str, str, float]]:
+    """Every thread of one process: (pid, tid) → (process, thread name, CPU s)."""
+    found: dict[tuple[int, int], tuple[str, str, float]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        thread = _stat(f"/proc/{pid}/task/{tid}/stat")
+        if thread is not None:
+            found[(pid, int(tid))] = ("java", thread[0], thread[1])
+    return found
+
+
 def role_of(cmdline: bytes) -> str | None:
     """The service a process is (``ROLES``), None for any other."""
     return next((name for piece, name in ROLES if piece in cmdline), None)
@@ -149,6 +168,7 @@ class Watch(threading.Thread):
         self.python_workers: set[int] = set()
         self.before: dict[int, float] = {}
         self.last: dict[int, tuple[str, float]] = {}
+        self.threads: dict[tuple[int, int], tuple[str, str, float]] = {}
         for pid, (_, cmdline) in _processes().items():
             seconds = cpu_seconds(pid) if role_of(cmdline) else None
             if seconds is not None:
@@ -160,6 +180,9 @@ class Watch(threading.Thread):
             seconds = cpu_seconds(pid) if role else None
             if role and seconds is not None:
                 self.last[pid] = (role, seconds)
+            if role in ("driver JVM", "executors"):
+                for (p, tid), (_, thread, spent) in thread_cpu_of(pid).items():
+                    self.threads[(p, tid)] = (role, _group("java", thread), spent)
 
     def run(self) -> None:
         while not self.stop.wait(0.25):
@@ -174,6 +197,17 @@ class Watch(threading.Thread):
         for pid, (role, seconds) in self.last.items():
             totals[role] = totals.get(role, 0.0) + seconds - self.before.get(pid, 0.0)
         return {role: round(totals[role], 2) for role in sorted(totals)}
+
+    def cpu_by_thread(self) -> dict[str, dict[str, float]]:
+        """The driver's and the executors' CPU seconds by thread group (JIT, GC, tasks...)."""
+        found: dict[str, dict[str, float]] = {}
+        for role, group, spent in self.threads.values():
+            groups = found.setdefault(role, {})
+            groups[group] = groups.get(group, 0.0) + spent
+        return {
+            role: {g: round(s, 2) for g, s in sorted(groups.items(), key=lambda kv: -kv[1])[:8]}
+            for role, groups in found.items()
+        }
 
 
 def run_frazil(
@@ -212,6 +246,10 @@ def run_frazil(
     watch.stop.set()
     watch.join(5)
     cpu = watch.cpu_by_role()
+    threads = watch.cpu_by_thread()
+    for role, groups in threads.items():
+        shares = ", ".join(f"{g} {s:.1f}" for g, s in groups.items())
+        console.print(f"  {escape(label)}: {role} CPU s by thread: {escape(shares)}")
     if code != 0:
         raise RuntimeError(f"frazil run ({label}) failed ({code}):\n{''.join(tail)}")
     handle = load_table(table)
@@ -236,6 +274,7 @@ def run_frazil(
         "python_workers_seen": len(watch.python_workers) if workers else None,
         "cpu_s_by_role": cpu,
         "cpu_s": round(sum(cpu.values()), 2),
+        "cpu_s_by_thread": threads,
     }
 
 
@@ -281,10 +320,24 @@ def main() -> None:
         default="",
         help="spark.executor.extraJavaOptions for the cluster's executors (an experiment)",
     )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="NAME:key=value;key=value — one more cluster run with these Spark settings",
+    )
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes or modes[0] != "local" or any(m not in MODES for m in modes):
         parser.error(f"--modes: 'local' first, then any of {', '.join(MODES[1:])}")
+    variants: dict[str, dict[str, str]] = {}
+    for text in args.variant:
+        name, _, settings = text.partition(":")
+        pairs = [s.partition("=") for s in settings.split(";") if s.strip()]
+        if not name or name in MODES or any(not k or not sep for k, sep, _ in pairs):
+            parser.error(f"--variant {text!r}: NAME:key=value;key=value")
+        variants[name] = {k.strip(): v.strip() for k, _, v in pairs}
+    modes += list(variants)
     run_id = uuid.uuid4().hex[:6]
     work = (WORK_DIR / f"cluster-{run_id}").resolve()
     console.print(f"work folder {work}")
@@ -324,10 +377,13 @@ def main() -> None:
                     else:
                         # The driver plans and commits; the executors write.
                         config["spark"]["driver_memory"] = "1g"
+                        conf = dict(variants.get(mode, {}))
                         if args.executor_java_options:
-                            config["spark"]["conf"] = {
-                                "spark.executor.extraJavaOptions": args.executor_java_options
-                            }
+                            conf.setdefault(
+                                "spark.executor.extraJavaOptions", args.executor_java_options
+                            )
+                        if conf:
+                            config["spark"]["conf"] = conf
                     console.print(f"round {n}: {mode}: {', '.join(stack.addresses())}")
                     row = run_frazil(
                         mode,
@@ -336,7 +392,7 @@ def main() -> None:
                         args.records,
                         catalog.load_table,
                         env=stack.aws_environment(),
-                        workers=worker_pids(work / "stack") if mode == "cluster" else None,
+                        workers=worker_pids(work / "stack") if mode != "local-stack" else None,
                     )
                 rows.append({**row, "round": n})
     finally:
@@ -419,6 +475,7 @@ def main() -> None:
             },
             "goal_ratio": GOAL,
             "executor_java_options": args.executor_java_options,
+            "variants": variants,
         },
     )
     console.print(f"wrote {path}")

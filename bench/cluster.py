@@ -137,6 +137,17 @@ def thread_cpu_of(pid: int) -> dict[tuple[int, int], tuple[str, str, float]]:
     return found
 
 
+def maps_archive(pid: int) -> bool:
+    """Whether a JVM maps a class-data archive of frazil's (not only the JDK's ``classes.jsa``)."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+    return any(
+        line.endswith(".jsa") and not line.endswith("/classes.jsa") for line in maps.splitlines()
+    )
+
+
 def role_of(cmdline: bytes) -> str | None:
     """The service a process is (``ROLES``), None for any other."""
     return next((name for piece, name in ROLES if piece in cmdline), None)
@@ -169,6 +180,8 @@ class Watch(threading.Thread):
         self.before: dict[int, float] = {}
         self.last: dict[int, tuple[str, float]] = {}
         self.threads: dict[tuple[int, int], tuple[str, str, float]] = {}
+        #: pid -> (role, whether it maps a class-data archive other than the JDK's own).
+        self.archives: dict[int, tuple[str, bool]] = {}
         for pid, (_, cmdline) in _processes().items():
             seconds = cpu_seconds(pid) if role_of(cmdline) else None
             if seconds is not None:
@@ -181,6 +194,8 @@ class Watch(threading.Thread):
             if role and seconds is not None:
                 self.last[pid] = (role, seconds)
             if role in ("driver JVM", "executors"):
+                if pid not in self.archives:
+                    self.archives[pid] = (role, maps_archive(pid))
                 for (p, tid), (_, thread, spent) in thread_cpu_of(pid).items():
                     self.threads[(p, tid)] = (role, _group("java", thread), spent)
 
@@ -247,6 +262,8 @@ def run_frazil(
     watch.join(5)
     cpu = watch.cpu_by_role()
     threads = watch.cpu_by_thread()
+    archives = ", ".join(f"{r} {p} {'yes' if m else 'NO'}" for p, (r, m) in watch.archives.items())
+    console.print(f"  {escape(label)}: frazil's class-data archive mapped: {archives}")
     for role, groups in threads.items():
         shares = ", ".join(f"{g} {s:.1f}" for g, s in groups.items())
         console.print(f"  {escape(label)}: {role} CPU s by thread: {escape(shares)}")
@@ -275,6 +292,9 @@ def run_frazil(
         "cpu_s_by_role": cpu,
         "cpu_s": round(sum(cpu.values()), 2),
         "cpu_s_by_thread": threads,
+        "jvms_mapping_frazils_archive": {
+            f"{role} {pid}": mapped for pid, (role, mapped) in sorted(watch.archives.items())
+        },
     }
 
 

@@ -97,6 +97,33 @@ def test_executors_on_this_machine_share_the_drivers_archive_and_logging(
     assert "spark.executor.extraJavaOptions" not in _conf({"master": "spark://h:7077"})
 
 
+def test_jvms_sharing_this_machines_cores_compile_with_c1_only() -> None:
+    # The local stack (a master on the loopback address): the driver and the executors.
+    near = _conf({"master": "spark://127.0.0.1:7077"})
+    assert "-XX:TieredStopAtLevel=1" in near["spark.driver.extraJavaOptions"]
+    assert "-XX:TieredStopAtLevel=1" in near["spark.executor.extraJavaOptions"]
+    assert "GC" in near["spark.executor.extraJavaOptions"]
+    # A user's flags come after frazil's: the JVM takes the last, C2 and G1 are back.
+    user = _conf(
+        {
+            "master": "spark://127.0.0.1:7077",
+            "conf": {
+                "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=4",
+                "spark.executor.extraJavaOptions": "-XX:+UseG1GC -XX:TieredStopAtLevel=4",
+            },
+        }
+    )
+    executor = user["spark.executor.extraJavaOptions"]
+    assert executor.endswith("-XX:+UseG1GC -XX:TieredStopAtLevel=4")
+    assert executor.count("GC") == 1
+    assert user["spark.driver.extraJavaOptions"].endswith("-XX:TieredStopAtLevel=4")
+    # Local mode keeps C2 (the tasks run there) and a remote cluster's JVMs are untouched.
+    assert "TieredStopAtLevel" not in _conf({})["spark.driver.extraJavaOptions"]
+    remote = _conf({"master": "spark://h:7077"})
+    assert "TieredStopAtLevel" not in remote["spark.driver.extraJavaOptions"]
+    assert "spark.executor.extraJavaOptions" not in remote
+
+
 def test_default_driver_heap_is_sparks_own() -> None:
     assert _conf({})["spark.driver.memory"] == "1g"
 

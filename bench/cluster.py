@@ -194,7 +194,8 @@ class Watch(threading.Thread):
             if role and seconds is not None:
                 self.last[pid] = (role, seconds)
             if role in ("driver JVM", "executors"):
-                if pid not in self.archives:
+                if not self.archives.get(pid, (role, False))[1]:
+                    # Checked until seen: a JVM that has just started maps it a moment later.
                     self.archives[pid] = (role, maps_archive(pid))
                 for (p, tid), (_, thread, spent) in thread_cpu_of(pid).items():
                     self.threads[(p, tid)] = (role, _group("java", thread), spent)

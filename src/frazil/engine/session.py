@@ -128,7 +128,7 @@ def spark_conf(
     if is_local(config.spark.master):
         java_opts += f" {' '.join(JIT_OPTIONS)}"
     elif _on_loopback(config.spark.master):
-        java_opts += f" {' '.join(SHARED_CORES_JIT_OPTIONS)}"
+        java_opts += f" {' '.join(STACK_DRIVER_JIT_OPTIONS)}"
     if user_opts:
         # Appended, not replacing ours: the JVM takes the last of repeated flags, so the
         # user's win, and the run fence's token and the log settings stay.
@@ -175,7 +175,6 @@ def spark_conf(
         # class-data archive too, and log as the driver does (warnings, Kafka's errors)
         # instead of Spark's default INFO, a line per Kafka fetch. The user's options last.
         executor_opts = [f"-Dlog4j2.configurationFile={log_config}", cds_java_options()]
-        executor_opts.extend(SHARED_CORES_JIT_OPTIONS)
         user_executor_opts = config.spark.conf.get("spark.executor.extraJavaOptions", "")
         if not _GC_FLAG.search(user_executor_opts):
             # Executors sharing the driver's few cores: the driver's rule for local mode.
@@ -214,15 +213,16 @@ JIT_OPTIONS = (
 )
 
 
-#: The JIT of the JVMs of a cluster whose executors run on this machine (a master on the
-#: loopback address: the local stack): C1 only. There the driver, each executor and the
-#: stack's servers share the machine's cores, and each JVM compiles Spark's large code path
-#: with C2 again: on 2 cores the JIT compilers took ~30 of a 1M-record run's ~66 CPU seconds
-#: (the executors 18 of their 35; the driver, which only plans, 12 of its 22). With C1 alone
-#: the run took 0.66x the wall time and 0.58x the CPU, its tasks' code ~5-20% slower
-#: (docs/benchmarks.md, "The cluster's JIT"). The user's extraJavaOptions come after and win
+#: The JIT of a driver whose executors run on this machine (a master on the loopback address:
+#: the local stack): C1 only. That driver runs no task, only plans and commits, next to the
+#: executors and the stack's servers on the same cores, and its C2 compiler mostly compiled
+#: the start-up's class loading, lambda spinning and deserialization: 12-17 of the driver's
+#: 20-30 CPU seconds on 1-3M records. With C1 alone on 3M records the run took 0.81x the
+#: time (0.61x -> 0.76x local[2]'s events/s) and the warm batches kept their pace. The
+#: executors keep C2: with C1 alone their warm batches took 1.35x as long (docs/benchmarks.md,
+#: "The cluster's JIT"). The user's extraJavaOptions come after and win
 #: (``-XX:TieredStopAtLevel=4`` restores C2).
-SHARED_CORES_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+STACK_DRIVER_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 
 
 _GC_FLAG = re.compile(r"-XX:\+Use\w*GC\b")

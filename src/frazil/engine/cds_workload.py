@@ -47,6 +47,7 @@ def _start_stack(work: Path) -> StackAddresses | None:
     try:
         return stack.up(work / "stack", [stack.REST_CATALOG], ports, timeout=120)
     except FrazilError as exc:
+        stack.down(work / "stack")  # a service started before the one that failed
         print(f"the archive leaves the stack's classes out: {exc}", file=sys.stderr)
         return None
 

@@ -88,7 +88,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def _stat(path: str) -> tuple[str, float] | None:
+def proc_stat(path: str) -> tuple[str, float] | None:
     """``(comm, CPU seconds)`` of a /proc stat file."""
     try:
         text = Path(path).read_text()
@@ -103,7 +103,7 @@ def thread_cpu(root: int) -> dict[tuple[int, int], tuple[str, str, float]]:
     """Every thread of ``root`` and its descendants: (pid, tid) → (process, thread, CPU s)."""
     out: dict[tuple[int, int], tuple[str, str, float]] = {}
     for pid in descendants(root):
-        proc = _stat(f"/proc/{pid}/stat")
+        proc = proc_stat(f"/proc/{pid}/stat")
         if proc is None:
             continue
         try:
@@ -111,13 +111,13 @@ def thread_cpu(root: int) -> dict[tuple[int, int], tuple[str, str, float]]:
         except OSError:
             continue
         for tid in tids:
-            thread = _stat(f"/proc/{pid}/task/{tid}/stat")
+            thread = proc_stat(f"/proc/{pid}/task/{tid}/stat")
             if thread is not None:
                 out[(pid, int(tid))] = (proc[0], thread[0], thread[1])
     return out
 
 
-def _group(process: str, thread: str) -> str:
+def thread_group(process: str, thread: str) -> str:
     """A thread's group: its name without numbers (Linux keeps 15 characters of it)."""
     if process != "java":
         return f"{process} (process)"
@@ -141,7 +141,7 @@ def cpu_by_group(
     groups: dict[str, float] = collections.defaultdict(float)
     for key, (process, thread, cpu) in after.items():
         spent = cpu - (before[key][2] if key in before else 0.0)
-        groups[_group(process, thread)] += spent
+        groups[thread_group(process, thread)] += spent
     return dict(sorted(groups.items(), key=lambda kv: -kv[1]))
 
 

@@ -175,6 +175,7 @@ def spark_conf(
         # class-data archive too, and log as the driver does (warnings, Kafka's errors)
         # instead of Spark's default INFO, a line per Kafka fetch. The user's options last.
         executor_opts = [f"-Dlog4j2.configurationFile={log_config}", cds_java_options()]
+        executor_opts.extend(STACK_EXECUTOR_JIT_OPTIONS)
         user_executor_opts = config.spark.conf.get("spark.executor.extraJavaOptions", "")
         if not _GC_FLAG.search(user_executor_opts):
             # Executors sharing the driver's few cores: the driver's rule for local mode.
@@ -219,10 +220,24 @@ JIT_OPTIONS = (
 #: the start-up's class loading, lambda spinning and deserialization: 12-17 of the driver's
 #: 20-30 CPU seconds on 1-3M records. With C1 alone on 3M records the run took 0.81x the
 #: time (0.61x -> 0.76x local[2]'s events/s) and the warm batches kept their pace. The
-#: executors keep C2: with C1 alone their warm batches took 1.35x as long (docs/benchmarks.md,
-#: "The cluster's JIT"). The user's extraJavaOptions come after and win
+#: executors keep C2 (below): with C1 alone their warm batches took 1.35x as long
+#: (docs/benchmarks.md, "The cluster's JIT"). The user's extraJavaOptions come after and win
 #: (``-XX:TieredStopAtLevel=4`` restores C2).
 STACK_DRIVER_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+
+#: The JIT of the executors on this machine (the local stack's): C2 for methods called tens of
+#: thousands of times, not thousands (HotSpot's Tier4 thresholds are 5,000/600/15,000). Each
+#: executor loads ~17,000 classes and deserializes its tasks, and with the defaults C2
+#: compiled that start-up code in both JVMs (15-18 of their ~30 CPU seconds on 1M records)
+#: while their first batches ran. With these the executors' JIT took 10.5 s, their warm
+#: batches kept C2's pace and the 1M run went from 0.62x to 0.72x local[2]'s events/s
+#: (docs/benchmarks.md, "The cluster's JIT"). C1's thresholds stay HotSpot's: raising them
+#: too, as a local driver's are, was slower (3M records: 0.69x against 0.76x).
+STACK_EXECUTOR_JIT_OPTIONS = (
+    "-XX:Tier4InvocationThreshold=60000",
+    "-XX:Tier4MinInvocationThreshold=20000",
+    "-XX:Tier4CompileThreshold=90000",
+)
 
 
 _GC_FLAG = re.compile(r"-XX:\+Use\w*GC\b")

@@ -101,8 +101,10 @@ def test_a_driver_sharing_this_machines_cores_with_executors_compiles_with_c1_on
     # The local stack (a master on the loopback address): the driver only plans and commits.
     near = _conf({"master": "spark://127.0.0.1:7077"})
     assert "-XX:TieredStopAtLevel=1" in near["spark.driver.extraJavaOptions"]
-    # The executors run the tasks: C2 kept, the driver's collector rule for few cores.
+    # The executors run the tasks: C2 kept for what is hot, not for their start-up; the
+    # driver's collector rule for few cores.
     assert "TieredStopAtLevel" not in near["spark.executor.extraJavaOptions"]
+    assert "-XX:Tier4InvocationThreshold=60000" in near["spark.executor.extraJavaOptions"]
     assert "GC" in near["spark.executor.extraJavaOptions"]
     # A user's flags come after frazil's: the JVM takes the last, C2 and G1 are back.
     user = _conf(

@@ -12,26 +12,12 @@ import threading
 from pathlib import Path
 
 from bench.cpu_profile import proc_stat, thread_group
-
-
-def _processes() -> dict[int, tuple[int, bytes]]:
-    """Every process as ``pid -> (parent pid, command line)`` (Linux ``/proc``)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-            parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        found[int(entry.name)] = (parent, cmdline)
-    return found
+from frazil.procs import processes
 
 
 def python_workers(roots: set[int]) -> set[int]:
     """PySpark's Python worker processes (what a Python UDF would start) under ``roots``."""
-    table = _processes()
+    table = processes()
     found = set()
     for pid, (parent, cmdline) in table.items():
         if b"pyspark.daemon" not in cmdline and b"pyspark.worker" not in cmdline:
@@ -115,13 +101,13 @@ class Watch(threading.Thread):
         self.threads: dict[tuple[int, int], tuple[str, str, float]] = {}
         #: pid -> (role, whether it maps a class-data archive other than the JDK's own).
         self.archives: dict[int, tuple[str, bool]] = {}
-        for pid, (_, cmdline) in _processes().items():
+        for pid, (_, cmdline) in processes().items():
             seconds = cpu_seconds(pid) if role_of(cmdline) else None
             if seconds is not None:
                 self.before[pid] = seconds
 
     def poll(self) -> None:
-        for pid, (_, cmdline) in _processes().items():
+        for pid, (_, cmdline) in processes().items():
             role = role_of(cmdline)
             seconds = cpu_seconds(pid) if role else None
             if role and seconds is not None:

@@ -60,6 +60,23 @@ def is_running(pid: int, started: int) -> bool:
     return fields[0] != "Z" and fields[19] == str(started)
 
 
+def processes() -> dict[int, tuple[int, bytes]]:
+    """Every process now: ``pid -> (parent pid, command line)``, arguments space-separated."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        try:
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            parent = int(fields[1]) if fields else None
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent is not None:
+            found[int(entry.name)] = (parent, line)
+    return found
+
+
 def cmdline(pid: int) -> str:
     """The process's command line with spaces between arguments, or '' if unknown."""
     try:

@@ -37,6 +37,7 @@ from frazil.generate.payments import generate_payments
 from frazil.generate.producer import ensure_topic, produce_events
 from frazil.local import stack as local_stack
 from frazil.local.daemon import http_get
+from frazil.procs import processes
 from tests.integration.helpers import end_offsets, payments_pipeline
 from tests.integration.stack import SessionStack
 from tests.integration.test_kill9 import FrazilProcess
@@ -53,27 +54,11 @@ WORKER_CLASS = b"org.apache.spark.deploy.worker.Worker"
 EXECUTOR_CLASS = b"org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 
-def _processes() -> dict[int, tuple[int, bytes]]:
-    """Every process as ``pid -> (parent pid, command line)`` (Linux ``/proc``)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rpartition(")")[2].split()[1])
-        found[int(entry.name)] = (parent, cmdline)
-    return found
-
-
 def executors_of(worker_pid: int) -> list[int]:
     """The executor JVMs a worker launched (its children running Spark's executor backend)."""
     return [
         pid
-        for pid, (parent, cmdline) in _processes().items()
+        for pid, (parent, cmdline) in processes().items()
         if parent == worker_pid and EXECUTOR_CLASS in cmdline
     ]
 

@@ -120,7 +120,7 @@ class Watch(threading.Thread):
                     self.threads[(p, tid)] = (role, thread_group("java", thread), spent)
 
     def run(self) -> None:
-        while not self.stop.wait(0.25):
+        while not self.stop.wait(0.5):
             self.poll()
             if self.roots:
                 self.python_workers |= python_workers(self.roots)

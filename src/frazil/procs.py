@@ -19,7 +19,9 @@ from types import TracebackType
 def _stat_fields(pid: int) -> list[str] | None:
     """Fields 3 and on of ``/proc/<pid>/stat`` (index 0 is the state), or None if gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        # Bytes decoded leniently: the kernel cuts a command name at 15 bytes, maybe inside a
+        # character.
+        stat = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
     except OSError:
         return None
     # Field 2 (the command name, in parentheses) may itself hold spaces and ')'.
@@ -68,7 +70,7 @@ def processes() -> dict[int, tuple[int, bytes]]:
             continue
         fields = _stat_fields(int(entry.name))
         try:
-            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            line = (entry / "cmdline").read_bytes().rstrip(b"\0").replace(b"\0", b" ")
             parent = int(fields[1]) if fields else None
         except (OSError, IndexError, ValueError):
             continue

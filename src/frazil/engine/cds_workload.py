@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,7 +47,7 @@ def _start_stack(work: Path) -> StackAddresses | None:
     ports = stack.StackPorts(s3=_free_port(), rest_catalog=_free_port())
     try:
         return stack.up(work / "stack", [stack.REST_CATALOG], ports, timeout=120)
-    except FrazilError as exc:
+    except (FrazilError, OSError) as exc:
         stack.down(work / "stack")  # a service started before the one that failed
         print(f"the archive leaves the stack's classes out: {exc}", file=sys.stderr)
         return None
@@ -67,8 +68,9 @@ def main(archive: str, work_dir: str) -> None:
     work = Path(work_dir)
     broker = LocalBroker(work / "broker", port=_free_port(), controller_port=_free_port())
     broker.up(timeout=120)
-    started = _start_stack(work)
+    started: StackAddresses | None = None
     try:
+        started = _start_stack(work)
         ensure_topic(broker.bootstrap, "cds", partitions=2)
         produce_events(broker.bootstrap, "cds", 20000, progress=False, seed=1)
         pipeline = {
@@ -92,7 +94,8 @@ def main(archive: str, work_dir: str) -> None:
         on_stack: FrazilConfig | None = None
         if started is not None:
             # The driver JVM starts once, from the first run's settings, and inherits the
-            # environment then: the store's credentials go there before it starts.
+            # environment then: the store's credentials go there before it starts (this
+            # process exists for the workload alone).
             os.environ.update(started.aws_environment())
             settings = started.config()
             settings["catalog"]["name"] = STACK_CATALOG
@@ -109,10 +112,13 @@ def main(archive: str, work_dir: str) -> None:
         def conf(config: FrazilConfig, *args: Any, **kwargs: Any) -> dict[str, str]:
             values = original(config, *args, **kwargs)
             if on_stack is not None and config is not on_stack:
-                # Hadoop's settings (S3A) are read when the JVM starts; the stack's catalog
-                # may be named then too.
+                # Spark copies spark.hadoop.* (S3A's settings) into its Hadoop configuration
+                # once, when the context starts; a later run's session gets runtime settings
+                # only. The stack's catalog is named from the start too, as it is in a stack
+                # driver's own session.
+                catalog = f"spark.sql.catalog.{STACK_CATALOG}"
                 for key, value in original(on_stack, *args, **kwargs).items():
-                    if key.startswith(("spark.hadoop.", f"spark.sql.catalog.{STACK_CATALOG}")):
+                    if key.startswith(("spark.hadoop.", f"{catalog}.")) or key == catalog:
                         values.setdefault(key, value)
             values["spark.driver.extraJavaOptions"] += " -XX:ArchiveClassesAtExit=" + archive
             return values
@@ -120,7 +126,10 @@ def main(archive: str, work_dir: str) -> None:
         session.spark_conf = conf
         runner.run(config, until_caught_up=True)
         if on_stack is not None:
-            runner.run(on_stack, until_caught_up=True)
+            try:
+                runner.run(on_stack, until_caught_up=True)
+            except Exception as exc:  # the stack's part is a bonus: keep the embedded run's
+                print(f"the archive leaves part of the stack's classes out: {exc}", file=sys.stderr)
         spark = SparkSession.getActiveSession()
         assert spark is not None
         spark.sql("SELECT count(*) FROM lake.db.cds.snapshots").collect()
@@ -131,7 +140,11 @@ def main(archive: str, work_dir: str) -> None:
         process = getattr(gateway, "proc", None)
         if process is not None and process.stdin is not None:
             process.stdin.close()
-            process.wait(timeout=300)
+            try:
+                process.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                process.kill()  # no archive then (build_archive says so), no JVM left behind
+                raise
     finally:
         if started is not None:
             stack.down(work / "stack")

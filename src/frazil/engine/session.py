@@ -127,7 +127,7 @@ def spark_conf(
         java_opts += f" -Diceberg.worker.num-threads={threads}"
     if is_local(config.spark.master):
         java_opts += f" {' '.join(JIT_OPTIONS)}"
-    elif _on_loopback(config.spark.master):
+    elif _shares_few_cores(config.spark.master):
         java_opts += f" {' '.join(STACK_DRIVER_JIT_OPTIONS)}"
     if user_opts:
         # Appended, not replacing ours: the JVM takes the last of repeated flags, so the
@@ -175,7 +175,8 @@ def spark_conf(
         # class-data archive too, and log as the driver does (warnings, Kafka's errors)
         # instead of Spark's default INFO, a line per Kafka fetch. The user's options last.
         executor_opts = [f"-Dlog4j2.configurationFile={log_config}", cds_java_options()]
-        executor_opts.extend(STACK_EXECUTOR_JIT_OPTIONS)
+        if _shares_few_cores(config.spark.master):
+            executor_opts.extend(STACK_EXECUTOR_JIT_OPTIONS)
         user_executor_opts = config.spark.conf.get("spark.executor.extraJavaOptions", "")
         if not _GC_FLAG.search(user_executor_opts):
             # Executors sharing the driver's few cores: the driver's rule for local mode.
@@ -215,15 +216,20 @@ JIT_OPTIONS = (
 
 
 #: The JIT of a driver whose executors run on this machine (a master on the loopback address:
-#: the local stack): C1 only. That driver runs no task, only plans and commits, next to the
-#: executors and the stack's servers on the same cores, and its C2 compiler mostly compiled
-#: the start-up's class loading, lambda spinning and deserialization: 12-17 of the driver's
-#: 20-30 CPU seconds on 1-3M records. With C1 alone on 3M records the run took 0.81x the
-#: time (0.61x -> 0.76x local[2]'s events/s) and the warm batches kept their pace. The
-#: executors keep C2 (below): with C1 alone their warm batches took 1.35x as long
-#: (docs/benchmarks.md, "The cluster's JIT"). The user's extraJavaOptions come after and win
-#: (``-XX:TieredStopAtLevel=4`` restores C2).
-STACK_DRIVER_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+#: the local stack), on two cores or fewer: C1 only. That driver runs no task, only plans and
+#: commits, next to the executors and the stack's servers on the same cores, and its C2
+#: compiler mostly compiled the start-up's class loading, lambda spinning and
+#: deserialization: 12-17 of the driver's 20-30 CPU seconds on 1-3M records. With C1 alone on
+#: 3M records the run took 0.81x the time (0.61x -> 0.76x local[2]'s events/s) and the warm
+#: batches kept their pace. The executors keep C2 (below): with C1 alone their warm batches
+#: took 1.35x as long (docs/benchmarks.md, "The cluster's JIT"). The user's extraJavaOptions
+#: come after and win (``-XX:TieredStopAtLevel=4`` restores C2).
+STACK_DRIVER_JIT_OPTIONS = (
+    "-XX:TieredStopAtLevel=1",
+    # C1 alone would also shrink the code cache to 48 MB, unsegmented: a long-running driver
+    # could fill it and have its compiler turned off. Tiered compilation's size is kept.
+    "-XX:ReservedCodeCacheSize=240m",
+)
 
 #: The JIT of the executors on this machine (the local stack's): C2 for methods called tens of
 #: thousands of times, not thousands (HotSpot's Tier4 thresholds are 5,000/600/15,000). Each
@@ -354,6 +360,13 @@ def _open_embedded_catalog(spark: SparkSession, config: FrazilConfig) -> None:
 
     with locked(Path(local_path(catalog.warehouse)) / ".catalog.lock"):
         spark.sql(f"SHOW NAMESPACES IN {catalog.name}").collect()
+
+
+def _shares_few_cores(master: str) -> bool:
+    """Whether a cluster's driver and executors share this machine's few cores: a master on
+    the loopback address (the local stack) on a machine of two cores or fewer, where the
+    stack's JIT settings were measured."""
+    return _on_loopback(master) and (os.cpu_count() or 1) <= 2
 
 
 def _on_loopback(master: str) -> bool:

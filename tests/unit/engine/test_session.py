@@ -97,15 +97,21 @@ def test_executors_on_this_machine_share_the_drivers_archive_and_logging(
     assert "spark.executor.extraJavaOptions" not in _conf({"master": "spark://h:7077"})
 
 
-def test_a_driver_sharing_this_machines_cores_with_executors_compiles_with_c1_only() -> None:
+def test_a_driver_sharing_few_cores_with_its_executors_compiles_with_c1_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(session.os, "cpu_count", lambda: 2)
     # The local stack (a master on the loopback address): the driver only plans and commits.
     near = _conf({"master": "spark://127.0.0.1:7077"})
-    assert "-XX:TieredStopAtLevel=1" in near["spark.driver.extraJavaOptions"]
-    # The executors run the tasks: C2 kept for what is hot, not for their start-up; the
-    # driver's collector rule for few cores.
-    assert "TieredStopAtLevel" not in near["spark.executor.extraJavaOptions"]
-    assert "-XX:Tier4InvocationThreshold=60000" in near["spark.executor.extraJavaOptions"]
-    assert "GC" in near["spark.executor.extraJavaOptions"]
+    driver = near["spark.driver.extraJavaOptions"]
+    assert "-XX:TieredStopAtLevel=1" in driver
+    assert "-XX:ReservedCodeCacheSize=240m" in driver
+    # The executors run the tasks: C2 kept for what is hot, not for their start-up, and the
+    # serial collector on two cores.
+    executor = near["spark.executor.extraJavaOptions"]
+    assert "TieredStopAtLevel" not in executor
+    assert "-XX:Tier4InvocationThreshold=60000" in executor
+    assert "-XX:+UseSerialGC" in executor
     # A user's flags come after frazil's: the JVM takes the last, C2 and G1 are back.
     user = _conf(
         {
@@ -119,12 +125,22 @@ def test_a_driver_sharing_this_machines_cores_with_executors_compiles_with_c1_on
     executor = user["spark.executor.extraJavaOptions"]
     assert executor.endswith("-XX:+UseG1GC -XX:TieredStopAtLevel=4")
     assert executor.count("GC") == 1
-    assert user["spark.driver.extraJavaOptions"].endswith("-XX:TieredStopAtLevel=4")
+    driver = user["spark.driver.extraJavaOptions"]
+    assert driver.index("TieredStopAtLevel=1") < driver.index("TieredStopAtLevel=4")
     # Local mode keeps C2 (the tasks run there) and a remote cluster's JVMs are untouched.
     assert "TieredStopAtLevel" not in _conf({})["spark.driver.extraJavaOptions"]
     remote = _conf({"master": "spark://h:7077"})
     assert "TieredStopAtLevel" not in remote["spark.driver.extraJavaOptions"]
     assert "spark.executor.extraJavaOptions" not in remote
+
+
+def test_a_stack_on_more_cores_keeps_the_jvms_compilers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(session.os, "cpu_count", lambda: 8)
+    near = _conf({"master": "spark://127.0.0.1:7077"})
+    assert "TieredStopAtLevel" not in near["spark.driver.extraJavaOptions"]
+    executor = near["spark.executor.extraJavaOptions"]
+    assert "Tier4" not in executor
+    assert "-XX:+UseParallelGC" in executor
 
 
 def test_default_driver_heap_is_sparks_own() -> None:

@@ -90,6 +90,10 @@ def test_maintain_next_to_a_live_run_keeps_every_record_and_cuts_files(
                 "spark": {"driver_memory": "1g"},
                 "maintenance": {
                     "interval": "2s",
+                    # A MERGE that lost to a compaction holds the table's rewrites off this
+                    # long (10m by default, longer than the test): compaction resumes after,
+                    # and a MERGE's retries (0.5 s, 1 s, 2 s, 4 s apart) each note it again.
+                    "merge_backoff": "5s",
                     "compaction": {"min_small_files": 3},
                     "expire": {"older_than": "1ms", "retain_last": 2},
                     "manifests": {"min_manifests": 5},
@@ -148,6 +152,13 @@ def test_maintain_next_to_a_live_run_keeps_every_record_and_cuts_files(
     _wait_for("commits", lambda: all(f"→ {n} " in ingest.output() for n in (table, ctable)), ingest)
     settled = len(_pass_arrays(maintain.output())) + 3
     _wait_for("passes", lambda: len(_pass_arrays(maintain.output())) >= settled, maintain)
+    # A MERGE that lost to a compaction late holds the upsert table's off for merge_backoff.
+    _wait_for(
+        "compaction of both tables",
+        lambda: all(_cuts(_passes(maintain.output()), n) for n in (table, ctable)),
+        maintain,
+        timeout=180,
+    )
     code, maintain_out = maintain.stop()
     assert code == 0, maintain_out[-3000:]
     code, ingest_out = ingest.stop()
@@ -177,16 +188,23 @@ def test_maintain_next_to_a_live_run_keeps_every_record_and_cuts_files(
         commits += sum(1 for c in drained if c.table.endswith(name))
         # Each compaction pass left fewer files than it rewrote. The table's file count at
         # the end is no measure: MERGE commits after the last pass add files again (and
-        # maintain backs off a table whose MERGE lost to it).
-        cuts = [
-            tuple(int(n) for n in m.groups())
-            for t, action in results
-            if t.endswith(name) and action["action"] == "compaction"
-            for m in [re.match(r"(\d+) data files .* rewritten into (\d+)", action["detail"])]
-            if m and m.group(1) != "0"
-        ]
+        # maintain backs off a table whose MERGE lost to it, for merge_backoff).
+        cuts = _cuts(_passes(maintain_out), name)
         assert commits >= 5 and cuts, (name, commits, maintain_out[-3000:])
         assert all(added < rewritten for rewritten, added in cuts), (name, cuts)
+
+
+def _cuts(reports: list[dict[str, Any]], table: str) -> list[tuple[int, ...]]:
+    """(files rewritten, files added) of each compaction of ``table`` that rewrote any."""
+    return [
+        tuple(int(n) for n in m.groups())
+        for report in reports
+        if report["table"].endswith(table)
+        for action in report["results"]
+        if action["action"] == "compaction"
+        for m in [re.match(r"(\d+) data files .* rewritten into (\d+)", action["detail"])]
+        if m and m.group(1) != "0"
+    ]
 
 
 def _passes(out: str) -> list[dict[str, Any]]:

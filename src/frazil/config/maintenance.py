@@ -251,13 +251,22 @@ class MaintenanceConfig(MaintenancePolicy):
             ``interval``, on a thread of its own, within ``budget``.
         interval: Time between passes (``frazil maintain`` and inline).
         budget: Inline: a pass starts no new action after this long.
+        merge_backoff: ``frazil maintain``: how long a table's rewriting actions wait after
+            a pipeline's MERGE into it lost to a concurrent commit (``0s``: never wait).
     """
 
     mode: MaintenanceMode = "off"
     interval: str = "5m"
     budget: str = "60s"
+    merge_backoff: str = "10m"
 
     @field_validator("interval", "budget")
     @classmethod
     def _durations(cls, value: str) -> str:
         return _duration(value)
+
+    @field_validator("merge_backoff")
+    @classmethod
+    def _backoff(cls, value: str) -> str:
+        parse_duration(value)  # zero is allowed: never wait
+        return value

@@ -128,6 +128,7 @@ def run_pass(
     from frazil.sink.table import qualified
 
     started = time.monotonic()
+    backoff_s = parse_duration(config.maintenance.merge_backoff)
     reports: list[TableReport] = []
     for ref in tables:
         name = qualified(config.catalog.name, ref.name)
@@ -146,7 +147,10 @@ def run_pass(
                 break
             if step.action in yielding.REWRITES:
                 table.refresh()
-                ago = yielding.backing_off(table.java.properties().get(yielding.MERGE_CONFLICT_AT))
+                ago = yielding.backing_off(
+                    table.java.properties().get(yielding.MERGE_CONFLICT_AT),
+                    backoff_s=backoff_s,
+                )
                 if ago is not None:
                     log.info(
                         "maintenance: %s: %s skipped: a pipeline's MERGE into it lost to a "
@@ -155,7 +159,7 @@ def run_pass(
                         step.action,
                         ago,
                         yielding.MERGE_CONFLICT_AT,
-                        yielding.BACKOFF_S,
+                        backoff_s,
                     )
                     continue
             if on_action is not None:

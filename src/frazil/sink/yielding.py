@@ -11,7 +11,8 @@ times). A MERGE that keeps losing would stop the pipeline, so the writer has pri
   that action to end. So no rewrite ever commits under a running MERGE.
 * **Another process** (``frazil maintain``): a MERGE that lost to a concurrent commit notes the
   time in the table's property :data:`MERGE_CONFLICT_AT`, and maintenance skips the table's
-  rewriting actions for :data:`BACKOFF_S` after it (with a log line saying so).
+  rewriting actions for ``maintenance.merge_backoff`` after it (default :data:`BACKOFF_S`,
+  with a log line saying so).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ log = logging.getLogger(__name__)
 
 #: Table property: when (epoch ms) a pipeline's MERGE last lost to a concurrent commit.
 MERGE_CONFLICT_AT = "frazil.merge-conflict-at"
-#: How long maintenance leaves a table's data alone after its MERGE lost to a commit.
+#: How long maintenance leaves a table's data alone after its MERGE lost to a commit, unless
+#: ``maintenance.merge_backoff`` says otherwise.
 BACKOFF_S = 600.0
 #: The actions that rewrite or delete data files, which a running MERGE loses to. Manifest
 #: rewrites and snapshot expiry (which keeps every snapshot from the newest marker on) do not
@@ -112,9 +114,11 @@ def merge_failed(spark: SparkSession, table: str, error: str) -> None:
         log.info("could not note the MERGE conflict on %s: %s", table, str(exc)[:200])
 
 
-def backing_off(noted: str | None, now_ms: int | None = None) -> float | None:
+def backing_off(
+    noted: str | None, now_ms: int | None = None, backoff_s: float = BACKOFF_S
+) -> float | None:
     """Seconds since the MERGE conflict noted in :data:`MERGE_CONFLICT_AT` (its value, or
-    None), if within :data:`BACKOFF_S` (the table's rewrites wait), else None."""
+    None), if within ``backoff_s`` (the table's rewrites wait), else None."""
     if noted is None:
         return None
     try:
@@ -123,4 +127,4 @@ def backing_off(noted: str | None, now_ms: int | None = None) -> float | None:
         return None
     now = int(time.time() * 1000) if now_ms is None else now_ms
     ago = max(0.0, (now - at) / 1000)
-    return ago if ago < BACKOFF_S else None
+    return ago if ago < backoff_s else None

@@ -157,6 +157,7 @@ def test_sections_replace_sections_and_defaults_fill_the_rest() -> None:
         ({"expire": {"older_than": "soon"}}, "is not a duration"),
         ({"compaction": {"target_file_size": "big"}}, "is not a size"),
         ({"interval": "0s"}, "maintenance.interval: must be longer than zero"),
+        ({"merge_backoff": "a while"}, "maintenance.merge_backoff: 'a while' is not a duration"),
         ({"retention": {"column": "ts"}}, "maintenance.retention.older_than"),
     ],
 )

@@ -47,3 +47,10 @@ def test_rewrites_back_off_for_a_while_after_a_noted_conflict() -> None:
     assert yielding.backing_off(str(now - 30_000), now) == 30.0
     old = now - int(yielding.BACKOFF_S * 1000) - 1
     assert yielding.backing_off(str(old), now) is None
+
+
+def test_the_back_off_follows_the_configured_length() -> None:
+    now = 1_000_000_000
+    assert yielding.backing_off(str(now - 30_000), now, backoff_s=20.0) is None
+    assert yielding.backing_off(str(now - 10_000), now, backoff_s=20.0) == 10.0
+    assert yielding.backing_off(str(now), now, backoff_s=0.0) is None

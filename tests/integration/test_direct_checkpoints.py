@@ -16,6 +16,8 @@ from tests.integration.stack import SessionStack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+ALREADY_EXISTS = "org.apache.hadoop.fs.FileAlreadyExistsException"
+
 
 def _manager(spark: Any, root: str, settings: dict[str, str]) -> tuple[Any, Any]:
     jvm = spark.sparkContext._jvm
@@ -55,10 +57,21 @@ def _check(spark: Any, root: str, settings: dict[str, str]) -> None:
     out.close()
     assert manager.exists(entry) and _read(jvm, manager, entry) == "v1\nfirst"
 
-    # Spark's metadata logs detect a second writer of a batch by this refusal.
-    with pytest.raises(Py4JJavaError, match="FileAlreadyExistsException"):
+    # An entry that exists is refused, by the type Spark's metadata logs look for.
+    with pytest.raises(Py4JJavaError) as refused:
         _write(manager, entry, "v1\nsecond").close()
+    assert refused.value.java_exception.getClass().getName() == ALREADY_EXISTS
     assert _read(jvm, manager, entry) == "v1\nfirst"
+
+    # Two writers of one entry: the second to finish is refused and leaves the first's.
+    racing = jvm.org.apache.hadoop.fs.Path(f"{root}/offsets/2")
+    slow = _write(manager, racing, "v1\nslow")
+    _write(manager, racing, "v1\nfast").close()
+    with pytest.raises(Py4JJavaError) as lost:
+        slow.close()
+    assert lost.value.java_exception.getClass().getName() == ALREADY_EXISTS
+    assert _read(jvm, manager, racing) == "v1\nfast"
+    manager.delete(racing)
 
     _write(manager, entry, "v1\nreplaced", overwrite=True).close()
     assert _read(jvm, manager, entry) == "v1\nreplaced"
@@ -72,16 +85,20 @@ def _check(spark: Any, root: str, settings: dict[str, str]) -> None:
     assert [n for n in _names(manager, folder) if not n.startswith(".")] == ["0"]
 
 
+@pytest.mark.parametrize("scheme", ["s3a", "s3"])
 def test_on_the_object_store_entries_are_written_in_place(
-    spark: Any, stack: SessionStack, unique: str
+    spark: Any, stack: SessionStack, unique: str, scheme: str
 ) -> None:
+    """``s3://`` is S3A too (frazil maps it), but has no FileContext binding: Spark's own
+    choice for it is the FileSystem-based manager, which this one must keep."""
     stack.require("s3")
-    root = f"s3a://{stack.bucket}/tests/{unique}/checkpoint"
+    root = f"{scheme}://{stack.bucket}/tests/{unique}/checkpoint"
     _check(
         spark,
         root,
         {
             "fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
             "fs.s3a.endpoint": stack.s3_endpoint,
             "fs.s3a.endpoint.region": stack.region,
             "fs.s3a.path.style.access": "true",
@@ -93,7 +110,8 @@ def test_on_the_object_store_entries_are_written_in_place(
             ),
         },
     )
-    # Written in place: no upload in progress and no temporary object left anywhere.
+    # Nothing else in the store: a write renamed into place leaves its temporary object
+    # behind when the rename is refused, as the refused entry's was above.
     import pyarrow.fs as pafs
 
     store = pafs.S3FileSystem(
@@ -113,3 +131,11 @@ def test_on_a_local_folder_entries_are_renamed_into_place(spark: Any, tmp_path: 
     _check(spark, (tmp_path / "checkpoint").as_uri(), {})
     files = sorted(p.name for p in (tmp_path / "checkpoint").rglob("*") if p.is_file())
     assert [f for f in files if not f.startswith(".")] == ["0"]
+    # Spark's own way there: a temporary file while the entry is written, renamed on close.
+    jvm, manager = _manager(spark, (tmp_path / "checkpoint").as_uri(), {})
+    out = _write(
+        manager, jvm.org.apache.hadoop.fs.Path((tmp_path / "checkpoint/offsets/5").as_uri()), "v1"
+    )
+    assert any(p.name.endswith(".tmp") for p in (tmp_path / "checkpoint/offsets").iterdir())
+    out.close()
+    assert (tmp_path / "checkpoint/offsets/5").read_text() == "v1"

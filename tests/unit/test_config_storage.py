@@ -20,7 +20,7 @@ from frazil.config.storage_clients import (
     pyiceberg_properties,
 )
 from frazil.engine.reachable import _storage_reason, check_services, services
-from frazil.engine.session import spark_conf
+from frazil.engine.session import DIRECT_CHECKPOINTS, spark_conf
 from frazil.errors import ConfigError, ServiceError
 
 SECRET = "wJalrXUtnFEMI-not-a-real-secret"
@@ -293,6 +293,21 @@ def test_the_users_catalog_properties_win(monkeypatch: pytest.MonkeyPatch, tmp_p
     }
     conf = spark_conf(parse_config(_stack(catalog=catalog)), [])
     assert conf["spark.sql.catalog.lake.s3.endpoint"] == "http://other:9000"
+
+
+def test_checkpoints_on_s3_are_written_in_place_unless_the_user_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("FRAZIL_CDS", "0")
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+    assert spark_conf(parse_config(_stack()), [])[key] == DIRECT_CHECKPOINTS
+    # One pipeline's own checkpoint on S3 is enough; none on S3, Spark's own manager.
+    local = _stack(state_dir=str(tmp_path / "state"))
+    assert key not in spark_conf(parse_config(local), [])
+    local["pipelines"] = [{**_pipeline(), "checkpoint": "s3://frazil/cp/payments"}]
+    assert spark_conf(parse_config(local), [])[key] == DIRECT_CHECKPOINTS
+    mine = _stack(spark={"master": "local[2]", "conf": {key: "my.Manager"}})
+    assert spark_conf(parse_config(mine), [])[key] == "my.Manager"
 
 
 def test_pyiceberg_gets_the_store_and_the_credentials(monkeypatch: pytest.MonkeyPatch) -> None:

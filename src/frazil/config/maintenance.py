@@ -251,8 +251,8 @@ class MaintenanceConfig(MaintenancePolicy):
             ``interval``, on a thread of its own, within ``budget``.
         interval: Time between passes (``frazil maintain`` and inline).
         budget: Inline: a pass starts no new action after this long.
-        merge_backoff: ``frazil maintain``: how long a table's rewriting actions wait after
-            a pipeline's MERGE into it lost to a concurrent commit (``0s``: never wait).
+        merge_backoff: How long passes skip a table's rewriting actions after a pipeline's
+            MERGE into it lost to a concurrent commit (``0s``: never).
     """
 
     mode: MaintenanceMode = "off"

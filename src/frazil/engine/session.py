@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,8 @@ from frazil.progress.fence import jvm_option
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 #: Threads of Iceberg's worker pool in the driver (``iceberg.worker.num-threads``), at least
@@ -320,34 +323,33 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
     from pyspark.sql import SparkSession
 
     from frazil.engine.reachable import check_services, check_storage
-    from frazil.jvm.fetch import spark_jars
+    from frazil.jvm.fetch import artifacts_cached, spark_jars
 
     # The object store, the REST catalog and the master first: one that does not answer is
     # named in seconds, not after Spark's and the SDK's minutes of retries.
     check_services(config)
-    rest_check: Future[Any] | None = None
-    if config.catalog.type == "rest":
-        # A token or credential the catalog refuses, named by its key in seconds; Spark would
-        # meet it at the first query, as a Java stack. Checked while the JVM starts: the
-        # check is mostly importing PyIceberg (~0.6 s), the start mostly waiting.
-        from frazil.config.catalog_clients import open_rest_catalog
-
-        checker = ThreadPoolExecutor(1, "frazil-rest-check")
-        rest_check = checker.submit(open_rest_catalog, config)
-        checker.shutdown(wait=False)
-    if config.catalog.type == "jdbc" and not is_remote(config.catalog.warehouse):
-        # SQLite creates its file but not the folder around it.
-        Path(local_path(config.catalog.warehouse)).mkdir(parents=True, exist_ok=True)
-    settings = spark_conf(config, spark_jars(), run_token)
-    builder = SparkSession.builder
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    # Local Spark binds to loopback like every frazil service, and so does a driver whose
-    # cluster is on this machine's loopback (the local stack's); workers use the CLI's Python.
-    if config.spark.master.startswith("local") or _on_loopback(config.spark.master):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", _python())
-    launched = _launch_jvm(settings, jvm_log_file(config))
+    rest_check = _RestCheck(config) if config.catalog.type == "rest" else None
+    if rest_check is not None and not artifacts_cached("spark"):
+        rest_check.result()  # before minutes of fetching, not after
+    try:
+        if config.catalog.type == "jdbc" and not is_remote(config.catalog.warehouse):
+            # SQLite creates its file but not the folder around it.
+            Path(local_path(config.catalog.warehouse)).mkdir(parents=True, exist_ok=True)
+        settings = spark_conf(config, spark_jars(), run_token)
+        builder = SparkSession.builder
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        # Local Spark binds to loopback like every frazil service, and so does a driver whose
+        # cluster is on this machine's loopback (the local stack's); workers use the CLI's
+        # Python.
+        if config.spark.master.startswith("local") or _on_loopback(config.spark.master):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", _python())
+        launched = _launch_jvm(settings, jvm_log_file(config))
+    except BaseException:
+        if rest_check is not None:
+            rest_check.result()  # a refused credential is the first thing to report
+        raise
     if rest_check is not None:
         try:
             rest_check.result()
@@ -440,8 +442,40 @@ def _launch_jvm(settings: dict[str, str], log_file: Path | None) -> bool:
     return True
 
 
+class _RestCheck:
+    """The REST catalog opened with PyIceberg (:func:`open_rest_catalog`) on a thread of its
+    own, while the driver JVM starts: the check is mostly importing PyIceberg (~0.6 s), the
+    start mostly waiting. A token or credential the catalog refuses is named by its key in
+    seconds; Spark would meet it at the first query, as a Java stack.
+
+    The thread is a daemon: a catalog that accepts the connection and never answers does not
+    keep the process from exiting (Ctrl-C).
+    """
+
+    def __init__(self, config: FrazilConfig) -> None:
+        self._config = config
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="frazil-rest-check", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from frazil.config.catalog_clients import open_rest_catalog
+
+        try:
+            open_rest_catalog(self._config)
+        except BaseException as exc:  # handed to the caller by result()
+            self._error = exc
+
+    def result(self) -> None:
+        """Wait for the check; raise what it raised (a :class:`ServiceError` for a refusal)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
 def _stop_jvm() -> None:
-    """Stop the driver JVM :func:`_launch_jvm` started, before any session used it."""
+    """Stop the driver JVM :func:`_launch_jvm` started, before any session used it. Best
+    effort: the error that made the run stop is what the caller reports."""
     from pyspark import SparkContext
 
     gateway: Any = SparkContext._gateway
@@ -449,9 +483,16 @@ def _stop_jvm() -> None:
     SparkContext._jvm = None
     if gateway is None:
         return
-    gateway.shutdown()
-    gateway.proc.kill()
-    gateway.proc.wait(30)
+    try:
+        gateway.shutdown()
+    except Exception as exc:
+        log.debug("could not shut the gateway down: %s", exc)
+    try:
+        # The JVM exits when its stdin closes; a kill if it does not.
+        gateway.proc.stdin.close()
+        gateway.proc.wait(10)
+    except Exception:
+        gateway.proc.kill()
 
 
 def _python() -> str:

@@ -88,6 +88,16 @@ def artifact_dir(name: str) -> Path:
     return cache_dir() / "jars" / f"{aset.name}-{aset.fingerprint()}"
 
 
+def artifacts_cached(name: str) -> bool:
+    """Whether artifact set ``name`` is in the cache already (:func:`ensure_artifacts` would
+    fetch nothing).
+
+    Raises:
+        ArtifactError: If ``name`` is not a known artifact set.
+    """
+    return _read_marker(artifact_dir(name)) is not None
+
+
 def ensure_artifacts(name: str, *, quiet: bool = False) -> list[Path]:
     """Return the jars of artifact set ``name``, fetching them with Maven on first use.
 

@@ -154,7 +154,7 @@ def run_pass(
                 if ago is not None:
                     log.info(
                         "maintenance: %s: %s skipped: a pipeline's MERGE into it lost to a "
-                        "concurrent commit %.0fs ago (table property %s); rewrites wait %.0fs",
+                        "concurrent commit %.0fs ago (table property %s); rewrites wait %gs",
                         ref.name,
                         step.action,
                         ago,

@@ -1,15 +1,18 @@
 package dev.frazil.hadoop;
 
 import java.io.IOException;
-import java.util.EnumSet;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.CommonPathCapabilities;
-import org.apache.hadoop.fs.CreateFlag;
+import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
-import org.apache.hadoop.fs.Options;
+import org.apache.hadoop.fs.FileAlreadyExistsException;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.PathFilter;
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
-import org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A streaming checkpoint's files written in place on an object store, not renamed into place.
@@ -19,42 +22,92 @@ import org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCh
  * listings and existence checks around them: a few hundred milliseconds on every batch, twice.
  * An object store whose output streams can be aborted (S3A) needs none of it: an object
  * appears whole when its upload completes, and an aborted upload leaves nothing. So there the
- * file is created at its final path, and {@code cancel()} aborts the upload. This is what
+ * entry is created at its final path, and {@code cancel()} aborts the upload. This is what
  * Spark's {@code AbortableStreamBasedCheckpointFileManager} in {@code spark-hadoop-cloud}
  * does; that module is not among the jars frazil pins.
  *
- * <p>Elsewhere (a local or HDFS checkpoint, where rename is atomic and cheap) it writes as
- * Spark's default manager does. Set as {@code spark.sql.streaming.checkpointFileManagerClass}.
+ * <p>Everything else goes to the manager Spark would have chosen itself (its {@code
+ * FileContext}-based one, or the {@code FileSystem}-based one for a scheme without a {@code
+ * FileContext} binding, such as {@code s3://} mapped to S3A): a local or HDFS checkpoint is
+ * written exactly as without this class. Set as {@code
+ * spark.sql.streaming.checkpointFileManagerClass}.
  */
-public class DirectCheckpointFileManager extends FileContextBasedCheckpointFileManager {
-  private final boolean abortable;
+public final class DirectCheckpointFileManager implements CheckpointFileManager {
+  private static final Logger LOG = LoggerFactory.getLogger(DirectCheckpointFileManager.class);
+  /** Spark's setting that names this class: unset for the delegate, which Spark then picks. */
+  private static final String MANAGER_CLASS = "spark.sql.streaming.checkpointFileManagerClass";
+
+  private final CheckpointFileManager spark;
+  /** The file system of an abortable store, written in place; null: renamed by {@link #spark}. */
+  private final FileSystem direct;
 
   public DirectCheckpointFileManager(Path path, Configuration hadoopConf) throws IOException {
-    super(path, hadoopConf);
-    abortable = fc().hasPathCapability(path, CommonPathCapabilities.ABORTABLE_STREAM);
+    Configuration plain = new Configuration(hadoopConf);
+    plain.unset(MANAGER_CLASS);
+    spark = CheckpointFileManager.create(path, plain);
+    FileSystem fs = path.getFileSystem(hadoopConf);
+    direct = fs.hasPathCapability(path, CommonPathCapabilities.ABORTABLE_STREAM) ? fs : null;
   }
 
   @Override
   public CheckpointFileManager.CancellableFSDataOutputStream createAtomic(
       Path path, boolean overwriteIfPossible) {
-    if (!abortable) {
-      return super.createAtomic(path, overwriteIfPossible);
+    if (direct == null) {
+      return spark.createAtomic(path, overwriteIfPossible);
     }
-    // Without OVERWRITE, S3A refuses a path that exists (FileAlreadyExistsException): Spark's
-    // metadata logs rely on that to detect a second writer of the same batch.
-    EnumSet<CreateFlag> flags =
-        overwriteIfPossible
-            ? EnumSet.of(CreateFlag.CREATE, CreateFlag.OVERWRITE)
-            : EnumSet.of(CreateFlag.CREATE);
     try {
-      return new Direct(fc().create(path, flags, Options.CreateOpts.createParent()));
+      // Without overwrite, S3A refuses a path that exists (FileAlreadyExistsException); close()
+      // looks again, for a second writer that finished in between.
+      return new Direct(direct, path, overwriteIfPossible);
     } catch (IOException e) {
-      // As thrown, not wrapped: Spark tells a FileAlreadyExistsException by its type. The
-      // Scala interface declares no exceptions, so javac needs this way round.
       throw DirectCheckpointFileManager.<RuntimeException>unchecked(e);
     }
   }
 
+  @Override
+  public FSDataInputStream open(Path path) {
+    return spark.open(path);
+  }
+
+  @Override
+  public FileStatus[] list(Path path, PathFilter filter) {
+    return spark.list(path, filter);
+  }
+
+  @Override
+  public void mkdirs(Path path) {
+    spark.mkdirs(path);
+  }
+
+  @Override
+  public boolean exists(Path path) {
+    return spark.exists(path);
+  }
+
+  @Override
+  public void delete(Path path) {
+    spark.delete(path);
+  }
+
+  @Override
+  public boolean isLocal() {
+    return spark.isLocal();
+  }
+
+  @Override
+  public Path createCheckpointDirectory() {
+    return spark.createCheckpointDirectory();
+  }
+
+  @Override
+  public void close() {
+    spark.close();
+  }
+
+  /**
+   * Rethrows a checked exception as is (not wrapped): Spark tells a {@link
+   * FileAlreadyExistsException} by its type, and the Scala interface declares no exceptions.
+   */
   @SuppressWarnings("unchecked")
   private static <T extends Throwable> T unchecked(Throwable e) throws T {
     throw (T) e;
@@ -63,11 +116,21 @@ public class DirectCheckpointFileManager extends FileContextBasedCheckpointFileM
   /** Written at its final path; visible once closed, never if cancelled. */
   private static final class Direct extends CheckpointFileManager.CancellableFSDataOutputStream {
     private final FSDataOutputStream out;
+    private final FileSystem fs;
+    private final Path path;
+    private final boolean overwrite;
     private boolean done;
 
-    Direct(FSDataOutputStream out) {
+    Direct(FileSystem fs, Path path, boolean overwrite) throws IOException {
+      this(fs.create(path, overwrite), fs, path, overwrite);
+    }
+
+    private Direct(FSDataOutputStream out, FileSystem fs, Path path, boolean overwrite) {
       super(out);
       this.out = out;
+      this.fs = fs;
+      this.path = path;
+      this.overwrite = overwrite;
     }
 
     @Override
@@ -78,11 +141,14 @@ public class DirectCheckpointFileManager extends FileContextBasedCheckpointFileM
       done = true;
       try {
         out.abort();
+      } catch (RuntimeException e) {
+        // Called while Spark handles another failure: that one is the error to report.
+        LOG.warn("could not abort the checkpoint write to {}", path, e);
       } finally {
         try {
           out.close();
-        } catch (IOException ignored) {
-          // The upload was aborted; closing it has nothing left to write.
+        } catch (IOException | RuntimeException e) {
+          LOG.warn("could not close the aborted checkpoint write to {}", path, e);
         }
       }
     }
@@ -91,6 +157,12 @@ public class DirectCheckpointFileManager extends FileContextBasedCheckpointFileM
     public synchronized void close() throws IOException {
       if (done) {
         return;
+      }
+      if (!overwrite && fs.exists(path)) {
+        // Another writer completed this entry since it was created here: keep theirs.
+        cancel();
+        throw new FileAlreadyExistsException(
+            "checkpoint entry " + path + " was written by another writer in the meantime");
       }
       done = true;
       out.close();

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
-import threading
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from frazil.config import storage_clients
 from frazil.config.locations import is_remote, is_uri, local_path
 from frazil.config.models import CatalogConfig, FrazilConfig
 from frazil.config.secrets import spark_redaction_conf
 from frazil.config.storage import is_s3
+from frazil.engine.driver_jvm import RestCheck, launch_jvm, stop_jvm
 from frazil.jvm.cds import java_options as cds_java_options
 from frazil.progress.fence import jvm_option
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-log = logging.getLogger(__name__)
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 #: Threads of Iceberg's worker pool in the driver (``iceberg.worker.num-threads``), at least
@@ -328,7 +325,7 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
     # The object store, the REST catalog and the master first: one that does not answer is
     # named in seconds, not after Spark's and the SDK's minutes of retries.
     check_services(config)
-    rest_check = _RestCheck(config) if config.catalog.type == "rest" else None
+    rest_check = RestCheck(config) if config.catalog.type == "rest" else None
     if rest_check is not None and not artifacts_cached("spark"):
         rest_check.result()  # before minutes of fetching, not after
     try:
@@ -345,7 +342,7 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
         if config.spark.master.startswith("local") or _on_loopback(config.spark.master):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", _python())
-        launched = _launch_jvm(settings, jvm_log_file(config))
+        launched = launch_jvm(settings, jvm_log_file(config))
     except BaseException:
         if rest_check is not None:
             rest_check.result()  # a refused credential is the first thing to report
@@ -355,7 +352,7 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
             rest_check.result()
         except BaseException:
             if launched:
-                _stop_jvm()
+                stop_jvm()
             raise
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
@@ -412,87 +409,6 @@ def _quiet_query_context_loggers() -> None:
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         # Created as PySparkLoggers, which is what PySpark expects to find under these names.
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
-
-
-def _launch_jvm(settings: dict[str, str], log_file: Path | None) -> bool:
-    """Start the driver JVM with its own output (the launcher's "Using incubator modules"
-    line, anything printed outside log4j) going to the log file next to log4j's, unless
-    ``--verbose``; the session then attaches to it. Nothing to do when a JVM runs already.
-
-    Returns:
-        Whether a JVM was started here (else the session starts it, or one runs already).
-    """
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
-
-    if (
-        log_file is None
-        or SparkContext._gateway is not None
-        or os.environ.get("FRAZIL_VERBOSE")
-        or "PYSPARK_GATEWAY_PORT" in os.environ
-    ):
-        return False
-    conf = SparkConf()
-    for key, value in settings.items():
-        conf.set(key, value)
-    with log_file.with_name("jvm.log").open("ab") as output:
-        # The same command line the session would start, its stderr to the file.
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": output})  # type: ignore[no-untyped-call]
-    SparkContext._ensure_initialized(gateway=gateway)
-    return True
-
-
-class _RestCheck:
-    """The REST catalog opened with PyIceberg (:func:`open_rest_catalog`) on a thread of its
-    own, while the driver JVM starts: the check is mostly importing PyIceberg (~0.6 s), the
-    start mostly waiting. A token or credential the catalog refuses is named by its key in
-    seconds; Spark would meet it at the first query, as a Java stack.
-
-    The thread is a daemon: a catalog that accepts the connection and never answers does not
-    keep the process from exiting (Ctrl-C).
-    """
-
-    def __init__(self, config: FrazilConfig) -> None:
-        self._config = config
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="frazil-rest-check", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        from frazil.config.catalog_clients import open_rest_catalog
-
-        try:
-            open_rest_catalog(self._config)
-        except BaseException as exc:  # handed to the caller by result()
-            self._error = exc
-
-    def result(self) -> None:
-        """Wait for the check; raise what it raised (a :class:`ServiceError` for a refusal)."""
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-
-def _stop_jvm() -> None:
-    """Stop the driver JVM :func:`_launch_jvm` started, before any session used it. Best
-    effort: the error that made the run stop is what the caller reports."""
-    from pyspark import SparkContext
-
-    gateway: Any = SparkContext._gateway
-    SparkContext._gateway = None
-    SparkContext._jvm = None
-    if gateway is None:
-        return
-    try:
-        gateway.shutdown()
-    except Exception as exc:
-        log.debug("could not shut the gateway down: %s", exc)
-    try:
-        # The JVM exits when its stdin closes; a kill if it does not.
-        gateway.proc.stdin.close()
-        gateway.proc.wait(10)
-    except Exception:
-        gateway.proc.kill()
 
 
 def _python() -> str:

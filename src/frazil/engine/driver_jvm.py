@@ -1,0 +1,99 @@
+"""The driver's JVM process: started before the SparkSession attaches to it (its output to a
+log file), stopped again when a check made beside its start fails.
+
+The REST catalog's check (:class:`RestCheck`) runs on a thread while the JVM starts: the check
+is mostly importing PyIceberg (~0.6 s), the start mostly waiting for the JVM.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from frazil.config.models import FrazilConfig
+
+log = logging.getLogger(__name__)
+
+
+def launch_jvm(settings: dict[str, str], log_file: Path | None) -> bool:
+    """Start the driver JVM with its own output (the launcher's "Using incubator modules"
+    line, anything printed outside log4j) going to the log file next to log4j's, unless
+    ``--verbose``; the session then attaches to it. Nothing to do when a JVM runs already.
+
+    Returns:
+        Whether a JVM was started here (else the session starts it, or one runs already).
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if (
+        log_file is None
+        or SparkContext._gateway is not None
+        or os.environ.get("FRAZIL_VERBOSE")
+        or "PYSPARK_GATEWAY_PORT" in os.environ
+    ):
+        return False
+    conf = SparkConf()
+    for key, value in settings.items():
+        conf.set(key, value)
+    with log_file.with_name("jvm.log").open("ab") as output:
+        # The same command line the session would start, its stderr to the file.
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": output})  # type: ignore[no-untyped-call]
+    SparkContext._ensure_initialized(gateway=gateway)
+    return True
+
+
+class RestCheck:
+    """The REST catalog opened with PyIceberg (:func:`open_rest_catalog`) on a thread of its
+    own, while the driver JVM starts: the check is mostly importing PyIceberg (~0.6 s), the
+    start mostly waiting. A token or credential the catalog refuses is named by its key in
+    seconds; Spark would meet it at the first query, as a Java stack.
+
+    The thread is a daemon: a catalog that accepts the connection and never answers does not
+    keep the process from exiting (Ctrl-C).
+    """
+
+    def __init__(self, config: FrazilConfig) -> None:
+        self._config = config
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="frazil-rest-check", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from frazil.config.catalog_clients import open_rest_catalog
+
+        try:
+            open_rest_catalog(self._config)
+        except BaseException as exc:  # handed to the caller by result()
+            self._error = exc
+
+    def result(self) -> None:
+        """Wait for the check; raise what it raised (a :class:`ServiceError` for a refusal)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+def stop_jvm() -> None:
+    """Stop the driver JVM :func:`launch_jvm` started, before any session used it. Best
+    effort: the error that made the run stop is what the caller reports."""
+    from pyspark import SparkContext
+
+    gateway: Any = SparkContext._gateway
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if gateway is None:
+        return
+    try:
+        gateway.shutdown()
+    except Exception as exc:
+        log.debug("could not shut the gateway down: %s", exc)
+    try:
+        # The JVM exits when its stdin closes; a kill if it does not.
+        gateway.proc.stdin.close()
+        gateway.proc.wait(10)
+    except Exception:
+        gateway.proc.kill()

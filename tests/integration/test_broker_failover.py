@@ -167,7 +167,11 @@ def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
 
 
 def _dead_letters(bootstrap: str, topic: str, expected: int) -> Counter[tuple[int, int]]:
-    """(partition, offset) of the source record of each dead letter, with its count."""
+    """(partition, offset) of the source record of each dead letter, with its count.
+
+    Called once nothing writes to the topic any more: it reads every partition up to the
+    end it has now (or for 90 s at most).
+    """
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -176,19 +180,22 @@ def _dead_letters(bootstrap: str, topic: str, expected: int) -> Counter[tuple[in
             "auto.offset.reset": "earliest",
         }
     )
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    ends = {}
+    for p in partitions:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+        if high > low:
+            ends[p] = high
     consumer.subscribe([topic])
     found: Counter[tuple[int, int]] = Counter()
     deadline = time.monotonic() + 90
-    idle = 0
     try:
-        # Until all expected are in and 5 s pass without more (or 90 s in all).
-        while idle < 5 and time.monotonic() < deadline:
+        while (ends or sum(found.values()) < expected) and time.monotonic() < deadline:
             msg = consumer.poll(1.0)
-            if msg is None:
-                idle += 1 if sum(found.values()) >= expected else 0
+            if msg is None or msg.error() is not None:
                 continue
-            if msg.error() is not None:
-                continue
+            if msg.offset() + 1 >= ends.get(msg.partition(), 0):
+                ends.pop(msg.partition(), None)
             headers = dict(msg.headers() or [])
             source = (int(headers["frazil.errors.partition"]), int(headers["frazil.errors.offset"]))
             found[source] += 1
@@ -246,7 +253,7 @@ def test_killing_the_partition_leader_loses_and_repeats_nothing(
         records = Records(bootstrap, topic)
         records.thread.start()
         run_proc = TimedFrazilProcess(config_path)
-        assert run_proc.wait_commits(2, timeout=300), run_proc.output()
+        assert run_proc.wait_commits(1, timeout=300), run_proc.output()
 
         stalls: list[tuple[float, float]] = []
         for round_ in range(ROUNDS):
@@ -269,8 +276,9 @@ def test_killing_the_partition_leader_loses_and_repeats_nothing(
             again = _frazil("local", "up", "--brokers", "3", *cli_ports)
             assert again.returncode == 0, again.stderr
             assert again.stdout.strip().splitlines()[0] == bootstrap
+            # Ingestion goes on with the node back (a commit after its return).
             seen = run_proc.commits
-            assert run_proc.wait_commits(seen + 2, timeout=300), run_proc.output()
+            assert run_proc.wait_commits(seen + 1, timeout=300), run_proc.output()
         print(
             "\ningestion stalls after the kill (to next commit, longest gap between commits): "
             + ", ".join(f"{a:.1f} s / {b:.1f} s" for a, b in stalls)

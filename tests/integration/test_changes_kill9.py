@@ -27,7 +27,9 @@ import yaml
 from confluent_kafka import Producer
 
 from frazil.generate.producer import ensure_topic
+from frazil.progress.fence import RunRecord
 from tests.integration.helpers import drain
+from tests.integration.test_kill9 import _wait_jvm_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -74,6 +76,14 @@ def _run(command: list[str]) -> subprocess.Popen[bytes]:
         stdin=subprocess.DEVNULL,
         start_new_session=True,  # its own process group: killpg reaches the JVM too
     )
+
+
+def _let_go(state_dir: Path, pipeline: str) -> None:
+    """Wait for a killed run's JVM to exit, which lets go of the checkpoint."""
+    if RunRecord.read(state_dir / "runs" / f"{pipeline}.json") is not None:
+        _wait_jvm_gone(state_dir, pipeline)
+    else:  # killed before its JVM was recorded
+        time.sleep(2)
 
 
 def test_cdc_stream_with_kill_minus_9_equals_the_python_replay(
@@ -149,11 +159,13 @@ def test_cdc_stream_with_kill_minus_9_equals_the_python_replay(
                     break
                 time.sleep(0.3)
         finally:
-            if proc.poll() is None:
+            was_running = proc.poll() is None
+            if was_running:
                 os.killpg(proc.pid, signal.SIGKILL)
                 killed += 1
             proc.wait(30)
-        time.sleep(2)  # the killed JVM lets go of the checkpoint
+        if was_running:
+            _let_go(state_dir, name)
         checkpoint = state_dir / "checkpoints" / name
         if kill == 0 and checkpoint.exists():
             shutil.copytree(checkpoint, tmp_path / "old-checkpoint")

@@ -35,7 +35,8 @@ Usage: .venv/bin/python -m bench.cluster [--records 1000000] [--partitions 4]
        [--variant 'NAME:spark.key=value;spark.key2=value2' …]
 
 ``--variant`` adds a cluster run with those Spark settings after the other modes (each
-compared with the same round's local[2]): an A/B of settings in one run.
+compared with the same round's local[2]): an A/B of settings in one run. A key
+``frazil.NAME`` sets frazil's own ``spark.NAME`` (``'cold:frazil.warm_executors=false'``).
 """
 
 from __future__ import annotations
@@ -249,6 +250,9 @@ def main() -> None:
                         # The driver plans and commits; the executors write.
                         config["spark"]["driver_memory"] = "1g"
                         conf = dict(variants.get(mode, {}))
+                        for key in [k for k in conf if k.startswith("frazil.")]:
+                            # frazil's own spark: keys (e.g. frazil.warm_executors=false)
+                            config["spark"][key[len("frazil.") :]] = yaml.safe_load(conf.pop(key))
                         if args.executor_java_options:
                             conf.setdefault(
                                 "spark.executor.extraJavaOptions", args.executor_java_options

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import threading
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +17,7 @@ from frazil.config.secrets import spark_redaction_conf
 from frazil.config.storage import is_s3
 from frazil.engine.driver_jvm import RestCheck, launch_jvm, stop_jvm
 from frazil.jvm.cds import java_options as cds_java_options
+from frazil.jvm.unsigned import is_unsigned_copy
 from frazil.progress.fence import jvm_option
 
 if TYPE_CHECKING:
@@ -284,9 +287,12 @@ def jar_conf(master: str, jars: list[Path]) -> dict[str, str]:
             "spark.driver.extraClassPath": classpath,
             "spark.executor.extraClassPath": classpath,
         }
+    # Executors elsewhere load Janino from their own classpath first: the unsigned copies
+    # (:mod:`frazil.jvm.unsigned`) would only be shipped for nothing.
+    shipped = [jar for jar in jars if not is_unsigned_copy(jar)]
     return {
         "spark.driver.extraClassPath": classpath,
-        "spark.jars": ",".join(str(jar) for jar in jars),
+        "spark.jars": ",".join(str(jar) for jar in shipped),
     }
 
 
@@ -358,9 +364,35 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
     spark.sparkContext.setLogLevel("WARN")
     _quiet_query_context_loggers()
     _open_embedded_catalog(spark, config)
+    opening = _open_rest_catalog(spark, config)
     # Credentials the store refuses, or a missing bucket, stop here, before any query.
     check_storage(spark, config, config.s3_locations())
+    if opening is not None:
+        opening.join()
     return spark
+
+
+def _open_rest_catalog(spark: SparkSession, config: FrazilConfig) -> threading.Thread | None:
+    """Open a REST catalog in Spark on a thread of its own, beside the storage check.
+
+    Iceberg's REST client starts on first use (its HTTP client, the server's config, the
+    classes of both): ~0.5 s that the first table lookup paid after the storage check's first
+    use of S3A, one after the other. Opening only reads (``GET /v1/config``); nothing is
+    created before the store is checked. A failure here is left to that first lookup, which
+    reports it as always.
+    """
+    if config.catalog.type != "rest":
+        return None
+    name = config.catalog.name
+
+    def open_catalog() -> None:
+        # A failure is reported by the first real use, with the run's wording.
+        with contextlib.suppress(Exception):
+            spark._jsparkSession.sessionState().catalogManager().catalog(name)
+
+    thread = threading.Thread(target=open_catalog, name="frazil-open-catalog", daemon=True)
+    thread.start()
+    return thread
 
 
 def _open_embedded_catalog(spark: SparkSession, config: FrazilConfig) -> None:

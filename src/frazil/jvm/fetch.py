@@ -142,10 +142,12 @@ def ensure_artifacts(name: str, *, quiet: bool = False) -> list[Path]:
 
 
 def spark_jars() -> list[Path]:
-    """Jars to add to pyspark's classpath: Kafka source, Avro, Iceberg, SQLite, frazil's own."""
+    """Jars to add to pyspark's classpath: Kafka source, Avro, Iceberg, SQLite, frazil's own,
+    after unsigned copies of pyspark's signed jars (:mod:`frazil.jvm.unsigned`)."""
     from frazil.jvm.build import frazil_jar
+    from frazil.jvm.unsigned import unsigned_jars
 
-    return [*ensure_artifacts("spark"), frazil_jar()]
+    return [*unsigned_jars(), *ensure_artifacts("spark"), frazil_jar()]
 
 
 def kafka_classpath() -> list[Path]:

@@ -39,6 +39,17 @@ def test_local_mode_puts_jars_on_the_driver_classpath() -> None:
     assert is_local("local[*]") and not is_local("localhost") and not is_local("yarn")
 
 
+def test_unsigned_copies_stay_on_the_drivers_classpath() -> None:
+    copy = Path("/cache/jars/unsigned/1234abcd/janino-3.1.9.jar")
+    jars = [copy, *JARS]
+    remote = jar_conf("spark://h:7077", jars)
+    assert remote["spark.driver.extraClassPath"].startswith(f"{copy}:")
+    # A remote executor loads pyspark's Janino first anyway: the copy is not shipped.
+    assert remote["spark.jars"] == "/cache/a.jar,/cache/b.jar"
+    near = jar_conf("spark://127.0.0.1:7077", jars)
+    assert near["spark.executor.extraClassPath"].startswith(f"{copy}:")
+
+
 def test_throughput_collector_by_core_count(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(session.os, "cpu_count", lambda: 2)
     assert gc_option("local[2]") == "-XX:+UseSerialGC"

@@ -27,9 +27,9 @@ import yaml
 from confluent_kafka import Producer
 
 from frazil.generate.producer import ensure_topic
+from frazil.procs import is_running
 from frazil.progress.fence import RunRecord
 from tests.integration.helpers import drain
-from tests.integration.test_kill9 import _wait_jvm_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -78,12 +78,16 @@ def _run(command: list[str]) -> subprocess.Popen[bytes]:
     )
 
 
-def _let_go(state_dir: Path, pipeline: str) -> None:
+def _let_go(state_dir: Path, pipeline: str, driver_pid: int) -> None:
     """Wait for a killed run's JVM to exit, which lets go of the checkpoint."""
-    if RunRecord.read(state_dir / "runs" / f"{pipeline}.json") is not None:
-        _wait_jvm_gone(state_dir, pipeline)
-    else:  # killed before its JVM was recorded
-        time.sleep(2)
+    record = RunRecord.read(state_dir / "runs" / f"{pipeline}.json")
+    if record is None or record.driver_pid != driver_pid or record.jvm_start_time is None:
+        time.sleep(2)  # killed before its JVM was recorded: the record is an earlier run's
+        return
+    deadline = time.monotonic() + 60
+    while is_running(record.jvm_pid, record.jvm_start_time):
+        assert time.monotonic() < deadline, f"JVM {record.jvm_pid} of the killed run did not exit"
+        time.sleep(0.2)
 
 
 def test_cdc_stream_with_kill_minus_9_equals_the_python_replay(
@@ -165,7 +169,7 @@ def test_cdc_stream_with_kill_minus_9_equals_the_python_replay(
                 killed += 1
             proc.wait(30)
         if was_running:
-            _let_go(state_dir, name)
+            _let_go(state_dir, name, proc.pid)
         checkpoint = state_dir / "checkpoints" / name
         if kill == 0 and checkpoint.exists():
             shutil.copytree(checkpoint, tmp_path / "old-checkpoint")

@@ -46,6 +46,7 @@ class _Command:
             start_new_session=True,
         )
         self.lines: list[str] = []
+        self.terminated = False
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -57,9 +58,14 @@ class _Command:
     def output(self) -> str:
         return "".join(self.lines)
 
-    def stop(self, timeout: float = 180) -> tuple[int, str]:
-        if self.proc.poll() is None:
+    def terminate(self) -> None:
+        """One SIGTERM: a second one, once the run's handler is gone, would kill the process."""
+        if not self.terminated:
+            self.terminated = True
             self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self, timeout: float = 180) -> tuple[int, str]:
+        self.terminate()
         code = self.proc.wait(timeout)
         self.reader.join(30)
         return code, self.output()
@@ -160,7 +166,7 @@ def test_maintain_next_to_a_live_run_keeps_every_record_and_cuts_files(
         timeout=180,
     )
     # Both stop at once: each finishes its pass or batch in flight.
-    ingest.proc.send_signal(signal.SIGTERM)
+    ingest.terminate()
     code, maintain_out = maintain.stop()
     assert code == 0, maintain_out[-3000:]
     code, ingest_out = ingest.stop()

@@ -13,13 +13,17 @@ and the jars come from pyspark's own wheel.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
+import tempfile
 import zipfile
 from pathlib import Path
 
 from frazil.jvm.fetch import pyspark_jars_dir
 from frazil.paths import cache_dir
+
+log = logging.getLogger(__name__)
 
 #: A jar's signature files: the signer's manifest digests and its key block.
 _SIGNATURE = re.compile(r"META-INF/[^/]+\.(SF|DSA|RSA|EC)$", re.IGNORECASE)
@@ -49,8 +53,16 @@ def is_unsigned_copy(jar: Path) -> bool:
 
 
 def unsigned_jars() -> list[Path]:
-    """Unsigned copies of :func:`signed_jars`, made on first use and kept in the cache."""
-    return [unsigned_copy(jar, unsigned_dir()) for jar in signed_jars()]
+    """Unsigned copies of :func:`signed_jars`, made on first use and kept in the cache.
+
+    The copies only make the JVM start faster: if they cannot be made (a read-only or full
+    cache), Spark runs with pyspark's signed jars as before, and this returns no copy.
+    """
+    try:
+        return [unsigned_copy(jar, unsigned_dir()) for jar in signed_jars()]
+    except (OSError, zipfile.BadZipFile) as exc:
+        log.warning("pyspark's Janino stays out of the class-data archive: %s", exc)
+        return []
 
 
 def unsigned_copy(jar: Path, folder: Path) -> Path:
@@ -63,17 +75,22 @@ def unsigned_copy(jar: Path, folder: Path) -> Path:
     if target.is_file() and target.stat().st_mtime_ns == jar.stat().st_mtime_ns:
         return target
     folder.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.{os.getpid()}")
-    with zipfile.ZipFile(jar) as source, zipfile.ZipFile(partial, "w") as copy:
-        for entry in source.infolist():
-            if _SIGNATURE.match(entry.filename):
-                continue
-            data = source.read(entry)
-            if entry.filename.upper() == "META-INF/MANIFEST.MF":
-                data = main_section(data)
-            copy.writestr(entry, data)
-    os.utime(partial, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns))
-    partial.replace(target)  # atomic: a concurrent start reads the old copy or the new one
+    handle, name = tempfile.mkstemp(dir=folder, prefix=f".{jar.name}.")
+    os.close(handle)
+    partial = Path(name)
+    try:
+        with zipfile.ZipFile(jar) as source, zipfile.ZipFile(partial, "w") as copy:
+            for entry in source.infolist():
+                if _SIGNATURE.match(entry.filename):
+                    continue
+                data = source.read(entry)
+                if entry.filename.upper() == "META-INF/MANIFEST.MF":
+                    data = main_section(data)
+                copy.writestr(entry, data)
+        os.utime(partial, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns))
+        partial.replace(target)  # atomic: a concurrent start reads the old copy or the new one
+    finally:
+        partial.unlink(missing_ok=True)  # only left if the copy failed
     return target
 
 

@@ -6,6 +6,8 @@ import os
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from frazil.jvm.unsigned import is_unsigned_copy, main_section, unsigned_copy
 
 MANIFEST = (
@@ -58,3 +60,26 @@ def test_main_section_and_where_copies_live() -> None:
     assert main_section(MANIFEST) == b"Manifest-Version: 1.0\nCreated-By: Maven\n\n"
     assert is_unsigned_copy(Path("/c/frazil/jars/unsigned/21c71191/janino-3.1.9.jar"))
     assert not is_unsigned_copy(Path("/c/frazil/jars/spark-f9b50ffc7ced/janino-3.1.9.jar"))
+
+
+def test_no_copy_when_the_cache_cannot_take_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from frazil.jvm import unsigned
+
+    source = _signed_jar(tmp_path / "janino-3.1.9.jar")
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the folder would go")
+    monkeypatch.setattr(unsigned, "signed_jars", lambda: [source])
+    monkeypatch.setattr(unsigned, "unsigned_dir", lambda: blocked / "copies")
+    # Spark then runs with pyspark's signed jars, as before.
+    assert unsigned.unsigned_jars() == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked", "janino-3.1.9.jar"]
+
+
+def test_a_failed_copy_leaves_nothing_behind(tmp_path: Path) -> None:
+    broken = tmp_path / "janino-3.1.9.jar"
+    broken.write_bytes(b"not a zip")
+    with pytest.raises(zipfile.BadZipFile):
+        unsigned_copy(broken, tmp_path / "copies")
+    assert list((tmp_path / "copies").iterdir()) == []

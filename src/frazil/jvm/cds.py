@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from frazil.jvm.fetch import java_executable, pyspark_jars_dir, spark_jars
+from frazil.jvm.fetch import java_executable, pyspark_home_key, pyspark_jars_dir, spark_jars
 from frazil.paths import cache_dir
 
 #: Set to 0 to start Spark without the archive (comparisons, troubleshooting).
@@ -46,19 +46,9 @@ def _digest() -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _home_key() -> str:
-    """Which pyspark installation (virtual environment) an archive is for.
-
-    The JVM checks an archive against the classpath's paths, not only the jars' names: one
-    made with another checkout's pyspark (the cache is shared) never maps. Each installation
-    keeps an archive of its own, and replacing it leaves the others' alone.
-    """
-    return hashlib.sha256(str(pyspark_jars_dir().resolve()).encode()).hexdigest()[:8]
-
-
 def archive_path() -> Path:
     """Where the archive for the current JVM and jars lives (it may not exist yet)."""
-    return cache_dir() / "cds" / f"spark-driver-{_home_key()}-{_digest()}.jsa"
+    return cache_dir() / "cds" / f"spark-driver-{pyspark_home_key()}-{_digest()}.jsa"
 
 
 def java_options() -> str:
@@ -106,7 +96,7 @@ def build_archive(timeout: float = 600) -> Path:
         )
     if done.returncode != 0 or not partial.is_file():
         raise RuntimeError(f"building the CDS archive failed:\n{done.stderr[-2000:]}")
-    for old in path.parent.glob(f"spark-driver-{_home_key()}-*.jsa"):
+    for old in path.parent.glob(f"spark-driver-{pyspark_home_key()}-*.jsa"):
         old.unlink()  # this installation's archives of other JVMs or jar sets: useless now
     partial.replace(path)
     return path

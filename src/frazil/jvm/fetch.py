@@ -8,6 +8,7 @@ artifacts) is written last, so a folder without it is a half-done fetch and is r
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -188,6 +189,13 @@ def pyspark_jars_dir() -> Path:
     if spec is None or spec.origin is None:
         raise ArtifactError("pyspark is not installed; cannot tell which jars it ships")
     return Path(spec.origin).parent / "jars"
+
+
+def pyspark_home_key() -> str:
+    """Which pyspark installation (virtual environment) this is: a short digest of its jars
+    folder, for what the shared cache keeps per installation (the class-data archive, the
+    unsigned jar copies), since the JVM checks an archive against the classpath's paths."""
+    return hashlib.sha256(str(pyspark_jars_dir().resolve()).encode()).hexdigest()[:8]
 
 
 def _artifact_set(name: str) -> ArtifactSet:

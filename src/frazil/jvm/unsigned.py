@@ -12,7 +12,6 @@ and the jars come from pyspark's own wheel.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -20,7 +19,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from frazil.jvm.fetch import pyspark_jars_dir
+from frazil.jvm.fetch import pyspark_home_key, pyspark_jars_dir
 from frazil.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -28,7 +27,7 @@ log = logging.getLogger(__name__)
 #: A jar's signature files: the signer's manifest digests and its key block.
 _SIGNATURE = re.compile(r"META-INF/[^/]+\.(SF|DSA|RSA|EC)$", re.IGNORECASE)
 
-#: Which of pyspark's jars are signed (checked at setup; the names carry their versions).
+#: pyspark's signed jars, by name (their versions follow in the file name).
 SIGNED_PREFIXES = ("janino-", "commons-compiler-")
 
 
@@ -43,8 +42,7 @@ def unsigned_dir() -> Path:
     A class-data archive records each classpath jar's size and time: a copy shared by two
     installations, made again from the other's jar, would invalidate the first's archive.
     """
-    home = str(pyspark_jars_dir().resolve()).encode()
-    return cache_dir() / "jars" / "unsigned" / hashlib.sha256(home).hexdigest()[:8]
+    return cache_dir() / "jars" / "unsigned" / pyspark_home_key()
 
 
 def is_unsigned_copy(jar: Path) -> bool:

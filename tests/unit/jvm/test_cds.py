@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from frazil.jvm import cds
+from frazil.jvm import cds, fetch
 
 
 def test_options_name_the_archive_only_when_it_exists(
@@ -29,9 +29,10 @@ def test_each_pyspark_installation_has_an_archive_of_its_own(
 ) -> None:
     # The JVM checks the classpath's paths: two checkouts sharing the jar cache need two.
     monkeypatch.setattr(cds, "_digest", lambda: "d")
-    monkeypatch.setattr(cds, "pyspark_jars_dir", lambda: tmp_path / "a" / "jars")
+    # The installation's key is fetch's (the unsigned jar copies use it too).
+    monkeypatch.setattr(fetch, "pyspark_jars_dir", lambda: tmp_path / "a" / "jars")
     first = cds.archive_path()
-    monkeypatch.setattr(cds, "pyspark_jars_dir", lambda: tmp_path / "b" / "jars")
+    monkeypatch.setattr(fetch, "pyspark_jars_dir", lambda: tmp_path / "b" / "jars")
     second = cds.archive_path()
     assert first != second
     assert first.name.startswith("spark-driver-") and first.name.endswith("-d.jsa")

@@ -121,7 +121,7 @@ def test_a_driver_sharing_few_cores_with_its_executors_compiles_with_c1_only(
     # serial collector on two cores.
     executor = near["spark.executor.extraJavaOptions"]
     assert "TieredStopAtLevel" not in executor
-    assert "-XX:Tier4InvocationThreshold=60000" in executor
+    assert "-XX:Tier4InvocationThreshold=20000" in executor
     assert "-XX:+UseSerialGC" in executor
     # A user's flags come after frazil's: the JVM takes the last, C2 and G1 are back.
     user = _conf(

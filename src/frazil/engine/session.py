@@ -246,11 +246,12 @@ STACK_DRIVER_JIT_OPTIONS = (
 #: thousands of times, not thousands (HotSpot's Tier4 thresholds are 5,000/600/15,000), as a
 #: local driver's. Each executor loads ~17,000 classes and deserializes its tasks, and with the
 #: defaults C2 compiled that start-up code in both JVMs (15-18 of their ~30 CPU seconds on 1M
-#: records) while their first batches ran. Thresholds three times these (60,000/20,000/90,000)
-#: left the per-record path longer in C1's profiling tier: over 8 alternating rounds on 1M
-#: records these gave 0.90x local[2]'s events/s after the first commit against 0.80x, and
-#: 0.74x against 0.70x end to end (docs/benchmarks.md, stop 38). C1's thresholds stay
-#: HotSpot's: raising them too, as a local driver's are, was slower (3M: 0.69x against 0.76x).
+#: records) while their first batches ran. Thresholds three to four times these
+#: (60,000/20,000/90,000) left the per-record path longer in C1's profiling tier: over 8 paired
+#: rounds on 1M records these kept 0.90x local[2]'s events/s after the first commit against
+#: 0.80x (ahead in 7 of 8 rounds), and 0.74x against 0.70x end to end, within the rounds'
+#: spread (docs/benchmarks.md, stop 38; measured on 1M only). C1's thresholds stay HotSpot's:
+#: raising them too, as a local driver's are, was slower (stop 35, 3M: 0.69x against 0.76x).
 STACK_EXECUTOR_JIT_OPTIONS = (
     "-XX:Tier4InvocationThreshold=20000",
     "-XX:Tier4MinInvocationThreshold=5000",

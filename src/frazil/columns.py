@@ -120,3 +120,33 @@ def user_schema(schema: StructType) -> StructType:
     from pyspark.sql.types import StructType
 
     return StructType([f for f in schema.fields if not is_internal(f.name)])
+
+
+#: Put before the hex of a quoted text that is not valid UTF-8 (see :func:`quoted_text`).
+NOT_UTF8_PREFIX = "(not UTF-8, hex) "
+
+
+def quoted_text(text: Column) -> Column:
+    """``text`` as quoted in a dead letter's ``reason`` or ``detail``: as is when it is valid
+    UTF-8, otherwise its bytes in hex after :data:`NOT_UTF8_PREFIX`.
+
+    A string cast from Kafka bytes keeps invalid sequences (Spark does not check), but
+    Iceberg's ``string`` type is UTF-8 and readers such as PyArrow refuse anything else; hex
+    keeps every byte quoted (the raw record is in the row's ``value`` anyway).
+    """
+    from pyspark.sql import functions as F
+
+    return F.when(F.is_valid_utf8(text), text).otherwise(
+        F.concat(F.lit(NOT_UTF8_PREFIX), F.hex(text))
+    )
+
+
+def utf8_text(data: Column) -> tuple[Column, Column]:
+    """Bytes read as a string: ``(text, valid)``; ``valid`` is false for bytes that are not
+    UTF-8 (null for null), whose ``text`` then has the invalid sequences replaced by U+FFFD,
+    so that no string frazil writes breaks a reader."""
+    from pyspark.sql import functions as F
+
+    text = data.cast("string")
+    valid = F.is_valid_utf8(text)
+    return F.when(valid, text).otherwise(F.make_valid_utf8(text)), valid

@@ -9,11 +9,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from pyspark.sql import functions as F
 
 from frazil.cli.dlq_cmd import _summarise
+from frazil.columns import NOT_UTF8_PREFIX
 from frazil.engine import dead_capture
 from frazil.engine.runner import run
 from frazil.generate.producer import ensure_topic
+from frazil.observe.status import pyiceberg_catalog
 from tests.integration.helpers import payments_pipeline, table_ids
 
 GOOD = {
@@ -113,6 +116,15 @@ def test_failing_records_go_to_the_table_and_topic_and_the_rest_is_written(
         assert [(h["key"], bytes(h["value"])) for h in r["headers"]] == [("origin", b"test")]
     spec = spark.sql(f"select * from lake.{dlq_table}.partitions").columns
     assert "partition" in spec
+    # Every string is UTF-8 (Iceberg's string type): PyIceberg, through PyArrow, reads the
+    # table; the quoted bytes of a value that is not UTF-8 are in hex.
+    arrow = pyiceberg_catalog(config).load_table(dlq_table).scan().to_arrow()
+    offsets, texts = arrow.column("offset").to_pylist(), arrow.column("detail").to_pylist()
+    details = dict(zip(offsets, texts, strict=True))
+    assert sorted(details) == sorted(bad)
+    not_utf8 = next(o for o, v in bad.items() if v == b"\xff\xfe\x00garbage")
+    assert details[not_utf8] == f"{NOT_UTF8_PREFIX}FFFE00{b'garbage'.hex().upper()}"
+    assert details[next(o for o, v in bad.items() if v == b"[1, 2, 3]")] == "[1, 2, 3]"
     assert sum(reports[0].dead_letters.values()) == len(bad)
     groups = _summarise(spark, f"lake.{dlq_table}", dlq_table, [name], 1)
     assert sum(g["records"] for g in groups) == len(bad)
@@ -341,3 +353,37 @@ def test_records_a_filter_drops_are_counted_not_dead_lettered(
     assert sorted(table_ids(spark, table)) == sorted(f"a{i}" for i in range(3, 10))
     assert report.filtered_skipped == 3
     assert _dead_offsets(spark, dead) == [(0, 10)]
+
+
+@pytest.mark.parametrize("observed", [True, False], ids=["observed", "counted"])
+def test_a_batch_sent_again_counts_only_the_dead_letters_it_added(
+    spark: Any, make_config: Any, unique: str, observed: bool
+) -> None:
+    # A batch replayed after a crash, or sent by a second run of the pipeline, finds its dead
+    # letters in the table already: the run that sends it again reports none of them.
+    from frazil import columns as c
+    from frazil.engine.deadletters import DeadLetters
+
+    topic, name, dlq_table = f"again-{unique}", f"a_{unique}", f"db.again_{unique}"
+    config = make_config(
+        [payments_pipeline(name, topic, f"db.t_{unique}",
+                           errors={"tolerance": "all", "dlq_table": dlq_table})]
+    )  # fmt: skip
+    bad = spark.sql(
+        f"SELECT CAST(NULL AS BINARY) AS `{c.KEY}`, CAST(concat('bad', id) AS BINARY) AS "
+        f"`{c.VALUE}`, '{topic}' AS `{c.TOPIC}`, 0 AS `{c.PARTITION}`, id AS `{c.OFFSET}`, "
+        f"0L AS `{c.TIMESTAMP_MS}`, named_struct('stage', 'decode', 'reason', 'no', "
+        f"'detail', 'bad') AS `{c.DEAD_ERROR}` FROM range(3)"
+    )
+    seen = [(topic, 0, o, "decode", "no") for o in range(3)] if observed else None
+    window = {"planned": {topic: {0: 3}}, "lagging": set(), "query_id": "q"}
+
+    first = DeadLetters.open(spark, config, config.pipelines[0])
+    assert first is not None
+    first.write(bad, F.col(c.DEAD_ERROR), batch_id=0, seen=seen, **window)  # type: ignore[arg-type]
+    assert dict(first.counts) == {("decode", "no"): 3}
+    again = DeadLetters.open(spark, config, config.pipelines[0])
+    assert again is not None
+    again.write(bad, F.col(c.DEAD_ERROR), batch_id=0, seen=seen, **window)  # type: ignore[arg-type]
+    assert dict(again.counts) == {} and again.total == 0
+    assert spark.table(f"lake.{dlq_table}").count() == 3

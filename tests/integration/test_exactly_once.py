@@ -253,7 +253,7 @@ def test_a_commit_of_another_run_in_between_is_detected(spark: Any, unique: str)
     """Two runs writing one pipeline's table at the same moment stop instead of going on."""
     from frazil.errors import CommitError
     from frazil.progress import markers
-    from frazil.sink.iceberg import IcebergTable
+    from frazil.sink.iceberg import IcebergTable, IcebergTables
 
     name = f"lake.db.race_{unique}"
     spark.sql(f"CREATE TABLE {name} (id string) USING iceberg")
@@ -274,3 +274,26 @@ def test_a_commit_of_another_run_in_between_is_detected(spark: Any, unique: str)
     mine = markers.Marker(pipeline=pipeline, offsets={"t": {0: 12}})
     table.commit_summary_only(mine.to_summary())
     markers.check_no_interleaving(table, later, mine)
+
+    # Another run's commit above ours came after it (a run that took over as ours
+    # committed): not an interleaving, in the rules' walk and in the JVM's for many tables.
+    base = markers.find_marker(table, pipeline)
+    ours = markers.Marker(pipeline=pipeline, offsets={"t": {0: 14}})
+    table.commit_summary_only(ours.to_summary())
+    table.commit_summary_only(
+        markers.Marker(pipeline=pipeline, offsets={"t": {0: 16}}).to_summary()
+    )
+    markers.check_no_interleaving(table, base, ours)
+    together = IcebergTables(spark, [table])
+    assert markers.check_no_interleavings(together, [table], [base], [ours]) == [None]
+    # The same two commits the other way round are one.
+    base = markers.find_marker(table, pipeline)
+    table.commit_summary_only(
+        markers.Marker(pipeline=pipeline, offsets={"t": {0: 18}}).to_summary()
+    )
+    ours = markers.Marker(pipeline=pipeline, offsets={"t": {0: 20}})
+    table.commit_summary_only(ours.to_summary())
+    with pytest.raises(CommitError, match=r"from another run"):
+        markers.check_no_interleaving(table, base, ours)
+    [error] = markers.check_no_interleavings(together, [table], [base], [ours])
+    assert error is not None and "from another run" in str(error)

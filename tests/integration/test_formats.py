@@ -76,6 +76,30 @@ def test_bytes_values_and_string_keys(
     assert rows == [("a", b"\x00\xff"), ("b", b"")]
 
 
+def test_text_that_is_not_utf8_is_written_readable(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    # Iceberg's string type is UTF-8 and PyArrow refuses anything else: invalid sequences
+    # in a string value, a string key and the _kafka_key column become U+FFFD.
+    from frazil.observe.status import pyiceberg_catalog
+
+    topic, table = f"utf8-{unique}", f"db.utf8_{unique}"
+    _produce_keyed(
+        kafka_bootstrap, topic, [(b"k\xff1", b"caf\xc3\xa9 \xfe!"), (b"k2", "ok ✓".encode())]
+    )
+    config = make_config(
+        [{"name": f"u_{unique}", "topics": [topic], "table": table, "format": "string",
+          "key_format": "string", "kafka_metadata": ["key"]}]
+    )  # fmt: skip
+
+    run(config, until_caught_up=True, spark=spark)
+
+    arrow = pyiceberg_catalog(config).load_table(table).scan().to_arrow()
+    names = ("key", "value", "_kafka_key")
+    rows = sorted(zip(*(arrow.column(n).to_pylist() for n in names), strict=True))
+    assert rows == [("k2", "ok ✓", "k2"), ("k\ufffd1", "café \ufffd!", "k\ufffd1")]
+
+
 def test_a_key_column_colliding_with_a_value_field_is_refused(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:

@@ -177,6 +177,83 @@ def test_a_table_rolled_back_while_running_gets_its_records_back_once(
     _exactly([i for t in tables for i in table_ids(spark, t)], produced)
 
 
+def test_a_routed_table_rolled_back_while_idle_gets_its_records_back_after_a_stop(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A routed table that gets no records is rolled back, then the run stops: the stop's
+    final marker (the last batch's offsets, for tables the last batches left idle) must not
+    cover the records the rollback took away."""
+    topic, name = f"ri-{unique}", f"ri_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=2)
+    pipeline = payments_pipeline(name, topic, "unused", trigger="500ms")
+    del pipeline["table"]
+    pipeline["route"] = {"field": "type", "table": f"db.ri_{unique}_{{value}}"}
+    debit, credit = f"db.ri_{unique}_debit", f"db.ri_{unique}_credit"
+    config = make_config([pipeline])
+    commits: list[CommitEvent] = []
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            run(config, spark=spark, stop_event=stop, on_commit=commits.append)
+        except BaseException as exc:
+            errors.append(exc)
+
+    def wait_for(table: str, count: int) -> None:
+        deadline = time.monotonic() + 120
+        while sum(1 for c in commits if c.table == table) < count:
+            assert not errors, [str(e)[:600] for e in errors]
+            assert time.monotonic() < deadline, f"no commits to {table}"
+            time.sleep(0.2)
+
+    iceberg_catalog(spark, "lake")
+    runner = threading.Thread(target=target, daemon=True)
+    runner.start()
+    produced = _produce(kafka_bootstrap, topic, 0, 200, 2)
+    wait_for(credit, 1)
+    keep = IcebergTable(spark, f"lake.{credit}").current_snapshot_id()
+    produced += _produce(kafka_bootstrap, topic, 200, 200, 2)
+    wait_for(credit, 2)
+    # Then debit records only: the credit table is idle.
+    debits = list(range(401, 801, 2))
+    produced += _produce_ids(kafka_bootstrap, topic, debits, 2)
+    deadline = time.monotonic() + 60
+    while not any(c.table == debit and _covers(c.offsets, len(produced)) for c in commits):
+        assert time.monotonic() < deadline, "the debit records were not all committed"
+        time.sleep(0.2)
+    assert keep is not None
+    spark.sql(f"CALL lake.system.rollback_to_snapshot('{credit}', {keep})")
+    stop.set()
+    runner.join(180)
+    assert not errors, errors
+
+    run(config, until_caught_up=True, spark=spark)
+    _exactly([i for t in (debit, credit) for i in table_ids(spark, t)], produced)
+
+
+def _produce_ids(bootstrap: str, topic: str, numbers: list[int], partitions: int) -> list[str]:
+    """Records ``r<i>`` for each of ``numbers`` (odd ones are debits), on ``i % partitions``."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in numbers:
+        record = {
+            "id": f"r{i}",
+            "type": "debit" if i % 2 else "credit",
+            "created_at": "2026-01-01T00:00:00",
+            "document": str(i),
+            "payer": "p",
+            "amount": i,
+        }
+        producer.produce(topic, json.dumps(record).encode(), partition=i % partitions)
+    producer.flush(30)
+    return [f"r{i}" for i in numbers]
+
+
+def _covers(offsets: dict[str, dict[int, int]], total: int) -> bool:
+    """Whether committed offsets reach ``total`` records over all partitions."""
+    return sum(o for parts in offsets.values() for o in parts.values()) >= total
+
+
 def _frazil(config_path: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(config_path)],

@@ -412,7 +412,6 @@ def test_remote_warehouse_credentials_are_masked_in_the_error() -> None:
     "catalog",
     [
         {"type": "jdbc", "warehouse": "s3a://bucket/lake", "uri": "jdbc:postgresql://db/iceberg"},
-        {"type": "hadoop", "warehouse": "s3a://bucket/lake"},
         {"type": "hadoop", "warehouse": "./lake"},
         {"type": "hadoop", "warehouse": "hdfs://namenode:8020/lake"},
     ],
@@ -420,6 +419,35 @@ def test_remote_warehouse_credentials_are_masked_in_the_error() -> None:
 def test_catalog_combinations_that_work(catalog: dict[str, str]) -> None:
     config = parse_config({"catalog": catalog, "pipelines": [_pipeline()]})
     assert config.catalog.type == catalog["type"]
+
+
+@pytest.mark.parametrize("warehouse", ["s3a://bucket/lake", "gs://b/lake", "abfss://c@a/lake"])
+def test_a_hadoop_catalog_on_an_object_store_is_refused(warehouse: str) -> None:
+    # Its commit is a rename, which an object store does not do atomically.
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            {"catalog": {"type": "hadoop", "warehouse": warehouse}, "pipelines": [_pipeline()]}
+        )
+    [(key, reason)] = info.value.problems
+    assert key == "catalog"
+    assert reason.startswith(
+        f"catalog.type hadoop cannot keep tables on an object store ({warehouse})"
+    )
+    assert "not do atomically" in reason and "catalog.type: rest" in reason
+
+
+def test_a_sqlite_catalog_on_a_network_file_system_gets_a_warning(tmp_path: Path) -> None:
+    from frazil.config.locations import network_file_system
+
+    (tmp_path / "lake").mkdir()
+    mounts = tmp_path / "mounts"
+    mounts.write_text(
+        f"/dev/sda1 / ext4 rw 0 0\nserver:/export {tmp_path} nfs4 rw 0 0\n", encoding="utf-8"
+    )
+    assert network_file_system(str(tmp_path / "lake" / "catalog.db"), str(mounts)) == "nfs4"
+    assert network_file_system("/usr/lib", str(mounts)) is None
+    config = parse_config({"catalog": {"warehouse": str(tmp_path)}, "pipelines": [_pipeline()]})
+    assert config.catalog.warnings() == []  # this machine's own mounts: a local disk
 
 
 def test_file_uri_warehouse_is_local(tmp_path: Path) -> None:
@@ -435,7 +463,7 @@ def test_file_uri_warehouse_is_local(tmp_path: Path) -> None:
 def test_uri_locations_are_kept(tmp_path: Path) -> None:
     config = parse_config(
         {
-            "catalog": {"type": "hadoop", "warehouse": "s3a://bucket/lake"},
+            "catalog": {"type": "rest", "warehouse": "s3a://bucket/lake", "uri": "http://c"},
             "state_dir": "s3a://bucket/state",
             "pipelines": [
                 _pipeline(checkpoint="s3a://bucket/checkpoints/payments"),

@@ -38,10 +38,15 @@ def validate(
             console.print_json(json.dumps({"valid": False, "error": str(exc), "problems": listed}))
             raise typer.Exit(1) from None
         raise
+    warnings = loaded.catalog.warnings()
     if output is OutputFormat.json:
-        console.print_json(json.dumps({"valid": True, "config": redacted(loaded)}))
+        console.print_json(
+            json.dumps({"valid": True, "config": redacted(loaded), "warnings": warnings})
+        )
         return
     console.print(f"[green]✓[/] {config} is valid: {len(loaded.pipelines)} pipeline(s)")
+    for warning in warnings:
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     for pipeline in loaded.pipelines:
         source = ", ".join(pipeline.topics) if pipeline.topics else f"/{pipeline.topic_pattern}/"
         partitions = ", ".join(pipeline.defaults.partition_by) or "unpartitioned"
@@ -65,7 +70,6 @@ def validate(
     storage_line = _storage_line(loaded)
     if storage_line:
         console.print(storage_line, highlight=False)
-    _ = err_console
 
 
 def _storage_line(loaded: FrazilConfig) -> str | None:

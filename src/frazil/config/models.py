@@ -14,7 +14,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from frazil.config.base import IDENT, Frozen
 from frazil.config.durations import parse_duration
-from frazil.config.locations import is_remote, local_path
+from frazil.config.locations import is_remote, local_path, network_file_system, on_object_store
 from frazil.config.maintenance import MaintenanceConfig, MaintenancePolicy, ResolvedPolicy
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.secrets import mask_value
@@ -67,6 +67,35 @@ class CatalogConfig(Frozen):
                 "(e.g. jdbc:postgresql://host/iceberg) or use catalog.type: rest"
             )
         return value
+
+    @model_validator(mode="after")
+    def _atomic_commits_only(self) -> CatalogConfig:
+        if self.type == "hadoop" and on_object_store(self.warehouse):
+            raise ValueError(
+                f"catalog.type hadoop cannot keep tables on an object store "
+                f"({mask_value(self.warehouse)}): a Hadoop catalog commits by renaming a "
+                "metadata file, which an object store does not do atomically, so two commits "
+                "can both succeed and one is lost (and exactly-once with it); use "
+                "catalog.type: rest (Polaris, Nessie, Lakekeeper, AWS Glue's REST endpoint) "
+                "or catalog.type: jdbc with catalog.uri (PostgreSQL, MySQL)"
+            )
+        return self
+
+    def warnings(self) -> list[str]:
+        """What is allowed but risky: the embedded SQLite catalog on a network file system."""
+        uri = self.resolved_uri()
+        if self.type != "jdbc" or not uri.startswith("jdbc:sqlite:"):
+            return []
+        path = uri[len("jdbc:sqlite:") :]
+        kind = network_file_system(path)
+        if kind is None:
+            return []
+        return [
+            f"catalog: the SQLite catalog {path} is on a network file system ({kind}), where "
+            "SQLite's locks are unreliable: two writers can corrupt it or both commit; keep "
+            "the warehouse on a local disk, or use catalog.type: rest or a JDBC server "
+            "(catalog.uri: jdbc:postgresql://…)"
+        ]
 
     def resolved_uri(self) -> str:
         """The catalog URI; for the embedded JDBC catalog, the SQLite file in the warehouse."""

@@ -42,10 +42,12 @@ class PassThrough:
         return False
 
     def decode(self, data: Column) -> Decoded:
-        """The payload; never an error."""
+        """The payload; never an error (text that is not UTF-8 keeps its readable part, the
+        rest becomes U+FFFD: Iceberg's ``string`` type is UTF-8 and its readers refuse
+        anything else; ``bytes`` keeps every byte)."""
         from pyspark.sql import functions as F
 
-        value = data if self.binary else data.cast("string")
+        value = data if self.binary else c.utf8_text(data)[0]
         return Decoded(value=value, error=F.lit(None).cast(c.ERROR_DDL))
 
 

@@ -102,7 +102,9 @@ def observed(error: Column, limit: int, has_headers: bool) -> Column:
             F.lit(0),
         )
         raw.append(F.col(c.HEADERS))
-    record = F.struct(*raw, error["detail"].alias("detail"))
+    # Quoted as the dead-letter table's own rows quote them (valid UTF-8, else hex): a Java
+    # string made of invalid bytes would have them replaced instead.
+    record = F.struct(*raw, c.quoted_text(error["detail"]).alias("detail"))
     # A limit of 0 carries nothing, not even a record without bytes (a tombstone).
     carried = F.when(size <= F.lit(limit) if limit > 0 else F.lit(False), record)
     return F.collect_list(
@@ -113,7 +115,7 @@ def observed(error: Column, limit: int, has_headers: bool) -> Column:
                 F.col(c.PARTITION),
                 F.col(c.OFFSET),
                 error["stage"],
-                error["reason"],
+                c.quoted_text(error["reason"]).alias("reason"),
                 carried.alias("raw"),
             ),
         )

@@ -13,7 +13,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
@@ -140,14 +140,16 @@ class DeadLetters:
             if self.table is not None:
                 marker = marker_name(self.pipeline, source)
                 with self._commits:  # a routed batch's tables send from several threads
-                    _replanned(
+                    # What this run's commit added: a replayed batch's records that the
+                    # table has already (another run's, or this one's before a restart) are
+                    # not this run's dead letters.
+                    found = _replanned(
                         lambda: self._append(
                             rows, marker, planned, lagging, batch_id, query_id, seen, topic_ids
                         )
                     )
-            if seen is None:
-                counted = dlq.groupBy("stage", "reason").agg(F.count(F.lit(1)).alias("n"))
-                found = {(str(r[0]), str(r[1])): int(r[2]) for r in counted.collect()}
+            elif seen is None:
+                found = _by_reason(dlq)
             else:
                 found = dict(Counter((str(s[3]), str(s[4])) for s in seen))
         finally:
@@ -180,9 +182,10 @@ class DeadLetters:
         """
         if self.topic is not None:
             self.topic.send(carried_topic_rows(rows(), self.pipeline, has_headers))
+        found = dict(Counter((str(s[3]), str(s[4])) for s in seen))
         if self.table is not None:
             with self._commits:
-                _replanned(
+                found = _replanned(
                     lambda: self._append_carried(
                         records,
                         has_headers,
@@ -195,7 +198,7 @@ class DeadLetters:
                         topic_ids,
                     )
                 )
-        self._counted(dict(Counter((str(s[3]), str(s[4])) for s in seen)))
+        self._counted(found)
 
     def _append_carried(
         self,
@@ -208,12 +211,15 @@ class DeadLetters:
         query_id: str,
         seen: list[tuple[str, int, int, str, str]],
         topic_ids: dict[str, str] | None,
-    ) -> None:
+    ) -> dict[tuple[str, str], int]:
+        """Commit the records of ``seen`` the table does not hold yet; their count by stage
+        and reason."""
         assert self.table is not None
         state, marker = self._next_marker(name, planned, lagging, batch_id, query_id, topic_ids)
         covered = state.marker.offsets if state.marker is not None else {}
-        if _all_covered(covered, seen):
-            return
+        fresh = _uncovered(covered, seen)
+        if not fresh:
+            return {}
         jvm = self.table.spark.sparkContext._jvm
         assert jvm is not None
         try:
@@ -231,6 +237,7 @@ class DeadLetters:
             if stale is None:
                 raise
             raise stale from None
+        return dict(Counter((str(s[3]), str(s[4])) for s in fresh))
 
     def _counted(self, found: dict[tuple[str, str], int]) -> None:
         with self._lock:
@@ -250,17 +257,23 @@ class DeadLetters:
         query_id: str,
         seen: list[tuple[str, int, int, str, str]] | None,
         topic_ids: dict[str, str] | None = None,
-    ) -> None:
+    ) -> dict[tuple[str, str], int]:
+        """Commit the rows the table does not hold yet; their count by stage and reason (from
+        ``seen`` when given, else counted)."""
         from frazil import columns as c
 
         assert self.table is not None
         state, marker = self._next_marker(name, planned, lagging, batch_id, query_id, topic_ids)
         covered = state.marker.offsets if state.marker is not None else {}
-        if seen is not None and _all_covered(covered, seen):
-            return  # a replayed batch whose dead letters the table has
+        if seen is not None:
+            seen = _uncovered(covered, seen)
+            if not seen:
+                return {}  # a replayed batch whose dead letters the table has
         keep = markers.offset_filter(state.marker)
         fresh = (rows if keep is None else rows.where(keep)).drop(c.TOPIC, c.PARTITION, c.OFFSET)
+        found = _by_reason(fresh) if seen is None else dict(Counter((s[3], s[4]) for s in seen))
         append_rows(fresh, self.table.name, marker.to_summary())
+        return found
 
     def _next_marker(
         self,
@@ -291,25 +304,38 @@ class DeadLetters:
         return state, marker
 
 
+_T = TypeVar("_T")
+
 #: Attempts of one dead-letter commit that another run's dead letters keep overtaking.
 DEAD_LETTER_ATTEMPTS = 5
 
 
-def _replanned(commit: Callable[[], None]) -> None:
+def _replanned(commit: Callable[[], _T]) -> _T:
     """Run a dead-letter commit, planned again (marker read, offset filter) as long as another
-    run's dead letters of the same source come in between (bounded)."""
+    run's dead letters of the same source come in between (bounded); what the commit that
+    went in returns."""
     for attempt in range(1, DEAD_LETTER_ATTEMPTS + 1):
         try:
-            commit()
-            return
+            return commit()
         except StaleMarker as stale:
             if attempt == DEAD_LETTER_ATTEMPTS:
                 raise
             log.warning("dead-letter table: %s; planning the commit again", stale)
 
+    raise AssertionError("unreachable")
 
-def _all_covered(covered: TopicOffsets, seen: list[tuple[str, int, int, str, str]]) -> bool:
-    """Whether every record of ``seen`` is below the offsets ``covered`` (already written)."""
-    return all(
-        offset < covered.get(topic, {}).get(partition, 0) for topic, partition, offset, *_ in seen
-    )
+
+def _uncovered(
+    covered: TopicOffsets, seen: list[tuple[str, int, int, str, str]]
+) -> list[tuple[str, int, int, str, str]]:
+    """The records of ``seen`` at or above the offsets ``covered`` (not written yet), as
+    :func:`frazil.progress.markers.offset_filter` keeps them."""
+    return [s for s in seen if s[2] >= covered.get(s[0], {}).get(s[1], 0)]
+
+
+def _by_reason(rows: DataFrame) -> dict[tuple[str, str], int]:
+    """Dead-letter rows counted by stage and reason (one Spark job)."""
+    from pyspark.sql import functions as F
+
+    counted = rows.groupBy("stage", "reason").agg(F.count(F.lit(1)).alias("n"))
+    return {(str(r[0]), str(r[1])): int(r[2]) for r in counted.collect()}

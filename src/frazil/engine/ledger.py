@@ -253,6 +253,19 @@ class TableLedger:
         # Markers keep partitions the last batch did not plan: it is "covered", not "equal".
         if routed and last is not None and not _holds(mine, last):
             state = markers.find_marker(target.table, self.pipeline)
+            seen = target.seen if target.seen is not None else mine
+            if markers.behind(state.marker, seen):
+                # Rolled back since the run last looked (while idle, or found by the batch
+                # the stop cut short): a marker of the last batch would cover records the
+                # table no longer holds. Without it the next run reads them again.
+                log.warning(
+                    "%s: table %s went back to %s since the run last looked (rolled back?); "
+                    "no final marker: the next run reads its records again from there",
+                    self.pipeline,
+                    target.name,
+                    offsets_to_json(state.marker.offsets) if state.marker else "no marker",
+                )
+                return
             if not _holds(state.marker, last):
                 self._commit_marker_only(
                     target,

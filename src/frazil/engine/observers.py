@@ -4,6 +4,7 @@ consumer-group offsets (:mod:`frazil.observe`), fed from the running pipelines."
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -11,11 +12,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from frazil.config.models import FrazilConfig
+from frazil.observe.groups import TIMEOUT_S as GROUP_TIMEOUT_S
 from frazil.observe.groups import GroupCommitter
-from frazil.observe.metrics import MetricsServer, PipelineSample, TableSample, kafka_latest
+from frazil.observe.metrics import MetricsServer, PipelineSample, TableSample
 from frazil.progress import markers
 from frazil.progress.events import BatchDone, CommitEvent, Event
-from frazil.source.kafka import TopicOffsets, admin_config, isolation_level
+from frazil.source.admin import JvmKafkaAdmin
+from frazil.source.kafka import TopicOffsets
 
 if TYPE_CHECKING:
     from frazil.engine.pipeline_run import PipelineRun
@@ -75,23 +78,27 @@ class Observers:
     latest: LatestOffsets | None = None
 
     @classmethod
-    def start(cls, config: FrazilConfig, metrics_port: int | None) -> Observers:
-        """Start what the config asks for (metrics: ``metrics`` or ``metrics_port``)."""
+    def start(
+        cls, config: FrazilConfig, metrics_port: int | None, admin: JvmKafkaAdmin
+    ) -> Observers:
+        """Start what the config asks for (metrics: ``metrics`` or ``metrics_port``); group
+        offsets are committed through ``admin``."""
         observers = cls(config)
-        conf, _ = admin_config(config)
-        observers.latest = LatestOffsets(kafka_latest(conf, isolation_level(config)))
+        # Kafka's Java client in the driver JVM, not librdkafka's admin client: see
+        # frazil.observe.groups on why a run keeps librdkafka's admin out.
+        observers.latest = LatestOffsets(admin.latest)
         observers.latest.start()
         if config.kafka.commit_offsets:
-            observers.groups = GroupCommitter(conf)
+            observers.groups = GroupCommitter(
+                functools.partial(admin.commit_group_offsets, timeout_s=GROUP_TIMEOUT_S)
+            )
             observers.groups.start()
         port = metrics_port or (config.metrics.port if config.metrics else None)
         if port:
             from frazil.observe.web import Dashboard
 
             host = config.metrics.host if config.metrics else "0.0.0.0"
-            observers.metrics = MetricsServer(
-                observers.samples, kafka_latest(conf, isolation_level(config))
-            )
+            observers.metrics = MetricsServer(observers.samples, admin.latest)
             # One port: /metrics for Prometheus, / for people.
             observers.web = Dashboard(config, observers.metrics.registry)
             observers.web.start(host, port)

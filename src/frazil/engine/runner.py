@@ -214,6 +214,8 @@ def run(
     for pipeline in selected:
         check_topics(config, pipeline)
     check_registry(config, selected)
+    for warning in config.catalog.warnings():
+        log.warning("%s", warning)
 
     def dispatch(event: Event) -> None:
         if on_event is not None:
@@ -231,7 +233,7 @@ def run(
         run_fence.record_jvm(int(jvm.java.lang.ProcessHandle.current().pid()))
         admin = JvmKafkaAdmin(spark, config)
         runs: list[PipelineRun] = []
-        observers = Observers.start(config, metrics_port)
+        observers = Observers.start(config, metrics_port, admin)
         observers.runs = runs
         observed = observers.wrap(dispatch)
         try:

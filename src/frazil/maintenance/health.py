@@ -118,6 +118,10 @@ def read_health(
             entry["n"].append(int(records))
         else:
             entry["deletes"].append(int(size))
+            if int(content) == 1:
+                # Live rows, as frazil.progress.rows counts them: each position delete (or
+                # deletion vector entry) hides one row of the partition's data files.
+                entry["n"].append(-int(records))
     partitions = tuple(
         PartitionHealth(
             partition=p,
@@ -126,7 +130,7 @@ def read_health(
             small_files=sum(1 for s in e["data"] if s < small_below),
             median_file_bytes=_median(e["data"]),
             delete_files=len(e["deletes"]),
-            records=sum(e["n"]),
+            records=max(0, sum(e["n"])),
         )
         for p, e in sorted(by_partition.items())
     )

@@ -4,6 +4,12 @@ Kafka's own tools (``kafka-consumer-groups.sh --describe``, Burrow, any Kafka UI
 frazil's lag like any consumer's. Recovery never reads these offsets — the tables stay the
 source of truth — and a failure to commit them only warns. Commits happen on a thread of
 their own, newest offsets first, so a slow broker never holds up a micro-batch.
+
+``frazil run`` commits through the Java ``Admin`` client of the driver JVM
+(:meth:`frazil.source.admin.JvmKafkaAdmin.commit_group_offsets`), with the settings Spark's
+source uses. librdkafka's admin client is not used in a run: with the group's coordinator
+killed it could abort the whole process (``rd_kafka_enq_once_del_source_return: Assertion
+`eonce->refcnt > 0' failed``, librdkafka 2.16.0) after a commit timed out.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from frazil.errors import first_line
@@ -28,12 +35,21 @@ RETRY_S = 1.0
 CLOSING_RETRY_S = 6.0
 
 
-class GroupCommitter(threading.Thread):
-    """Commits ``(group, offsets)`` pairs to Kafka with the admin API (KIP-396)."""
+#: Commits one group's offsets, or raises Kafka's refusal: ``(group, offsets)``.
+Commit = Callable[[str, TopicOffsets], None]
 
-    def __init__(self, admin_conf: dict[str, Any]) -> None:
+
+class GroupCommitter(threading.Thread):
+    """Commits ``(group, offsets)`` pairs to Kafka with the admin API (KIP-396).
+
+    Args:
+        commit: Sets one group's offsets (the JVM's ``Admin`` in a run), raising Kafka's
+            refusal.
+    """
+
+    def __init__(self, commit: Commit) -> None:
         super().__init__(name="frazil-group-offsets", daemon=True)
-        self._conf = admin_conf
+        self._commit = commit
         self._queue: queue.Queue[tuple[str, TopicOffsets] | None] = queue.Queue()
         self._warned: set[str] = set()
         self._waiting: set[str] = set()
@@ -56,9 +72,6 @@ class GroupCommitter(threading.Thread):
             log.warning("consumer-group offsets stopped: %s", first_line(exc))
 
     def _serve(self) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient(self._conf)
         # The newest offsets of each group not yet committed: only they matter, and those a
         # loading coordinator refused are tried again until they go in or newer ones come.
         pending: dict[str, TopicOffsets] = {}
@@ -83,18 +96,18 @@ class GroupCommitter(threading.Thread):
                             break
             elif pending:
                 time.sleep(RETRY_S)
-            self._commit_all(admin, pending)
+            self._commit_all(pending)
             if closing_since is not None and (
                 not pending or time.monotonic() - closing_since >= CLOSING_RETRY_S
             ):
                 return
 
-    def _commit_all(self, admin: Any, pending: dict[str, TopicOffsets]) -> None:
+    def _commit_all(self, pending: dict[str, TopicOffsets]) -> None:
         """Commit each group's offsets; those a loading or moving coordinator refused stay in
         ``pending``."""
         for group, offsets in list(pending.items()):
             try:
-                commit_group_offsets(admin, group, offsets)
+                self._commit(group, offsets)
                 self.committed[group] = offsets
                 self._warned.discard(group)
                 self._waiting.discard(group)
@@ -131,6 +144,14 @@ TRANSIENT_GROUP_ERRORS = (
     "NOT_COORDINATOR",
     "REBALANCE_IN_PROGRESS",
     "_TRANSPORT",
+    # The Java client's names of the same (it retries them itself until its timeout; a
+    # TimeoutException is one of them that outlived the request, e.g. during a failover).
+    "COORDINATORLOADINPROGRESSEXCEPTION",
+    "COORDINATORNOTAVAILABLEEXCEPTION",
+    "NOTCOORDINATOREXCEPTION",
+    "REBALANCEINPROGRESSEXCEPTION",
+    "DISCONNECTEXCEPTION",
+    "TIMEOUTEXCEPTION",
 )
 
 
@@ -146,29 +167,6 @@ def transient(exc: BaseException) -> bool:
             return True
     text = str(exc).upper().replace(" ", "_")
     return any(name in text for name in TRANSIENT_GROUP_ERRORS) or "LOAD_IN_PROGRESS" in text
-
-
-def commit_group_offsets(admin: Any, group: str, offsets: TopicOffsets) -> None:
-    """Set ``group``'s committed offsets (the group must have no active members).
-
-    Raises:
-        Exception: Kafka refused them (the error of the first partition that failed).
-    """
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
-    partitions = [
-        TopicPartition(topic, partition, offset)
-        for topic, parts in sorted(offsets.items())
-        for partition, offset in sorted(parts.items())
-    ]
-    futures = admin.alter_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=TIMEOUT_S
-    )
-    for future in futures.values():
-        result = future.result(timeout=TIMEOUT_S)
-        for tp in result.topic_partitions:
-            if tp.error is not None:
-                raise RuntimeError(f"{tp.topic}/{tp.partition}: {tp.error}")
 
 
 def read_group_offsets(admin: Any, group: str) -> TopicOffsets:

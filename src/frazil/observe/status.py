@@ -26,6 +26,7 @@ from frazil.progress.markers import (
     PIPELINE,
     VALID_THROUGH_MS,
 )
+from frazil.progress.rows import live_rows
 from frazil.source.kafka import TopicOffsets, admin_config, isolation_level, offsets_from_json
 
 #: Commits the throughput is measured over.
@@ -177,7 +178,7 @@ def _walk(catalog: Any, name: str, pipeline: str) -> _Walk | None:
     walk = _Walk(
         TableStatus(
             table=name,
-            records=int(totals.get("total-records", 0)),
+            records=live_rows(totals),
             data_files=int(totals.get("total-data-files", 0)),
             delete_files=int(totals.get("total-delete-files", 0)),
             snapshots=len(metadata.snapshots),

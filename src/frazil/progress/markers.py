@@ -356,7 +356,8 @@ def current_state(state: TableState, ids: dict[str, str]) -> TableState:
 
 
 def check_no_interleaving(table: MarkedTable, state: TableState, marker: Marker) -> None:
-    """After a commit: fail if another run of this pipeline committed since ``state`` was read.
+    """After a commit: fail if another run of this pipeline committed between ``state`` (the
+    base the batch was planned on) and our commit.
 
     The offset filter makes a second run harmless once the first has committed; two runs
     writing the same offsets at the same moment are what the run fence prevents. Should both
@@ -366,10 +367,17 @@ def check_no_interleaving(table: MarkedTable, state: TableState, marker: Marker)
         CommitError: Another commit of the same pipeline sits between the base and ours.
     """
     table.refresh()
+    # Commits above our own came after it (another run that took over): not interleaving.
+    # Only one between ours and the base is; without ours in the ancestry nothing is named.
+    past_ours = False
     for steps, view in enumerate(table.ancestry()):
         if view.snapshot_id == state.snapshot_id or steps >= _MAX_WALK:
             return
-        if view.get(PIPELINE) == marker.pipeline and view.get(COMMIT_ID) != marker.commit_id:
+        if view.get(PIPELINE) != marker.pipeline:
+            continue
+        if view.get(COMMIT_ID) == marker.commit_id:
+            past_ours = True
+        elif past_ours:
             raise _interleaving(table.name, view.snapshot_id, marker)
 
 

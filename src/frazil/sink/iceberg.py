@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil.errors import StaleMarker
 from frazil.progress import markers
+from frazil.progress.rows import TOTAL_POSITION_DELETES, TOTAL_RECORDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -137,8 +138,11 @@ class IcebergTable:
             snapshot = None if parent is None else self._table.snapshot(parent)
 
     def total_records(self) -> int:
-        """Live rows in the current snapshot, from its summary (0 for an empty table)."""
-        return self.current_total("total-records")
+        """Live rows in the current snapshot, from its summary (0 for an empty table): its
+        ``total-records`` less its position deletes (:func:`frazil.progress.rows.live_rows`)."""
+        return max(
+            0, self.current_total(TOTAL_RECORDS) - self.current_total(TOTAL_POSITION_DELETES)
+        )
 
     def current_total(self, key: str) -> int:
         """A number of the current snapshot's summary (``total-records``, ``added-files-size``

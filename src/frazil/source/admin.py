@@ -133,6 +133,61 @@ class JvmKafkaAdmin:
                 raise self._error(exc, f"a description of topic {name}") from None
         return result
 
+    def latest(self, partitions: TopicOffsets, timeout_s: float = 5.0) -> TopicOffsets:
+        """Kafka's latest offsets (as :meth:`offsets` reads them) of the partitions named in
+        ``partitions`` (their offsets are ignored), for a run's lag; partitions Kafka does
+        not know (markers keep those of deleted topics) are left out.
+
+        Raises:
+            KafkaError: Kafka did not answer within ``timeout_s``, or refused.
+        """
+        jvm = self._jvm
+        latest = jvm.org.apache.kafka.clients.admin.OffsetSpec.latest()
+        request = jvm.java.util.HashMap()
+        asked = []
+        for topic, parts in partitions.items():
+            for partition in parts:
+                tp = jvm.org.apache.kafka.common.TopicPartition(topic, partition)
+                request.put(tp, latest)
+                asked.append((topic, partition, tp))
+        if not asked:
+            return {}
+        answer = self._admin.listOffsets(request, self._list_options)
+        unit = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
+        found: TopicOffsets = {}
+        for topic, partition, tp in asked:
+            try:
+                info = answer.partitionResult(tp).get(int(timeout_s * 1000), unit)
+            except Exception as exc:  # py4j wraps the Java ExecutionException
+                if "UnknownTopicOrPartition" in str(exc):
+                    continue
+                raise self._error(exc, "latest offsets") from None
+            found.setdefault(topic, {})[partition] = int(info.offset())
+        return found
+
+    def commit_group_offsets(self, group: str, offsets: TopicOffsets, timeout_s: float) -> None:
+        """Set ``group``'s committed offsets (KIP-396; the group must have no active members).
+
+        Raises:
+            Exception: Kafka refused them or did not answer within ``timeout_s``; the Java
+                exception (its class names the reason, e.g.
+                ``CoordinatorLoadInProgressException``) as Py4J raises it.
+        """
+        jvm = self._jvm
+        request = jvm.java.util.HashMap()
+        for topic, parts in sorted(offsets.items()):
+            for partition, offset in sorted(parts.items()):
+                request.put(
+                    jvm.org.apache.kafka.common.TopicPartition(topic, partition),
+                    jvm.org.apache.kafka.clients.consumer.OffsetAndMetadata(offset),
+                )
+        if request.isEmpty():
+            return
+        options = jvm.org.apache.kafka.clients.admin.AlterConsumerGroupOffsetsOptions()
+        options.timeoutMs(int(timeout_s * 1000))
+        result = self._admin.alterConsumerGroupOffsets(group, request, options)
+        result.all().get(int(timeout_s), jvm.java.util.concurrent.TimeUnit.SECONDS)
+
     def offsets(self, partitions: dict[str, list[int]], spec: str) -> TopicOffsets:
         """Earliest or latest offsets of the given partitions.
 

@@ -14,7 +14,9 @@ if TYPE_CHECKING:
 
 def _source(batch: c.Projection, name: str) -> Column:
     if name == "key":
-        return batch[c.KEY].cast("string")
+        # A key that is not UTF-8 (a binary or Avro key) keeps its readable part; the
+        # column is a string and every reader of the table must be able to read it.
+        return c.utf8_text(batch[c.KEY])[0]
     column = {
         "topic": c.TOPIC,
         "partition": c.PARTITION,

@@ -9,7 +9,7 @@ from frazil.observe.groups import transient
 def test_a_coordinator_loading_or_moving_is_transient() -> None:
     loading = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
     assert transient(KafkaException(loading))
-    # As commit_group_offsets raises a partition's error.
+    # As a partition's error is raised.
     assert transient(RuntimeError(f"payments/0: {loading}"))
     assert transient(KafkaException(KafkaError(KafkaError.NOT_COORDINATOR)))
     # The coordinator's broker killed: another one takes the group over.
@@ -19,6 +19,28 @@ def test_a_coordinator_loading_or_moving_is_transient() -> None:
 def test_a_refusal_an_operator_must_fix_is_not() -> None:
     assert not transient(KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED)))
     assert not transient(RuntimeError("payments/0: UNKNOWN_MEMBER_ID"))
+    assert not transient(
+        RuntimeError(
+            "java.util.concurrent.ExecutionException: "
+            "org.apache.kafka.common.errors.UnknownMemberIdException: The coordinator is not "
+            "aware of this member."
+        )
+    )
+
+
+def test_the_java_clients_names_of_a_loading_or_moving_coordinator_are_transient() -> None:
+    for name in (
+        "CoordinatorLoadInProgressException",
+        "CoordinatorNotAvailableException",
+        "NotCoordinatorException",
+        "TimeoutException",
+    ):
+        assert transient(
+            RuntimeError(
+                f"java.util.concurrent.ExecutionException: org.apache.kafka.common.errors."
+                f"{name}: the coordinator moved"
+            )
+        )
 
 
 def test_offsets_a_loading_coordinator_refused_are_tried_again_even_when_stopping(
@@ -30,14 +52,13 @@ def test_offsets_a_loading_coordinator_refused_are_tried_again_even_when_stoppin
 
     tries: list[dict[str, dict[int, int]]] = []
 
-    def commit(admin: object, group: str, offsets: dict[str, dict[int, int]]) -> None:
+    def commit(group: str, offsets: dict[str, dict[int, int]]) -> None:
         tries.append(offsets)
         if len(tries) < 3:
             raise KafkaException(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
 
-    monkeypatch.setattr(groups, "commit_group_offsets", commit)
     monkeypatch.setattr(groups, "RETRY_S", 0.01)
-    committer = groups.GroupCommitter({"bootstrap.servers": "127.0.0.1:1"})
+    committer = groups.GroupCommitter(commit)
     committer.start()
     committer.submit("frazil-p", {"payments": {0: 42}})
     committer.close()
@@ -53,12 +74,11 @@ def test_offsets_a_refusing_broker_will_not_take_are_dropped(
 
     tries: list[str] = []
 
-    def commit(admin: object, group: str, offsets: dict[str, dict[int, int]]) -> None:
+    def commit(group: str, offsets: dict[str, dict[int, int]]) -> None:
         tries.append(group)
         raise KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
 
-    monkeypatch.setattr(groups, "commit_group_offsets", commit)
-    committer = groups.GroupCommitter({"bootstrap.servers": "127.0.0.1:1"})
+    committer = groups.GroupCommitter(commit)
     committer.start()
     committer.submit("frazil-p", {"payments": {0: 42}})
     committer.close()

@@ -33,6 +33,7 @@ public final class TableStates {
   static final String PREFIX = "frazil.";
 
   private static final String TOTAL_RECORDS = "total-records";
+  private static final String TOTAL_POSITION_DELETES = "total-position-deletes";
   private static final ObjectMapper JSON = new ObjectMapper();
   /** Refreshes of several tables at once: catalog round trips and file reads, mostly waiting. */
   private static final ExecutorService POOL = ThreadPools.newExitingWorkerPool("frazil-states", 8);
@@ -42,7 +43,8 @@ public final class TableStates {
   /**
    * Each table refreshed, and its state for {@code pipeline}: as JSON, a list (same order) of
    * objects with {@code snapshot_id} (the current snapshot's, or null), {@code total_records}
-   * (the current snapshot's {@code total-records}, 0 without one) and {@code marker}: the
+   * (the current snapshot's live rows: {@code total-records} less {@code
+   * total-position-deletes}, as frazil.progress.rows counts them; 0 without one) and {@code marker}: the
    * {@code frazil.*} entries of the newest snapshot in the current ancestry (at most {@code
    * maxWalk} snapshots) whose summary names the pipeline and holds offsets, or null.
    *
@@ -95,6 +97,11 @@ public final class TableStates {
     return JSON.writeValueAsString(out);
   }
 
+  private static long number(Map<String, String> summary, String key) {
+    String value = summary.get(key);
+    return value == null ? 0 : Long.parseLong(value);
+  }
+
   private static Map<String, Object> state(Table table, String pipeline, int maxWalk) {
     table.refresh();
     Snapshot current = table.currentSnapshot();
@@ -102,8 +109,8 @@ public final class TableStates {
     out.put("snapshot_id", current == null ? null : current.snapshotId());
     long total = 0;
     if (current != null && current.summary() != null) {
-      String value = current.summary().get(TOTAL_RECORDS);
-      total = value == null ? 0 : Long.parseLong(value);
+      Map<String, String> totals = current.summary();
+      total = Math.max(0, number(totals, TOTAL_RECORDS) - number(totals, TOTAL_POSITION_DELETES));
     }
     out.put("total_records", total);
     Map<String, String> marker = null;
@@ -130,14 +137,20 @@ public final class TableStates {
       Table table, Long base, String pipeline, String commitId, int maxWalk) {
     table.refresh();
     int steps = 0;
+    // Commits above our own came after it (another run that took over): not interleaving.
+    // Only one between ours and the base is; without ours in the ancestry nothing is named.
+    boolean pastOurs = false;
     for (Snapshot s = table.currentSnapshot(); s != null; s = parent(table, s), steps++) {
       if ((base != null && s.snapshotId() == base.longValue()) || steps >= maxWalk) {
         return null;
       }
       Map<String, String> summary = s.summary();
-      if (summary != null
-          && pipeline.equals(summary.get(PIPELINE))
-          && !commitId.equals(summary.get(COMMIT_ID))) {
+      if (summary == null || !pipeline.equals(summary.get(PIPELINE))) {
+        continue;
+      }
+      if (commitId.equals(summary.get(COMMIT_ID))) {
+        pastOurs = true;
+      } else if (pastOurs) {
         return s.snapshotId();
       }
     }

@@ -89,24 +89,7 @@ def test_the_catalog_refuses_a_commit_planned_on_a_stale_marker(spark: Any, uniq
 
 
 def _produce(bootstrap: str, topic: str, start: int, count: int, partitions: int) -> list[str]:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    ids = []
-    for i in range(start, start + count):
-        ident = f"r{i}"
-        ids.append(ident)
-        record = {
-            "id": ident,
-            "type": "debit" if i % 2 else "credit",
-            "created_at": "2026-01-01T00:00:00",
-            "document": str(i),
-            "payer": "p",
-            "amount": i,
-        }
-        producer.produce(topic, json.dumps(record).encode(), partition=i % partitions)
-        if i % 500 == 0:
-            producer.poll(0)
-    producer.flush(30)
-    return ids
+    return _produce_ids(bootstrap, topic, list(range(start, start + count)), partitions)
 
 
 def _exactly(found: list[str], produced: list[str]) -> None:
@@ -115,6 +98,41 @@ def _exactly(found: list[str], produced: list[str]) -> None:
     assert not duplicates, f"{len(duplicates)} duplicated ids, e.g. {duplicates[:3]}"
     assert not missing, f"{len(missing)} missing ids, e.g. {sorted(missing)[:3]}"
     assert len(found) == len(produced)
+
+
+class _Background:
+    """``frazil run`` of ``config`` on a thread of its own, until :meth:`stop`."""
+
+    def __init__(self, spark: Any, config: Any) -> None:
+        self.commits: list[CommitEvent] = []
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        # Spark looks a catalog up in the calling thread's conf: load it here first, as
+        # `frazil run` does in its main thread.
+        iceberg_catalog(spark, "lake")
+
+        def target() -> None:
+            try:
+                run(config, spark=spark, stop_event=self._stop, on_commit=self.commits.append)
+            except BaseException as exc:
+                self.errors.append(exc)
+
+        self._thread = threading.Thread(target=target, daemon=True)
+        self._thread.start()
+
+    def wait_for(self, table: str, count: int) -> None:
+        """Until the run made ``count`` commits to ``table``."""
+        deadline = time.monotonic() + 120
+        while sum(1 for c in self.commits if c.table == table) < count:
+            assert not self.errors, [str(e)[:600] for e in self.errors]
+            assert time.monotonic() < deadline, f"no commits to {table}"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        """Stop the run gracefully; it must have ended without an error."""
+        self._stop.set()
+        self._thread.join(180)
+        assert not self.errors, self.errors
 
 
 @pytest.mark.parametrize("routed", [False, True], ids=["one-table", "routed"])
@@ -133,29 +151,11 @@ def test_a_table_rolled_back_while_running_gets_its_records_back_once(
         tables = [f"db.rb_{unique}"]
     config = make_config([pipeline])
     produced = _produce(kafka_bootstrap, topic, 0, 1000, 2)
-    commits: list[CommitEvent] = []
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            run(config, spark=spark, stop_event=stop, on_commit=commits.append)
-        except BaseException as exc:
-            errors.append(exc)
-
-    # Spark looks a catalog up in the calling thread's conf: load it here first, as `frazil
-    # run` does in its main thread.
-    iceberg_catalog(spark, "lake")
-    runner = threading.Thread(target=target, daemon=True)
-    runner.start()
+    background = _Background(spark, config)
     rolled = tables[0]
 
     def wait_for(count: int) -> None:
-        deadline = time.monotonic() + 120
-        while sum(1 for c in commits if c.table == rolled) < count:
-            assert not errors, [str(e)[:600] for e in errors]
-            assert time.monotonic() < deadline, "no commits"
-            time.sleep(0.2)
+        background.wait_for(rolled, count)
 
     wait_for(1)
     first = IcebergTable(spark, f"lake.{rolled}")
@@ -170,9 +170,7 @@ def test_a_table_rolled_back_while_running_gets_its_records_back_once(
     time.sleep(3)
     produced += _produce(kafka_bootstrap, topic, 5000, 1000, 2)
     time.sleep(3)
-    stop.set()
-    runner.join(180)
-    assert not errors, errors
+    background.stop()
     run(config, until_caught_up=True, spark=spark)
     _exactly([i for t in tables for i in table_ids(spark, t)], produced)
 
@@ -190,31 +188,13 @@ def test_a_routed_table_rolled_back_while_idle_gets_its_records_back_after_a_sto
     pipeline["route"] = {"field": "type", "table": f"db.ri_{unique}_{{value}}"}
     debit, credit = f"db.ri_{unique}_debit", f"db.ri_{unique}_credit"
     config = make_config([pipeline])
-    commits: list[CommitEvent] = []
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            run(config, spark=spark, stop_event=stop, on_commit=commits.append)
-        except BaseException as exc:
-            errors.append(exc)
-
-    def wait_for(table: str, count: int) -> None:
-        deadline = time.monotonic() + 120
-        while sum(1 for c in commits if c.table == table) < count:
-            assert not errors, [str(e)[:600] for e in errors]
-            assert time.monotonic() < deadline, f"no commits to {table}"
-            time.sleep(0.2)
-
-    iceberg_catalog(spark, "lake")
-    runner = threading.Thread(target=target, daemon=True)
-    runner.start()
+    background = _Background(spark, config)
+    commits = background.commits
     produced = _produce(kafka_bootstrap, topic, 0, 200, 2)
-    wait_for(credit, 1)
+    background.wait_for(credit, 1)
     keep = IcebergTable(spark, f"lake.{credit}").current_snapshot_id()
     produced += _produce(kafka_bootstrap, topic, 200, 200, 2)
-    wait_for(credit, 2)
+    background.wait_for(credit, 2)
     # Then debit records only: the credit table is idle.
     debits = list(range(401, 801, 2))
     produced += _produce_ids(kafka_bootstrap, topic, debits, 2)
@@ -224,9 +204,7 @@ def test_a_routed_table_rolled_back_while_idle_gets_its_records_back_after_a_sto
         time.sleep(0.2)
     assert keep is not None
     spark.sql(f"CALL lake.system.rollback_to_snapshot('{credit}', {keep})")
-    stop.set()
-    runner.join(180)
-    assert not errors, errors
+    background.stop()
 
     run(config, until_caught_up=True, spark=spark)
     _exactly([i for t in (debit, credit) for i in table_ids(spark, t)], produced)
@@ -245,6 +223,8 @@ def _produce_ids(bootstrap: str, topic: str, numbers: list[int], partitions: int
             "amount": i,
         }
         producer.produce(topic, json.dumps(record).encode(), partition=i % partitions)
+        if i % 500 == 0:
+            producer.poll(0)
     producer.flush(30)
     return [f"r{i}" for i in numbers]
 

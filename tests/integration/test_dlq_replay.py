@@ -160,3 +160,53 @@ def test_a_routed_pipeline_replays_into_its_tables_and_a_new_one(
         [f"credit{i}" for i in range(6)] + ["credit99"]
     )
     assert len(table_ids(spark, debit)) == 10
+
+
+def test_a_fanned_out_record_is_replayed_only_into_the_tables_it_failed_for(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    # Debits go to two tables; the second takes no new column (freeze). Records with a new
+    # field go into the first and fail for the second only: a replay after the fix writes
+    # them to the second, never again to the first, and a second replay adds nothing.
+    from frazil.observe.status import pyiceberg_catalog
+
+    topic, name, dead = f"rf-{unique}", f"rf_{unique}", f"db.rfdead_{unique}"
+    every, debits = f"db.rf_all_{unique}", f"db.rf_debits_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(10):
+        value = {"id": f"d{i}", "type": "debit", "n": i}
+        producer.produce(topic, json.dumps(value).encode(), partition=i % 2)
+    producer.flush(10)
+    pipeline: dict[str, Any] = {
+        "name": name,
+        "topics": [topic],
+        "route": {"field": "type", "tables": {"debit": [every, debits]}, "default": "fail"},
+        "tables": {debits: {"schema_evolution": "freeze"}},
+        "errors": {"tolerance": "all", "dlq_table": dead},
+    }
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+    for i in range(10, 15):
+        value = {"id": f"d{i}", "type": "debit", "n": i, "extra": "new"}
+        producer.produce(topic, json.dumps(value).encode(), partition=i % 2)
+    producer.flush(10)
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+    assert len(table_ids(spark, every)) == 15 and len(table_ids(spark, debits)) == 10
+    rows = spark.sql(f"SELECT stage, target_table FROM lake.{dead}").collect()
+    assert sorted((r[0], r[1]) for r in rows) == [("schema", debits)] * 5
+
+    del pipeline["tables"]
+    fixed = make_config([pipeline])
+    report = replay(spark, fixed, fixed.pipelines[0])
+    assert (report.replayed, report.written, report.failed_again) == (5, 5, 0)
+    all_ids = sorted(f"d{i}" for i in range(15))
+    assert sorted(table_ids(spark, every)) == all_ids
+    assert sorted(table_ids(spark, debits)) == all_ids
+    again = replay(spark, fixed, fixed.pipelines[0])
+    assert (again.replayed, again.written) == (0, 0)
+    assert sorted(table_ids(spark, every)) == all_ids
+    assert sorted(table_ids(spark, debits)) == all_ids
+    # Every table the replay writes is read by PyIceberg too.
+    catalog = pyiceberg_catalog(fixed)
+    for table in (every, debits, dead):
+        catalog.load_table(table).scan().to_arrow()

@@ -110,6 +110,7 @@ class DeadLetterSender:
                 topic_ids=window.topic_ids,
                 seen=seen.positions,
                 source=source,
+                table=target.name,
             )
             bad = None
         else:
@@ -125,6 +126,7 @@ class DeadLetterSender:
                 topic_ids=window.topic_ids,
                 seen=None if seen is None else seen.positions,
                 source=source,
+                table=target.name,
             )
         log.info(
             "%s: batch %d: dead letters of %s sent in %.2fs",

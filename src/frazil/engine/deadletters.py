@@ -26,6 +26,7 @@ from frazil.sink.deadletter import (
     dead_letter_columns,
     dlq_schema,
     dlq_settings,
+    upgrade_dlq_table,
 )
 from frazil.sink.iceberg import IcebergTable, append_rows, stale_marker
 from frazil.sink.table import ensure_table, qualified
@@ -74,6 +75,7 @@ class DeadLetters:
                 spark, catalog, dlq_settings(errors.dlq_table), dlq_schema(), pipeline.name
             )
             table = IcebergTable(spark, qualified(catalog, errors.dlq_table))
+            upgrade_dlq_table(spark, table.java)
         topic = None
         if errors.dlq_topic is not None:
             topic = DeadLetterTopic(admin_config(config)[0], errors.dlq_topic)
@@ -96,6 +98,7 @@ class DeadLetters:
         seen: list[tuple[str, int, int, str, str]] | None = None,
         source: str = "",
         topic_ids: dict[str, str] | None = None,
+        table: str | None = None,
     ) -> None:
         """Send one batch's failing rows ``bad`` (with frazil's internal columns, ``error``
         set) to the topic, then to the table.
@@ -108,6 +111,8 @@ class DeadLetters:
                 more than once (a routed batch: its records failing before routing, then
                 each table's): each source keeps its own marker in the dead-letter table,
                 so one source's commit never hides another's records of the same batch.
+            table: The table the records failed for (``target_table``: a replay writes them
+                there only); None: they failed before routing.
         """
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
@@ -115,7 +120,7 @@ class DeadLetters:
         from frazil import columns as c
 
         rows = bad.select(
-            *dead_letter_columns(self.pipeline, error, c.HEADERS in bad.columns),
+            *dead_letter_columns(self.pipeline, error, c.HEADERS in bad.columns, table),
             F.col(c.TOPIC),
             F.col(c.PARTITION),
             F.col(c.OFFSET),
@@ -169,6 +174,7 @@ class DeadLetters:
         seen: list[tuple[str, int, int, str, str]],
         source: str = "",
         topic_ids: dict[str, str] | None = None,
+        table: str | None = None,
     ) -> None:
         """Send failing records carried out of the write's own pass (no Spark job): to the
         topic from ``rows``, then to the table from ``records`` in one commit with the
@@ -181,7 +187,7 @@ class DeadLetters:
             seen: Their positions, stages and reasons.
         """
         if self.topic is not None:
-            self.topic.send(carried_topic_rows(rows(), self.pipeline, has_headers))
+            self.topic.send(carried_topic_rows(rows(), self.pipeline, has_headers, table))
         found = dict(Counter((str(s[3]), str(s[4])) for s in seen))
         if self.table is not None:
             with self._commits:
@@ -189,6 +195,7 @@ class DeadLetters:
                     lambda: self._append_carried(
                         records,
                         has_headers,
+                        table,
                         marker_name(self.pipeline, source),
                         planned,
                         lagging,
@@ -204,6 +211,7 @@ class DeadLetters:
         self,
         records: Any,
         has_headers: bool,
+        table: str | None,
         name: str,
         planned: TopicOffsets,
         lagging: set[tuple[str, int]],
@@ -228,6 +236,7 @@ class DeadLetters:
                 records,
                 has_headers,
                 self.pipeline,
+                table,
                 dict(ERROR_CLASSES),
                 {f"{t}\u0000{p}": o for t, parts in covered.items() for p, o in parts.items()},
                 marker.to_summary(),

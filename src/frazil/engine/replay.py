@@ -33,17 +33,19 @@ from frazil import columns as c
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.pipeline import build_pipeline
+from frazil.engine.plan import select
 from frazil.engine.replay_state import ReplayClaim, ReplayProgress, ReplayState
 from frazil.errors import ConfigError, PipelineError
 from frazil.progress import markers
-from frazil.sink.deadletter import dead_letter_columns
+from frazil.route.rules import route_error
+from frazil.sink.deadletter import TARGET_TABLE, dead_letter_columns, upgrade_dlq_table
 from frazil.sink.evolution import TableView, compare, evolve, write_columns
 from frazil.sink.iceberg import IcebergTable, append_rows
 from frazil.sink.table import qualified
 from frazil.sink.tables import TableSet, Target
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,7 @@ def replay(
         )
     catalog = config.catalog.name
     dead = IcebergTable(spark, qualified(catalog, pipeline.errors.dlq_table))
+    upgrade_dlq_table(spark, dead.java)
     claim = ReplayClaim(dead, pipeline.name)
     claim.acquire()
     try:
@@ -243,6 +246,12 @@ def _run(
     tables = TableSet(spark, config.catalog.name, pipeline, built.route, config.catalog.type)
     plan = built.plan
     # The dead letters as the Kafka records they were; one row per record and table.
+    # A record that failed for a table (target_table) goes back there only: the other
+    # tables its route fans out to took it when it first came. Rows of a dead-letter table
+    # written before the column existed read null: every table the route names.
+    failed_for = (
+        F.col(TARGET_TABLE) if TARGET_TABLE in source.columns else F.lit(None).cast("string")
+    )
     raw = source.select(
         "key",
         "value",
@@ -252,8 +261,10 @@ def _run(
         "offset",
         "timestamp",
         F.lit(0).alias("timestampType"),
+        failed_for.alias(TARGET_TABLE),
     )
-    planned = c.explode_routes(plan.run(raw)).cache()
+    projection = only_where_failed(plan.project(raw), F.col(TARGET_TABLE))
+    planned = c.explode_routes(select(raw, projection)).drop(TARGET_TABLE).cache()
     try:
         user = c.user_schema(planned.schema)
         # Records failing before routing (decode, transform, route) have one row each.
@@ -294,6 +305,31 @@ def _run(
     finally:
         planned.unpersist()
     return written, failed
+
+
+def only_where_failed(batch: c.Projection, failed_for: Column) -> c.Projection:
+    """A replayed batch's routes narrowed to the table each record failed for.
+
+    A record whose ``failed_for`` is null failed before routing: it goes where the route
+    sends it now. Otherwise it goes to that table only, if the route still sends it there;
+    if not, it fails again at stage ``route``, saying so, and stays a dead letter.
+    """
+    from pyspark.sql import functions as F
+
+    tables, error = batch[c.TABLE], batch[c.ERROR]
+    there = F.coalesce(F.array_contains(tables, failed_for), F.lit(False))
+    gone = failed_for.isNotNull() & error.isNull() & ~there
+    reason = F.concat(
+        F.lit("the route no longer sends the record to table "),
+        failed_for,
+        F.lit(", where it failed (it was written to the others)"),
+    )
+    result = dict(batch)
+    result[c.ERROR] = F.when(gone, route_error(reason, F.lit("")).cast(c.ERROR_DDL)).otherwise(
+        error
+    )
+    result[c.TABLE] = F.when(failed_for.isNotNull() & there, F.array(failed_for)).otherwise(tables)
+    return result
 
 
 def _with_values(rows: DataFrame, user: StructType) -> dict[str, set[str]]:
@@ -409,7 +445,7 @@ def _write_table(
         )
         progress.finish(step)
     bad = rows.where(columns.error.isNotNull()).select(
-        *dead_letter_columns(pipeline.name, columns.error, True)
+        *dead_letter_columns(pipeline.name, columns.error, True, target.name)
     )
     return written, bad
 

@@ -28,7 +28,7 @@ from frazil.config.table_settings import ResolvedTable
 from frazil.errors import KafkaError
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, Row
+    from pyspark.sql import Column, Row, SparkSession
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
@@ -38,8 +38,13 @@ DLQ_SCHEMA_DDL = (
     "key binary, value binary, headers array<struct<key:string,value:binary>>, "
     "topic string, partition int, offset bigint, timestamp timestamp, "
     "stage string, reason string, detail string, error_class string, "
-    "pipeline string, failed_at timestamp"
+    "pipeline string, failed_at timestamp, target_table string"
 )
+#: The dead-letter table's string columns added since its first version, as Iceberg adds them
+#: to an existing table (at the end, optional).
+DLQ_ADDED_COLUMNS = ("target_table",)
+#: The column naming the table a dead letter failed for (null: it failed before routing).
+TARGET_TABLE = "target_table"
 #: Dead-letter tables are partitioned by day of failure.
 DLQ_PARTITIONING = ["days(failed_at)"]
 #: Header prefix of frazil's own headers on dead-letter topic records.
@@ -71,8 +76,30 @@ def dlq_settings(name: str) -> ResolvedTable:
     return ResolvedTable(name=name, partition_by=list(DLQ_PARTITIONING))
 
 
-def dead_letter_columns(pipeline: str, error: Column, has_headers: bool) -> list[Column]:
-    """The dead-letter row of a batch row whose error is ``error`` (raw columns kept)."""
+def upgrade_dlq_table(spark: SparkSession, table: Any) -> None:
+    """Add the columns of :data:`DLQ_ADDED_COLUMNS` that a dead-letter table (a Java Iceberg
+    ``Table``) was created without, in one schema change (rows written before read null)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    names = {str(f.name()) for f in table.schema().columns()}
+    missing = [name for name in DLQ_ADDED_COLUMNS if name not in names]
+    if not missing:
+        return
+    update = table.updateSchema()
+    for name in missing:
+        update = update.addColumn(name, jvm.org.apache.iceberg.types.Types.StringType.get())
+    update.commit()
+
+
+def dead_letter_columns(
+    pipeline: str, error: Column, has_headers: bool, table: str | None = None
+) -> list[Column]:
+    """The dead-letter row of a batch row whose error is ``error`` (raw columns kept).
+
+    Args:
+        table: The table the record failed for (its config name); None: it failed before
+            routing (decode, transform, route), for every table it would go to.
+    """
     from pyspark.sql import functions as F
 
     classes = F.create_map(*[F.lit(x) for pair in ERROR_CLASSES.items() for x in pair])
@@ -95,6 +122,7 @@ def dead_letter_columns(pipeline: str, error: Column, has_headers: bool) -> list
         F.coalesce(classes[error["stage"]], F.lit("FrazilError")).alias("error_class"),
         F.lit(pipeline).alias("pipeline"),
         F.current_timestamp().alias("failed_at"),
+        F.lit(table).cast("string").alias("target_table"),
     ]
 
 
@@ -191,6 +219,7 @@ class DeadLetterTopic:
                     ("offset", row["offset"]),
                     ("timestamp", _millis(row["timestamp"])),
                     ("pipeline", row["pipeline"]),
+                    ("table", _get(row, "target_table")),
                 )
             ]
             while True:
@@ -217,7 +246,7 @@ class DeadLetterTopic:
 
 
 def carried_topic_rows(
-    rows: Iterable[Any], pipeline: str, has_headers: bool
+    rows: Iterable[Any], pipeline: str, has_headers: bool, table: str | None = None
 ) -> Iterator[dict[str, Any]]:
     """Dead-letter rows (as :func:`dead_letter_columns` makes them) of records carried out of
     the write's pass (:func:`frazil.engine.dead_capture.observed`), for the topic."""
@@ -239,7 +268,15 @@ def carried_topic_rows(
             "detail": raw[-1],
             "error_class": ERROR_CLASSES.get(row[3], "FrazilError"),
             "pipeline": pipeline,
+            "target_table": table,
         }
+
+
+def _get(row: Row | dict[str, Any], name: str) -> Any:
+    """A field of a row that may not have it (rows of an older dead-letter table)."""
+    if isinstance(row, dict):
+        return row.get(name)
+    return row[name] if name in row.__fields__ else None
 
 
 def _bytes(value: Any) -> bytes | None:

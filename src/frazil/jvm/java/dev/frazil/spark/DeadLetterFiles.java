@@ -55,6 +55,7 @@ public final class DeadLetterFiles {
    *
    * @param covered offsets already in the table, keyed {@code topic + "\u0000" + partition}:
    *     records below them are skipped (a re-planned batch)
+   * @param targetTable the table the records failed for (null: before routing)
    * @param errorClasses error class per stage ({@code FrazilError} otherwise)
    * @return the number of records appended (0: nothing committed)
    */
@@ -63,6 +64,7 @@ public final class DeadLetterFiles {
       List<Row> observed,
       boolean hasHeaders,
       String pipeline,
+      String targetTable,
       Map<String, String> errorClasses,
       Map<String, ? extends Number> covered,
       Map<String, String> summary) {
@@ -104,6 +106,7 @@ public final class DeadLetterFiles {
       setIfPresent(
           record, schema, "error_class", errorClasses.getOrDefault(stage, "FrazilError"));
       setIfPresent(record, schema, "pipeline", pipeline);
+      setIfPresent(record, schema, "target_table", targetTable);
       setIfPresent(record, schema, "failed_at", time(schema, "failed_at", failedAtMillis));
       key.partition(wrapper.wrap(record));
       byPartition.computeIfAbsent(key.copy(), k -> new ArrayList<>()).add(record);

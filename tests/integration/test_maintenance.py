@@ -223,3 +223,33 @@ def test_retention_deletes_old_rows_and_sort_compaction_orders_files(
     (again,) = run_pass(spark, config, [ref])
     retention = next(r for r in again.results if r.action == "retention")
     assert retention.detail.startswith("no rows older than")
+
+
+def test_a_renamed_pipelines_old_marker_does_not_pin_expiry(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    # The pipeline runs under one name, then under another with --reset-offsets (the table
+    # is filled): the old name's newest marker must not keep every snapshot after it.
+    topic, table = f"mr-{unique}", f"db.mr_{unique}"
+    old, new = f"old_{unique}", f"new_{unique}"
+    policy = {"expire": {"older_than": "1ms", "retain_last": 3}}
+    first = make_config([payments_pipeline(old, topic, table)], maintenance=policy)
+    ids = _fill_in_small_batches(spark, first, kafka_bootstrap, topic, 2, seed=300)
+    renamed = make_config([payments_pipeline(new, topic, table)], maintenance=policy)
+    run(renamed, until_caught_up=True, spark=spark, reset_offsets="latest")
+    ids += _fill_in_small_batches(spark, renamed, kafka_bootstrap, topic, 4, seed=310)
+
+    (ref,) = config_tables(spark, renamed, only=table)
+    before = measure(spark, renamed, ref)
+    pins = {name: (kept, retired) for name, kept, retired in before.pins}
+    assert pins[old][1] is True and pins[old][0] > 3
+    assert pins[new][1] is False
+    (report,) = run_pass(spark, renamed, [ref])
+    assert not [r.error for r in report.results if r.error]
+    assert report.after is not None
+    # The new name's newest marker and what retain_last keeps; nothing else.
+    assert report.after.snapshots <= 3 + pins[new][0]
+    assert report.after.snapshots < before.snapshots - 4
+    assert sorted(table_ids(spark, table)) == sorted(ids)
+    handle = IcebergTable(spark, f"lake.{table}")
+    assert markers.find_marker(handle, new).marker is not None

@@ -115,6 +115,14 @@ def health(
     )
     for reason in h.reasons:
         console.print(f"  - {escape(reason)}")
+    for marker, kept, retired in h.pins:
+        what = (
+            f"would keep {kept:,} snapshot(s), retired: {marker.split('/')[0]} is not a "
+            "pipeline of the config"
+            if retired
+            else f"keeps {kept:,} snapshot(s) from expiry"
+        )
+        console.print(f"  marker {escape(marker)}: {what}", highlight=False)
     columns = [
         Column("partition", whole=True), Column("data files", justify="right"),
         Column("bytes", 3, justify="right"), Column("small", 4, justify="right"),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil.config.durations import parse_duration
 from frazil.config.maintenance import ResolvedPolicy
+from frazil.maintenance.expiry import Protected
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,6 +66,9 @@ class TableHealth:
     partitions: tuple[PartitionHealth, ...] = field(default=())
     #: Partitions with enough small files (or deletes) to be worth compacting.
     partitions_to_compact: int = 0
+    #: Per marker name, the snapshots its newest marker keeps from expiry, and whether it is
+    #: retired (its pipeline is not in the config: it keeps nothing); oldest marker first.
+    pins: tuple[tuple[str, int, bool], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """A plain dict for ``--output json``."""
@@ -92,13 +96,13 @@ def read_health(
     name: str,
     java_table: Any,
     policy: ResolvedPolicy,
-    protected_ms: int | None = None,
+    guard: Protected | None = None,
 ) -> TableHealth:
     """Measure one table (``name`` qualified for Spark SQL) against its policy.
 
     Args:
-        protected_ms: Snapshots at or after this time are not expirable (the oldest of the
-            newest marker snapshots: :func:`frazil.maintenance.expiry.protected_since`).
+        guard: The newest marker snapshots (:func:`frazil.maintenance.expiry.protected`):
+            snapshots from the oldest of them on are not expirable.
     """
     target = target_file_bytes(java_table, policy)
     small_below = int(target * policy.compaction.small_file_ratio)
@@ -151,7 +155,8 @@ def read_health(
             metadata_bytes += int(io.newInputFile(path).getLength())
         except Exception:  # cleaned up since the log was read
             continue
-    expirable = _expirable(times, policy, protected_ms)
+    guard = guard or Protected({})
+    expirable = _expirable(times, policy, guard.since_ms)
     orphans_at = java_table.properties().get(ORPHANS_AT)
     health = TableHealth(
         table=name,
@@ -176,6 +181,7 @@ def read_health(
         score=100,
         reasons=(),
         partitions=partitions,
+        pins=tuple(guard.pins(times)),
     )
     return score(health, policy)
 

@@ -8,6 +8,7 @@ stops ingestion.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -21,7 +22,7 @@ from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.errors import FrazilError, MaintenanceError, first_line
 from frazil.maintenance.actions import ActionResult, Actions, with_retries
-from frazil.maintenance.expiry import protected
+from frazil.maintenance.expiry import Protected, protected
 from frazil.maintenance.health import TableHealth, read_health
 from frazil.maintenance.planner import Planned, plan
 from frazil.sink import yielding
@@ -105,8 +106,13 @@ def measure(spark: SparkSession, config: FrazilConfig, ref: TableRef) -> TableHe
     name = qualified(config.catalog.name, ref.name)
     table = IcebergTable(spark, name)
     return read_health(
-        spark, name, table.java, policy_of(config, ref), protected(spark, name).since_ms
+        spark, name, table.java, policy_of(config, ref), _protected(spark, config, name)
     )
+
+
+def _protected(spark: SparkSession, config: FrazilConfig, name: str) -> Protected:
+    """What expiry must keep of a table: the newest markers of the config's pipelines."""
+    return protected(spark, name, [p.name for p in config.pipelines])
 
 
 def run_pass(
@@ -134,8 +140,8 @@ def run_pass(
         name = qualified(config.catalog.name, ref.name)
         policy = policy_of(config, ref)
         table = IcebergTable(spark, name)
-        guard = protected(spark, name)
-        before = read_health(spark, name, table.java, policy, guard.since_ms)
+        guard = _protected(spark, config, name)
+        before = read_health(spark, name, table.java, policy, guard)
         report = TableReport(ref.name, before, plan(before, policy))
         reports.append(report)
         if dry_run or not report.planned:
@@ -175,10 +181,11 @@ def run_pass(
                         wait,
                     )
                     continue
-                report.results.append(_run(actions, step, policy, before, ref.name, spark, name))
+                guard_now = functools.partial(_protected, spark, config, name)
+                report.results.append(_run(actions, step, policy, before, ref.name, guard_now))
             table.refresh()
         table.refresh()
-        report.after = read_health(spark, name, table.java, policy, protected(spark, name).since_ms)
+        report.after = read_health(spark, name, table.java, policy, _protected(spark, config, name))
     return reports
 
 
@@ -188,8 +195,7 @@ def _run(
     policy: ResolvedPolicy,
     health: TableHealth,
     table: str,
-    spark: SparkSession,
-    name: str,
+    guard: Callable[[], Protected],
 ) -> ActionResult:
     started = time.monotonic()
 
@@ -202,7 +208,7 @@ def _run(
             return actions.rewrite_manifests()
         if step.action == "expire":
             # Read again right before: a batch committed since the pass began moves it on.
-            return actions.expire(policy, protected(spark, name).since_ms)
+            return actions.expire(policy, guard().since_ms)
         if step.action == "orphans":
             return actions.remove_orphans(policy)
         if step.action == "retention":

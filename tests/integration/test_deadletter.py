@@ -387,3 +387,57 @@ def test_a_batch_sent_again_counts_only_the_dead_letters_it_added(
     again.write(bad, F.col(c.DEAD_ERROR), batch_id=0, seen=seen, **window)  # type: ignore[arg-type]
     assert dict(again.counts) == {} and again.total == 0
     assert spark.table(f"lake.{dlq_table}").count() == 3
+
+
+def test_a_dead_letter_larger_than_its_topic_takes_is_cut_not_a_wedge(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    # The dead-letter topic takes records up to 100 kB; the bad record is 300 kB. Sending it
+    # whole would fail the batch at every replay: it goes cut, with its full length in a
+    # header, and whole to the dead-letter table.
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, table, name = f"big-{unique}", f"db.big_{unique}", f"big_{unique}"
+    dlq_table, dlq_topic = f"db.bigdead_{unique}", f"bigdead-{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    created = admin.create_topics(
+        [NewTopic(dlq_topic, 1, 1, config={"max.message.bytes": "100000"})]
+    )
+    created[dlq_topic].result(30)
+    huge = b'{"id": "' + b"x" * 300_000  # not JSON: never closed
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "message.max.bytes": 1_000_000})
+    producer.produce(topic, json.dumps({**GOOD, "id": "ok"}).encode(), partition=0)
+    producer.produce(topic, huge, key=b"big", partition=0)
+    producer.flush(10)
+    pipeline = payments_pipeline(
+        name, topic, table,
+        errors={"tolerance": "all", "dlq_table": dlq_table, "dlq_topic": dlq_topic},
+    )  # fmt: skip
+
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    assert table_ids(spark, table) == ["ok"]
+    [row] = spark.table(f"lake.{dlq_table}").collect()
+    assert bytes(row["value"]) == huge
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": f"check-{unique}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([dlq_topic])
+    received = None
+    for _ in range(30):
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            received = msg
+            break
+    consumer.close()
+    assert received is not None
+    headers = dict(received.headers())
+    assert headers["frazil.errors.value.truncated"] == b"300008"
+    value = received.value()
+    assert value is not None and 0 < len(value) < 100_000 and huge.startswith(value)
+    assert received.key() == b"big"

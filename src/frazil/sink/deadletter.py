@@ -139,6 +139,8 @@ class DeadLetterTopic:
     topic: str
     _producer: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Largest record the topic takes (its ``max.message.bytes``, at most frazil's own).
+    _limit: int = MAX_MESSAGE_BYTES
 
     def _open(self) -> Any:
         with self._lock:  # a routed batch's tables send from several threads
@@ -150,7 +152,7 @@ class DeadLetterTopic:
 
             from frazil.source.kafka import KAFKA_CLIENT_LOGGER
 
-            self._ensure_topic()
+            self._limit = min(MAX_MESSAGE_BYTES, self._ensure_topic())
             self._producer = Producer(
                 {
                     **self.conf,
@@ -163,14 +165,23 @@ class DeadLetterTopic:
             )
         return self._producer
 
-    def _ensure_topic(self) -> None:
+    def _ensure_topic(self) -> int:
+        """Create the topic if missing; its ``max.message.bytes`` (frazil's own limit when it
+        cannot be read)."""
         from confluent_kafka.admin import AdminClient
+        from confluent_kafka.admin._config import ConfigResource
         from confluent_kafka.cimpl import NewTopic
 
         admin = AdminClient(self.conf)
         listed = admin.list_topics(timeout=30)
         if self.topic in listed.topics:
-            return
+            try:
+                resource = ConfigResource(ConfigResource.Type.TOPIC, self.topic)
+                found = admin.describe_configs([resource])[resource].result(30)
+                return int(found["max.message.bytes"].value)
+            except Exception as exc:  # not allowed to describe it: the broker says at send
+                log.info("dead-letter topic %s: max.message.bytes unknown (%s)", self.topic, exc)
+                return MAX_MESSAGE_BYTES
         futures = admin.create_topics(
             [
                 NewTopic(
@@ -186,6 +197,7 @@ class DeadLetterTopic:
         except Exception as exc:  # created meanwhile by another run
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise KafkaError(f"cannot create dead-letter topic {self.topic!r}: {exc}") from None
+        return MAX_MESSAGE_BYTES
 
     def send(self, rows: Iterable[Row] | Iterable[dict[str, Any]]) -> int:
         """Send ``rows`` (:func:`dead_letter_columns`) and wait until Kafka has them all.
@@ -199,11 +211,15 @@ class DeadLetterTopic:
         """
         producer = self._open()
         failures: list[str] = []
+        too_large: list[str] = []
         sent = 0
 
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:
-                failures.append(str(err))
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                return
+            failures.append(str(err))
+            if "MSG_SIZE_TOO_LARGE" in str(err) or "RECORD_TOO_LARGE" in str(err):
+                too_large.append(_where(msg.headers() or []))
 
         for row in rows:
             headers = [(h["key"], h["value"]) for h in (row["headers"] or [])]
@@ -222,12 +238,13 @@ class DeadLetterTopic:
                     ("table", _get(row, "target_table")),
                 )
             ]
+            key, value = _fit(_bytes(row["key"]), _bytes(row["value"]), headers, self._limit)
             while True:
                 try:
                     producer.produce(
                         self.topic,
-                        key=_bytes(row["key"]),
-                        value=_bytes(row["value"]),
+                        key=key,
+                        value=value,
                         headers=headers,
                         on_delivery=delivered,
                     )
@@ -236,6 +253,15 @@ class DeadLetterTopic:
                 except BufferError:  # the local queue is full: let it drain
                     producer.poll(0.5)
         remaining = producer.flush(60)
+        if too_large:
+            raise KafkaError(
+                f"dead-letter topic {self.topic!r} refused {len(too_large)} record(s) as too "
+                f"large (first: {too_large[0]}) although frazil cut them to {self._limit:,} "
+                "bytes, its max.message.bytes: the broker's message.max.bytes is lower; raise "
+                f"max.message.bytes of topic {self.topic} (kafka-configs.sh --alter "
+                f"--entity-type topics --entity-name {self.topic} --add-config "
+                "max.message.bytes=8388608) or the broker's message.max.bytes"
+            )
         if remaining or failures:
             raise KafkaError(
                 f"dead-letter topic {self.topic!r}: {len(failures) + remaining} of "
@@ -270,6 +296,49 @@ def carried_topic_rows(
             "pipeline": pipeline,
             "target_table": table,
         }
+
+
+#: Bytes a record takes in Kafka besides its key, value and headers (record and batch
+#: framing), counted generously.
+_RECORD_OVERHEAD = 1024
+#: Header saying a dead letter's value (or key) was cut to fit the topic: its full length.
+TRUNCATED = "value.truncated"
+KEY_TRUNCATED = "key.truncated"
+
+
+def _fit(
+    key: bytes | None, value: bytes | None, headers: list[tuple[str, Any]], limit: int
+) -> tuple[bytes | None, bytes | None]:
+    """The key and value of a dead letter cut to fit a topic taking records of ``limit``
+    bytes: the value first, then the key; each cut part gets a header with its full length
+    (added to ``headers``). The full record is in the dead-letter table."""
+    used = sum(len(k) + len(v or b"") for k, v in headers) + _RECORD_OVERHEAD
+    room = limit - used - 2 * (len(HEADER_PREFIX) + len(KEY_TRUNCATED) + 12)
+    size = len(key or b"") + len(value or b"")
+    if size <= room:
+        return key, value
+    if value is not None and len(value) > max(0, room - len(key or b"")):
+        keep = max(0, room - len(key or b""))
+        headers.append((f"{HEADER_PREFIX}{TRUNCATED}", str(len(value)).encode()))
+        value = value[:keep]
+    if key is not None and len(key) + len(value or b"") > room:
+        headers.append((f"{HEADER_PREFIX}{KEY_TRUNCATED}", str(len(key)).encode()))
+        key = key[: max(0, room - len(value or b""))]
+    log.warning(
+        "a dead letter of %d bytes was cut to fit the dead-letter topic's %d bytes "
+        "(max.message.bytes); the dead-letter table, if any, has it whole (%s)",
+        size,
+        limit,
+        _where(headers),
+    )
+    return key, value
+
+
+def _where(headers: list[tuple[str, Any]]) -> str:
+    """``topic/partition@offset`` of a dead letter, from frazil's headers."""
+    found = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in headers if v}
+    p = HEADER_PREFIX
+    return f"{found.get(p + 'topic')}/{found.get(p + 'partition')}@{found.get(p + 'offset')}"
 
 
 def _get(row: Row | dict[str, Any], name: str) -> Any:

@@ -571,3 +571,13 @@ def test_schema_fields_named_like_secrets_are_not_secrets() -> None:
     schema = {"id": "string", "token": "string"}
     config = parse_config({"pipelines": [_pipeline(schema=schema, partition_by=[])]})
     assert redacted(config)["pipelines"][0]["schema"] == {"id": "string", "token": "string"}
+
+
+def test_valid_through_slack_is_a_duration() -> None:
+    config = parse_config({"pipelines": [_pipeline(valid_through_slack="0s")]})
+    assert config.pipelines[0].slack_ms() == 0
+    assert parse_config({"pipelines": [_pipeline()]}).pipelines[0].slack_ms() == 120_000
+    with pytest.raises(ConfigError) as info:
+        parse_config({"pipelines": [_pipeline(valid_through_slack="soon")]})
+    [(key, reason)] = info.value.problems
+    assert key == "pipelines[0].valid_through_slack" and "not a duration" in reason

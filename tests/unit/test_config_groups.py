@@ -150,7 +150,7 @@ def test_a_dump_writes_the_flat_keys_in_their_order() -> None:
         "key_column",
         "table",
     ]
-    assert list(dumped)[-7:] == [
+    assert list(dumped)[-8:] == [
         "aliases",
         "tables",
         "write",
@@ -158,6 +158,7 @@ def test_a_dump_writes_the_flat_keys_in_their_order() -> None:
         "errors",
         "trigger",
         "checkpoint",
+        "valid_through_slack",
     ]
     # What a table leaves to the pipeline reads back as null, as it was read.
     assert dumped["tables"]["db.t"]["sort_by"] == ["id"]

@@ -69,6 +69,7 @@ LAYOUT: dict[str, tuple[str, str] | None] = {
     "errors": None,
     "trigger": None,
     "checkpoint": None,
+    "valid_through_slack": None,
 }
 # The value's schema is also accepted under its attribute's name (populate_by_name).
 _ACCEPTED: dict[str, tuple[str, str] | None] = {**LAYOUT, "schema_": ("value", "schema_")}

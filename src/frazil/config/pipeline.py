@@ -222,6 +222,10 @@ class PipelineConfig(Frozen):
     errors: ErrorsConfig = Field(default_factory=ErrorsConfig)
     trigger: str = "1s"
     checkpoint: str | None = None
+    #: How long after its timestamp a record may still reach a partition's readable end
+    #: (producer retries, transactions): a partition read to its end holds valid-through back
+    #: by this much at most. See docs/exactly-once.md#valid-through.
+    valid_through_slack: str = "120s"
     # key_column given without key_format: unused, but dumped as it was written.
     _idle_key_column: str | None = PrivateAttr(default=None)
 
@@ -328,6 +332,13 @@ class PipelineConfig(Frozen):
             check_table_name(name)
         return value
 
+    @field_validator("valid_through_slack")
+    @classmethod
+    def _check_slack(cls, value: str) -> str:
+        if parse_duration(value) < 0:
+            raise ValueError("must not be negative")
+        return value
+
     @field_validator("trigger")
     @classmethod
     def _check_trigger(cls, value: str) -> str:
@@ -423,6 +434,10 @@ class PipelineConfig(Frozen):
     def settings_for(self, table: str) -> ResolvedTable:
         """One table's settings: the pipeline's ``defaults``, with ``tables.<table>`` over them."""
         return self.defaults.for_table(table, self.tables.get(table))
+
+    def slack_ms(self) -> int:
+        """``valid_through_slack`` in milliseconds."""
+        return int(parse_duration(self.valid_through_slack) * 1000)
 
     def trigger_seconds(self) -> float:
         """The trigger interval in seconds."""

@@ -130,8 +130,10 @@ class BatchHandler:
             pipeline=pipeline,
             live=live,
             tables=tables,
-            ledger=TableLedger(pipeline.name, tables.known(), tables, on_event),
-            cursor=BatchCursor(checkpoint, admin, topics),
+            ledger=TableLedger(
+                pipeline.name, tables.known(), tables, on_event, slack_ms=pipeline.slack_ms()
+            ),
+            cursor=BatchCursor(checkpoint, admin, topics, slack_ms=pipeline.slack_ms()),
             dead_letters=dead_letters,
         )
 

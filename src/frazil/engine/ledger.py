@@ -66,6 +66,8 @@ class TableLedger:
     tables: TableSet | None = None
     on_event: Callable[[Event], None] | None = None
     stats: BatchStats = field(default_factory=BatchStats)
+    #: The pipeline's ``valid_through_slack`` (ms), for the stop's final markers.
+    slack_ms: int = markers.CAUGHT_UP_SLACK_MS
     _lock: threading.Lock = field(default_factory=threading.Lock)
     #: The tables' handles read at once, and the tables they were built for.
     _handles: tuple[tuple[int, ...], IcebergTables] | None = field(default=None, repr=False)
@@ -279,6 +281,7 @@ class TableLedger:
                         query_id=query_id,
                         planned_at_ms=last.planned_at_ms,
                         topic_ids=last.topic_ids,
+                        slack_ms=last.slack_ms,
                     ),
                 )
             return
@@ -296,6 +299,7 @@ class TableLedger:
             batch_id=mine.batch_id,
             query_id=mine.query_id,
             planned_at_ms=target.planned_at_ms,
+            slack_ms=self.slack_ms,
         )
         if (final.max_timestamps, final.valid_through_ms) == (
             mine.max_timestamps,

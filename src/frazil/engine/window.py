@@ -48,6 +48,8 @@ class BatchWindow:
     query_id: str
     planned_at_ms: int | None = None
     topic_ids: dict[str, str] = field(default_factory=dict)
+    #: The pipeline's ``valid_through_slack`` (ms).
+    slack_ms: int = markers.CAUGHT_UP_SLACK_MS
 
     @property
     def partitions(self) -> tuple[Partition, ...]:
@@ -73,6 +75,7 @@ class BatchWindow:
             query_id=self.query_id,
             planned_at_ms=self.planned_at_ms,
             topic_ids=self.topic_ids,
+            slack_ms=self.slack_ms,
         )
 
     def start_marker(self, previous: markers.Marker | None, pipeline: str) -> markers.Marker:
@@ -108,6 +111,8 @@ class LastBatch:
     lagging: set[Partition]
     planned_at_ms: int | None = None
     topic_ids: dict[str, str] = field(default_factory=dict)
+    #: The pipeline's ``valid_through_slack`` (ms).
+    slack_ms: int = markers.CAUGHT_UP_SLACK_MS
 
 
 @dataclass
@@ -136,6 +141,8 @@ class BatchCursor:
     _previous_planned_at: int | None = None
     #: The topic ids of the last batch written.
     _previous_ids: dict[str, str] = field(default_factory=dict)
+    #: The pipeline's ``valid_through_slack`` (ms), for every window's markers.
+    slack_ms: int = markers.CAUGHT_UP_SLACK_MS
 
     def new_query(self, topic_ids: dict[str, str] | None = None) -> None:
         """Batch ids start again at 0 in a new checkpoint: the old ones say nothing of it.
@@ -194,6 +201,7 @@ class BatchCursor:
             query_id=query_id,
             planned_at_ms=self.checkpoint.planned_at_ms(batch_id),
             topic_ids=dict(topic_ids or {}),
+            slack_ms=self.slack_ms,
         )
 
     def skipped(self, batch_id: int, planned: TopicOffsets) -> None:
@@ -218,6 +226,7 @@ class BatchCursor:
             self._previous_lagging,
             self._previous_planned_at,
             self._previous_ids,
+            self.slack_ms,
         )
 
     def _start(self, batch_id: int) -> TopicOffsets | None:

@@ -468,9 +468,10 @@ def covered(marker: Marker | None, planned: TopicOffsets) -> bool:
 
 
 #: How far behind the moment it was found read to its end a partition holds the mark back
-#: at most. A record can reach Kafka well after its timestamp was set: a producer retries a
-#: send for up to ``delivery.timeout.ms`` (120 s by default), and a transaction's records
-#: become readable when it commits, up to ``transaction.timeout.ms`` (60 s by default) later.
+#: at most, by default (``valid_through_slack``). A record can reach Kafka well after its
+#: timestamp was set: a producer retries a send for up to ``delivery.timeout.ms`` (120 s by
+#: default), and a transaction's records become readable when it commits, up to
+#: ``transaction.timeout.ms`` (60 s by default) later.
 CAUGHT_UP_SLACK_MS = 120_000
 
 
@@ -480,6 +481,7 @@ def valid_through(
     planned: TopicOffsets,
     lagging: set[tuple[str, int]],
     planned_at_ms: int | None = None,
+    slack_ms: int = CAUGHT_UP_SLACK_MS,
 ) -> int | None:
     """The valid-through mark after a commit.
 
@@ -490,7 +492,7 @@ def valid_through(
     * a partition not read to its end offset (``lagging``): the largest timestamp committed
       from it (nothing committed yet: the mark stays where it was);
     * a partition read to its end (Kafka's last stable offset) when the batch was planned:
-      the same, but never less than ``planned_at_ms - CAUGHT_UP_SLACK_MS``, so that an idle
+      the same, but never less than ``planned_at_ms - slack_ms``, so that an idle
       partition does not hold the mark back for ever (the sink leaves the mark out whenever
       one partition is idle).
 
@@ -508,7 +510,7 @@ def valid_through(
     """
     if planned_at_ms is None:
         return previous
-    floor = planned_at_ms - CAUGHT_UP_SLACK_MS
+    floor = planned_at_ms - slack_ms
     reached: list[int] = []
     for topic, parts in planned.items():
         for partition in parts:
@@ -544,6 +546,7 @@ def next_marker(
     query_id: str = "",
     planned_at_ms: int | None = None,
     topic_ids: dict[str, str] | None = None,
+    slack_ms: int = CAUGHT_UP_SLACK_MS,
 ) -> Marker:
     """The marker of a commit covering a batch planned up to ``planned``.
 
@@ -553,7 +556,8 @@ def next_marker(
     from Kafka's metadata for a moment, a deleted one): read again later, they continue
     where they were. Only ``--reset-offsets`` removes them.
 
-    ``planned_at_ms`` is when the batch was planned (see :func:`valid_through`).
+    ``planned_at_ms`` is when the batch was planned, ``slack_ms`` the pipeline's
+    ``valid_through_slack`` (see :func:`valid_through`).
 
     Args:
         topic_ids: Kafka's topic ids of the batch's topics; a topic the previous marker
@@ -591,6 +595,7 @@ def next_marker(
             planned,
             lagging,
             planned_at_ms,
+            slack_ms,
         ),
         batch_id=batch_id,
         query_id=query_id,

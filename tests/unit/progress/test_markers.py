@@ -143,6 +143,27 @@ def test_an_idle_partition_read_to_its_end_holds_the_mark_back_by_the_slack_only
     assert markers.valid_through(None, stamps, planned, {("t", 2)}, T) is None
 
 
+def test_the_slack_is_the_pipelines_setting() -> None:
+    # valid_through_slack: 0 for LogAppendTime topics without transactions (the broker's
+    # clock stamps each record as it lands), longer for MirrorMaker 2 or event-time producers.
+    planned = {"t": {0: 10, 1: 99}}
+    stamps = {"t": {0: T - 1_000, 1: T - 3 * 3_600_000}}
+    # Read to their end when planned: every record stamped before then is in.
+    assert markers.valid_through(None, stamps, planned, set(), T, slack_ms=0) == T
+    assert markers.valid_through(None, stamps, planned, set(), T, slack_ms=600_000) == T - 600_000
+    marker = markers.next_marker(
+        None,
+        pipeline="p",
+        planned=planned,
+        stats={("t", 0): PartitionStats(T - 1_000)},
+        lagging=set(),
+        batch_id=0,
+        planned_at_ms=T,
+        slack_ms=0,
+    )
+    assert marker.valid_through_ms == T
+
+
 def test_a_producer_clock_ahead_never_makes_the_mark_claim_the_future() -> None:
     planned = {"t": {0: 10, 1: 99}}
     ahead = {"t": {0: T + 3_600_000, 1: T + 3_500_000}}

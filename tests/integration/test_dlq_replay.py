@@ -13,7 +13,9 @@ from confluent_kafka import Producer
 from frazil.engine import replay as replay_module
 from frazil.engine.replay import replay
 from frazil.engine.runner import run
+from frazil.errors import PipelineError
 from frazil.generate.producer import ensure_topic
+from frazil.progress import fence
 from tests.integration.helpers import table_ids
 
 
@@ -141,6 +143,12 @@ def test_a_routed_pipeline_replays_into_its_tables_and_a_new_one(
     config = make_config([pipeline])
     failed_at = f"SELECT topic, partition, offset, unix_micros(failed_at) FROM lake.{dead}"
     first = {tuple(r[:3]): r[3] for r in spark.sql(failed_at).collect()}
+    # Next to a live run, a replay that would create a table is refused: the new table's
+    # marker would lag the run's, and a restart would write records into it twice.
+    refused = pytest.raises(PipelineError, match="stop the pipeline first")
+    with fence.hold(config.state_dir, [name]), refused:
+        replay(spark, config, config.pipelines[0])
+    assert sorted(table_ids(spark, debit)) == sorted(f"debit{i}" for i in range(10))
     report = replay(spark, config, config.pipelines[0])
 
     assert (report.replayed, report.written, report.failed_again) == (8, 6, 2)

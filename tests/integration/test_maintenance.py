@@ -253,3 +253,44 @@ def test_a_renamed_pipelines_old_marker_does_not_pin_expiry(
     assert sorted(table_ids(spark, table)) == sorted(ids)
     handle = IcebergTable(spark, f"lake.{table}")
     assert markers.find_marker(handle, new).marker is not None
+
+
+def test_a_compaction_stops_between_slices_once_a_merge_lost_to_it(
+    spark: Any, make_config: Any, unique: str
+) -> None:
+    # frazil maintain next to an upsert/CDC run: a MERGE that lost to a compaction's commit
+    # notes it in the table; the compaction must not go on beating its retries slice by slice.
+    from frazil.maintenance.actions import Actions
+    from frazil.maintenance.passes import TableRef, _no_merge_lost, policy_of
+    from frazil.sink.yielding import MERGE_CONFLICT_AT
+
+    table = f"db.slices_{unique}"
+    spark.sql(f"CREATE TABLE lake.{table} (id bigint, v string) USING iceberg")
+    for i in range(12):
+        spark.sql(f"INSERT INTO lake.{table} VALUES ({i}, 'v{i}')")
+    config = make_config(
+        [payments_pipeline(f"s_{unique}", f"s-{unique}", table)], maintenance=AGGRESSIVE
+    )
+    ref = TableRef(table, config.pipelines[0])
+    handle = IcebergTable(spark, f"lake.{table}")
+    actions = Actions(spark, f"lake.{table}", handle.java)
+    asked: list[bool] = []
+
+    def merge_lost_meanwhile() -> bool:
+        handle.java.updateProperties().set(MERGE_CONFLICT_AT, str(int(time.time() * 1000))).commit()
+        asked.append(_no_merge_lost(handle, 600))
+        return asked[-1]
+
+    before = measure(spark, config, ref)
+    done = actions.compact(policy_of(config, ref), before, merge_lost_meanwhile, slice_files=4)
+    assert done.startswith("4 data files") and asked == [False]
+    assert measure(spark, config, ref).data_files == before.data_files - 4 + 1
+
+    # Without a MERGE losing, slice after slice until the pass is done.
+    handle.java.updateProperties().remove(MERGE_CONFLICT_AT).commit()
+    middle = measure(spark, config, ref)
+    actions.compact(policy_of(config, ref), middle, lambda: _no_merge_lost(handle, 600), 4)
+    assert measure(spark, config, ref).data_files <= 3
+    assert sorted(r[0] for r in spark.sql(f"SELECT id FROM lake.{table}").collect()) == list(
+        range(12)
+    )

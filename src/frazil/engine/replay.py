@@ -284,6 +284,7 @@ def _run(
         for name in sorted(values):
             target = known.get(name)
             if target is None:
+                _refuse_next_to_a_run(config, pipeline, name)
                 target = _create(tables, pipeline, name, user, values[name], known)
                 known[name] = target
             rows = routed.where(F.col(c.ROUTE_TABLE) == name)
@@ -344,6 +345,28 @@ def _with_values(rows: DataFrame, user: StructType) -> dict[str, set[str]]:
         .collect()
     )
     return {str(r[c.ROUTE_TABLE]): {n for i, n in enumerate(names) if r[f"v{i}"]} for r in found}
+
+
+def _refuse_next_to_a_run(config: FrazilConfig, pipeline: PipelineConfig, table: str) -> None:
+    """A replay may not create a table while its pipeline runs.
+
+    The new table's marker would be the lowest of the pipeline's other tables as they are
+    now, while the live run goes on writing them: a restart with the new config would read
+    again from there and write the run's later records twice into it (and a table that gets
+    no live record would make every start read again since the replay).
+
+    Raises:
+        PipelineError: The pipeline runs (its run lock in ``state_dir`` is held).
+    """
+    from frazil.progress import fence
+
+    if fence.running_pid(config.state_dir, pipeline.name) is None:
+        return
+    raise PipelineError(
+        f"pipeline {pipeline.name!r} is running: this replay would create table {table} "
+        "(the route sends records there now), which is safe only while the pipeline is "
+        "stopped; stop the pipeline first, replay, then start it with the new config"
+    )
 
 
 def _create(

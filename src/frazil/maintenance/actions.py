@@ -78,6 +78,18 @@ def _cause(exc: Exception, text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
+#: Data files one slice of a compaction rewrites when it must stop for a pipeline's MERGE
+#: between slices (``frazil maintain`` next to an upsert/CDC run).
+COMPACTION_SLICE_FILES = 200
+
+
+def _compaction_text(rewritten: int, size: int, added: int, deletes: int, failed: int) -> str:
+    return (
+        f"{rewritten} data files ({size / 1024**2:.1f} MiB) rewritten into {added}, "
+        f"{deletes} delete files removed" + (f", {failed} left for a conflict" if failed else "")
+    )
+
+
 class Actions:
     """Iceberg's Spark actions on one table."""
 
@@ -90,8 +102,52 @@ class Actions:
         self._jvm = jvm
         self._actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
 
-    def compact(self, policy: ResolvedPolicy, health: TableHealth) -> str:
-        """Rewrite small files, and files with deletes, of the partitions that need it."""
+    def compact(
+        self,
+        policy: ResolvedPolicy,
+        health: TableHealth,
+        keep_going: Callable[[], bool] | None = None,
+        slice_files: int = COMPACTION_SLICE_FILES,
+    ) -> str:
+        """Rewrite small files, and files with deletes, of the partitions that need it.
+
+        Args:
+            keep_going: Asked before each slice of ``slice_files`` files after the first
+                (None: one action for the whole pass): False stops the compaction there, so
+                that a pipeline's MERGE into the table that lost to a slice's commit gets the
+                table to itself instead of losing again to the next one.
+        """
+        budget = policy.compaction.max_files_per_pass
+        if keep_going is None:
+            return self._compact(policy, health, budget)
+        totals = [0, 0, 0, 0, 0]
+        slices = 0
+        while budget > 0:
+            if slices and not keep_going():
+                log.info(
+                    "maintenance: %s: compaction stopped after %d slice(s): a pipeline's "
+                    "MERGE into it lost to a concurrent commit",
+                    self.name,
+                    slices,
+                )
+                break
+            self.table.refresh()
+            counts = self._compact_counts(policy, health, min(slice_files, budget))
+            slices += 1
+            totals = [a + b for a, b in zip(totals, counts, strict=True)]
+            if counts[0] == 0:
+                break
+            budget -= counts[0]
+        return _compaction_text(*totals)
+
+    def _compact(self, policy: ResolvedPolicy, health: TableHealth, files: int) -> str:
+        return _compaction_text(*self._compact_counts(policy, health, files))
+
+    def _compact_counts(
+        self, policy: ResolvedPolicy, health: TableHealth, files: int
+    ) -> tuple[int, int, int, int, int]:
+        """One rewrite action of at most ``files`` data files: (files rewritten, bytes, files
+        added, delete files removed, files left for a conflict)."""
         compaction = policy.compaction
         action = self._actions.rewriteDataFiles(self.table)
         if compaction.strategy == "sort":
@@ -116,7 +172,7 @@ class Actions:
             "min-file-size-bytes": health.small_below_bytes,
             "min-input-files": compaction.min_small_files,
             "partial-progress.enabled": "true",
-            "max-files-to-rewrite": compaction.max_files_per_pass,
+            "max-files-to-rewrite": files,
             "remove-dangling-deletes": "true",
         }
         if policy.deletes.enabled:
@@ -124,12 +180,12 @@ class Actions:
         for key, value in options.items():
             action = action.option(key, str(value))
         result = action.snapshotProperty(MAINTENANCE, "compaction").execute()
-        failed = int(result.failedDataFilesCount())
         return (
-            f"{int(result.rewrittenDataFilesCount())} data files "
-            f"({int(result.rewrittenBytesCount()) / 1024**2:.1f} MiB) rewritten into "
-            f"{int(result.addedDataFilesCount())}, {int(result.removedDeleteFilesCount())} "
-            "delete files removed" + (f", {failed} left for a conflict" if failed else "")
+            int(result.rewrittenDataFilesCount()),
+            int(result.rewrittenBytesCount()),
+            int(result.addedDataFilesCount()),
+            int(result.removedDeleteFilesCount()),
+            int(result.failedDataFilesCount()),
         )
 
     def rewrite_deletes(self, policy: ResolvedPolicy) -> str:

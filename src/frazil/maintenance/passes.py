@@ -30,6 +30,8 @@ from frazil.sink import yielding
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from frazil.sink.iceberg import IcebergTable
+
 log = logging.getLogger(__name__)
 
 #: How long a rewriting action outside a budgeted pass waits for a table's MERGEs to end.
@@ -110,6 +112,14 @@ def measure(spark: SparkSession, config: FrazilConfig, ref: TableRef) -> TableHe
     )
 
 
+def _no_merge_lost(table: IcebergTable, backoff_s: float) -> bool:
+    """Whether no pipeline's MERGE into the table lost to a concurrent commit within
+    ``backoff_s`` (:data:`frazil.sink.yielding.MERGE_CONFLICT_AT`, read afresh)."""
+    table.refresh()
+    noted = table.java.properties().get(yielding.MERGE_CONFLICT_AT)
+    return yielding.backing_off(noted, backoff_s=backoff_s) is None
+
+
 def _protected(spark: SparkSession, config: FrazilConfig, name: str) -> Protected:
     """What expiry must keep of a table: the newest markers of the config's pipelines."""
     return protected(spark, name, [p.name for p in config.pipelines])
@@ -182,7 +192,10 @@ def run_pass(
                     )
                     continue
                 guard_now = functools.partial(_protected, spark, config, name)
-                report.results.append(_run(actions, step, policy, before, ref.name, guard_now))
+                free_now = functools.partial(_no_merge_lost, table, backoff_s)
+                report.results.append(
+                    _run(actions, step, policy, before, ref.name, guard_now, free_now)
+                )
             table.refresh()
         table.refresh()
         report.after = read_health(spark, name, table.java, policy, _protected(spark, config, name))
@@ -196,12 +209,13 @@ def _run(
     health: TableHealth,
     table: str,
     guard: Callable[[], Protected],
+    free: Callable[[], bool],
 ) -> ActionResult:
     started = time.monotonic()
 
     def call() -> str:
         if step.action == "compaction":
-            return actions.compact(policy, health)
+            return actions.compact(policy, health, keep_going=free)
         if step.action == "deletes":
             return actions.rewrite_deletes(policy)
         if step.action == "manifests":

@@ -12,7 +12,9 @@ times). A MERGE that keeps losing would stop the pipeline, so the writer has pri
 * **Another process** (``frazil maintain``): a MERGE that lost to a concurrent commit notes the
   time in the table's property :data:`MERGE_CONFLICT_AT`, and maintenance skips the table's
   rewriting actions for ``maintenance.merge_backoff`` after it (default :data:`BACKOFF_S`,
-  with a log line saying so).
+  with a log line saying so). A compaction runs in slices and reads the note between them,
+  so one that was under way stops at the next slice rather than committing group after
+  group under the MERGE's retries.
 """
 
 from __future__ import annotations

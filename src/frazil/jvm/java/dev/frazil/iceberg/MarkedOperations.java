@@ -5,6 +5,7 @@ import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.encryption.EncryptionManager;
+import org.apache.iceberg.exceptions.ValidationException;
 import org.apache.iceberg.io.FileIO;
 import org.apache.iceberg.io.LocationProvider;
 
@@ -24,7 +25,7 @@ import org.apache.iceberg.io.LocationProvider;
  *
  * <p>Commits without {@link #AFTER} (maintenance, other writers, frazil's resets) are not checked.
  */
-final class MarkedOperations implements TableOperations {
+public final class MarkedOperations implements TableOperations {
   static final String PIPELINE = "frazil.pipeline";
   static final String OFFSETS = "frazil.offsets";
   static final String COMMIT_ID = "frazil.commit-id";
@@ -43,10 +44,60 @@ final class MarkedOperations implements TableOperations {
     this.name = name;
   }
 
+  /**
+   * Checks the marker, then commits; a commit whose answer says it failed, or never came (a
+   * 5xx, a timeout, a dropped connection, a 409 to a retry of a request the catalog had
+   * applied), is looked for in the table before the failure is passed on: if the table holds
+   * the commit's new snapshot, it went in and the commit returns normally. Otherwise Iceberg
+   * (and Spark's write) would retry over a base holding it, or delete the files it refers to.
+   */
   @Override
   public void commit(TableMetadata base, TableMetadata metadata) {
     check(base, metadata, name);
-    ops.commit(base, metadata);
+    try {
+      ops.commit(base, metadata);
+    } catch (ValidationException e) {
+      throw e; // refused before anything was sent
+    } catch (RuntimeException e) {
+      if (landed(ops, base, metadata, e)) {
+        return;
+      }
+      throw e;
+    }
+  }
+
+  /**
+   * Whether the table, read again, holds the snapshot {@code metadata} adds over {@code base}:
+   * the commit that failed with {@code failure} was applied by the catalog. False for a change
+   * without a new snapshot (nothing to look for) and when the table cannot be read (recorded on
+   * {@code failure}).
+   */
+  public static boolean landed(
+      TableOperations ops, TableMetadata base, TableMetadata metadata, RuntimeException failure) {
+    Snapshot head = metadata.currentSnapshot();
+    if (head == null || (base != null && base.snapshot(head.snapshotId()) != null)) {
+      return false;
+    }
+    try {
+      TableMetadata now = ops.refresh();
+      Snapshot found = now == null ? null : now.snapshot(head.snapshotId());
+      return found != null && inAncestry(now, found.snapshotId());
+    } catch (RuntimeException unreadable) {
+      failure.addSuppressed(unreadable);
+      return false;
+    }
+  }
+
+  /** Whether snapshot {@code id} is the current snapshot of {@code metadata} or one of its ancestors. */
+  private static boolean inAncestry(TableMetadata metadata, long id) {
+    for (Snapshot s = metadata.currentSnapshot();
+        s != null;
+        s = s.parentId() == null ? null : metadata.snapshot(s.parentId())) {
+      if (s.snapshotId() == id) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**

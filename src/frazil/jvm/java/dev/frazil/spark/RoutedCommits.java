@@ -12,6 +12,7 @@ import org.apache.iceberg.AppendFiles;
 import org.apache.iceberg.BaseTable;
 import org.apache.iceberg.BaseTransaction;
 import org.apache.iceberg.DataFile;
+import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.ManifestFile;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.Table;
@@ -33,6 +34,7 @@ import org.apache.iceberg.util.PropertyUtil;
 import org.apache.iceberg.util.Tasks;
 import org.apache.iceberg.util.ThreadPools;
 import dev.frazil.iceberg.MarkedCatalog;
+import dev.frazil.iceberg.MarkedOperations;
 import dev.frazil.spark.RoutedWrites.Result;
 import dev.frazil.spark.RoutedWrites.TableShare;
 /**
@@ -67,6 +69,23 @@ public final class RoutedCommits {
       ThreadPools.newExitingWorkerPool("frazil-commit-each", 8);
 
   private RoutedCommits() {}
+
+  /** Whether every table holds the snapshot its change adds (the transaction went in). */
+  private static boolean landed(
+      List<Table> tables,
+      List<TableMetadata> bases,
+      List<TableMetadata> updated,
+      RuntimeException failure) {
+    for (int i = 0; i < tables.size(); i++) {
+      Table table = tables.get(i);
+      if (!(table instanceof HasTableOperations)
+          || !MarkedOperations.landed(
+              ((HasTableOperations) table).operations(), bases.get(i), updated.get(i), failure)) {
+        return false;
+      }
+    }
+    return true;
+  }
 
   /**
    * Appends a known table's files in one commit carrying {@code summary}. A commit refused by
@@ -248,12 +267,22 @@ public final class RoutedCommits {
         catalog.commitTables(identifiers, bases, updated);
         return;
       } catch (ValidationException e) {
+        // Refused before the request was sent (a stale marker): nothing went in.
         for (int i = 0; i < names.size(); i++) {
           deleteUncommitted(bases.get(i), updated.get(i), tables.get(i).io(), e);
           UncommittedFiles.delete(tables.get(i).io(), result.share(names.get(i)).files, e);
         }
         throw e;
-      } catch (CommitFailedException e) {
+      } catch (RuntimeException e) {
+        // A 409, a 5xx, a timeout or a dropped connection: the catalog may have applied the
+        // transaction (a 409 answers a retry of a request it applied). It went in if the
+        // tables hold its snapshots; only then, or certainly not, is anything cleaned up.
+        if (landed(tables, bases, updated, e)) {
+          return;
+        }
+        if (!(e instanceof CommitFailedException)) {
+          throw e; // unknown: the files may be in the tables, leave them
+        }
         // Certainly not committed (the catalog refused a requirement): this attempt's manifests
         // are nobody's.
         for (int i = 0; i < names.size(); i++) {

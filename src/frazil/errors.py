@@ -66,6 +66,10 @@ class StaleMarker(CommitError):
     one the batch was planned after (another run committed in between, or the table was
     rolled back). Nothing was committed; the batch is planned again."""
 
+    #: The marker offsets the refused commit was planned on, where the committer notes them
+    #: (a dead-letter commit planned again tells from them what the other run claims).
+    planned_on: dict[str, dict[int, int]] | None = None
+
 
 class TableRolledBack(CommitError):
     """A table's marker moved backwards while the pipeline ran (a rollback, a snapshot set

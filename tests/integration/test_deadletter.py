@@ -441,3 +441,62 @@ def test_a_dead_letter_larger_than_its_topic_takes_is_cut_not_a_wedge(
     value = received.value()
     assert value is not None and 0 < len(value) < 100_000 and huge.startswith(value)
     assert received.key() == b"big"
+
+
+@pytest.mark.parametrize("observed", [True, False], ids=["observed", "counted"])
+def test_a_later_batchs_dead_letters_sent_first_by_another_run_hide_nothing(
+    spark: Any, make_config: Any, unique: str, observed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Run A sends batch [0, 3)'s dead letters; run B's batch [3, 6) commits its own in
+    # between. A's commit is refused (B's marker came in), planned again: B's marker claims
+    # offsets up to 6, but the table does not hold A's records. They must still go in.
+    from frazil import columns as c
+    from frazil.engine import deadletters
+    from frazil.engine.deadletters import DeadLetters
+
+    topic, name, dlq_table = f"race-{unique}", f"r_{unique}", f"db.race_{unique}"
+    config = make_config(
+        [payments_pipeline(name, topic, f"db.t_{unique}",
+                           errors={"tolerance": "all", "dlq_table": dlq_table})]
+    )  # fmt: skip
+
+    def bad(start: int) -> Any:
+        return spark.sql(
+            f"SELECT CAST(NULL AS BINARY) AS `{c.KEY}`, CAST(concat('bad', id) AS BINARY) AS "
+            f"`{c.VALUE}`, '{topic}' AS `{c.TOPIC}`, 0 AS `{c.PARTITION}`, id AS `{c.OFFSET}`, "
+            f"0L AS `{c.TIMESTAMP_MS}`, named_struct('stage', 'decode', 'reason', 'no', "
+            f"'detail', 'bad') AS `{c.DEAD_ERROR}` FROM range({start}, {start + 3})"
+        )
+
+    def seen(start: int) -> list[tuple[str, int, int, str, str]] | None:
+        return (
+            [(topic, 0, o, "decode", "no") for o in range(start, start + 3)] if observed else None
+        )
+
+    run_a = DeadLetters.open(spark, config, config.pipelines[0])
+    run_b = DeadLetters.open(spark, config, config.pipelines[0])
+    assert run_a is not None and run_b is not None
+    real_append = deadletters.append_rows
+    cut_in = []
+
+    def append_after_b(rows: Any, table: str, summary: dict[str, str]) -> None:
+        if not cut_in:
+            cut_in.append(True)
+            run_b.write(bad(3), F.col(c.DEAD_ERROR), planned={topic: {0: 6}}, lagging=set(),
+                        batch_id=7, query_id="b", seen=seen(3))  # fmt: skip
+        real_append(rows, table, summary)
+
+    monkeypatch.setattr(deadletters, "append_rows", append_after_b)
+    run_a.write(bad(0), F.col(c.DEAD_ERROR), planned={topic: {0: 3}}, lagging=set(),
+                batch_id=3, query_id="a", seen=seen(0))  # fmt: skip
+
+    offsets = sorted(r[0] for r in spark.sql(f"SELECT offset FROM lake.{dlq_table}").collect())
+    assert offsets == list(range(6))
+    assert run_a.total == 3 and run_b.total == 3
+    # Sending A's batch again adds nothing.
+    monkeypatch.setattr(deadletters, "append_rows", real_append)
+    again = DeadLetters.open(spark, config, config.pipelines[0])
+    assert again is not None
+    again.write(bad(0), F.col(c.DEAD_ERROR), planned={topic: {0: 3}}, lagging=set(),
+                batch_id=3, query_id="a", seen=seen(0))  # fmt: skip
+    assert again.total == 0 and spark.table(f"lake.{dlq_table}").count() == 6

@@ -209,3 +209,37 @@ def test_two_replays_at_once_replay_each_record_once(
     # The claim went with the replay: the next one runs.
     again = replay(spark, config, pipeline)
     assert (again.replayed, again.failed_again) == (2, 2)
+
+
+def test_a_paused_replay_that_resumes_after_a_takeover_cannot_append_again(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The replay pauses right before its append (a stopped process, a long GC); another
+    # replay takes the claim over meanwhile and makes that very commit. When the first
+    # resumes, the table refuses its append (its fence marker is stale) and it goes on.
+    from frazil.engine.replay_state import fence_marker
+    from frazil.sink.iceberg import IcebergTable
+
+    config, table, dead = _setup(make_config, spark, kafka_bootstrap, unique)
+    pipeline = config.pipelines[0]
+    real_append = replay_module.append_rows
+    took_over: list[str] = []
+
+    def append_after_a_takeover(
+        rows: Any, name: str, summary: dict[str, str], options: Any = None
+    ) -> None:
+        if table.split(".")[-1] in name and "dead" not in name and not took_over:
+            took_over.append(name)
+            # The other replay, planned on the same table state, commits the step first.
+            theirs = fence_marker(IcebergTable(spark, name), pipeline.name)
+            key = replay_module.REPLAY + pipeline.name
+            real_append(rows, name, {key: summary[key], **theirs.to_summary()}, options)
+        real_append(rows, name, summary, options)
+
+    monkeypatch.setattr(replay_module, "append_rows", append_after_a_takeover)
+    report = replay(spark, config, pipeline)
+
+    assert took_over and (report.replayed, report.written, report.failed_again) == (8, 6, 2)
+    counts = Counter(table_ids(spark, table))
+    assert len(counts) == 26 and max(counts.values()) == 1
+    assert _dead(spark, dead) == [("decode", "-"), ("transform", "x")]

@@ -143,16 +143,15 @@ class DeadLetters:
             if self.topic is not None:
                 self.topic.send(dlq.toLocalIterator())
             if self.table is not None:
-                marker = marker_name(self.pipeline, source)
+                batch = _Batch(
+                    marker_name(self.pipeline, source), planned, lagging, batch_id, query_id,
+                    topic_ids or {}, table,
+                )  # fmt: skip
                 with self._commits:  # a routed batch's tables send from several threads
                     # What this run's commit added: a replayed batch's records that the
                     # table has already (another run's, or this one's before a restart) are
                     # not this run's dead letters.
-                    found = _replanned(
-                        lambda: self._append(
-                            rows, marker, planned, lagging, batch_id, query_id, seen, topic_ids
-                        )
-                    )
+                    found = _replanned(lambda first: self._append(rows, batch, seen, first))
             elif seen is None:
                 found = _by_reason(dlq)
             else:
@@ -190,20 +189,13 @@ class DeadLetters:
             self.topic.send(carried_topic_rows(rows(), self.pipeline, has_headers, table))
         found = dict(Counter((str(s[3]), str(s[4])) for s in seen))
         if self.table is not None:
+            batch = _Batch(
+                marker_name(self.pipeline, source), planned, lagging, batch_id, query_id,
+                topic_ids or {}, table,
+            )  # fmt: skip
             with self._commits:
                 found = _replanned(
-                    lambda: self._append_carried(
-                        records,
-                        has_headers,
-                        table,
-                        marker_name(self.pipeline, source),
-                        planned,
-                        lagging,
-                        batch_id,
-                        query_id,
-                        seen,
-                        topic_ids,
-                    )
+                    lambda first: self._append_carried(records, has_headers, batch, seen, first)
                 )
         self._counted(found)
 
@@ -211,40 +203,41 @@ class DeadLetters:
         self,
         records: Any,
         has_headers: bool,
-        table: str | None,
-        name: str,
-        planned: TopicOffsets,
-        lagging: set[tuple[str, int]],
-        batch_id: int,
-        query_id: str,
-        seen: list[tuple[str, int, int, str, str]],
-        topic_ids: dict[str, str] | None,
+        batch: _Batch,
+        seen: list[Position],
+        first: TopicOffsets | None,
     ) -> dict[tuple[str, str], int]:
         """Commit the records of ``seen`` the table does not hold yet; their count by stage
-        and reason."""
+        and reason. ``first``: see :meth:`_contested`."""
         assert self.table is not None
-        state, marker = self._next_marker(name, planned, lagging, batch_id, query_id, topic_ids)
+        state, marker = self._next_marker(batch)
         covered = state.marker.offsets if state.marker is not None else {}
-        fresh = _uncovered(covered, seen)
+        present = self._contested(batch, covered, first, seen)
+        fresh = [
+            s for s in _uncovered(covered if first is None else first, seen) if s[:3] not in present
+        ]
         if not fresh:
             return {}
         jvm = self.table.spark.sparkContext._jvm
         assert jvm is not None
+        below = first if first is not None else covered
         try:
             jvm.dev.frazil.spark.DeadLetterFiles.append(
                 self.table.java,
                 records,
                 has_headers,
                 self.pipeline,
-                table,
+                batch.table,
                 dict(ERROR_CLASSES),
-                {f"{t}\u0000{p}": o for t, parts in covered.items() for p, o in parts.items()},
+                {f"{t}\u0000{p}": o for t, parts in below.items() for p, o in parts.items()},
+                [f"{t}\u0000{p}\u0000{o}" for t, p, o in present],
                 marker.to_summary(),
             )
         except Exception as exc:
             stale = stale_marker(exc)
             if stale is None:
                 raise
+            stale.planned_on = below
             raise stale from None
         return dict(Counter((str(s[3]), str(s[4])) for s in fresh))
 
@@ -259,58 +252,134 @@ class DeadLetters:
     def _append(
         self,
         rows: DataFrame,
-        name: str,
-        planned: TopicOffsets,
-        lagging: set[tuple[str, int]],
-        batch_id: int,
-        query_id: str,
-        seen: list[tuple[str, int, int, str, str]] | None,
-        topic_ids: dict[str, str] | None = None,
+        batch: _Batch,
+        seen: list[Position] | None,
+        first: TopicOffsets | None,
     ) -> dict[tuple[str, str], int]:
         """Commit the rows the table does not hold yet; their count by stage and reason (from
-        ``seen`` when given, else counted)."""
+        ``seen`` when given, else counted). ``first``: see :meth:`_contested`."""
+        from pyspark.sql import functions as F
+
         from frazil import columns as c
 
         assert self.table is not None
-        state, marker = self._next_marker(name, planned, lagging, batch_id, query_id, topic_ids)
+        state, marker = self._next_marker(batch)
         covered = state.marker.offsets if state.marker is not None else {}
+        at: list[Position] | None = None
+        if seen is None and first is not None:
+            at = [tuple(r) for r in rows.select(c.TOPIC, c.PARTITION, c.OFFSET).collect()]
+        present = self._contested(batch, covered, first, seen if seen is not None else at or [])
         if seen is not None:
-            seen = _uncovered(covered, seen)
+            seen = [
+                s
+                for s in _uncovered(covered if first is None else first, seen)
+                if s[:3] not in present
+            ]
             if not seen:
                 return {}  # a replayed batch whose dead letters the table has
-        keep = markers.offset_filter(state.marker)
-        fresh = (rows if keep is None else rows.where(keep)).drop(c.TOPIC, c.PARTITION, c.OFFSET)
+        below = markers.Marker(pipeline=batch.name, offsets=first) if first is not None else None
+        keep = markers.offset_filter(below if first is not None else state.marker)
+        kept = rows if keep is None else rows.where(keep)
+        if present:
+            taken = [
+                (F.col(c.TOPIC) == t) & (F.col(c.PARTITION) == p) & (F.col(c.OFFSET) == o)
+                for t, p, o in sorted(present)
+            ]
+            condition = taken[0]
+            for part in taken[1:]:
+                condition = condition | part
+            kept = kept.where(~condition)
+        fresh = kept.drop(c.TOPIC, c.PARTITION, c.OFFSET)
         found = _by_reason(fresh) if seen is None else dict(Counter((s[3], s[4]) for s in seen))
-        append_rows(fresh, self.table.name, marker.to_summary())
+        try:
+            append_rows(fresh, self.table.name, marker.to_summary())
+        except StaleMarker as stale:
+            stale.planned_on = first if first is not None else covered
+            raise
         return found
 
-    def _next_marker(
+    def _contested(
         self,
-        name: str,
-        planned: TopicOffsets,
-        lagging: set[tuple[str, int]],
-        batch_id: int,
-        query_id: str,
-        topic_ids: dict[str, str] | None = None,
-    ) -> tuple[markers.TableState, markers.Marker]:
-        """The dead-letter table's marker ``name`` now (without the offsets of topics
+        batch: _Batch,
+        covered: TopicOffsets,
+        first: TopicOffsets | None,
+        candidates: list[Position],
+    ) -> set[tuple[str, int, int]]:
+        """Of ``candidates``, those the dead-letter table holds, among the records between
+        the marker the commit was first planned on (``first``) and the marker now
+        (``covered``): another run's dead-letter commit came in between, and its marker
+        claims them, but it may not hold them (that run sent a later batch first). Only what
+        it holds is left out; the rest is this commit's to add. None at a first attempt."""
+        if first is None or not candidates or self.table is None:
+            return set()
+        contested = [
+            s for s in candidates
+            if s[2] >= first.get(s[0], {}).get(s[1], 0)
+            and s[2] < covered.get(s[0], {}).get(s[1], 0)
+        ]  # fmt: skip
+        if not contested:
+            return set()
+        from pyspark.sql import functions as F
+
+        spark = self.table.spark
+        wanted = spark.createDataFrame(
+            [(str(t), int(p), int(o)) for t, p, o, *_ in contested],
+            "topic string, partition int, offset bigint",
+        )
+        held = spark.table(self.table.name).where(
+            (F.col("pipeline") == self.pipeline)
+            & F.col("target_table").eqNullSafe(F.lit(batch.table).cast("string"))
+        )
+        found = held.join(wanted, ["topic", "partition", "offset"], "left_semi")
+        present = {(str(r[0]), int(r[1]), int(r[2])) for r in found.select(
+            "topic", "partition", "offset").collect()}  # fmt: skip
+        log.warning(
+            "%s: another run's dead letters of %s came in between; of %d record(s) its marker "
+            "claims, %d are in the dead-letter table, the rest are written now",
+            self.pipeline,
+            batch.name,
+            len(contested),
+            len(present),
+        )
+        return present
+
+    def _next_marker(self, batch: _Batch) -> tuple[markers.TableState, markers.Marker]:
+        """The dead-letter table's marker of ``batch.name`` now (without the offsets of topics
         created again since, see :func:`~frazil.progress.markers.current_topics`), and the one
         this batch commits."""
         assert self.table is not None
         self.table.refresh()
-        state = markers.find_marker(self.table, name)
-        state = replace(state, marker=markers.current_topics(state.marker, topic_ids or {}))
+        state = markers.find_marker(self.table, batch.name)
+        state = replace(state, marker=markers.current_topics(state.marker, batch.topic_ids))
         marker = markers.next_marker(
             state.marker,
-            pipeline=name,
-            planned=planned,
+            pipeline=batch.name,
+            planned=batch.planned,
             stats={},
-            lagging=lagging,
-            batch_id=batch_id,
-            query_id=query_id,
-            topic_ids=topic_ids,
+            lagging=batch.lagging,
+            batch_id=batch.batch_id,
+            query_id=batch.query_id,
+            topic_ids=batch.topic_ids,
         )
         return state, marker
+
+
+#: A failing record's position, stage and reason.
+Position = tuple[str, int, int, str, str]
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One dead-letter commit's batch: the marker name (per source), the window's planned
+    offsets, lagging partitions, ids, and the table the records failed for."""
+
+    name: str
+    planned: TopicOffsets
+    lagging: set[tuple[str, int]]
+    batch_id: int
+    query_id: str
+    topic_ids: dict[str, str]
+    table: str | None
 
 
 _T = TypeVar("_T")
@@ -319,14 +388,19 @@ _T = TypeVar("_T")
 DEAD_LETTER_ATTEMPTS = 5
 
 
-def _replanned(commit: Callable[[], _T]) -> _T:
+def _replanned(commit: Callable[[TopicOffsets | None], _T]) -> _T:
     """Run a dead-letter commit, planned again (marker read, offset filter) as long as another
     run's dead letters of the same source come in between (bounded); what the commit that
-    went in returns."""
+    went in returns. ``commit`` gets the offsets the first attempt was planned on (None at
+    the first attempt), so that a later one can tell what the other run's marker claims."""
+    first: TopicOffsets | None = None
     for attempt in range(1, DEAD_LETTER_ATTEMPTS + 1):
         try:
-            return commit()
+            return commit(first)
         except StaleMarker as stale:
+            if first is None:
+                first = stale.planned_on
+
             if attempt == DEAD_LETTER_ATTEMPTS:
                 raise
             log.warning("dead-letter table: %s; planning the commit again", stale)

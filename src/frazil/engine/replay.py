@@ -298,9 +298,12 @@ def _run(
         try:
             failed = back.count()
             if failed and not progress.done(SENT_BACK, dead, FAILED + pipeline.name):
-                progress.begin(SENT_BACK, dead)
-                append_rows(back, dead.name, {FAILED + pipeline.name: progress.id})
-                progress.finish(SENT_BACK)
+                progress.commit(
+                    SENT_BACK,
+                    dead,
+                    FAILED + pipeline.name,
+                    lambda summary: append_rows(back, dead.name, summary),
+                )
         finally:
             back.unpersist()
     finally:
@@ -459,14 +462,14 @@ def _write_table(
     step = f"table {target.name}"
     if written and not progress.done(step, table, REPLAY + pipeline.name):
         options = {"check-nullability": "false"} if view.required else {}
-        progress.begin(step, table)
-        append_rows(
-            good.select(*columns.table),
-            target.qualified,
-            {REPLAY + pipeline.name: progress.id},
-            options,
+        progress.commit(
+            step,
+            table,
+            REPLAY + pipeline.name,
+            lambda summary: append_rows(
+                good.select(*columns.table), target.qualified, summary, options
+            ),
         )
-        progress.finish(step)
     bad = rows.where(columns.error.isNotNull()).select(
         *dead_letter_columns(pipeline.name, columns.error, True, target.name)
     )

@@ -35,8 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from frazil.errors import PipelineError
+from frazil.errors import PipelineError, StaleMarker
 from frazil.procs import pid_alive
+from frazil.progress import markers
 from frazil.sink.iceberg import IcebergTable
 
 log = logging.getLogger(__name__)
@@ -385,11 +386,48 @@ class ReplayProgress:
         self.state.steps[step] = {"before": table.current_snapshot_id(), "done": False}
         self.claim.save(self.state)
 
+    def commit(
+        self, step: str, table: IcebergTable, key: str, append: Callable[[dict[str, str]], None]
+    ) -> None:
+        """Make the step's commit, fenced by the table: ``append(summary)`` commits with the
+        replay's name under ``key`` and a marker of the pipeline's replays
+        (:func:`fence_marker`) planned after the table's newest one. A replay paused here
+        while another took the claim over and made this step's commit is refused by the
+        catalog when it resumes (:class:`~frazil.errors.StaleMarker`), and so is the other if
+        this one committed first: that one then finds the commit made and goes on.
+        """
+        self.begin(step, table)
+        fence = fence_marker(table, self.claim.pipeline)
+        try:
+            append({key: self.id, **fence.to_summary()})
+        except StaleMarker:
+            if not self.done(step, table, key):
+                raise
+            return
+        self.finish(step)
+
     def finish(self, step: str) -> None:
         """Note the step's commit as made."""
         entry = self.state.steps.setdefault(step, {"before": None})
         entry["done"] = True
         self.claim.save(self.state)
+
+
+#: The marker name of a pipeline's dead-letter replays (``<pipeline>`` + this), in the tables
+#: they append to: it fences their commits, and names no pipeline's progress.
+REPLAY_MARKER = "/dlq-replay"
+
+
+def fence_marker(table: IcebergTable, pipeline: str) -> markers.Marker:
+    """A marker of ``pipeline``'s replays, planned after the table's newest one: the catalog
+    refuses it once another replay committed in between (``MarkedOperations``)."""
+    name = pipeline + REPLAY_MARKER
+    newest = markers.find_marker(table, name).marker
+    return markers.Marker(
+        pipeline=name,
+        offsets={},
+        after=newest.commit_id if newest is not None else markers.NO_MARKER,
+    )
 
 
 def appended(table: IcebergTable, key: str, value: str, before: int | None) -> bool | None:

@@ -25,6 +25,10 @@ from typing import TYPE_CHECKING
 
 from frazil.progress.markers import OFFSETS, PIPELINE
 
+#: The marker name suffix of dead-letter replays' fences
+#: (:data:`frazil.engine.replay_state.REPLAY_MARKER`; maintenance sits below the engine).
+REPLAY_FENCE = "/dlq-replay"
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -75,7 +79,8 @@ def protected(
         f"WHERE h.is_current_ancestor AND s.summary['{OFFSETS}'] IS NOT NULL "
         f"AND s.summary['{PIPELINE}'] IS NOT NULL GROUP BY 1"
     ).collect()
-    found = {str(r[0]): int(r[1]) for r in rows}
+    # A replay's fence marker (<pipeline>/dlq-replay) is nobody's progress: it never pins.
+    found = {str(r[0]): int(r[1]) for r in rows if not str(r[0]).endswith(REPLAY_FENCE)}
     if pipelines is None:
         return Protected(found)
     keep = set(pipelines)

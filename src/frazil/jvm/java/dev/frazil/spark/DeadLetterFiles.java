@@ -57,6 +57,8 @@ public final class DeadLetterFiles {
    *     records below them are skipped (a re-planned batch)
    * @param targetTable the table the records failed for (null: before routing)
    * @param errorClasses error class per stage ({@code FrazilError} otherwise)
+   * @param present records to skip as well, keyed {@code topic + "\u0000" + partition +
+   *     "\u0000" + offset}: the table holds them (another run's commit in between)
    * @return the number of records appended (0: nothing committed)
    */
   public static long append(
@@ -67,7 +69,9 @@ public final class DeadLetterFiles {
       String targetTable,
       Map<String, String> errorClasses,
       Map<String, ? extends Number> covered,
+      List<String> present,
       Map<String, String> summary) {
+    java.util.Set<String> skip = new java.util.HashSet<>(present);
     Schema schema = table.schema();
     PartitionSpec spec = table.spec();
     long failedAtMillis = System.currentTimeMillis();
@@ -84,6 +88,9 @@ public final class DeadLetterFiles {
       long offset = row.getLong(2);
       Number below = covered.get(topic + "\u0000" + partition);
       if (below != null && offset < below.longValue()) {
+        continue;
+      }
+      if (skip.contains(topic + "\u0000" + partition + "\u0000" + offset)) {
         continue;
       }
       Row raw = row.getStruct(5);

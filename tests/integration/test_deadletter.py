@@ -355,6 +355,19 @@ def test_records_a_filter_drops_are_counted_not_dead_lettered(
     assert _dead_offsets(spark, dead) == [(0, 10)]
 
 
+def _failing_rows(spark: Any, topic: str, start: int, count: int = 3) -> Any:
+    """A batch's failing records at offsets ``start``… of partition 0, as the dead-letter
+    queue gets them (raw columns, position, error)."""
+    from frazil import columns as c
+
+    return spark.sql(
+        f"SELECT CAST(NULL AS BINARY) AS `{c.KEY}`, CAST(concat('bad', id) AS BINARY) AS "
+        f"`{c.VALUE}`, '{topic}' AS `{c.TOPIC}`, 0 AS `{c.PARTITION}`, id AS `{c.OFFSET}`, "
+        f"0L AS `{c.TIMESTAMP_MS}`, named_struct('stage', 'decode', 'reason', 'no', "
+        f"'detail', 'bad') AS `{c.DEAD_ERROR}` FROM range({start}, {start + count})"
+    )
+
+
 @pytest.mark.parametrize("observed", [True, False], ids=["observed", "counted"])
 def test_a_batch_sent_again_counts_only_the_dead_letters_it_added(
     spark: Any, make_config: Any, unique: str, observed: bool
@@ -369,12 +382,7 @@ def test_a_batch_sent_again_counts_only_the_dead_letters_it_added(
         [payments_pipeline(name, topic, f"db.t_{unique}",
                            errors={"tolerance": "all", "dlq_table": dlq_table})]
     )  # fmt: skip
-    bad = spark.sql(
-        f"SELECT CAST(NULL AS BINARY) AS `{c.KEY}`, CAST(concat('bad', id) AS BINARY) AS "
-        f"`{c.VALUE}`, '{topic}' AS `{c.TOPIC}`, 0 AS `{c.PARTITION}`, id AS `{c.OFFSET}`, "
-        f"0L AS `{c.TIMESTAMP_MS}`, named_struct('stage', 'decode', 'reason', 'no', "
-        f"'detail', 'bad') AS `{c.DEAD_ERROR}` FROM range(3)"
-    )
+    bad = _failing_rows(spark, topic, 0)
     seen = [(topic, 0, o, "decode", "no") for o in range(3)] if observed else None
     window = {"planned": {topic: {0: 3}}, "lagging": set(), "query_id": "q"}
 
@@ -461,12 +469,7 @@ def test_a_later_batchs_dead_letters_sent_first_by_another_run_hide_nothing(
     )  # fmt: skip
 
     def bad(start: int) -> Any:
-        return spark.sql(
-            f"SELECT CAST(NULL AS BINARY) AS `{c.KEY}`, CAST(concat('bad', id) AS BINARY) AS "
-            f"`{c.VALUE}`, '{topic}' AS `{c.TOPIC}`, 0 AS `{c.PARTITION}`, id AS `{c.OFFSET}`, "
-            f"0L AS `{c.TIMESTAMP_MS}`, named_struct('stage', 'decode', 'reason', 'no', "
-            f"'detail', 'bad') AS `{c.DEAD_ERROR}` FROM range({start}, {start + 3})"
-        )
+        return _failing_rows(spark, topic, start)
 
     def seen(start: int) -> list[tuple[str, int, int, str, str]] | None:
         return (

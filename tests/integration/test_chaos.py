@@ -4,8 +4,12 @@ While records arrive on several partitions and are routed to two tables, a sched
 operations runs against `frazil run` processes: kill -9 (driver alone, or with its JVM),
 SIGTERM, checkpoint deleted or restored from an older copy, a table rolled back while the run
 goes on, compaction and snapshot expiry, partitions added, a second run of the pipeline with a
-state folder of its own. Then a drain, and a check that every produced record is in its table
-exactly once.
+state folder of its own, `frazil dlq replay` next to the run. Records are good, bad (not JSON)
+or good without a field the fan-out table requires: every debit and credit also goes to a
+third table. Then a drain, a last replay, and a check, record by
+record, that every good record is in each of its tables exactly once, and every record that
+failed is in the dead-letter table exactly once per table it failed for (once, without a
+table, when it failed before routing).
 
 CI runs a bounded slice (``FRAZIL_CHAOS_SECONDS``, default 60: a few operations, a new seed
 each run). Run it longer, or replay a failing schedule, with::
@@ -34,6 +38,8 @@ import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from frazil.config import load_config
+from frazil.engine.replay import replay
 from frazil.generate.producer import ensure_topic
 from frazil.sink.iceberg import IcebergTable
 from tests.integration.helpers import drain
@@ -51,16 +57,25 @@ OPERATIONS = (
     "compact_expire",
     "add_partition",
     "second_run",
+    "dlq_replay",
 )
+
+#: One record in this many is not JSON (a dead letter before routing); one in
+#: ``EXTRA_EVERY`` has no ``document``, which the fan-out table requires (an identifier
+#: field): a dead letter for that table alone.
+BAD_EVERY = 41
+EXTRA_EVERY = 29
 
 
 class Records:
     """Produces routed records at a steady pace on a thread; remembers every id by table."""
 
-    def __init__(self, bootstrap: str, topic: str, unique: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, unique: str, all_table: str) -> None:
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-        self.topic, self.unique = topic, unique
-        self.ids: dict[str, list[str]] = {"debit": [], "credit": []}
+        self.topic, self.unique, self.all_table = topic, unique, all_table
+        self.ids: dict[str, list[str]] = {"debit": [], "credit": [], "all": []}
+        #: Dead letters expected: record id → the table it failed for ("" before routing).
+        self.dead: dict[str, str] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.count = 0
@@ -86,8 +101,19 @@ class Records:
             "payer": "p",
             "amount": i,
         }
+        key = str(i % 97).encode()
+        if i % BAD_EVERY == BAD_EVERY - 1:
+            # Not JSON; its id is in its bytes, for the check.
+            self.producer.produce(self.topic, f"not json {ident}".encode(), key=key)
+            self.dead[ident] = ""
+            return
+        if i % EXTRA_EVERY == EXTRA_EVERY - 1:
+            record["document"] = None
+            self.dead[ident] = self.all_table
+        else:
+            self.ids["all"].append(ident)
         # Keyed: each key's records stay in one partition, wherever partitions are added.
-        self.producer.produce(self.topic, json.dumps(record).encode(), key=str(i % 97).encode())
+        self.producer.produce(self.topic, json.dumps(record).encode(), key=key)
         self.ids[kind].append(ident)
 
 
@@ -122,7 +148,8 @@ def test_random_operations_keep_every_record_exactly_once(
     print(f"chaos seed {seed}, {seconds:.0f} s")
     rng = random.Random(seed)
     topic, name = f"chaos-{unique}", f"chaos_{unique}"
-    tables = {kind: f"db.chaos_{unique}_{kind}" for kind in ("debit", "credit")}
+    tables = {kind: f"db.chaos_{unique}_{kind}" for kind in ("debit", "credit", "all")}
+    dead_table = f"db.chaos_{unique}_dead"
     ensure_topic(kafka_bootstrap, topic, partitions=3)
     pipeline = {
         "name": name,
@@ -135,7 +162,13 @@ def test_random_operations_keep_every_record_exactly_once(
             "payer": "string",
             "amount": "long",
         },
-        "route": {"field": "type", "table": f"db.chaos_{unique}_{{value}}"},
+        # A fan-out: each record to its own table and to one of every record.
+        "route": {
+            "field": "type",
+            "tables": {kind: [tables[kind], tables["all"]] for kind in ("debit", "credit")},
+        },
+        "tables": {tables["all"]: {"identifier_fields": ["document"]}},
+        "errors": {"tolerance": "all", "dlq_table": dead_table},
         "trigger": "1s",
         "max_offsets_per_trigger": 1500,
     }
@@ -145,7 +178,7 @@ def test_random_operations_keep_every_record_exactly_once(
     _config(other, lake_dir, kafka_bootstrap, other_state, pipeline)
     checkpoint = state / "checkpoints" / name
     saved = tmp_path / "saved-checkpoint"
-    records = Records(kafka_bootstrap, topic, unique)
+    records = Records(kafka_bootstrap, topic, unique, tables["all"])
     records.thread.start()
     log: list[str] = []
 
@@ -203,6 +236,11 @@ def test_random_operations_keep_every_record_exactly_once(
                 partitions += 1
                 admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
                 admin.create_partitions([NewPartitions(topic, partitions)])[topic].result(30)
+            elif op == "dlq_replay":
+                try:
+                    replay(spark, load_config(config), load_config(config).pipelines[0])
+                except Exception as exc:  # no dead-letter table yet, a replay's conflict
+                    log.append(f"({type(exc).__name__}: {str(exc)[:600]})")
             elif op == "second_run":
                 second = FrazilProcess(other)
                 second.wait_commits(1, timeout=90)
@@ -227,7 +265,23 @@ def test_random_operations_keep_every_record_exactly_once(
         drain(spark, config)
     except Exception as exc:
         pytest.fail(fail(f"the drain failed: {exc}"))
+    replay(spark, load_config(config), load_config(config).pipelines[0])
     print(f"chaos seed {seed}: operations {log}")
+    dead = [
+        (str(r[0]), r[1] or "")
+        for r in spark.sql(
+            f"SELECT CASE WHEN stage = 'decode' THEN substring(CAST(value AS STRING), 10) "
+            f"ELSE get_json_object(CAST(value AS STRING), '$.id') END, target_table "
+            f"FROM lake.{dead_table}"
+        ).collect()
+    ]
+    repeated = [d for d, n in Counter(dead).items() if n > 1]
+    assert not repeated, fail(f"dead letters twice, e.g. {repeated[:3]}")
+    assert dict(dead) == records.dead, fail(
+        f"dead letters: {len(dead)} found, {len(records.dead)} expected; "
+        f"missing {sorted(set(records.dead) - dict(dead).keys())[:3]}, "
+        f"unexpected {sorted(dict(dead).keys() - set(records.dead))[:3]}"
+    )
     for kind, table in tables.items():
         found = _ids(spark, table)
         duplicates = [i for i, n in Counter(found).items() if n > 1]

@@ -71,16 +71,38 @@ def dlq_schema() -> StructType:
     return schema
 
 
+#: A dead-letter table's own properties. A replay deletes exactly the rows it read (their
+#: position and failure time); the live run appends every batch meanwhile. Under Iceberg's
+#: default (serializable) isolation each of those appends fails the delete's MERGE ("found
+#: conflicting files"), and a busy pipeline would make every replay give up. Snapshot
+#: isolation checks the delete against concurrent deletes only, which is exact here: rows
+#: appended meanwhile are never among those it matches.
+DLQ_PROPERTIES = {
+    "write.merge.isolation-level": "snapshot",
+    "write.delete.isolation-level": "snapshot",
+}
+
+
 def dlq_settings(name: str) -> ResolvedTable:
     """How a dead-letter table is created: partitioned by day of failure."""
-    return ResolvedTable(name=name, partition_by=list(DLQ_PARTITIONING))
+    return ResolvedTable(
+        name=name, partition_by=list(DLQ_PARTITIONING), table_properties=dict(DLQ_PROPERTIES)
+    )
 
 
 def upgrade_dlq_table(spark: SparkSession, table: Any) -> None:
     """Add the columns of :data:`DLQ_ADDED_COLUMNS` that a dead-letter table (a Java Iceberg
-    ``Table``) was created without, in one schema change (rows written before read null)."""
+    ``Table``) was created without, in one schema change (rows written before read null), and
+    set the :data:`DLQ_PROPERTIES` it lacks."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
+    current = table.properties()
+    lacking = {k: v for k, v in DLQ_PROPERTIES.items() if current.get(k) != v}
+    if lacking:
+        update_props = table.updateProperties()
+        for key, value in lacking.items():
+            update_props = update_props.set(key, value)
+        update_props.commit()
     names = {str(f.name()) for f in table.schema().columns()}
     missing = [name for name in DLQ_ADDED_COLUMNS if name not in names]
     if not missing:

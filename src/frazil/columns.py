@@ -68,6 +68,8 @@ STAGED_PREFIX = "__frazil_staged_"
 #: A failing record's error as the dead-letter queue reads it (the table's own marks or the
 #: plan's).
 DEAD_ERROR = "__frazil_dead_error"
+#: A replayed dead letter's table it failed for (null: before routing).
+FAILED_FOR = "__frazil_failed_for"
 #: Spark's corrupt-record column while JSON is parsed (``columnNameOfCorruptRecord``).
 JSON_CORRUPT = "__frazil_json_corrupt"
 
@@ -141,12 +143,8 @@ def quoted_text(text: Column) -> Column:
     )
 
 
-def utf8_text(data: Column) -> tuple[Column, Column]:
-    """Bytes read as a string: ``(text, valid)``; ``valid`` is false for bytes that are not
-    UTF-8 (null for null), whose ``text`` then has the invalid sequences replaced by U+FFFD,
-    so that no string frazil writes breaks a reader."""
-    from pyspark.sql import functions as F
-
-    text = data.cast("string")
-    valid = F.is_valid_utf8(text)
-    return F.when(valid, text).otherwise(F.make_valid_utf8(text)), valid
+def utf8_text(data: Column) -> Column:
+    """Bytes read as a string that every reader can read: as is when they are UTF-8,
+    otherwise quoted in hex (:func:`quoted_text`). One to one, unlike replacing invalid
+    sequences with U+FFFD, so two binary keys never become one string (an upsert key)."""
+    return quoted_text(data.cast("string"))

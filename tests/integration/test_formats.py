@@ -10,6 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from frazil.columns import NOT_UTF8_PREFIX
 from frazil.engine.explain import explain
 from frazil.engine.runner import run
 from frazil.errors import ConfigError
@@ -79,8 +80,8 @@ def test_bytes_values_and_string_keys(
 def test_text_that_is_not_utf8_is_written_readable(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:
-    # Iceberg's string type is UTF-8 and PyArrow refuses anything else: invalid sequences
-    # in a string value, a string key and the _kafka_key column become U+FFFD.
+    # Iceberg's string type is UTF-8 and PyArrow refuses anything else: a string value, a
+    # string key and the _kafka_key column that are not UTF-8 are quoted in hex.
     from frazil.observe.status import pyiceberg_catalog
 
     topic, table = f"utf8-{unique}", f"db.utf8_{unique}"
@@ -97,7 +98,9 @@ def test_text_that_is_not_utf8_is_written_readable(
     arrow = pyiceberg_catalog(config).load_table(table).scan().to_arrow()
     names = ("key", "value", "_kafka_key")
     rows = sorted(zip(*(arrow.column(n).to_pylist() for n in names), strict=True))
-    assert rows == [("k2", "ok ✓", "k2"), ("k\ufffd1", "café \ufffd!", "k\ufffd1")]
+    key = NOT_UTF8_PREFIX + "6BFF31"  # k, 0xff, 1
+    value = f"{NOT_UTF8_PREFIX}{'café '.encode().hex().upper()}FE21"
+    assert rows == [(key, value, key), ("k2", "ok ✓", "k2")]
 
 
 def test_a_key_column_colliding_with_a_value_field_is_refused(

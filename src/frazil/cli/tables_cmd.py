@@ -117,8 +117,8 @@ def health(
         console.print(f"  - {escape(reason)}")
     for marker, kept, retired in h.pins:
         what = (
-            f"would keep {kept:,} snapshot(s), retired: {marker.split('/')[0]} is not a "
-            "pipeline of the config"
+            f"would keep {kept:,} snapshot(s), retired by a later --reset-offsets (its "
+            "pipeline is no longer in the config)"
             if retired
             else f"keeps {kept:,} snapshot(s) from expiry"
         )

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PassThrough:
-    """The payload as text (UTF-8; invalid bytes become U+FFFD) or as bytes."""
+    """The payload as text (UTF-8; bytes that are not, in hex) or as bytes."""
 
     name: str
     binary: bool
@@ -42,12 +42,12 @@ class PassThrough:
         return False
 
     def decode(self, data: Column) -> Decoded:
-        """The payload; never an error (text that is not UTF-8 keeps its readable part, the
-        rest becomes U+FFFD: Iceberg's ``string`` type is UTF-8 and its readers refuse
+        """The payload; never an error (text that is not UTF-8 is quoted in hex after
+        ``(not UTF-8, hex)``: Iceberg's ``string`` type is UTF-8 and its readers refuse
         anything else; ``bytes`` keeps every byte)."""
         from pyspark.sql import functions as F
 
-        value = data if self.binary else c.utf8_text(data)[0]
+        value = data if self.binary else c.utf8_text(data)
         return Decoded(value=value, error=F.lit(None).cast(c.ERROR_DDL))
 
 

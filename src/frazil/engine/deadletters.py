@@ -258,8 +258,6 @@ class DeadLetters:
     ) -> dict[tuple[str, str], int]:
         """Commit the rows the table does not hold yet; their count by stage and reason (from
         ``seen`` when given, else counted). ``first``: see :meth:`_contested`."""
-        from pyspark.sql import functions as F
-
         from frazil import columns as c
 
         assert self.table is not None
@@ -281,14 +279,10 @@ class DeadLetters:
         keep = markers.offset_filter(below if first is not None else state.marker)
         kept = rows if keep is None else rows.where(keep)
         if present:
-            taken = [
-                (F.col(c.TOPIC) == t) & (F.col(c.PARTITION) == p) & (F.col(c.OFFSET) == o)
-                for t, p, o in sorted(present)
-            ]
-            condition = taken[0]
-            for part in taken[1:]:
-                condition = condition | part
-            kept = kept.where(~condition)
+            held = self.table.spark.createDataFrame(
+                sorted(present), f"`{c.TOPIC}` string, `{c.PARTITION}` int, `{c.OFFSET}` bigint"
+            )
+            kept = kept.join(held, [c.TOPIC, c.PARTITION, c.OFFSET], "left_anti")
         fresh = kept.drop(c.TOPIC, c.PARTITION, c.OFFSET)
         found = _by_reason(fresh) if seen is None else dict(Counter((s[3], s[4]) for s in seen))
         try:

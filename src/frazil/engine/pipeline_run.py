@@ -4,6 +4,7 @@ starts (the tables against the checkpoint, ``--reset-offsets``) and why it start
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from frazil.engine.report import PipelineReport, combine_reports, table_report
 from frazil.engine.restarts import RestartBudget
 from frazil.engine.threads import each
 from frazil.errors import ConfigError, KafkaError, TopicRecreated, first_line
+from frazil.maintenance.expiry import RETIRES, to_retire
 from frazil.progress import markers
 from frazil.progress.events import Event
 from frazil.progress.start import (
@@ -247,8 +249,16 @@ class PipelineRun:
             offsets = self._reset_offsets(spec_text)
         marker = reset_marker(self.pipeline.name, spec_text, offsets, self.topic_ids)
         targets = self._reset_targets()
+        names = [p.name for p in self.config.pipelines]
         for target in targets.values():
-            target.table.commit_summary_only(marker.to_summary())
+            summary = marker.to_summary()
+            # Markers of pipelines not in this config (the pipeline's former name, one
+            # removed) stop pinning expiry from here on.
+            retired = to_retire(self.spark, target.qualified, names)
+            if retired:
+                summary[RETIRES] = json.dumps(retired)
+                log.info("%s: %s: retiring markers %s", self.pipeline.name, target.name, retired)
+            target.table.commit_summary_only(summary)
         self.handler.checkpoint.set_aside()
         log.warning("%s: offsets reset to %s (%s)", self.pipeline.name, spec_text, offsets)
         return offsets

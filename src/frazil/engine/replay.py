@@ -261,16 +261,18 @@ def _run(
         "offset",
         "timestamp",
         F.lit(0).alias("timestampType"),
-        failed_for.alias(TARGET_TABLE),
+        failed_for.alias(c.FAILED_FOR),
     )
-    projection = only_where_failed(plan.project(raw), F.col(TARGET_TABLE))
-    planned = c.explode_routes(select(raw, projection)).drop(TARGET_TABLE).cache()
+    projection = only_where_failed(plan.project(raw), F.col(c.FAILED_FOR))
+    # Kept (an internal column, never written): what fails again keeps the table it failed for.
+    projection[c.FAILED_FOR] = F.col(c.FAILED_FOR)
+    planned = c.explode_routes(select(raw, projection)).cache()
     try:
         user = c.user_schema(planned.schema)
         # Records failing before routing (decode, transform, route) have one row each.
         failing = [
             planned.where(F.col(c.ERROR).isNotNull() & c.first_route()).select(
-                *dead_letter_columns(pipeline.name, F.col(c.ERROR), True)
+                *dead_letter_columns(pipeline.name, F.col(c.ERROR), True, F.col(c.FAILED_FOR))
             )
         ]
         routed = planned.where(

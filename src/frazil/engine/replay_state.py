@@ -396,8 +396,12 @@ class ReplayProgress:
         catalog when it resumes (:class:`~frazil.errors.StaleMarker`), and so is the other if
         this one committed first: that one then finds the commit made and goes on.
         """
-        self.begin(step, table)
+        # The fence first, then a last look: a commit of the step made by another replay
+        # after this look moves the fence, and this commit is refused.
         fence = fence_marker(table, self.claim.pipeline)
+        if self.done(step, table, key):
+            return
+        self.begin(step, table)
         try:
             append({key: self.id, **fence.to_summary()})
         except StaleMarker:

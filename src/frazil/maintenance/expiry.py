@@ -6,11 +6,12 @@ it and the current one, would break the walk: the table would look as if no run 
 written it. So expiry keeps every snapshot from the oldest of the newest marker snapshots (one
 per marker name: each pipeline, each dead-letter source) onwards.
 
-Only markers of the config's pipelines pin (a pipeline's own, ``<pipeline>/dlq…`` of its
-dead letters): the newest marker of a pipeline since renamed (run again under its new name
-with ``--reset-offsets``) or removed from the config would otherwise keep every snapshot after
-it for good. Such a marker is *retired*: it stays in the history and ``frazil tables`` names
-it, but expiry passes it by.
+A marker of a pipeline since renamed (run again under its new name with ``--reset-offsets``)
+or reset away would otherwise keep every snapshot after it for good. ``--reset-offsets``
+therefore *retires* the markers in the table of pipelines not in the resetting config: its
+commit lists them (:data:`RETIRES`), and a marker whose newest snapshot is older than a
+retirement naming it pins nothing. It stays in the history, and ``frazil table health``
+names it.
 
 Maintenance commits do not copy a marker forward: a compaction that began before a batch's
 commit and lands after it would carry the older marker above the newer one, and a restart
@@ -19,12 +20,16 @@ would then read the batch again.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from frazil.progress.markers import OFFSETS, PIPELINE
 
+#: Snapshot summary key of a ``--reset-offsets`` commit: a JSON list of the marker names it
+#: retires (their newest marker, if not newer, pins no snapshot from expiry).
+RETIRES = "frazil.retires"
 #: The marker name suffix of dead-letter replays' fences
 #: (:data:`frazil.engine.replay_state.REPLAY_MARKER`; maintenance sits below the engine).
 REPLAY_FENCE = "/dlq-replay"
@@ -39,7 +44,7 @@ class Protected:
 
     #: marker name → commit time (epoch ms) of its newest marker snapshot.
     newest: dict[str, int]
-    #: The same of markers that do not pin: their pipeline is not in the config.
+    #: The same of markers that do not pin: a later reset retired them.
     retired: dict[str, int] = field(default_factory=dict)
 
     def pins(self, times: Collection[int]) -> list[tuple[str, int, bool]]:
@@ -64,30 +69,53 @@ def owner(marker: str) -> str:
     return marker.split("/", 1)[0]
 
 
-def protected(
-    spark: SparkSession, name: str, pipelines: Collection[str] | None = None
-) -> Protected:
-    """Read the newest marker snapshot per marker name among the current ancestors.
-
-    Args:
-        pipelines: The config's pipelines: markers of any other are retired. None: every
-            marker pins.
-    """
+def protected(spark: SparkSession, name: str) -> Protected:
+    """Read the newest marker snapshot per marker name among the current ancestors; those a
+    later reset retired (:data:`RETIRES`) apart."""
     rows = spark.sql(
         f"SELECT s.summary['{PIPELINE}'] AS p, max(unix_millis(s.committed_at)) AS at "
         f"FROM {name}.snapshots s JOIN {name}.history h ON s.snapshot_id = h.snapshot_id "
         f"WHERE h.is_current_ancestor AND s.summary['{OFFSETS}'] IS NOT NULL "
         f"AND s.summary['{PIPELINE}'] IS NOT NULL GROUP BY 1"
     ).collect()
+    retirements = spark.sql(
+        f"SELECT s.summary['{RETIRES}'], unix_millis(s.committed_at) "
+        f"FROM {name}.snapshots s JOIN {name}.history h ON s.snapshot_id = h.snapshot_id "
+        f"WHERE h.is_current_ancestor AND s.summary['{RETIRES}'] IS NOT NULL"
+    ).collect()
+    retired_at: dict[str, int] = {}
+    for names, at in retirements:
+        for each in json.loads(names):
+            retired_at[str(each)] = max(int(at), retired_at.get(str(each), int(at)))
     # A replay's fence marker (<pipeline>/dlq-replay) is nobody's progress: it never pins.
     found = {str(r[0]): int(r[1]) for r in rows if not str(r[0]).endswith(REPLAY_FENCE)}
-    if pipelines is None:
-        return Protected(found)
-    keep = set(pipelines)
+
+    def retired(marker: str, at: int) -> bool:
+        return at <= retired_at.get(marker, -1)
+
     return Protected(
-        {n: at for n, at in found.items() if owner(n) in keep},
-        {n: at for n, at in found.items() if owner(n) not in keep},
+        {n: at for n, at in found.items() if not retired(n, at)},
+        {n: at for n, at in found.items() if retired(n, at)},
     )
+
+
+def marker_names(spark: SparkSession, name: str) -> set[str]:
+    """The marker names in the table's current ancestry (fence markers of replays apart)."""
+    rows = spark.sql(
+        f"SELECT DISTINCT s.summary['{PIPELINE}'] "
+        f"FROM {name}.snapshots s JOIN {name}.history h ON s.snapshot_id = h.snapshot_id "
+        f"WHERE h.is_current_ancestor AND s.summary['{OFFSETS}'] IS NOT NULL "
+        f"AND s.summary['{PIPELINE}'] IS NOT NULL"
+    ).collect()
+    return {str(r[0]) for r in rows if not str(r[0]).endswith(REPLAY_FENCE)}
+
+
+def to_retire(spark: SparkSession, name: str, pipelines: Collection[str]) -> list[str]:
+    """What a ``--reset-offsets`` with a config of ``pipelines`` retires in the table: the
+    markers of pipelines not in it (a former name's, a removed pipeline's), as
+    :data:`RETIRES` lists them."""
+    keep = set(pipelines)
+    return sorted(n for n in marker_names(spark, name) if owner(n) not in keep)
 
 
 def expiry_cutoff(now_ms: int, older_than_s: float, protected_ms: int | None) -> int:

@@ -67,7 +67,7 @@ class TableHealth:
     #: Partitions with enough small files (or deletes) to be worth compacting.
     partitions_to_compact: int = 0
     #: Per marker name, the snapshots its newest marker keeps from expiry, and whether it is
-    #: retired (its pipeline is not in the config: it keeps nothing); oldest marker first.
+    #: retired (by a later ``--reset-offsets``: it keeps nothing); oldest marker first.
     pins: tuple[tuple[str, int, bool], ...] = ()
 
     def to_json(self) -> dict[str, Any]:

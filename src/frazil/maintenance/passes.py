@@ -121,8 +121,9 @@ def _no_merge_lost(table: IcebergTable, backoff_s: float) -> bool:
 
 
 def _protected(spark: SparkSession, config: FrazilConfig, name: str) -> Protected:
-    """What expiry must keep of a table: the newest markers of the config's pipelines."""
-    return protected(spark, name, [p.name for p in config.pipelines])
+    """What expiry must keep of a table: the newest markers no reset retired."""
+    del config
+    return protected(spark, name)
 
 
 def run_pass(
@@ -192,7 +193,12 @@ def run_pass(
                     )
                     continue
                 guard_now = functools.partial(_protected, spark, config, name)
-                free_now = functools.partial(_no_merge_lost, table, backoff_s)
+                # In slices only where a MERGE may lose to it: a table written by key, or
+                # one whose MERGE ever lost (another config's upsert pipeline).
+                merged = (
+                    ref.pipeline is not None and ref.pipeline.settings_for(ref.name).write.merges
+                ) or table.java.properties().get(yielding.MERGE_CONFLICT_AT) is not None
+                free_now = functools.partial(_no_merge_lost, table, backoff_s) if merged else None
                 report.results.append(
                     _run(actions, step, policy, before, ref.name, guard_now, free_now)
                 )
@@ -209,7 +215,7 @@ def _run(
     health: TableHealth,
     table: str,
     guard: Callable[[], Protected],
-    free: Callable[[], bool],
+    free: Callable[[], bool] | None,
 ) -> ActionResult:
     started = time.monotonic()
 

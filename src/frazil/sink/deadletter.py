@@ -114,14 +114,16 @@ def upgrade_dlq_table(spark: SparkSession, table: Any) -> None:
 
 
 def dead_letter_columns(
-    pipeline: str, error: Column, has_headers: bool, table: str | None = None
+    pipeline: str, error: Column, has_headers: bool, table: str | Column | None = None
 ) -> list[Column]:
     """The dead-letter row of a batch row whose error is ``error`` (raw columns kept).
 
     Args:
-        table: The table the record failed for (its config name); None: it failed before
-            routing (decode, transform, route), for every table it would go to.
+        table: The table the record failed for (its config name, or a column holding it);
+            None: it failed before routing (decode, transform, route), for every table it
+            would go to.
     """
+    from pyspark.sql import Column as SparkColumn
     from pyspark.sql import functions as F
 
     classes = F.create_map(*[F.lit(x) for pair in ERROR_CLASSES.items() for x in pair])
@@ -144,7 +146,9 @@ def dead_letter_columns(
         F.coalesce(classes[error["stage"]], F.lit("FrazilError")).alias("error_class"),
         F.lit(pipeline).alias("pipeline"),
         F.current_timestamp().alias("failed_at"),
-        F.lit(table).cast("string").alias("target_table"),
+        (table if isinstance(table, SparkColumn) else F.lit(table))
+        .cast("string")
+        .alias("target_table"),
     ]
 
 

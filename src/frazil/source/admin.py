@@ -169,9 +169,9 @@ class JvmKafkaAdmin:
         """Set ``group``'s committed offsets (KIP-396; the group must have no active members).
 
         Raises:
-            Exception: Kafka refused them or did not answer within ``timeout_s``; the Java
-                exception (its class names the reason, e.g.
-                ``CoordinatorLoadInProgressException``) as Py4J raises it.
+            KafkaError: Kafka refused them or did not answer within ``timeout_s``: the Java
+                exception's class and message (the class names the reason, e.g.
+                ``org.apache.kafka.common.errors.CoordinatorLoadInProgressException``).
         """
         jvm = self._jvm
         request = jvm.java.util.HashMap()
@@ -186,7 +186,10 @@ class JvmKafkaAdmin:
         options = jvm.org.apache.kafka.clients.admin.AlterConsumerGroupOffsetsOptions()
         options.timeoutMs(int(timeout_s * 1000))
         result = self._admin.alterConsumerGroupOffsets(group, request, options)
-        result.all().get(int(timeout_s), jvm.java.util.concurrent.TimeUnit.SECONDS)
+        try:
+            result.all().get(int(timeout_s), jvm.java.util.concurrent.TimeUnit.SECONDS)
+        except Exception as exc:  # Py4J's first line names the call, not Kafka's reason
+            raise KafkaError(java_cause(exc)) from None
 
     def offsets(self, partitions: dict[str, list[int]], spec: str) -> TopicOffsets:
         """Earliest or latest offsets of the given partitions.
@@ -218,3 +221,18 @@ class JvmKafkaAdmin:
                 entry.getValue().offset()
             )
         return result
+
+
+def java_cause(exc: BaseException) -> str:
+    """The innermost Java exception line of a Py4J error (``org.apache.kafka.common.errors.
+    GroupAuthorizationException: …``), else its first line: Py4J's own first line only names
+    the call."""
+    lines = [line.strip() for line in str(exc).strip().splitlines()]
+    causes = [
+        line.removeprefix("Caused by: ").lstrip(": ")
+        for line in lines
+        if "Exception" in line and not line.startswith("at ")
+    ]
+    kafka = [line for line in causes if "org.apache.kafka" in line]
+    chosen = (kafka or causes or lines or [type(exc).__name__])[-1 if kafka else 0]
+    return chosen[:300]

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
 
 def _source(batch: c.Projection, name: str) -> Column:
     if name == "key":
-        # A key that is not UTF-8 (a binary or Avro key) keeps its readable part; the
-        # column is a string and every reader of the table must be able to read it.
-        return c.utf8_text(batch[c.KEY])[0]
+        # A key that is not UTF-8 (a binary or Avro key) is quoted in hex: the column is a
+        # string every reader must be able to read, and distinct keys stay distinct.
+        return c.utf8_text(batch[c.KEY])
     column = {
         "topic": c.TOPIC,
         "partition": c.PARTITION,

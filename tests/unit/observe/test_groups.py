@@ -84,3 +84,25 @@ def test_offsets_a_refusing_broker_will_not_take_are_dropped(
     committer.close()
     assert not committer.is_alive()
     assert committer.committed == {} and tries == ["frazil-p"]
+
+
+def test_the_java_clients_reason_is_what_a_group_commit_reports() -> None:
+    from frazil.source.admin import java_cause
+
+    refused = RuntimeError(
+        "An error occurred while calling o412.get.\n"
+        ": java.util.concurrent.ExecutionException: "
+        "org.apache.kafka.common.errors.GroupAuthorizationException: Not authorized to access "
+        "group: frazil-p\n\tat java.base/java.util.concurrent.CompletableFuture.get(x.java:1)\n"
+        "Caused by: org.apache.kafka.common.errors.GroupAuthorizationException: Not authorized "
+        "to access group: frazil-p\n\tat y"
+    )
+    reason = java_cause(refused)
+    assert reason.startswith("org.apache.kafka.common.errors.GroupAuthorizationException")
+    assert not transient(RuntimeError(reason))
+    waited = RuntimeError(
+        "An error occurred while calling o77.get.\n: java.util.concurrent.TimeoutException\n"
+        "\tat java.base/java.util.concurrent.CompletableFuture.timedGet(x.java:1)"
+    )
+    assert java_cause(waited) == "java.util.concurrent.TimeoutException"
+    assert transient(RuntimeError(java_cause(waited)))

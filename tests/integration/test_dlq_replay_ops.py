@@ -92,7 +92,7 @@ def test_an_interrupted_replay_survives_snapshot_expiry_of_both_tables(
     assert [r[0] for r in refs] == ["main"]
 
 
-def test_a_delete_losing_to_a_dead_letter_append_is_retried(
+def test_a_delete_next_to_a_dead_letter_append_goes_through(
     spark: Any,
     make_config: Any,
     kafka_bootstrap: str,
@@ -155,7 +155,9 @@ def test_a_delete_losing_to_a_dead_letter_append_is_retried(
     worker.join(900)
 
     assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
-    assert "lost to a concurrent commit; retrying" in caplog.text  # it did conflict
+    # Dead-letter tables delete with snapshot isolation: an append meanwhile (a live run's
+    # dead letters, every batch) never holds the rows matched, and is no conflict.
+    assert "lost to a concurrent commit" not in caplog.text
     report = outcome[0]
     assert (report.replayed, report.written, report.failed_again) == (8, 6, 2)
     _exactly_once(spark, table, [f"a{i}" for i in range(20)] + [f"s{i}" for i in range(6)])

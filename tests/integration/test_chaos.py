@@ -3,8 +3,10 @@
 While records arrive on several partitions and are routed to two tables, a schedule of random
 operations runs against `frazil run` processes: kill -9 (driver alone, or with its JVM),
 SIGTERM, checkpoint deleted or restored from an older copy, a table rolled back while the run
-goes on, compaction and snapshot expiry, partitions added, a second run of the pipeline with a
-state folder of its own, `frazil dlq replay` next to the run. Records are good, bad (not JSON)
+goes on, compaction and snapshot expiry (Iceberg's own, and `frazil maintain`'s keeping only
+what markers pin), partitions added, a second run of the pipeline with a state folder of its
+own, `frazil dlq replay` next to the run, the pipeline renamed and started with
+`--reset-offsets` where the old name stopped. Records are good, bad (not JSON)
 or good without a field the fan-out table requires: every debit and credit also goes to a
 third table. Then a drain, a last replay, and a check, record by
 record, that every good record is in each of its tables exactly once, and every record that
@@ -17,7 +19,8 @@ each run). Run it longer, or replay a failing schedule, with::
     FRAZIL_CHAOS_SECONDS=1800 FRAZIL_CHAOS_SEED=1234 ./scripts/test -m slow \\
         tests/integration/test_chaos.py
 
-The seed is printed at the start and in every failure message.
+The seed is printed at the start and in every failure message. ``FRAZIL_CHAOS_OPERATIONS``
+(comma-separated names of :data:`OPERATIONS`) draws from some of them only.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from frazil.config import load_config
 from frazil.engine.replay import replay
 from frazil.generate.producer import ensure_topic
+from frazil.maintenance.passes import config_tables, run_pass
+from frazil.progress import markers
 from frazil.sink.iceberg import IcebergTable
 from tests.integration.helpers import drain
 from tests.integration.test_kill9 import FrazilProcess
@@ -58,6 +63,8 @@ OPERATIONS = (
     "add_partition",
     "second_run",
     "dlq_replay",
+    "maintain_expire",
+    "rename_reset",
 )
 
 #: One record in this many is not JSON (a dead letter before routing); one in
@@ -127,10 +134,22 @@ def _config(
                 "kafka": {"bootstrap_servers": bootstrap},
                 "state_dir": str(state),
                 "spark": {"driver_memory": "1g"},
+                # `frazil maintain`'s expiry: all but what the markers pin and the last 3.
+                "maintenance": {"expire": {"older_than": "1ms", "retain_last": 3}},
                 "pipelines": [pipeline],
             }
         )
     )
+
+
+def _stopped_at(spark: Any, tables: Any, name: str) -> set[str]:
+    """The offsets of pipeline ``name``'s newest marker in each of ``tables`` (JSON)."""
+    return {
+        json.dumps(m.offsets if m else None, sort_keys=True)
+        for m in (
+            markers.find_marker(IcebergTable(spark, f"lake.{t}"), name).marker for t in tables
+        )
+    }
 
 
 def _ids(spark: Any, table: str) -> list[str]:
@@ -145,6 +164,9 @@ def test_random_operations_keep_every_record_exactly_once(
 ) -> None:
     seed = int(os.environ.get("FRAZIL_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
     seconds = float(os.environ.get("FRAZIL_CHAOS_SECONDS") or 60)
+    chosen = os.environ.get("FRAZIL_CHAOS_OPERATIONS")
+    operations = tuple(chosen.split(",")) if chosen else OPERATIONS
+    assert set(operations) <= set(OPERATIONS), f"operations are some of {OPERATIONS}"
     print(f"chaos seed {seed}, {seconds:.0f} s")
     rng = random.Random(seed)
     topic, name = f"chaos-{unique}", f"chaos_{unique}"
@@ -186,7 +208,7 @@ def test_random_operations_keep_every_record_exactly_once(
         return f"seed {seed}; operations {log}: {message}"
 
     run: FrazilProcess | None = None
-    partitions = 3
+    partitions, renames = 3, 0
     deadline = time.monotonic() + seconds
     try:
         while time.monotonic() < deadline:
@@ -196,7 +218,7 @@ def test_random_operations_keep_every_record_exactly_once(
                 run = FrazilProcess(config)
                 assert run.wait_commits(1, timeout=180), fail(run.output())
             time.sleep(rng.uniform(1, 5))
-            op = rng.choice(OPERATIONS)
+            op = rng.choice(operations)
             log.append(op)
             if op in ("kill9", "kill9_group"):
                 run.kill9(with_jvm=op == "kill9_group")
@@ -241,6 +263,33 @@ def test_random_operations_keep_every_record_exactly_once(
                     replay(spark, load_config(config), load_config(config).pipelines[0])
                 except Exception as exc:  # no dead-letter table yet, a replay's conflict
                     log.append(f"({type(exc).__name__}: {str(exc)[:600]})")
+            elif op == "maintain_expire":
+                try:
+                    loaded = load_config(config)
+                    for report in run_pass(spark, loaded, config_tables(spark, loaded)):
+                        log.extend(f"({r.error[:300]})" for r in report.results if r.error)
+                except Exception as exc:  # a conflict with the run's commit: fine, not lost
+                    log.append(f"({type(exc).__name__}: {str(exc)[:300]})")
+            elif op == "rename_reset":
+                run.proc.send_signal(signal.SIGTERM)
+                assert run.proc.wait(180) == 0, fail(run.output())
+                # Where the old name stopped: each table's marker says the same after a
+                # stop, unless a rollback holds one back (a drain then catches it up).
+                stopped_at = _stopped_at(spark, tables.values(), name)
+                if len(stopped_at) != 1:
+                    drain(spark, config)
+                    stopped_at = _stopped_at(spark, tables.values(), name)
+                if len(stopped_at) != 1 or "null" in stopped_at:
+                    log.append("(not renamed: the tables' markers differ)")
+                    continue
+                renames += 1
+                name = pipeline["name"] = f"chaos_{unique}_r{renames}"
+                _config(config, lake_dir, kafka_bootstrap, state, pipeline)
+                _config(other, lake_dir, kafka_bootstrap, other_state, pipeline)
+                checkpoint = state / "checkpoints" / name
+                shutil.rmtree(saved, ignore_errors=True)
+                run = FrazilProcess(config, "--reset-offsets", stopped_at.pop(), "--yes")
+                assert run.wait_commits(1, timeout=180), fail(run.output())
             elif op == "second_run":
                 second = FrazilProcess(other)
                 second.wait_commits(1, timeout=90)

@@ -5,8 +5,6 @@ file: every record once, and every file a snapshot refers to still there."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.fault_proxy import Faults, fault_proxy
+from tests.integration.fault_proxy import Faults, fault_proxy, run_until_done
 from tests.integration.rest_server import rest_server
 from tests.integration.test_routing import produce_json
 
@@ -58,19 +56,7 @@ def test_commits_answered_503_dropped_or_late_after_they_applied_land_once(
                 }
             )
         )  # fmt: skip
-        outputs = []
-        for _ in range(3):  # a commit whose outcome stays unknown stops the run: start again
-            done = subprocess.run(
-                [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(path),
-                 "--until-caught-up"],
-                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900,
-                check=False,
-            )  # fmt: skip
-            outputs.append(done.stdout + done.stderr)
-            if done.returncode == 0:
-                break
-        else:
-            pytest.fail("\n".join(o[-3000:] for o in outputs))
+        run_until_done(path)
         assert len(faults.hit) >= 4, faults.hit
         # Read through the catalog itself, not the proxy: every file is read.
         catalog: Any = load_catalog("check", type="rest", uri=rest.uri, warehouse=rest.warehouse)

@@ -37,6 +37,15 @@ class ColumnAdapter:
     #: trips).
     _writes: dict[tuple[object, ...], WriteColumns] = field(default_factory=dict)
 
+    def as_committed(
+        self, schema: StructType, target: Target, view: TableView, with_values: set[str] | None
+    ) -> WriteColumns:
+        """The batch's columns matched to a former schema of the table (``view``: the one a
+        commit of the batch was checked against), without evolving anything: what that
+        commit left out is what their error marks."""
+        diff = compare(c.user_schema(schema), view, target.settings, with_values=with_values)
+        return conformed_columns(schema, view, diff, target.name)
+
     def view(self, target: Target) -> TableView:
         """The table's columns, re-read only when its schema changed."""
         java = target.table.java

@@ -17,6 +17,7 @@ from frazil.engine.live_plan import LivePlan
 from frazil.engine.share import TableShare, of_table
 from frazil.engine.threads import pause_before_dead_letters
 from frazil.engine.window import BatchWindow
+from frazil.sink.evolution import TableView
 from frazil.sink.tables import Target
 
 if TYPE_CHECKING:
@@ -71,20 +72,27 @@ class DeadLetterSender:
         target: Target,
         share: TableShare | None,
         seen: dead_capture.Failing | None,
+        *,
+        committed: TableView | None = None,
     ) -> None:
         """Send a table's failing records of the batch to the dead-letter queue.
 
         ``seen`` lists them as the write found them: where they are (topic, partition,
         offset) and, for those it carried (:func:`dead_capture.observed`), their raw record;
         the others are read and decoded again. None (a replayed batch) looks at the whole
-        batch.
+        batch, its records checked against ``committed`` where given: the table's schema
+        when the batch was committed (the records that commit left out fail, whatever the
+        table became since).
         """
         from pyspark.sql import functions as F
 
         pause_before_dead_letters()
         schema = self.live.plan.schema_of(window.batch)
-        columns = self.columns.adapt(
-            schema, target, window.batch_id, share.with_values if share else None
+        with_values = share.with_values if share else None
+        columns = (
+            self.columns.adapt(schema, target, window.batch_id, with_values)
+            if committed is None
+            else self.columns.as_committed(schema, target, committed, with_values)
         )
         started = time.monotonic()
         own = own_error(columns.error, share is not None)

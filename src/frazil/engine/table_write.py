@@ -24,7 +24,7 @@ from frazil.engine.live_plan import LivePlan
 from frazil.engine.share import TableShare, of_table
 from frazil.engine.window import BatchWindow, Partition
 from frazil.progress import markers
-from frazil.sink.evolution import WriteColumns
+from frazil.sink.evolution import TableView, WriteColumns
 from frazil.sink.iceberg import append_rows
 from frazil.sink.merge import merge_rows
 from frazil.sink.tables import Target
@@ -157,8 +157,15 @@ class TableWriter:
         )
         if state.marker is not None and marker.offsets == state.marker.offsets:
             if self.dead is not None:
-                # A replay: the table has the batch, the dead-letter queue may not.
-                self.dead.send(window, frame, target, share, None)
+                # A replay: the table has the batch, the dead-letter queue may not (the run
+                # stopped in between). Its dead letters are the records that commit left
+                # out: decoded with what the decoders can learn (a record the crashed run
+                # had learned to read is in the table), checked against the table's schema
+                # of that commit (not one made looser or stricter since).
+                if learn:
+                    self._learn_first(frame, target, share)
+                committed = self._committed_view(target, window)
+                self.dead.send(window, frame, target, share, None, committed=committed)
             return  # nothing new for this table
         merging = target.settings.write.merges
         wanted = F.col(c.OP).isin(*c.WRITTEN_OPS)
@@ -204,6 +211,30 @@ class TableWriter:
         self._commit(target, rows, columns, marker, merging, frame, wanted)
         markers.check_no_interleaving(target.table, state, marker)
         self._after_commit(window, frame, target, share, marker, chosen, observation)
+
+    def _learn_first(self, frame: DataFrame, target: Target, share: TableShare | None) -> None:
+        """Raise :class:`BadRecords` if the batch's records for ``target`` hold some a
+        decoder may learn from: the batch is planned again once it has."""
+        from pyspark.sql import functions as F
+
+        mine = frame if share is None else frame.where(of_table(target.name, share))
+        teaching = mine.where(F.col(c.OP).isin(*c.WRITTEN_OPS) & learnable(F.col(c.ERROR)))
+        if not teaching.isEmpty():
+            raise BadRecords(teaching)
+
+    def _committed_view(self, target: Target, window: BatchWindow) -> TableView | None:
+        """The table's schema when it committed the batch (the oldest of the pipeline's
+        markers that cover the batch), or None if that is not known (nothing to go by but
+        the table as it is)."""
+        snapshot_id = markers.committed_in(target.table, self.pipeline.name, window.planned)
+        if snapshot_id is None:
+            return None
+        java = target.table.java
+        schema_id = java.snapshot(snapshot_id).schemaId()
+        schema = None if schema_id is None else java.schemas().get(schema_id)
+        if schema is None:
+            return None
+        return TableView.read(self.spark, java, schema)
 
     def _observed(
         self, window: BatchWindow, frame: DataFrame, wanted: Column, dropped: Column

@@ -261,6 +261,26 @@ def check_no_interleavings(
     ]
 
 
+def committed_in(table: MarkedTable, pipeline: str, planned: TopicOffsets) -> int | None:
+    """The snapshot whose commit took a batch planned up to ``planned``: the oldest of the
+    pipeline's markers in the table's current ancestry that cover it (walked newest first,
+    down to the first that does not); None if none does. Its schema is the one the batch's
+    records were checked against when it was committed."""
+    found = None
+    for steps, view in enumerate(table.ancestry()):
+        if steps >= _MAX_WALK:
+            break
+        if view.get(PIPELINE) != pipeline:
+            continue
+        marker = Marker.from_summary(view.get)
+        if marker is None:
+            continue
+        if not covered(marker, planned):
+            break
+        found = view.snapshot_id
+    return found
+
+
 def find_marker(table: MarkedTable, pipeline: str) -> TableState:
     """The pipeline's newest marker in the table's current ancestry (newest first)."""
     table.refresh()

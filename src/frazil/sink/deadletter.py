@@ -330,6 +330,8 @@ _RECORD_OVERHEAD = 1024
 #: Header saying a dead letter's value (or key) was cut to fit the topic: its full length.
 TRUNCATED = "value.truncated"
 KEY_TRUNCATED = "key.truncated"
+#: Header of a dead letter sent without the record's own headers: their total size.
+HEADERS_DROPPED = "headers.dropped"
 
 
 def _fit(
@@ -337,8 +339,15 @@ def _fit(
 ) -> tuple[bytes | None, bytes | None]:
     """The key and value of a dead letter cut to fit a topic taking records of ``limit``
     bytes: the value first, then the key; each cut part gets a header with its full length
-    (added to ``headers``). The full record is in the dead-letter table."""
+    (added to ``headers``). The full record is in the dead-letter table. Headers of the
+    record's own that leave no room for frazil's are dropped (their size in a header)."""
     used = sum(len(k) + len(v or b"") for k, v in headers) + _RECORD_OVERHEAD
+    if used + 3 * (len(HEADER_PREFIX) + len(HEADERS_DROPPED) + 12) > limit:
+        own = [h for h in headers if not h[0].startswith(HEADER_PREFIX)]
+        dropped = sum(len(k) + len(v or b"") for k, v in own)
+        headers[:] = [h for h in headers if h[0].startswith(HEADER_PREFIX)]
+        headers.append((f"{HEADER_PREFIX}{HEADERS_DROPPED}", str(dropped).encode()))
+        used -= dropped
     room = limit - used - 2 * (len(HEADER_PREFIX) + len(KEY_TRUNCATED) + 12)
     size = len(key or b"") + len(value or b"")
     if size <= room:

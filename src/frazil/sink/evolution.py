@@ -131,11 +131,12 @@ class TableView:
     identifiers: frozenset[str] = frozenset()
 
     @classmethod
-    def read(cls, spark: SparkSession, table: Any) -> TableView:
-        """Read the view of a Java ``Table`` (refreshed by the caller)."""
+    def read(cls, spark: SparkSession, table: Any, schema: Any = None) -> TableView:
+        """Read the view of a Java ``Table`` (refreshed by the caller): of its current schema,
+        or of ``schema``, one of its former ones (a Java ``Schema``)."""
         jvm = spark.sparkContext._jvm
         assert jvm is not None
-        schema = table.schema()
+        schema = table.schema() if schema is None else schema
         # One JSON document rather than a py4j round trip per column.
         parsed = json.loads(str(jvm.org.apache.iceberg.SchemaParser.toJson(schema)))
         ids = {str(f["name"]): int(f["id"]) for f in parsed["fields"]}

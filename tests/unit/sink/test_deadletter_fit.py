@@ -40,3 +40,14 @@ def test_a_key_too_large_is_cut_too() -> None:
     assert f"{HEADER_PREFIX}value.truncated" in names
     assert f"{HEADER_PREFIX}key.truncated" in names
     assert _size(key, value, headers) + 1024 <= 100_000
+
+
+def test_headers_of_the_records_own_that_leave_no_room_are_dropped() -> None:
+    big = [("trace", b"t" * 150_000), ("origin", b"x")]
+    headers = [*big, *_headers()[1:]]
+    key, value = _fit(b"k", b"v" * 10, headers, 100_000)
+    assert (key, value) == (b"k", b"v" * 10)
+    assert [k for k, _ in headers if not k.startswith(HEADER_PREFIX)] == []
+    assert (f"{HEADER_PREFIX}headers.dropped", str(150_000 + 5 + 6 + 1).encode()) in headers
+    assert (f"{HEADER_PREFIX}offset", b"42") in headers
+    assert _size(key, value, headers) + 1024 <= 100_000

@@ -678,3 +678,50 @@ def test_debezium_semantic_types_from_the_avro_converters_schema(
         spark=spark,
     )
     _assert_semantic_table(spark, table)
+
+
+def test_debezium_json_inferred_takes_the_embedded_schema_not_sampled_values(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A topic that starts with creates (``before`` null in every sampled record) and only
+    later holds deletes: the envelope's shape comes from the embedded Connect schema, in its
+    field order and types (``int32`` an ``int``), so a delete's ``before`` is a row."""
+    from frazil.decode.json import INFER_SAMPLE
+
+    topic, table, name = f"dbzi-{unique}", f"db.dbzi_{unique}", f"zi_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    row = [
+        {"type": "int32", "optional": True, "field": "qty"},
+        {"type": "int64", "optional": False, "field": "id"},
+        {"type": "string", "optional": True, "field": "name"},
+    ]
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"type": "struct", "optional": True, "fields": row, "field": "before"},
+            {"type": "struct", "optional": True, "fields": row, "field": "after"},
+            {"type": "string", "field": "op"},
+            {"type": "int64", "optional": True, "field": "ts_ms"},
+            {"type": "int64", "optional": True, "field": "ts_us"},
+        ],
+    }
+
+    def event(op: str, before: Any, after: Any) -> dict[str, Any]:
+        payload = {"before": before, "after": after, "op": op, "ts_ms": 1, "ts_us": 1000}
+        return {"schema": schema, "payload": payload}
+
+    creates = INFER_SAMPLE + 10
+    events = [event("c", None, {"qty": i, "id": i, "name": f"n{i}"}) for i in range(creates)]
+    events += [event("d", {"qty": i, "id": i, "name": f"n{i}"}, None) for i in range(0, 40, 2)]
+    events += [event("u", None, {"qty": -i, "id": i, "name": f"u{i}"}) for i in range(1, 40, 2)]
+    _produce(kafka_bootstrap, topic, [(str(i), v, 0) for i, v in enumerate(events)])
+    pipeline = _pipeline(name, topic, table, write={"mode": "cdc", "key": ["id"], "debezium": True})
+    del pipeline["schema"]
+
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    fields = [(f.name, f.dataType.simpleString()) for f in spark.table(f"lake.{table}").schema]
+    assert fields == [("qty", "int"), ("id", "bigint"), ("name", "string")]
+    expected = {i: (i, f"n{i}") for i in range(40, creates)}
+    expected.update({i: (-i, f"u{i}") for i in range(1, 40, 2)})
+    assert _rows(spark, table, "id, qty, name") == expected

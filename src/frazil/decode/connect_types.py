@@ -117,6 +117,52 @@ def _connect_struct(spec: Any) -> dict[str, Semantic]:
     }
 
 
+#: Connect's primitive types as the JSON converter writes them, read by Spark (``bytes``:
+#: base64 text).
+_JSON_LEVEL = {
+    "int8": "IntegerType",
+    "int16": "IntegerType",
+    "int32": "IntegerType",
+    "int64": "LongType",
+    "float32": "FloatType",
+    "float64": "DoubleType",
+    "boolean": "BooleanType",
+    "string": "StringType",
+    "bytes": "StringType",
+}
+
+
+def spark_type(spec: Any) -> DataType | None:
+    """The Spark type a JSON converter's value of Connect schema ``spec`` is read into,
+    before any semantic mapping (:func:`convert`); None for a spec this cannot read (a map
+    whose keys are not strings is written as a list of pairs)."""
+    from pyspark.sql import types as T
+
+    if not isinstance(spec, dict):
+        return None
+    kind = spec.get("type")
+    if kind in _JSON_LEVEL:
+        primitive: DataType = getattr(T, _JSON_LEVEL[str(kind)])()
+        return primitive
+    if kind == "struct":
+        fields = []
+        for f in spec.get("fields") or []:
+            found = spark_type(f) if isinstance(f, dict) and "field" in f else None
+            if found is None:
+                return None
+            fields.append(T.StructField(str(f["field"]), found, True))
+        return T.StructType(fields)
+    if kind == "array":
+        items = spark_type(spec.get("items"))
+        return None if items is None else T.ArrayType(items, True)
+    if kind == "map":
+        keys, values = spec.get("keys"), spark_type(spec.get("values"))
+        if not isinstance(keys, dict) or keys.get("type") != "string" or values is None:
+            return None
+        return T.MapType(T.StringType(), values, True)
+    return None
+
+
 def from_connect_schema(schema: Any) -> Semantics:
     """The semantics in a JSON converter's embedded schema (the ``schema`` of a
     ``{"schema", "payload"}`` value) of a Debezium envelope: ``after``'s fields (``before``'s
@@ -272,7 +318,7 @@ def convert(value: Column, semantic: Semantic, current: DataType) -> Column | No
     Spark SQL expressions only: the conversion runs in the JVM, record by record.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.types import BinaryType, DecimalType, StructType
+    from pyspark.sql.types import BinaryType, DecimalType, StringType, StructType
 
     target = target_type(semantic, current)
     if target is None:
@@ -293,46 +339,29 @@ def convert(value: Column, semantic: Semantic, current: DataType) -> Column | No
     if name == DECIMAL:
         assert isinstance(target, DecimalType)
         raw = value if isinstance(current, BinaryType) else F.unbase64(value)
-        return decimal_text(unscaled(raw), F.lit(target.scale)).cast(target)
+        return connect_decimal(raw, F.lit(target.scale), target)
     if name == VARIABLE_SCALE_DECIMAL:
         assert isinstance(current, StructType)
         inner = current["value"].dataType
         raw = value["value"] if isinstance(inner, BinaryType) else F.unbase64(value["value"])
-        return decimal_text(unscaled(raw), F.coalesce(value["scale"].cast("int"), F.lit(0)))
+        scale = F.coalesce(value["scale"].cast("int"), F.lit(0))
+        return connect_decimal(raw, scale, StringType())
     return value.cast(target)
 
 
-def unscaled(raw: Column) -> Column:
-    """The big-endian two's-complement integer in ``raw`` (binary), as ``decimal(38,0)``
-    (Connect's Decimal: Java's ``BigInteger.toByteArray()``); null for null or empty."""
-    from pyspark.sql import functions as F
+def connect_decimal(raw: Column, scale: Column, target: DataType) -> Column:
+    """The big-endian two's-complement integer in ``raw`` (binary; Connect's Decimal: Java's
+    ``BigInteger.toByteArray()``) at ``scale`` (int), as ``target``: a decimal type (null
+    if it does not fit) or a string, its exact text; null for null or empty bytes.
 
-    whole = "decimal(38,0)"
-    octets = F.transform(
-        F.sequence(F.lit(1), F.octet_length(raw)),
-        lambda i: F.conv(F.hex(F.substring(raw, i, 1)), 16, 10).cast("int"),
+    One JVM call per record (``dev.frazil.spark.ConnectDecimal``), in generated code."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.classic.column import Column as ClassicColumn
+    from pyspark.sql.classic.column import _to_java_column
+
+    jvm = SparkSession.active().sparkContext._jvm
+    assert jvm is not None
+    java = jvm.dev.frazil.spark.ConnectDecimal.column(
+        _to_java_column(raw), _to_java_column(scale), target.json()
     )
-    negative = F.element_at(octets, 1) >= F.lit(128)
-    # A negative number's magnitude is one more than its bits inverted: -(~x + 1) = x.
-    magnitude = F.aggregate(
-        octets,
-        F.lit(0).cast(whole),
-        lambda acc, x: (acc * F.lit(256) + F.when(negative, F.lit(255) - x).otherwise(x)).cast(
-            whole
-        ),
-    )
-    value = F.when(negative, -(magnitude + F.lit(1))).otherwise(magnitude).cast(whole)
-    return F.when(F.octet_length(raw) > 0, value)
-
-
-def decimal_text(whole: Column, scale: Column) -> Column:
-    """The exact decimal text of an unscaled integer and a scale (``12345``, 2 → ``123.45``)."""
-    from pyspark.sql import functions as F
-
-    digits = F.abs(whole).cast("string")
-    padded = F.lpad(digits, F.greatest(F.length(digits), scale + F.lit(1)), "0")
-    point = F.length(padded) - scale
-    sign = F.when(whole < F.lit(0), F.lit("-")).otherwise(F.lit(""))
-    fraction = F.when(scale > F.lit(0), F.concat(F.lit("."), padded.substr(point + 1, scale)))
-    text = F.concat(sign, padded.substr(F.lit(1), point), F.coalesce(fraction, F.lit("")))
-    return F.when(whole.isNotNull(), text)
+    return ClassicColumn(java)

@@ -12,7 +12,7 @@ the *row's* columns and is wrapped here); the unwrap step then puts the row — 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.config.writes import DEBEZIUM_OPS, WriteConfig
@@ -21,19 +21,21 @@ from frazil.decode.connect_types import Semantics
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import DataType, StructField, StructType
 
 #: Fields of the envelope (and of its JSON ``{schema, payload}`` wrapper).
 ENVELOPE_FIELDS = ("before", "after", "op", "source", "ts_ms", "transaction", "schema", "payload")
 
 
-def envelope_schema(row: StructType, strict: bool = False) -> StructType:
+def envelope_schema(
+    row: StructType, strict: bool = False, extra: tuple[StructField, ...] = ()
+) -> StructType:
     """The envelope a declared row schema arrives in, with or without the JSON wrapper.
 
     ``source`` is read as a map of strings (its fields differ by connector; a number arrives
     as its JSON text). Under ``strict`` (``schema_evolution: freeze``) the wrapper's
     ``schema`` and the ``transaction`` block are declared too, so that they are not taken
-    for unknown fields.
+    for unknown fields. ``extra``: more fields of the envelope (``ts_us``, ``ts_ns``).
     """
     from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
 
@@ -43,6 +45,7 @@ def envelope_schema(row: StructType, strict: bool = False) -> StructType:
         StructField("op", StringType(), True),
         StructField("ts_ms", LongType(), True),
         StructField("source", MapType(StringType(), StringType(), True), True),
+        *extra,
     ]
     if strict:
         inner.append(StructField("transaction", StringType(), True))
@@ -62,6 +65,35 @@ def _envelope_type(value: StructType) -> StructType:
         if isinstance(payload, StructType):
             return payload
     return value
+
+
+def connect_envelope(schema: Any) -> StructType | None:
+    """The envelope of a JSON converter's embedded Connect ``schema`` as Spark reads it, in
+    the schema's field order and types (an ``int32`` an ``int``; ``bytes`` their base64
+    text, mapped later by their semantic type): what an inferred schema of these records
+    is, without guessing from sampled values (a ``before`` null in every sampled record
+    would be taken for a string). Its wrapper's ``schema`` and the ``transaction`` block are
+    read as text. None if the schema has no ``before`` or ``after`` struct this can read.
+    """
+    from pyspark.sql.types import StructField, StructType
+
+    if not isinstance(schema, dict):
+        return None
+    parts = {str(f.get("field")): f for f in schema.get("fields") or [] if isinstance(f, dict)}
+    row: StructType | None = None
+    for image in ("after", "before"):
+        found = connect_types.spark_type(parts.get(image))
+        if isinstance(found, StructType):
+            row = found if row is None else _union(row, found)
+    if row is None:
+        return None
+    known = {"before", "after", "op", "ts_ms", "source", "transaction"}
+    extra = tuple(
+        StructField(name, kind, True)
+        for name, spec in parts.items()
+        if name not in known and (kind := connect_types.spark_type(spec)) is not None
+    )
+    return envelope_schema(row, strict=True, extra=extra)
 
 
 def semantics_of(decoder: object) -> Semantics:

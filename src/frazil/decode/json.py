@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.config.decoding import DEFAULT_JSON_DECODER, JsonDecoderName
@@ -459,13 +459,15 @@ def _merge_type(old: DataType, new: DataType) -> DataType:
 
 
 def _build(context: BuildContext) -> JsonDecoder:
-    decoder = _build_decoder(context)
+    connect = None
     if context.pipeline.defaults.write.debezium and context.part == "value":
-        decoder.connect_schema = _connect_schema(context)
+        connect = _connect_schema(context)
+    decoder = _build_decoder(context, connect)
+    decoder.connect_schema = None if connect is None else json.dumps(connect)
     return decoder
 
 
-def _connect_schema(context: BuildContext) -> str | None:
+def _connect_schema(context: BuildContext) -> Any:
     """The embedded Connect schema of the first sampled Debezium record that has one (JSON
     converter with ``schemas.enable=true``), read once at start; None without one."""
     from frazil.decode.connect_types import connect_schema_of
@@ -473,11 +475,10 @@ def _connect_schema(context: BuildContext) -> str | None:
     if context.batch_options is None:
         return None
     values = sample_values(context.spark, context.batch_options, CONNECT_SAMPLE)
-    found = connect_schema_of(values)
-    return None if found is None else json.dumps(found)
+    return connect_schema_of(values)
 
 
-def _build_decoder(context: BuildContext) -> JsonDecoder:
+def _build_decoder(context: BuildContext, connect: Any = None) -> JsonDecoder:
     pipeline, part = context.pipeline, context.decoding
     declared = part.schema_
     schema_file = part.schema_file
@@ -515,6 +516,13 @@ def _build_decoder(context: BuildContext) -> JsonDecoder:
     # Inferred: the existing table's shape keeps the decoded columns stable across restarts;
     # fields met later are learned batch by batch (or refused under freeze).
     evolving = context.part == "value" and not freeze
+    if connect is not None:
+        from frazil.decode.debezium import connect_envelope
+
+        # Debezium with its schema embedded: the envelope's shape is stated, not guessed.
+        envelope = connect_envelope(connect)
+        if envelope is not None:
+            return JsonDecoder(envelope, timestamp_format, evolving, freeze, engine=engine)
     if context.table_schema is not None:
         return JsonDecoder(context.table_schema, timestamp_format, evolving, freeze, engine=engine)
     assert context.batch_options is not None

@@ -36,11 +36,19 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Step:
-    """One step of the plan."""
+    """One step of the plan.
+
+    ``materialized``: the step reads its input as columns of a ``select`` of their own, not
+    as the expressions that compute them. A step that names a costly expression's result
+    many times (the Debezium unwrap: the decoded envelope's ``op``, ``before`` and ``after``
+    for every row field) would otherwise copy the decoder's call into each place: a plan of
+    megabytes, code too large to compile, the record decoded again for each.
+    """
 
     name: str
     description: str
     apply: Callable[[Projection], Projection]
+    materialized: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,7 @@ class BatchPlan:
     decoders: tuple[tuple[str, Decoder], ...] = ()
     #: Whether every record goes to one table (no fan-out).
     single: bool = True
-    _projections: dict[tuple[object, ...], Projection] = field(
+    _projections: dict[tuple[object, ...], list[Projection]] = field(
         default_factory=dict, compare=False, repr=False
     )
     _schemas: dict[tuple[object, ...], StructType] = field(
@@ -73,21 +81,39 @@ class BatchPlan:
             self._schemas[key] = cached
         return cached
 
-    def project(self, raw: DataFrame) -> Projection:
-        """The batch's columns after every step, as expressions over the raw Kafka rows.
+    def _segments(self, raw: DataFrame) -> list[Projection]:
+        """The steps' columns as one projection per materialised segment (one, unless a
+        step is :attr:`Step.materialized`): the first over the raw Kafka rows, each next one
+        over the columns of the one before.
 
         Built once per shape of the raw rows and reused: the expressions name columns, not a
         batch, and building them costs py4j round trips on every micro-batch otherwise.
         """
-        columns = tuple(raw.columns)
+        from pyspark.sql import functions as F
+
         key = self._key(raw)
         cached = self._projections.get(key)
         if cached is None:
-            cached = to_contract(list(columns))
+            cached = []
+            current = to_contract(list(raw.columns))
             for step in self.steps:
-                cached = step.apply(cached)
+                if step.materialized:
+                    cached.append(current)
+                    current = {name: F.col(f"`{name}`") for name in current}
+                current = step.apply(current)
+            cached.append(current)
             self._projections[key] = cached
-        return dict(cached)
+        return cached
+
+    def stage(self, raw: DataFrame) -> tuple[DataFrame, Projection]:
+        """The batch up to its last materialised segment, and the columns after every step
+        as expressions over it (a copy to change). Internal columns of ``raw`` that the
+        steps do not produce are carried through (a replay's table a record failed for)."""
+        *before, last = self._segments(raw)
+        frame = raw
+        for projection in before:
+            frame = _select_carrying(frame, projection)
+        return frame, dict(last)
 
     def learn(self, raw: DataFrame) -> bool:
         """Let the decoders learn what a batch with undecodable records holds (new schema ids).
@@ -101,7 +127,8 @@ class BatchPlan:
 
     def run(self, raw: DataFrame) -> DataFrame:
         """Apply every step to a batch of raw Kafka rows (lazily: nothing runs yet)."""
-        return select(raw, self.project(raw))
+        frame, projection = self.stage(raw)
+        return select(frame, projection)
 
     def describe(self) -> list[tuple[str, str]]:
         """``(step, what it does)`` in order, for ``--dry-run``-style output and docs."""
@@ -112,6 +139,14 @@ class BatchPlan:
 def select(raw: DataFrame, batch: Projection) -> DataFrame:
     """One ``select`` that materialises a projection over ``raw``."""
     return raw.select(*[column.alias(name) for name, column in batch.items()])
+
+
+def _select_carrying(frame: DataFrame, batch: Projection) -> DataFrame:
+    """:func:`select`, keeping ``frame``'s internal columns ``batch`` does not produce."""
+    from pyspark.sql import functions as F
+
+    carried = [F.col(n) for n in frame.columns if c.is_internal(n) and n not in batch]
+    return frame.select(*[column.alias(name) for name, column in batch.items()], *carried)
 
 
 def _prune(batch: Projection, keep_raw: bool = False) -> Projection:
@@ -241,6 +276,7 @@ def build_plan(
                 # The semantics are read from the decoder's schema as it is for this batch
                 # (an Avro reader may have evolved): once per batch, never per record.
                 lambda batch: unwrap(batch, decoder.schema, write, semantics_of(decoder)),
+                materialized=True,
             )
         )
     if key_decoder is not None:

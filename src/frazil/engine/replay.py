@@ -263,10 +263,11 @@ def _run(
         F.lit(0).alias("timestampType"),
         failed_for.alias(c.FAILED_FOR),
     )
-    projection = only_where_failed(plan.project(raw), F.col(c.FAILED_FOR))
+    staged, projection = plan.stage(raw)
+    projection = only_where_failed(projection, F.col(c.FAILED_FOR))
     # Kept (an internal column, never written): what fails again keeps the table it failed for.
     projection[c.FAILED_FOR] = F.col(c.FAILED_FOR)
-    planned = c.explode_routes(select(raw, projection)).cache()
+    planned = c.explode_routes(select(staged, projection)).cache()
     try:
         user = c.user_schema(planned.schema)
         # Records failing before routing (decode, transform, route) have one row each.

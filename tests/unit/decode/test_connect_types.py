@@ -23,9 +23,10 @@ from frazil.decode.connect_types import (
     connect_schema_of,
     from_avro_schema,
     from_connect_schema,
+    spark_type,
     target_type,
 )
-from frazil.decode.debezium import envelope_schema, row_schema
+from frazil.decode.debezium import connect_envelope, envelope_schema, row_schema
 
 ROW_FIELDS = [
     {"type": "int64", "optional": False, "field": "id"},
@@ -200,3 +201,54 @@ def test_the_row_schema_of_a_declared_envelope_with_semantics() -> None:
     plain = row_schema(envelope_schema(row), write)
     assert plain["created"].dataType == LongType()
     assert plain["__source_lsn"].dataType == StringType()
+
+
+def test_a_connect_schema_reads_as_the_json_converter_writes_it() -> None:
+    from pyspark.sql.types import ArrayType, FloatType, MapType
+
+    spec = {
+        "type": "struct",
+        "fields": [
+            {"type": "int32", "field": "qty"},
+            {"type": "int64", "field": "id"},
+            {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "field": "p"},
+            {"type": "array", "items": {"type": "float32"}, "field": "xs"},
+            {"type": "map", "keys": {"type": "string"}, "values": {"type": "float64"},
+             "field": "m"},
+        ],
+    }  # fmt: skip
+    assert spark_type(spec) == StructType(
+        [
+            StructField("qty", IntegerType()),
+            StructField("id", LongType()),
+            StructField("p", StringType()),  # base64 text, mapped by its semantic type
+            StructField("xs", ArrayType(FloatType())),
+            StructField("m", MapType(StringType(), DoubleType())),
+        ]
+    )
+    # A map with other keys is written as a list of pairs: not read this way.
+    assert (
+        spark_type({"type": "map", "keys": {"type": "int32"}, "values": {"type": "string"}}) is None
+    )
+
+
+def test_an_embedded_envelope_schema_gives_the_rows_fields_in_order() -> None:
+    row = [{"type": "int32", "field": "b"}, {"type": "string", "field": "a"}]
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"type": "struct", "fields": row, "field": "before"},
+            {"type": "struct", "fields": row, "field": "after"},
+            {"type": "string", "field": "op"},
+            {"type": "int64", "field": "ts_us"},
+        ],
+    }
+    envelope = connect_envelope(schema)
+    assert envelope is not None
+    expected_row = StructType([StructField("b", IntegerType()), StructField("a", StringType())])
+    assert envelope["after"].dataType == expected_row
+    assert envelope["payload"].dataType["ts_us"].dataType == LongType()  # type: ignore[index]
+    assert {"schema", "transaction"} <= set(envelope.fieldNames())
+    assert (
+        connect_envelope({"type": "struct", "fields": [{"type": "string", "field": "x"}]}) is None
+    )

@@ -725,3 +725,44 @@ def test_debezium_json_inferred_takes_the_embedded_schema_not_sampled_values(
     expected = {i: (i, f"n{i}") for i in range(40, creates)}
     expected.update({i: (-i, f"u{i}") for i in range(1, 40, 2)})
     assert _rows(spark, table, "id, qty, name") == expected
+
+
+def test_debezium_json_schema_growing_mid_stream_evolves_the_table(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A column added to the source table: later envelopes' embedded schema and rows have
+    it; the table gets the column, earlier rows null there."""
+    topic, table, name = f"dbzg-{unique}", f"db.dbzg_{unique}", f"zg_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+
+    def envelope(row: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "type": "struct",
+            "fields": [
+                {"type": "struct", "optional": True, "fields": row, "field": "before"},
+                {"type": "struct", "optional": True, "fields": row, "field": "after"},
+                {"type": "string", "field": "op"},
+            ],
+        }
+
+    first = [{"type": "int64", "field": "id"}, {"type": "string", "field": "name"}]
+    second = [*first, {"type": "int32", "optional": True, "field": "stock"}]
+
+    def event(schema: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+        return {"schema": schema, "payload": {"before": None, "after": after, "op": "c"}}
+
+    events = [event(envelope(first), {"id": i, "name": f"n{i}"}) for i in range(5)]
+    _produce(kafka_bootstrap, topic, [(str(i), v, 0) for i, v in enumerate(events)])
+    pipeline = _pipeline(name, topic, table, write={"mode": "cdc", "key": ["id"], "debezium": True})
+    del pipeline["schema"]
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+    later = [event(envelope(second), {"id": i, "name": f"n{i}", "stock": i * 2}) for i in (3, 7)]
+    _produce(kafka_bootstrap, topic, [(str(i), v, 0) for i, v in enumerate(later)])
+
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    assert [f.name for f in spark.table(f"lake.{table}").schema] == ["id", "name", "stock"]
+    assert _rows(spark, table, "id, name, stock") == {
+        0: ("n0", None), 1: ("n1", None), 2: ("n2", None), 3: ("n3", 6), 4: ("n4", None),
+        7: ("n7", 14),
+    }  # fmt: skip

@@ -73,7 +73,7 @@ def connect_envelope(schema: Any) -> StructType | None:
     text, mapped later by their semantic type): what an inferred schema of these records
     is, without guessing from sampled values (a ``before`` null in every sampled record
     would be taken for a string). Its wrapper's ``schema`` and the ``transaction`` block are
-    read as text. None if the schema has no ``before`` or ``after`` struct this can read.
+    read as text; the envelope is read in its wrapper only (``payload``). None if the schema has no ``before`` or ``after`` struct this can read.
     """
     from pyspark.sql.types import StructField, StructType
 
@@ -93,7 +93,10 @@ def connect_envelope(schema: Any) -> StructType | None:
         for name, spec in parts.items()
         if name not in known and (kind := connect_types.spark_type(spec)) is not None
     )
-    return envelope_schema(row, strict=True, extra=extra)
+    # The wrapped form only: a field learned later (a column added at the source) is then
+    # added in one place, not to a second, unwrapped copy of the envelope.
+    both = envelope_schema(row, strict=True, extra=extra)
+    return StructType([both["payload"], both["schema"]])
 
 
 def semantics_of(decoder: object) -> Semantics:

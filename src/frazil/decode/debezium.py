@@ -73,7 +73,8 @@ def connect_envelope(schema: Any) -> StructType | None:
     text, mapped later by their semantic type): what an inferred schema of these records
     is, without guessing from sampled values (a ``before`` null in every sampled record
     would be taken for a string). Its wrapper's ``schema`` and the ``transaction`` block are
-    read as text; the envelope is read in its wrapper only (``payload``). None if the schema has no ``before`` or ``after`` struct this can read.
+    read as text; the envelope is read in its wrapper only (``payload``). None if the
+    schema has no ``before`` or ``after`` struct this can read.
     """
     from pyspark.sql.types import StructField, StructType
 

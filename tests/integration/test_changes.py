@@ -766,3 +766,64 @@ def test_debezium_json_schema_growing_mid_stream_evolves_the_table(
         0: ("n0", None), 1: ("n1", None), 2: ("n2", None), 3: ("n3", 6), 4: ("n4", None),
         7: ("n7", 14),
     }  # fmt: skip
+
+
+def test_a_debezium_value_its_semantic_type_cannot_hold_is_a_dead_letter_not_a_null(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A Decimal wider than its column (``connect.decimal.precision`` 4, scale 2) and a
+    ZonedTimestamp whose text does not parse: the record is marked, never written null."""
+    topic, table, name = f"dbzo-{unique}", f"db.dbzo_{unique}", f"zo_{unique}"
+    dead = f"db.dbzo_dead_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    row = [
+        {"type": "int64", "field": "id"},
+        {
+            "type": "bytes",
+            "optional": True,
+            "name": "org.apache.kafka.connect.data.Decimal",
+            "parameters": {"scale": "2", "connect.decimal.precision": "4"},
+            "field": "price",
+        },
+        {"type": "string", "optional": True, "name": "io.debezium.time.ZonedTimestamp",
+         "field": "at"},
+    ]  # fmt: skip
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"type": "struct", "optional": True, "fields": row, "field": "before"},
+            {"type": "struct", "optional": True, "fields": row, "field": "after"},
+            {"type": "string", "field": "op"},
+        ],
+    }
+
+    def event(i: int, cents: int, at: str) -> dict[str, Any]:
+        after = {"id": i, "price": _b64_decimal(cents), "at": at}
+        return {"schema": schema, "payload": {"before": None, "after": after, "op": "c"}}
+
+    good = "2024-03-01T12:15:30+02:00"
+    events = [
+        event(1, 1234, good),
+        event(2, 123456, good),
+        event(3, 99, "soon"),
+        event(4, -5, good),
+    ]
+    _produce(kafka_bootstrap, topic, [(str(i), v, 0) for i, v in enumerate(events)])
+    write = {"mode": "cdc", "key": ["id"], "debezium": True}
+    pipeline = _pipeline(
+        name, topic, table, write=write, errors={"tolerance": "all", "dlq_table": dead}
+    )
+    del pipeline["schema"]
+
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    rows = spark.sql(f"SELECT id, CAST(price AS STRING) FROM lake.{table} ORDER BY id").collect()
+    assert [tuple(r) for r in rows] == [(1, "12.34"), (4, "-0.05")]
+    reasons = sorted(
+        (r[0], r[1]) for r in spark.sql(f"SELECT offset, reason FROM lake.{dead}").collect()
+    )
+    assert reasons == [
+        (1, "field price: org.apache.kafka.connect.data.Decimal value does not convert to "
+            "decimal(4,2)"),
+        (2, "field at: io.debezium.time.ZonedTimestamp value does not convert to timestamp"),
+    ]  # fmt: skip

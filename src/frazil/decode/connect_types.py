@@ -333,7 +333,7 @@ def convert(value: Column, semantic: Semantic, current: DataType) -> Column | No
         micros = F.floor(value.cast("decimal(20,0)") / F.lit(1000)).cast("long")
         return F.timestamp_micros(micros)
     if name == ZONED_TIMESTAMP:
-        return value.cast("timestamp")
+        return value.try_cast("timestamp")  # text that does not parse: null, then marked
     if name in DATE_DAYS:
         return F.date_from_unix_date(value.cast("int"))
     if name == DECIMAL:
@@ -346,7 +346,7 @@ def convert(value: Column, semantic: Semantic, current: DataType) -> Column | No
         raw = value["value"] if isinstance(inner, BinaryType) else F.unbase64(value["value"])
         scale = F.coalesce(value["scale"].cast("int"), F.lit(0))
         return connect_decimal(raw, scale, StringType())
-    return value.cast(target)
+    return value.try_cast(target)
 
 
 def connect_decimal(raw: Column, scale: Column, target: DataType) -> Column:

@@ -18,6 +18,7 @@ from frazil import columns as c
 from frazil.config.writes import DEBEZIUM_OPS, WriteConfig
 from frazil.decode import connect_types
 from frazil.decode.connect_types import Semantics
+from frazil.decode.errors import decode_error
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -236,6 +237,7 @@ def unwrap(
     after = field("after") if "after" in envelope.fieldNames() else F.lit(None)
     before = field("before") if "before" in envelope.fieldNames() else F.lit(None)
     result = {k: v for k, v in batch.items() if k not in ENVELOPE_FIELDS or k not in names}
+    unconverted: list[Column] = []
     for f in row.fields:
         in_after = _has(envelope, "after", f.name)
         in_before = _has(envelope, "before", f.name)
@@ -245,6 +247,18 @@ def unwrap(
         semantic = semantics.row.get(f.name)
         mapped = None if semantic is None else connect_types.convert(image, semantic, f.dataType)
         result[f.name] = image if mapped is None else mapped
+        if mapped is not None and semantic is not None:
+            # A value its semantic type does not convert (a decimal wider than its column,
+            # a timestamp's text that does not parse) is marked, never written as null.
+            target = connect_types.target_type(semantic, f.dataType)
+            what = target.simpleString() if target is not None else "its type"
+            reason = f"field {f.name}: {semantic.name} value does not convert to {what}"
+            unconverted.append(
+                F.when(
+                    image.isNotNull() & mapped.isNull(),
+                    decode_error(F.lit(reason), F.substring(image.cast("string"), 1, 200)),
+                )
+            )
     for path, column in write.envelope_columns():
         head, *rest = path.split(".")
         kept = field(head)
@@ -271,6 +285,7 @@ def unwrap(
                 F.coalesce(op, F.lit("(no op)")),
             ),
         ),
+        *[e.cast(c.ERROR_DDL) for e in unconverted],
     )
     return result
 

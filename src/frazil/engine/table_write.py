@@ -226,7 +226,9 @@ class TableWriter:
         """The table's schema when it committed the batch (the oldest of the pipeline's
         markers that cover the batch), or None if that is not known (nothing to go by but
         the table as it is)."""
-        snapshot_id = markers.committed_in(target.table, self.pipeline.name, window.planned)
+        snapshot_id = markers.committed_in(
+            target.table, self.pipeline.name, window.planned, window.topic_ids
+        )
         if snapshot_id is None:
             return None
         java = target.table.java

@@ -261,18 +261,22 @@ def check_no_interleavings(
     ]
 
 
-def committed_in(table: MarkedTable, pipeline: str, planned: TopicOffsets) -> int | None:
+def committed_in(
+    table: MarkedTable, pipeline: str, planned: TopicOffsets, topic_ids: dict[str, str]
+) -> int | None:
     """The snapshot whose commit took a batch planned up to ``planned``: the oldest of the
     pipeline's markers in the table's current ancestry that cover it (walked newest first,
     down to the first that does not); None if none does. Its schema is the one the batch's
-    records were checked against when it was committed."""
+    records were checked against when it was committed. Offsets of a topic created again
+    since a marker (``topic_ids``: the topics' ids now) are not the batch's: such a marker
+    does not cover it (:func:`current_topics`)."""
     found = None
     for steps, view in enumerate(table.ancestry()):
         if steps >= _MAX_WALK:
             break
         if view.get(PIPELINE) != pipeline:
             continue
-        marker = Marker.from_summary(view.get)
+        marker = current_topics(Marker.from_summary(view.get), topic_ids)
         if marker is None:
             continue
         if not covered(marker, planned):

@@ -346,8 +346,9 @@ def _fit(
         own = [h for h in headers if not h[0].startswith(HEADER_PREFIX)]
         dropped = sum(len(k) + len(v or b"") for k, v in own)
         headers[:] = [h for h in headers if h[0].startswith(HEADER_PREFIX)]
-        headers.append((f"{HEADER_PREFIX}{HEADERS_DROPPED}", str(dropped).encode()))
-        used -= dropped
+        note = (f"{HEADER_PREFIX}{HEADERS_DROPPED}", str(dropped).encode())
+        headers.append(note)
+        used += len(note[0]) + len(note[1]) - dropped
     room = limit - used - 2 * (len(HEADER_PREFIX) + len(KEY_TRUNCATED) + 12)
     size = len(key or b"") + len(value or b"")
     if size <= room:

@@ -260,3 +260,41 @@ def test_states_read_at_once_become_markers_and_interleavings_name_their_table()
     assert "table lake.db.b got a commit of the same pipeline from another run (snapshot 7)" in (
         str(errors[1])
     )
+
+
+class _History:
+    """A table's ancestry, newest first: (snapshot id, summary)."""
+
+    def __init__(self, snapshots: list[tuple[int, dict[str, str]]]) -> None:
+        self.snapshots = snapshots
+
+    def ancestry(self) -> list[_View]:
+        return [_View(i, s) for i, s in self.snapshots]
+
+
+class _View:
+    def __init__(self, snapshot_id: int, summary: dict[str, str]) -> None:
+        self.snapshot_id = snapshot_id
+        self.summary = summary
+
+    def get(self, key: str) -> str | None:
+        return self.summary.get(key)
+
+
+def test_the_commit_that_took_a_batch_is_the_oldest_marker_covering_it() -> None:
+    ids = {"t": "new-id"}
+    old_topic = _marker({"t": {0: 10_000}}, topic_ids={"t": "old-id"}).to_summary()
+    history = _History(
+        [
+            (5, _marker({"t": {0: 90}}, topic_ids=ids).to_summary()),
+            (4, {"operation": "replace"}),  # a compaction: no marker
+            (3, _marker({"t": {0: 50}}, topic_ids=ids).to_summary()),
+            (2, _marker({"t": {0: 20}}, topic_ids=ids).to_summary()),
+            (1, old_topic),  # the topic's earlier life: its offsets are not the batch's
+        ]
+    )
+    assert markers.committed_in(history, "p", {"t": {0: 50}}, ids) == 3  # type: ignore[arg-type]
+    assert markers.committed_in(history, "p", {"t": {0: 60}}, ids) == 5  # type: ignore[arg-type]
+    assert markers.committed_in(history, "p", {"t": {0: 15}}, ids) == 2  # type: ignore[arg-type]
+    assert markers.committed_in(history, "p", {"t": {0: 95}}, ids) is None  # type: ignore[arg-type]
+    assert markers.committed_in(history, "q", {"t": {0: 15}}, ids) is None  # type: ignore[arg-type]

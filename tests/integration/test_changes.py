@@ -680,6 +680,19 @@ def test_debezium_semantic_types_from_the_avro_converters_schema(
     _assert_semantic_table(spark, table)
 
 
+def _connect_envelope(row: list[dict[str, Any]], *extra: dict[str, Any]) -> dict[str, Any]:
+    """A JSON converter's embedded Connect schema of a Debezium envelope around ``row``."""
+    return {
+        "type": "struct",
+        "fields": [
+            {"type": "struct", "optional": True, "fields": row, "field": "before"},
+            {"type": "struct", "optional": True, "fields": row, "field": "after"},
+            {"type": "string", "field": "op"},
+            *extra,
+        ],
+    }
+
+
 def test_debezium_json_inferred_takes_the_embedded_schema_not_sampled_values(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:
@@ -695,16 +708,11 @@ def test_debezium_json_inferred_takes_the_embedded_schema_not_sampled_values(
         {"type": "int64", "optional": False, "field": "id"},
         {"type": "string", "optional": True, "field": "name"},
     ]
-    schema = {
-        "type": "struct",
-        "fields": [
-            {"type": "struct", "optional": True, "fields": row, "field": "before"},
-            {"type": "struct", "optional": True, "fields": row, "field": "after"},
-            {"type": "string", "field": "op"},
-            {"type": "int64", "optional": True, "field": "ts_ms"},
-            {"type": "int64", "optional": True, "field": "ts_us"},
-        ],
-    }
+    schema = _connect_envelope(
+        row,
+        {"type": "int64", "optional": True, "field": "ts_ms"},
+        {"type": "int64", "optional": True, "field": "ts_us"},
+    )
 
     def event(op: str, before: Any, after: Any) -> dict[str, Any]:
         payload = {"before": before, "after": after, "op": op, "ts_ms": 1, "ts_us": 1000}
@@ -735,28 +743,19 @@ def test_debezium_json_schema_growing_mid_stream_evolves_the_table(
     topic, table, name = f"dbzg-{unique}", f"db.dbzg_{unique}", f"zg_{unique}"
     ensure_topic(kafka_bootstrap, topic, partitions=1)
 
-    def envelope(row: list[dict[str, Any]]) -> dict[str, Any]:
-        return {
-            "type": "struct",
-            "fields": [
-                {"type": "struct", "optional": True, "fields": row, "field": "before"},
-                {"type": "struct", "optional": True, "fields": row, "field": "after"},
-                {"type": "string", "field": "op"},
-            ],
-        }
-
     first = [{"type": "int64", "field": "id"}, {"type": "string", "field": "name"}]
     second = [*first, {"type": "int32", "optional": True, "field": "stock"}]
 
     def event(schema: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         return {"schema": schema, "payload": {"before": None, "after": after, "op": "c"}}
 
-    events = [event(envelope(first), {"id": i, "name": f"n{i}"}) for i in range(5)]
+    events = [event(_connect_envelope(first), {"id": i, "name": f"n{i}"}) for i in range(5)]
     _produce(kafka_bootstrap, topic, [(str(i), v, 0) for i, v in enumerate(events)])
     pipeline = _pipeline(name, topic, table, write={"mode": "cdc", "key": ["id"], "debezium": True})
     del pipeline["schema"]
     run(make_config([pipeline]), until_caught_up=True, spark=spark)
-    later = [event(envelope(second), {"id": i, "name": f"n{i}", "stock": i * 2}) for i in (3, 7)]
+    grown = _connect_envelope(second)
+    later = [event(grown, {"id": i, "name": f"n{i}", "stock": i * 2}) for i in (3, 7)]
     _produce(kafka_bootstrap, topic, [(str(i), v, 0) for i, v in enumerate(later)])
 
     run(make_config([pipeline]), until_caught_up=True, spark=spark)
@@ -788,14 +787,7 @@ def test_a_debezium_value_its_semantic_type_cannot_hold_is_a_dead_letter_not_a_n
         {"type": "string", "optional": True, "name": "io.debezium.time.ZonedTimestamp",
          "field": "at"},
     ]  # fmt: skip
-    schema = {
-        "type": "struct",
-        "fields": [
-            {"type": "struct", "optional": True, "fields": row, "field": "before"},
-            {"type": "struct", "optional": True, "fields": row, "field": "after"},
-            {"type": "string", "field": "op"},
-        ],
-    }
+    schema = _connect_envelope(row)
 
     def event(i: int, cents: int, at: str) -> dict[str, Any]:
         after = {"id": i, "price": _b64_decimal(cents), "at": at}

@@ -115,7 +115,8 @@ def main() -> None:
         config = parse_config(many, base_dir=work)
         run(config, until_caught_up=True, spark=spark)
         spark.stop()
-        from frazil.observe.status import pyiceberg_catalog, read_status
+        from frazil.observe.catalog import pyiceberg_catalog
+        from frazil.observe.status import read_status
 
         times = []
         for _ in range(5):

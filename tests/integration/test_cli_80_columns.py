@@ -161,7 +161,7 @@ def test_commands_at_80_columns(
     # Tables: every name and header whole (columns left out, not cut).
     tables = out["tables"]
     assert _long_lines(tables) == [] and "…" not in tables, tables
-    assert f"`lake`.`db`.`c80_{unique}`" in tables  # quoted as Spark names it
+    assert f"lake.db.c80_{unique}" in tables  # as queries name it
     for header in ("table", "score", "data", "files"):
         assert header in tables
     assert "not shown at this width:" in tables

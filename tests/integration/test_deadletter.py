@@ -16,7 +16,7 @@ from frazil.columns import NOT_UTF8_PREFIX
 from frazil.engine import dead_capture
 from frazil.engine.runner import run
 from frazil.generate.producer import ensure_topic
-from frazil.observe.status import pyiceberg_catalog
+from frazil.observe.catalog import pyiceberg_catalog
 from tests.integration.helpers import payments_pipeline, table_ids
 
 GOOD = {

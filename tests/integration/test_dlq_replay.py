@@ -176,7 +176,7 @@ def test_a_fanned_out_record_is_replayed_only_into_the_tables_it_failed_for(
     # Debits go to two tables; the second takes no new column (freeze). Records with a new
     # field go into the first and fail for the second only: a replay after the fix writes
     # them to the second, never again to the first, and a second replay adds nothing.
-    from frazil.observe.status import pyiceberg_catalog
+    from frazil.observe.catalog import pyiceberg_catalog
 
     topic, name, dead = f"rf-{unique}", f"rf_{unique}", f"db.rfdead_{unique}"
     every, debits = f"db.rf_all_{unique}", f"db.rf_debits_{unique}"

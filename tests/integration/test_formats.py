@@ -82,7 +82,7 @@ def test_text_that_is_not_utf8_is_written_readable(
 ) -> None:
     # Iceberg's string type is UTF-8 and PyArrow refuses anything else: a string value, a
     # string key and the _kafka_key column that are not UTF-8 are quoted in hex.
-    from frazil.observe.status import pyiceberg_catalog
+    from frazil.observe.catalog import pyiceberg_catalog
 
     topic, table = f"utf8-{unique}", f"db.utf8_{unique}"
     _produce_keyed(

@@ -32,10 +32,8 @@ def show(
     examples: int = typer.Option(1, "--examples", help="Example records per stage and reason."),
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
 ) -> None:
-    """Count dead letters by pipeline, stage and reason, with example records."""
-    from frazil.engine.session import build_spark
-    from frazil.sink.table import qualified, table_exists
-
+    """Count dead letters by pipeline, stage and reason, with example records (read with
+    PyIceberg, without starting Spark, where it opens the catalog)."""
     loaded = load_config(config)
     unknown = sorted(set(pipeline or []) - {p.name for p in loaded.pipelines})
     if unknown:
@@ -50,14 +48,7 @@ def show(
             "no pipeline chosen has a dead-letter table (errors.dlq_table); a dead-letter "
             "topic is read with any Kafka consumer"
         )
-    spark = build_spark(loaded)
-    catalog = loaded.catalog.name
-    groups: list[dict[str, Any]] = []
-    for table, names in sorted(tables.items()):
-        full = qualified(catalog, table)
-        if not table_exists(spark, full):
-            continue
-        groups.extend(_summarise(spark, full, table, names, examples))
+    groups = _groups(loaded, tables, examples)
     if output is OutputFormat.json:
         console.print_json(json.dumps(groups, default=str))
         return
@@ -69,7 +60,7 @@ def show(
     for g in groups:
         console.print(
             f"[bold]{escape(g['pipeline'])}[/]  {escape(g['stage'])}  "
-            f"{g['records']:,} record(s)  first failed {_instant(g['first_failed'])}",
+            f"{g['records']:,} record(s)  first failed {g['first_failed']}",
             highlight=False,
         )
         grid = Table.grid(padding=(0, 1))
@@ -87,13 +78,91 @@ def _instant(value: Any) -> str:
     """A failure time as every other frazil output shows instants (``…T02:35:14.848Z``).
 
     PySpark hands timestamps back as naive datetimes in the process's local time, which
-    ``timestamp()`` reads back the same way.
+    ``timestamp()`` reads back the same way; PyArrow as datetimes in UTC.
     """
     from frazil.progress.markers import format_ms
 
     if not isinstance(value, datetime):
-        return escape(str(value))
+        return str(value)
     return format_ms(int(value.timestamp() * 1000))
+
+
+def _groups(loaded: Any, tables: dict[str, list[str]], examples: int) -> list[dict[str, Any]]:
+    """The groups of every dead-letter table (to its pipelines), read with PyIceberg where it
+    opens the catalog, else through Spark."""
+    from frazil.cli.tables_cmd import _metadata_catalog
+    from frazil.observe.catalog import load
+
+    groups: list[dict[str, Any]] = []
+    catalog = _metadata_catalog(loaded)
+    if catalog is not None:
+        for table, names in sorted(tables.items()):
+            found = load(catalog, table)
+            if found is not None:
+                groups.extend(_summarise_arrow(found, table, names, examples))
+        return groups
+    from frazil.engine.session import build_spark
+    from frazil.sink.table import qualified, table_exists
+
+    spark = build_spark(loaded)
+    for table, names in sorted(tables.items()):
+        full = qualified(loaded.catalog.name, table)
+        if table_exists(spark, full):
+            groups.extend(_summarise(spark, full, table, names, examples))
+    return groups
+
+
+#: The columns a group is counted from; an example's ``detail`` is read for the examples only.
+_GROUPED = ("pipeline", "stage", "reason", "failed_at", "topic", "partition", "offset")
+
+
+def _summarise_arrow(
+    table: Any, name: str, pipelines: list[str], examples: int
+) -> list[dict[str, Any]]:
+    """:func:`_summarise` of a dead-letter table loaded with PyIceberg."""
+    chosen = f"pipeline IN ({', '.join(_quoted(p) for p in pipelines)})"
+    rows = table.scan(row_filter=chosen, selected_fields=_GROUPED).to_arrow()
+    if rows.num_rows == 0:
+        return []
+    keys = ["pipeline", "stage", "reason"]
+    counted = rows.group_by(keys).aggregate([([], "count_all"), ("failed_at", "min")])
+    counted = counted.sort_by(
+        [("count_all", "descending"), ("pipeline", "ascending"), ("stage", "ascending"),
+         ("reason", "ascending")]
+    )  # fmt: skip
+    ordered = rows.sort_by([(k, "ascending") for k in (*keys, "topic", "partition", "offset")])
+    picked: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in ordered.select([*keys, "topic", "partition", "offset"]).to_pylist():
+        group = picked.setdefault((r["pipeline"], r["stage"], r["reason"]), [])
+        if len(group) < examples:
+            group.append({k: r[k] for k in ("topic", "partition", "offset")})
+    for group in picked.values():
+        for e in group:
+            # One small scan per example: the detail column can be large, so only the
+            # examples' are read.
+            where = (
+                f"{chosen} AND topic = {_quoted(e['topic'])} AND partition = "
+                f"{int(e['partition'])} AND offset = {int(e['offset'])}"
+            )
+            found = table.scan(row_filter=where, selected_fields=("detail",)).to_arrow()
+            e["detail"] = found.column("detail")[0].as_py() if found.num_rows else None
+    return [
+        {
+            "table": name,
+            "pipeline": r["pipeline"],
+            "stage": r["stage"],
+            "reason": r["reason"],
+            "records": int(r["count_all"]),
+            "first_failed": _instant(r["failed_at_min"]),
+            "examples": picked.get((r["pipeline"], r["stage"], r["reason"]), []),
+        }
+        for r in counted.to_pylist()
+    ]
+
+
+def _quoted(value: str) -> str:
+    """A string literal of PyIceberg's row filter syntax."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _summarise(
@@ -130,7 +199,7 @@ def _summarise(
             "stage": r["stage"],
             "reason": r["reason"],
             "records": int(r["records"]),
-            "first_failed": r["first_failed"],
+            "first_failed": _instant(r["first_failed"]),
             "examples": found.get((r["pipeline"], r["stage"], r["reason"]), []),
         }
         for r in counted

@@ -92,7 +92,8 @@ def status(
     recent commits, freshness, last commit, dead letters, table files and snapshots — read
     from Kafka and the tables (PyIceberg), without starting Spark."""
     from frazil.engine.reachable import check_services
-    from frazil.observe.status import check_reads, pyiceberg_catalog, read_status
+    from frazil.observe.catalog import pyiceberg_catalog
+    from frazil.observe.status import check_reads, read_status
 
     loaded = load_config(config)
     unknown = sorted(set(pipeline or []) - {p.name for p in loaded.pipelines})

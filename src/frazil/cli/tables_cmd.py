@@ -43,13 +43,10 @@ def tables(
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
 ) -> None:
     """Health of every table the config's pipelines write: files, sizes, deletes, snapshots,
-    manifests, metadata, last commit and maintenance, and a score with its reasons."""
-    from frazil.engine.session import build_spark
-    from frazil.maintenance.passes import config_tables, measure
-
+    manifests, metadata, last commit and maintenance, and a score with its reasons — read
+    from the tables' metadata, without starting Spark where PyIceberg opens the catalog."""
     loaded = load_config(config)
-    spark = build_spark(loaded)
-    found = [measure(spark, loaded, ref) for ref in config_tables(spark, loaded)]
+    found = _measured(loaded)
     if output is OutputFormat.json:
         console.print_json(json.dumps([h.to_json() for h in found]))
         return
@@ -95,13 +92,8 @@ def health(
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
 ) -> None:
     """One table's health, partition by partition."""
-    from frazil.engine.session import build_spark
-    from frazil.maintenance.passes import config_tables, measure
-
     loaded = load_config(config)
-    spark = build_spark(loaded)
-    (ref,) = config_tables(spark, loaded, only=table)
-    h = measure(spark, loaded, ref)
+    (h,) = _measured(loaded, table)
     if output is OutputFormat.json:
         console.print_json(json.dumps(h.to_json()))
         return
@@ -151,15 +143,56 @@ def optimize(
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
 ) -> None:
     """One maintenance pass: what each table's health and policy call for (compaction,
-    delete-file and manifest rewrites, snapshot expiry, orphan removal, retention)."""
+    delete-file and manifest rewrites, snapshot expiry, orphan removal, retention).
+    --dry-run reads the tables' metadata without starting Spark where PyIceberg opens the
+    catalog."""
     from frazil.engine.session import build_spark
     from frazil.maintenance.passes import config_tables
 
     loaded = load_config(config)
-    spark = build_spark(loaded)
-    refs = config_tables(spark, loaded, only=table)
-    reports = _pass(spark, loaded, refs, dry_run, output is OutputFormat.text)
+    catalog = _metadata_catalog(loaded) if dry_run else None
+    if catalog is not None:
+        from frazil.observe import catalog as metadata
+
+        refs = metadata.config_tables(catalog, loaded, only=table)
+        reports = metadata.plan_pass(catalog, loaded, refs)
+    else:
+        spark = build_spark(loaded)
+        refs = config_tables(spark, loaded, only=table)
+        reports = _pass(spark, loaded, refs, dry_run, output is OutputFormat.text)
     _render(reports, dry_run, output)
+
+
+def _metadata_catalog(loaded: Any) -> Any | None:
+    """The config's catalog opened with PyIceberg for reads without Spark, or None where
+    PyIceberg does not open it the same way (a JDBC server, a Hadoop catalog)."""
+    from frazil.engine.reachable import check_services
+    from frazil.observe.catalog import pyiceberg_catalog, readable
+    from frazil.observe.status import check_reads
+
+    if not readable(loaded):
+        return None
+    check_services(loaded)
+    catalog = pyiceberg_catalog(loaded)
+    # Credentials the store refuses stop here, with one line (as `frazil run`).
+    check_reads(loaded, catalog)
+    return catalog
+
+
+def _measured(loaded: Any, only: str | None = None) -> list[Any]:
+    """The health of the config's tables (``only`` that one), from their metadata: with
+    PyIceberg where it opens the catalog, else through Spark."""
+    from frazil.maintenance.passes import config_tables, measure
+    from frazil.observe import catalog as metadata
+
+    catalog = _metadata_catalog(loaded)
+    if catalog is not None:
+        refs = metadata.config_tables(catalog, loaded, only)
+        return [metadata.measure(catalog, loaded, ref) for ref in refs]
+    from frazil.engine.session import build_spark
+
+    spark = build_spark(loaded)
+    return [measure(spark, loaded, ref) for ref in config_tables(spark, loaded, only)]
 
 
 def _pass(spark: Any, loaded: Any, refs: Any, dry_run: bool, show: bool) -> list[Any]:

@@ -419,6 +419,13 @@ class PipelineConfig(Frozen):
         assert self.route is not None
         return self.route.table_names()
 
+    def table_template(self) -> str | None:
+        """The route's table template when its names come from the records, else None."""
+        template = getattr(self.route, "table", None)
+        if not isinstance(template, str) or "{" not in template:
+            return None
+        return template
+
     def describe_target(self) -> str:
         """``table``, or a short description of the route, for messages and reports."""
         if self.table is not None:

@@ -21,7 +21,7 @@ would then read the batch again.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,8 @@ REPLAY_FENCE = "/dlq-replay"
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from frazil.maintenance.facts import SnapshotFacts
 
 
 @dataclass(frozen=True)
@@ -72,30 +74,41 @@ def owner(marker: str) -> str:
 def protected(spark: SparkSession, name: str) -> Protected:
     """Read the newest marker snapshot per marker name among the current ancestors; those a
     later reset retired (:data:`RETIRES`) apart."""
-    rows = spark.sql(
-        f"SELECT s.summary['{PIPELINE}'] AS p, max(unix_millis(s.committed_at)) AS at "
-        f"FROM {name}.snapshots s JOIN {name}.history h ON s.snapshot_id = h.snapshot_id "
-        f"WHERE h.is_current_ancestor AND s.summary['{OFFSETS}'] IS NOT NULL "
-        f"AND s.summary['{PIPELINE}'] IS NOT NULL GROUP BY 1"
-    ).collect()
-    retirements = spark.sql(
-        f"SELECT s.summary['{RETIRES}'], unix_millis(s.committed_at) "
-        f"FROM {name}.snapshots s JOIN {name}.history h ON s.snapshot_id = h.snapshot_id "
-        f"WHERE h.is_current_ancestor AND s.summary['{RETIRES}'] IS NOT NULL"
-    ).collect()
+    from frazil.maintenance.facts import spark_snapshots
+
+    return protected_in(
+        spark_snapshots(
+            spark,
+            name,
+            f"summary['{RETIRES}'] IS NOT NULL OR (summary['{OFFSETS}'] IS NOT NULL "
+            f"AND summary['{PIPELINE}'] IS NOT NULL)",
+        )
+    )
+
+
+def protected_in(snapshots: Iterable[SnapshotFacts]) -> Protected:
+    """:func:`protected` of a table's snapshots as read (:mod:`frazil.maintenance.facts`)."""
+    newest: dict[str, int] = {}
     retired_at: dict[str, int] = {}
-    for names, at in retirements:
-        for each in json.loads(names):
-            retired_at[str(each)] = max(int(at), retired_at.get(str(each), int(at)))
-    # A replay's fence marker (<pipeline>/dlq-replay) is nobody's progress: it never pins.
-    found = {str(r[0]): int(r[1]) for r in rows if not str(r[0]).endswith(REPLAY_FENCE)}
+    for s in snapshots:
+        if not s.current_ancestor:
+            continue
+        names = s.summary.get(RETIRES)
+        if names is not None:
+            for each in json.loads(names):
+                retired_at[str(each)] = max(s.timestamp_ms, retired_at.get(str(each), 0))
+        marker = s.summary.get(PIPELINE)
+        # A replay's fence marker (<pipeline>/dlq-replay) is nobody's progress: it never pins.
+        if marker is None or s.summary.get(OFFSETS) is None or marker.endswith(REPLAY_FENCE):
+            continue
+        newest[marker] = max(s.timestamp_ms, newest.get(marker, s.timestamp_ms))
 
     def retired(marker: str, at: int) -> bool:
         return at <= retired_at.get(marker, -1)
 
     return Protected(
-        {n: at for n, at in found.items() if not retired(n, at)},
-        {n: at for n, at in found.items() if retired(n, at)},
+        {n: at for n, at in newest.items() if not retired(n, at)},
+        {n: at for n, at in newest.items() if retired(n, at)},
     )
 
 

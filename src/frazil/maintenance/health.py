@@ -1,7 +1,9 @@
 """How healthy a table is: files, sizes, deletes, snapshots, manifests, metadata, a score.
 
-Read through Iceberg's metadata tables in Spark (``<table>.files``, ``.snapshots``,
-``.manifests``, ``.metadata_log_entries``), so it works for every catalog and format version.
+Measured from a table's files, snapshots, manifests and metadata files
+(:class:`~frazil.maintenance.facts.TableFacts`), read through Iceberg's metadata tables in
+Spark where a Spark application runs anyway (maintenance passes), or with PyIceberg by the
+read-only commands, which then start no Spark.
 The score starts at 100 and loses points for each problem, each with its reason; the same
 findings tell a maintenance pass what to do (:mod:`frazil.maintenance.planner`).
 """
@@ -9,12 +11,14 @@ findings tell a maintenance pass what to do (:mod:`frazil.maintenance.planner`).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from frazil.config.durations import parse_duration
 from frazil.config.maintenance import ResolvedPolicy
-from frazil.maintenance.expiry import Protected
+from frazil.maintenance.expiry import Protected, protected_in
+from frazil.maintenance.facts import TableFacts, spark_facts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,9 +89,9 @@ def _median(values: list[int]) -> int:
     return (ordered[middle - 1] + ordered[middle]) // 2
 
 
-def target_file_bytes(java_table: Any, policy: ResolvedPolicy) -> int:
+def target_file_bytes(properties: Mapping[str, str], policy: ResolvedPolicy) -> int:
     """The compaction target: the policy's, else the table's write target, else 128MB."""
-    prop = java_table.properties().get("write.target-file-size-bytes")
+    prop = properties.get("write.target-file-size-bytes")
     return policy.compaction.target_bytes(int(prop) if prop is not None else None)
 
 
@@ -104,28 +108,28 @@ def read_health(
         guard: The newest marker snapshots (:func:`frazil.maintenance.expiry.protected`):
             snapshots from the oldest of them on are not expirable.
     """
-    target = target_file_bytes(java_table, policy)
+    return health_of(spark_facts(spark, name, java_table), policy, guard)
+
+
+def health_of(
+    facts: TableFacts, policy: ResolvedPolicy, guard: Protected | None = None
+) -> TableHealth:
+    """A table's health against its policy, from what was read of it (through Spark or
+    PyIceberg); ``guard`` as :func:`read_health`'s, else found in the facts' snapshots."""
+    target = target_file_bytes(facts.properties, policy)
     small_below = int(target * policy.compaction.small_file_ratio)
-    files = spark.table(f"{name}.files")
-    has_partition = "partition" in files.columns
-    rows = files.selectExpr(
-        "to_json(partition)" if has_partition else "'' AS p",
-        "content",
-        "file_size_in_bytes",
-        "record_count",
-    ).collect()
     by_partition: dict[str, dict[str, list[int]]] = {}
-    for partition, content, size, records in rows:
-        entry = by_partition.setdefault(str(partition or ""), {"data": [], "deletes": [], "n": []})
-        if int(content) == 0:
-            entry["data"].append(int(size))
-            entry["n"].append(int(records))
+    for f in facts.files:
+        entry = by_partition.setdefault(f.partition, {"data": [], "deletes": [], "n": []})
+        if f.content == 0:
+            entry["data"].append(f.size)
+            entry["n"].append(f.records)
         else:
-            entry["deletes"].append(int(size))
-            if int(content) == 1:
+            entry["deletes"].append(f.size)
+            if f.content == 1:
                 # Live rows, as frazil.progress.rows counts them: each position delete (or
                 # deletion vector entry) hides one row of the partition's data files.
-                entry["n"].append(-int(records))
+                entry["n"].append(-f.records)
     partitions = tuple(
         PartitionHealth(
             partition=p,
@@ -139,27 +143,13 @@ def read_health(
         for p, e in sorted(by_partition.items())
     )
     sizes = [s for e in by_partition.values() for s in e["data"]]
-    snapshots = spark.sql(
-        f"SELECT unix_millis(committed_at), summary FROM {name}.snapshots ORDER BY committed_at"
-    ).collect()
-    times = [int(r[0]) for r in snapshots]
-    maintained = [int(r[0]) for r in snapshots if (r[1] or {}).get(MAINTENANCE)]
-    manifests = int(spark.sql(f"SELECT count(*) FROM {name}.manifests").first()[0])  # type: ignore[index]
-    metadata = [
-        str(r[0]) for r in spark.sql(f"SELECT file FROM {name}.metadata_log_entries").collect()
-    ]
-    io = java_table.io()
-    metadata_bytes = 0
-    for path in metadata:
-        try:
-            metadata_bytes += int(io.newInputFile(path).getLength())
-        except Exception:  # cleaned up since the log was read
-            continue
-    guard = guard or Protected({})
+    times = sorted(s.timestamp_ms for s in facts.snapshots)
+    maintained = [s.timestamp_ms for s in facts.snapshots if s.summary.get(MAINTENANCE)]
+    guard = guard if guard is not None else protected_in(facts.snapshots)
     expirable = _expirable(times, policy, guard.since_ms)
-    orphans_at = java_table.properties().get(ORPHANS_AT)
+    orphans_at = facts.properties.get(ORPHANS_AT)
     health = TableHealth(
-        table=name,
+        table=facts.name,
         target_file_bytes=target,
         small_below_bytes=small_below,
         data_files=len(sizes),
@@ -171,26 +161,19 @@ def read_health(
         median_file_bytes=_median(sizes),
         snapshots=len(times),
         expirable_snapshots=expirable,
-        manifests=manifests,
-        metadata_files=len(metadata),
-        metadata_bytes=metadata_bytes,
+        manifests=facts.manifests,
+        metadata_files=facts.metadata_files,
+        metadata_bytes=facts.metadata_bytes,
         last_commit_ms=max(times) if times else None,
         last_maintenance_ms=max(maintained) if maintained else None,
         orphans_checked_ms=int(orphans_at) if orphans_at is not None else None,
-        format_version=int(java_table.properties().get("format-version") or _format(java_table)),
+        format_version=facts.format_version,
         score=100,
         reasons=(),
         partitions=partitions,
         pins=tuple(guard.pins(times)),
     )
     return score(health, policy)
-
-
-def _format(java_table: Any) -> int:
-    try:
-        return int(java_table.operations().current().formatVersion())
-    except Exception:
-        return 2
 
 
 def _expirable(times: list[int], policy: ResolvedPolicy, protected_ms: int | None) -> int:

@@ -81,6 +81,15 @@ def config_tables(
         dead = pipeline.errors.dlq_table
         if dead is not None and tables.exists(dead):
             found.setdefault(dead, TableRef(dead, pipeline, dead_letters=True))
+    return pick(found, only)
+
+
+def pick(found: dict[str, TableRef], only: str | None) -> list[TableRef]:
+    """The tables ``found``, by name, or ``only`` that one.
+
+    Raises:
+        MaintenanceError: ``only`` is not one of them.
+    """
     if only is not None:
         if only not in found:
             known = ", ".join(sorted(found)) or "none yet"
@@ -106,10 +115,7 @@ def measure(spark: SparkSession, config: FrazilConfig, ref: TableRef) -> TableHe
     from frazil.sink.table import qualified
 
     name = qualified(config.catalog.name, ref.name)
-    table = IcebergTable(spark, name)
-    return read_health(
-        spark, name, table.java, policy_of(config, ref), _protected(spark, config, name)
-    )
+    return read_health(spark, name, IcebergTable(spark, name).java, policy_of(config, ref))
 
 
 def _no_merge_lost(table: IcebergTable, backoff_s: float) -> bool:
@@ -151,8 +157,7 @@ def run_pass(
         name = qualified(config.catalog.name, ref.name)
         policy = policy_of(config, ref)
         table = IcebergTable(spark, name)
-        guard = _protected(spark, config, name)
-        before = read_health(spark, name, table.java, policy, guard)
+        before = read_health(spark, name, table.java, policy)
         report = TableReport(ref.name, before, plan(before, policy))
         reports.append(report)
         if dry_run or not report.planned:
@@ -204,7 +209,7 @@ def run_pass(
                 )
             table.refresh()
         table.refresh()
-        report.after = read_health(spark, name, table.java, policy, _protected(spark, config, name))
+        report.after = read_health(spark, name, table.java, policy)
     return reports
 
 

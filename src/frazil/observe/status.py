@@ -14,11 +14,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from frazil.config.catalog_clients import open_rest_catalog
-from frazil.config.locations import local_path
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
-from frazil.errors import FrazilError, KafkaError, ServiceError
+from frazil.errors import KafkaError, ServiceError
+from frazil.maintenance.facts import summary_of
+from frazil.observe.catalog import pipeline_tables, pyiceberg_catalog
 from frazil.progress import fence, freshness
 from frazil.progress.markers import (
     MAX_TIMESTAMPS,
@@ -31,10 +31,6 @@ from frazil.source.kafka import TopicOffsets, admin_config, isolation_level, off
 
 #: Commits the throughput is measured over.
 RECENT_COMMITS = 20
-
-
-class StatusError(FrazilError):
-    """The status could not be read (catalog kind PyIceberg cannot open, Kafka unreachable)."""
 
 
 @dataclass
@@ -72,30 +68,6 @@ class PipelineStatus:
         return asdict(self)
 
 
-def pyiceberg_catalog(config: FrazilConfig) -> Any:
-    """The config's catalog opened with PyIceberg.
-
-    Raises:
-        StatusError: A catalog PyIceberg cannot open the same way (Hadoop, non-SQLite JDBC).
-    """
-    catalog = config.catalog
-    if catalog.type == "rest":
-        # Opening asks the server for its config: credentials it refuses fail here.
-        return open_rest_catalog(config)
-    uri = catalog.resolved_uri()
-    if catalog.type == "jdbc" and uri.startswith("jdbc:sqlite:"):
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        path = uri[len("jdbc:sqlite:") :]
-        warehouse = local_path(catalog.warehouse)
-        return SqlCatalog(catalog.name, uri=f"sqlite:///{path}", warehouse=f"file://{warehouse}")
-    raise StatusError(
-        f"frazil status reads the catalog with PyIceberg, which opens the embedded SQLite "
-        f"catalog and REST catalogs; catalog.type {catalog.type} with {uri or 'no uri'} is "
-        "not supported yet (use frazil tables, which goes through Spark)"
-    )
-
-
 def check_reads(config: FrazilConfig, catalog: Any) -> None:
     """Read the metadata file of the config's first existing table through that table's own
     FileIO (the environment's credentials, or those the catalog vends with the table).
@@ -130,28 +102,6 @@ def check_reads(config: FrazilConfig, catalog: Any) -> None:
             return
 
 
-def _tables_of(catalog: Any, pipeline: PipelineConfig) -> list[str]:
-    from frazil.route.rules import build_route
-
-    names = list(pipeline.static_tables())
-    pattern = build_route(pipeline).names()
-    if pattern is not None:
-        namespaces = {".".join(n.split(".")[:-1]) for n in names}
-        template = getattr(pipeline.route, "table", "")
-        if isinstance(template, str) and "." in template and "{" not in template.rsplit(".", 1)[0]:
-            namespaces.add(template.rsplit(".", 1)[0])
-        for ns in sorted(namespaces):
-            try:
-                listed = catalog.list_tables(ns)
-            except Exception:  # no such namespace yet
-                continue
-            for ident in listed:
-                name = ".".join(ident)
-                if name not in names and pattern.fullmatch(name):
-                    names.append(name)
-    return names
-
-
 @dataclass
 class _Walk:
     """What one walk of a table's ancestry tells about a pipeline."""
@@ -174,7 +124,7 @@ def _walk(catalog: Any, name: str, pipeline: str) -> _Walk | None:
         return None
     metadata = table.metadata
     current = table.current_snapshot()
-    totals = _summary(current) if current is not None else {}
+    totals = summary_of(current) if current is not None else {}
     walk = _Walk(
         TableStatus(
             table=name,
@@ -189,7 +139,7 @@ def _walk(catalog: Any, name: str, pipeline: str) -> _Walk | None:
     stamps: list[int] = []
     records = 0
     for snapshot in ancestors_of(current, metadata):
-        found = _summary(snapshot)
+        found = summary_of(snapshot)
         if found.get(PIPELINE) != pipeline:
             continue
         stamps.append(int(snapshot.timestamp_ms))
@@ -227,14 +177,6 @@ def _dead_letters(catalog: Any, pipeline: PipelineConfig) -> dict[str, int]:
     return dict(Counter(str(s) for s in rows.to_arrow().column("stage").to_pylist()))
 
 
-def _summary(snapshot: Any) -> dict[str, str]:
-    # PyIceberg's Summary is a Mapping whose iteration is broken (0.12); its entries other
-    # than the operation are in additional_properties.
-    summary = snapshot.summary
-    extra = getattr(summary, "additional_properties", None) if summary is not None else None
-    return {str(k): str(v) for k, v in (extra or {}).items()}
-
-
 def _running(config: FrazilConfig, pipeline: str) -> bool:
     return fence.running_pid(config.state_dir, pipeline) is not None
 
@@ -255,7 +197,7 @@ def read_status(
             continue
         problems: list[str] = []
         walks = [
-            w for n in _tables_of(catalog, pipeline) if (w := _walk(catalog, n, pipeline.name))
+            w for n in pipeline_tables(catalog, pipeline) if (w := _walk(catalog, n, pipeline.name))
         ]
         tables = [w.status for w in walks]
         committed = freshness.lowest_offsets(t.offsets for t in tables)

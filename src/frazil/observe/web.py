@@ -19,7 +19,9 @@ from typing import Any
 
 from frazil.config.models import FrazilConfig
 from frazil.errors import ServiceError, first_line
-from frazil.observe.status import _summary, _tables_of, pyiceberg_catalog, read_status
+from frazil.maintenance.facts import summary_of
+from frazil.observe.catalog import pipeline_tables, pyiceberg_catalog
+from frazil.observe.status import read_status
 from frazil.progress.freshness import freshness_seconds
 from frazil.progress.markers import PIPELINE, VALID_THROUGH_MS
 
@@ -38,14 +40,14 @@ def history(config: FrazilConfig, catalog: Any) -> dict[str, dict[str, list[dict
     found: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for pipeline in config.pipelines:
         tables: dict[str, list[dict[str, Any]]] = {}
-        for name in _tables_of(catalog, pipeline):
+        for name in pipeline_tables(catalog, pipeline):
             try:
                 table = catalog.load_table(name)
             except Exception:
                 continue
             commits = []
             for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
-                summary = _summary(snapshot)
+                summary = summary_of(snapshot)
                 if summary.get(PIPELINE) != pipeline.name:
                     continue
                 commits.append((int(snapshot.timestamp_ms), summary))

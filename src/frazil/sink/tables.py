@@ -154,7 +154,7 @@ class TableSet:
         """The namespace the route creates its tables in: the template's, or that of most
         of its fixed tables (None: the route names no table of its own, or the records
         name the namespace)."""
-        template = _template(self.pipeline)
+        template = self.pipeline.table_template()
         if template is not None:
             head = template.rsplit(".", 1)[0]
             return None if "{" in head else head
@@ -195,7 +195,7 @@ class TableSet:
         Raises:
             PipelineError: The catalog cannot list namespaces or tables.
         """
-        template = _template(self.pipeline)
+        template = self.pipeline.table_template()
         if template is None:
             return []
         *levels, table_level = template.split(".")
@@ -239,11 +239,3 @@ class TableSet:
                         children.append(([*parts, last], True))
             found = children
         return [parts for parts, listed in found if listed or exists(parts)]
-
-
-def _template(pipeline: PipelineConfig) -> str | None:
-    """The route's table template (its names come from the records), or None."""
-    template = getattr(pipeline.route, "table", None)
-    if not isinstance(template, str) or "{" not in template:
-        return None
-    return template

@@ -165,12 +165,15 @@ def optimize(
 
 def _metadata_catalog(loaded: Any) -> Any | None:
     """The config's catalog opened with PyIceberg for reads without Spark, or None where
-    PyIceberg does not open it the same way (a JDBC server, a Hadoop catalog)."""
+    PyIceberg does not open it the same way (a JDBC server, a Hadoop catalog), or where
+    ``FRAZIL_READS=spark`` asks for Spark's metadata tables."""
+    import os
+
     from frazil.engine.reachable import check_services
     from frazil.observe.catalog import pyiceberg_catalog, readable
     from frazil.observe.status import check_reads
 
-    if not readable(loaded):
+    if not readable(loaded) or os.environ.get("FRAZIL_READS", "").lower() == "spark":
         return None
     check_services(loaded)
     catalog = pyiceberg_catalog(loaded)

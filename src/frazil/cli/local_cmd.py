@@ -42,7 +42,8 @@ SecurePorts = Annotated[
     str,
     typer.Option(
         "--secure-ports",
-        help="With --secure: the SASL_SSL (SCRAM-SHA-512) port and the mTLS port, comma-separated.",
+        help="With --secure: the SASL_SSL (SCRAM-SHA-512) port and the mTLS port, "
+        "comma-separated [--port + 2, --port + 3].",
     ),
 ]
 
@@ -161,7 +162,7 @@ def up(
             "credentials (never the passwords themselves, unless --show-credentials).",
         ),
     ] = False,
-    secure_ports: SecurePorts = "9094,9095",
+    secure_ports: SecurePorts = "",
     show_credentials: Annotated[
         bool,
         typer.Option(
@@ -206,7 +207,10 @@ def up(
             "a 2-node cluster stops when either node does: use 1, or 3 or more",
             param_hint="--brokers",
         )
-    secure_pair = _secure_ports(secure_ports) if secure else None
+    # Next to the broker's own ports by default, so that --port moves every listener.
+    secure_pair = (
+        (_secure_ports(secure_ports) if secure_ports else (port + 2, port + 3)) if secure else None
+    )
     if secure and brokers > 1:
         raise typer.BadParameter(
             "secured listeners are only available on a single broker for now",

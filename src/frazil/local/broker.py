@@ -320,7 +320,7 @@ class LocalBroker:
         return BrokerStatus(
             running=running is not None,
             pid=running.pid if running else None,
-            bootstrap=running.bootstrap if running else self.bootstrap,
+            bootstrap=running.bootstrap if running else self._last_bootstrap(),
             state_dir=self.state_dir,
             formatted=(self.data_dir / "meta.properties").is_file(),
             data_bytes=_tree_size(self.data_dir),
@@ -329,6 +329,19 @@ class LocalBroker:
             sasl_ssl_bootstrap=secure[0] if secure else None,
             mtls_bootstrap=secure[1] if secure else None,
         )
+
+    def _last_bootstrap(self) -> str:
+        """Where the stopped broker listened when it last ran (its config file, written at
+        each start), else where this one would listen."""
+        try:
+            for line in self.config_file.read_text().splitlines():
+                if line.startswith("listeners="):
+                    for listener in line.split("=", 1)[1].split(","):
+                        if listener.startswith("PLAINTEXT://"):
+                            return listener[len("PLAINTEXT://") :]
+        except OSError:
+            pass
+        return self.bootstrap
 
     # -- process handling -------------------------------------------------------------
 

@@ -581,3 +581,11 @@ def test_valid_through_slack_is_a_duration() -> None:
         parse_config({"pipelines": [_pipeline(valid_through_slack="soon")]})
     [(key, reason)] = info.value.problems
     assert key == "pipelines[0].valid_through_slack" and "not a duration" in reason
+
+
+@pytest.mark.parametrize(
+    ("written", "meant"), [("datetime", "timestamp"), ("DateTime", "timestamp"), ("text", "string")]
+)
+def test_a_type_named_as_other_systems_name_it_gets_frazils_name(written: str, meant: str) -> None:
+    problems = dict(_problems({"pipelines": [_pipeline(schema={"at": written})]}))
+    assert problems["pipelines[0].schema.at"].endswith(f"(did you mean {meant!r}?)")

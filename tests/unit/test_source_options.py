@@ -218,3 +218,23 @@ def test_records_between_a_start_and_the_latest_offsets() -> None:
     assert records_between({"t": {0: -1, 1: 50}}, earliest, latest) == 0
     # An offset below the earliest (removed by retention) counts from the earliest.
     assert records_between({"t": {0: 3}}, earliest, latest) == 100 + 50
+
+
+def test_an_unknown_host_is_told_apart_from_a_closed_port() -> None:
+    import socket
+
+    from frazil.source.kafka import unreachable
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, not listening: refused
+        assert unreachable(f"127.0.0.1:{port}") == (
+            f"127.0.0.1:{port} refused the connection (nothing listens on that port)"
+        )
+    assert "host 'no-such-broker.invalid' does not resolve" in str(
+        unreachable("no-such-broker.invalid:9092")
+    )
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        assert unreachable(f"127.0.0.1:{listening.getsockname()[1]}") is None

@@ -113,8 +113,27 @@ def to_spark_ddl(type_text: str) -> str:
                 fields.append(f"{name.strip()}: {to_spark_ddl(field_type)}")
             return f"STRUCT<{', '.join(fields)}>"
     known = ", ".join(sorted({*_SIMPLE, "decimal(p,s)", "array<T>", "map<K,V>", "struct<...>"}))
-    hint = did_you_mean(lower, _SIMPLE)
+    hint = (
+        f" (did you mean {_OTHER_NAMES[lower]!r}?)"
+        if lower in _OTHER_NAMES
+        else did_you_mean(lower, _SIMPLE)
+    )
     raise TypeSyntaxError(f"unknown type {type_text!r} (known: {known}){hint}")
+
+
+#: What other systems call a type frazil spells differently: too far apart for a spelling
+#: hint, but what a user coming from them writes.
+_OTHER_NAMES = {
+    "datetime": "timestamp",
+    "timestamptz": "timestamp",
+    "timestamp_tz": "timestamp",
+    "text": "string",
+    "number": "double",
+    "numeric": "decimal(p,s)",
+    "real": "float",
+    "bytea": "binary",
+    "blob": "binary",
+}
 
 
 def check_field_types(fields: dict[str, str], check_name: Callable[[str], object]) -> None:

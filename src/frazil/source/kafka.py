@@ -352,6 +352,33 @@ def authentication_failure(conf: Mapping[str, Any], detail: str) -> str:
     )
 
 
+def unreachable(bootstrap_servers: str, timeout: float = 2.0) -> str | None:
+    """Why no bootstrap server takes a connection, in words (a host that does not resolve is
+    told apart from a closed port); None if one does, or the list does not parse."""
+    import socket
+
+    reasons: list[str] = []
+    for server in bootstrap_servers.split(","):
+        host, sep, port = server.strip().rpartition(":")
+        if not sep or not port.isdigit():
+            return None
+        host = host.strip("[]")
+        try:
+            socket.getaddrinfo(host, int(port), proto=socket.IPPROTO_TCP)
+        except (socket.gaierror, UnicodeError):
+            reasons.append(f"host {host!r} does not resolve (a typo, or a name this machine's DNS "
+                           "does not know)")  # fmt: skip
+            continue
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return None
+        except ConnectionRefusedError:
+            reasons.append(f"{host}:{port} refused the connection (nothing listens on that port)")
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or type(exc).__name__}")
+    return "; ".join(reasons) if reasons else None
+
+
 def list_partitions(
     config: FrazilConfig, pipeline: PipelineConfig, timeout: float = 10.0
 ) -> dict[str, list[int]]:
@@ -376,9 +403,11 @@ def list_partitions(
             if refused
             else ""
         )
+        why = unreachable(config.kafka.bootstrap_servers)
         raise KafkaError(
             f"Kafka does not answer at {config.kafka.bootstrap_servers} "
-            f"(kafka.bootstrap_servers) within {timeout:g}s{left_out}: {exc}"
+            f"(kafka.bootstrap_servers) within {timeout:g}s{left_out}: "
+            + (why if why is not None else str(exc))
         ) from None
     wanted = set(pipeline.topics or [])
     pattern = re.compile(pipeline.topic_pattern) if pipeline.topic_pattern else None

@@ -377,6 +377,8 @@ def test_decimal_and_float_promotions_and_identifier_fields(
         f"offset 2: schema: field id is null but required in table {table} (an identifier field)"
         in str(info.value)
     )
+    # The detail shows what the record does hold (as the table would get it).
+    assert """'{"price":1.00,"ratio":1.0}'""" in str(info.value)
 
 
 def test_a_not_null_column_is_made_optional_under_evolve(

@@ -238,8 +238,9 @@ def replay(
         console.print_json(json.dumps(dataclasses.asdict(report)))
         return
     resumed = " (finished an interrupted replay)" if report.resumed else ""
+    where = f"{loaded.catalog.name}.{chosen.table}" if chosen.table else "its tables"
     console.print(
         f"[bold green]✓ {report.pipeline}[/]: {report.replayed:,} dead letter(s) replayed"
-        f"{resumed}: {report.written:,} written to the table, {report.failed_again:,} failed "
+        f"{resumed}: {report.written:,} written to {where}, {report.failed_again:,} failed "
         "again (back in the dead-letter table with their new reason)"
     )

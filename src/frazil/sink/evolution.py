@@ -512,7 +512,9 @@ def write_columns(
                 value.isNull(),
                 _error_struct(
                     f"field {name} is null but required in table {table_name} ({why})",
-                    F.lit(""),
+                    None,
+                    # What the record does hold, as the table would get it (nulls left out).
+                    F.to_json(F.struct(*out)),
                 ),
             ),
         )
@@ -520,10 +522,13 @@ def write_columns(
     return WriteColumns(tuple(out), tuple(internal), error, tuple(view.schema.fieldNames()))
 
 
-def _error_struct(reason: str, value: Column) -> Column:
+def _error_struct(reason: str, value: Column | None, shown: Column | None = None) -> Column:
+    """A schema-stage error; its detail the failing ``value`` as JSON, or ``shown``."""
     from pyspark.sql import functions as F
 
-    detail = F.substring(F.to_json(F.struct(value.alias("value"))), 1, 200)
+    text = F.to_json(F.struct(value.alias("value"))) if value is not None else shown
+    assert text is not None
+    detail = F.substring(text, 1, 200)
     return F.struct(
         F.lit(c.STAGE_SCHEMA).alias("stage"),
         F.lit(reason).alias("reason"),

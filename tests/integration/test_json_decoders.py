@@ -9,6 +9,7 @@ problem; the few values frazil marks and Spark reads are listed, with why.
 from __future__ import annotations
 
 import base64
+import json
 import math
 from typing import Any
 
@@ -124,13 +125,22 @@ BAD: list[tuple[bytes, str | None]] = [
         b'{"dec": 123456789012}',
         "field 'dec' has a value of type bigint, the schema's type is decimal(10,2)",
     ),
+    (b'{"ts": "not a time"}', "field 'ts' does not parse as timestamp: 'not a time'"),
+    (b'{"ts": "yesterday-ish"}', "field 'ts' does not parse as timestamp: 'yesterday-ish'"),
+    # Quoted as one line: quotes, backslashes and line breaks escaped, cut at 60 characters.
     (
-        b'{"ts": "not a time"}',
-        "field 'ts' has a value of type string, the schema's type is timestamp",
+        json.dumps({"ts": "it's \\ late\nnow"}).encode(),
+        "field 'ts' does not parse as timestamp: 'it\\'s \\\\ late\\nnow'",
     ),
+    (
+        b'{"ts": "' + b"x" * 70 + b'"}',
+        "field 'ts' does not parse as timestamp: '" + "x" * 60 + "'…",
+    ),
+    (b'{"dec": "12,x"}', "field 'dec' does not parse as decimal(10,2): '12,x'"),
+    (b'{"bin": "@@"}', "field 'bin' does not parse as binary: '@@'"),
     (b'{"ts": true}', "field 'ts' has a value of type boolean, the schema's type is timestamp"),
     (b'{"ts": 1.5}', "field 'ts' has a value of type decimal(2,1), the schema's type is timestamp"),
-    (b'{"dt": "2026-13-01"}', "field 'dt' has a value of type string, the schema's type is date"),
+    (b'{"dt": "2026-13-01"}', "field 'dt' does not parse as date: '2026-13-01'"),
     (b'{"dt": 20260101}', "field 'dt' has a value of type bigint, the schema's type is date"),
     (b'{"bin": 5}', "field 'bin' has a value of type bigint, the schema's type is binary"),
     (

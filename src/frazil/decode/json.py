@@ -350,8 +350,17 @@ def _mismatches(
     found: list[Column],
 ) -> None:
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import (
+        BinaryType,
+        DateType,
+        DecimalType,
+        StructType,
+        TimestampNTZType,
+        TimestampType,
+    )
 
+    # Types a JSON string is a form of (from_json parses the text).
+    parses_text = (TimestampType, TimestampNTZType, DateType, DecimalType, BinaryType)
     for field in schema.fields:
         path = (*names, field.name)
         kind = F.lower(
@@ -366,19 +375,44 @@ def _mismatches(
             .otherwise(kind)
         )
         value = parsed[field.name]
-        found.append(
-            F.when(
-                kind.isNotNull() & (kind != F.lit("void")) & value.isNull(),
-                F.concat(
-                    F.lit(f"field {'.'.join(path)!r} has a value of type "),
-                    shown,
-                    F.lit(f", the schema's type is {_short_type(field.dataType)}"),
-                ),
-            )
+        typed = F.concat(
+            F.lit(f"field {'.'.join(path)!r} has a value of type "),
+            shown,
+            F.lit(f", the schema's type is {_short_type(field.dataType)}"),
         )
+        if isinstance(field.dataType, parses_text):
+            # A timestamp (decimal, date, base64) in text that does not parse: quote it.
+            text = F.try_variant_get(variant, "$" + "".join(_step(n) for n in path), "string")
+            typed = F.when(
+                kind == F.lit("string"),
+                F.concat(
+                    F.lit(f"field {'.'.join(path)!r} does not parse as "
+                          f"{_short_type(field.dataType)}: "),
+                    quoted_value(text),
+                ),
+            ).otherwise(typed)  # fmt: skip
+        found.append(F.when(kind.isNotNull() & (kind != F.lit("void")) & value.isNull(), typed))
         if isinstance(field.dataType, StructType) and len(path) < _MISMATCH_DEPTH:
             # from_json keeps what it could read of a struct: look for the field inside.
             _mismatches(variant, value, field.dataType, path, found)
+
+
+#: Longest value quoted in a reason (as the JVM decoder's ``JsonDecoder.QUOTED_CHARS``).
+QUOTED_CHARS = 60
+
+
+def quoted_value(text: Column) -> Column:
+    """``text`` as a reason quotes it: in single quotes, cut at :data:`QUOTED_CHARS`
+    characters (then …), backslash, quote, newline, tab and carriage return escaped."""
+    from pyspark.sql import functions as F
+
+    cut = F.substring(text, 1, QUOTED_CHARS)
+    # Java's regular expressions: in the replacement, \\ is one backslash, $1 the group.
+    escaped = F.regexp_replace(cut, r"([\\'])", r"\\$1")
+    for char, letter in (("\n", "n"), ("\t", "t"), ("\r", "r")):
+        escaped = F.regexp_replace(escaped, char, "\\\\" + letter)
+    more = F.when(F.length(text) > QUOTED_CHARS, F.lit("…")).otherwise(F.lit(""))
+    return F.concat(F.lit("'"), escaped, F.lit("'"), more)
 
 
 def _short_type(data_type: DataType) -> str:

@@ -148,7 +148,20 @@ final class JsonConverters {
     /** The value of a token other than {@code null}. */
     abstract Object read(JsonParser p, JsonToken t, Context c) throws IOException;
 
+    /** Whether a JSON string is a form of this type (a timestamp in text): one that does
+     * not parse is quoted in the reason, not only called a string. */
+    boolean parsesText() {
+      return false;
+    }
+
     Mismatch mismatch(JsonParser p, JsonToken t) {
+      if (t == JsonToken.VALUE_STRING && parsesText()) {
+        try {
+          return new Mismatch("string", type, p.getText());
+        } catch (IOException e) {
+          // The text is gone: the reason names the types only.
+        }
+      }
       return new Mismatch(jsonType(p, t), type);
     }
   }
@@ -394,6 +407,11 @@ final class JsonConverters {
     }
 
     @Override
+    boolean parsesText() {
+      return true;
+    }
+
+    @Override
     Object read(JsonParser p, JsonToken t, Context c) throws IOException {
       BigDecimal value;
       try {
@@ -419,6 +437,11 @@ final class JsonConverters {
   static final class BinaryConv extends Conv {
     BinaryConv(DataType type) {
       super(type);
+    }
+
+    @Override
+    boolean parsesText() {
+      return true;
     }
 
     @Override

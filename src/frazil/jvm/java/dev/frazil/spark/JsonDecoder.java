@@ -336,12 +336,19 @@ public final class JsonDecoder extends Expression implements Serializable {
     private static final long serialVersionUID = 1L;
     final String found;
     final String expected;
+    /** The text of a string that does not parse as the type (a timestamp, a decimal), or null. */
+    final String text;
     String path = "";
 
     Mismatch(String found, DataType expected) {
+      this(found, expected, null);
+    }
+
+    Mismatch(String found, DataType expected, String text) {
       super(null, null, false, false);
       this.found = found;
       this.expected = shortType(expected);
+      this.text = text;
     }
 
     Mismatch under(String step) {
@@ -350,9 +357,49 @@ public final class JsonDecoder extends Expression implements Serializable {
     }
 
     String message() {
+      if (text != null) {
+        return "field '" + path + "' does not parse as " + expected + ": " + quoted(text);
+      }
       return "field '" + path + "' has a value of type " + found + ", the schema's type is "
           + expected;
     }
+  }
+
+  /** Longest value quoted in a reason: the record itself is in the dead letter. */
+  static final int QUOTED_CHARS = 60;
+
+  /**
+   * A value as a reason quotes it: in single quotes, cut at {@link #QUOTED_CHARS} characters
+   * (then …), backslash, quote and control characters escaped, so that the reason stays one
+   * readable line whatever the record holds.
+   */
+  static String quoted(String value) {
+    StringBuilder out = new StringBuilder(Math.min(value.length(), QUOTED_CHARS) + 4).append('\'');
+    int end = Math.min(value.length(), QUOTED_CHARS);
+    if (end < value.length() && Character.isHighSurrogate(value.charAt(end - 1))) {
+      end--; // never half a character
+    }
+    for (int i = 0; i < end; i++) {
+      char ch = value.charAt(i);
+      if (ch == '\\' || ch == '\'') {
+        out.append('\\').append(ch);
+      } else if (ch == '\n') {
+        out.append("\\n");
+      } else if (ch == '\t') {
+        out.append("\\t");
+      } else if (ch == '\r') {
+        out.append("\\r");
+      } else if (ch < 0x20 || ch == 0x7f) {
+        out.append(String.format("\\u%04x", (int) ch));
+      } else {
+        out.append(ch);
+      }
+    }
+    out.append('\'');
+    if (value.length() > QUOTED_CHARS) {
+      out.append('…');
+    }
+    return out.toString();
   }
 
   /** A type for a message: {@code bigint}, {@code array<string>}, or {@code struct}. */

@@ -31,6 +31,11 @@ final class JsonTimes {
     }
 
     @Override
+    boolean parsesText() {
+      return true;
+    }
+
+    @Override
     Object read(JsonParser p, JsonToken t, Context c) throws IOException {
       long micros;
       if (t == JsonToken.VALUE_STRING && p.getTextLength() >= 1) {
@@ -80,6 +85,11 @@ final class JsonTimes {
     }
 
     @Override
+    boolean parsesText() {
+      return true;
+    }
+
+    @Override
     Object read(JsonParser p, JsonToken t, Context c) throws IOException {
       if (t != JsonToken.VALUE_STRING || p.getTextLength() < 1) {
         throw mismatch(p, t);
@@ -96,6 +106,11 @@ final class JsonTimes {
   static final class DateConv extends Conv {
     DateConv(DataType type) {
       super(type);
+    }
+
+    @Override
+    boolean parsesText() {
+      return true;
     }
 
     @Override

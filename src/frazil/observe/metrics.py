@@ -10,6 +10,7 @@ latest offsets and the offsets in the tables. Names follow Prometheus convention
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -160,8 +161,12 @@ class FrazilCollector:
             lost = sum(s.dead_letters.values())
             read.add_metric([p], float(s.records + lost + s.unmatched + s.filtered))
             written.add_metric([p], float(s.records))
-            for (stage, reason), n in sorted(s.dead_letters.items()):
-                dead.add_metric([p, stage, reason], float(n))
+            kinds: dict[tuple[str, str], int] = {}
+            for (stage, reason), n in s.dead_letters.items():
+                kind = (stage, reason_label(reason))
+                kinds[kind] = kinds.get(kind, 0) + n
+            for (stage, label), n in sorted(kinds.items()):
+                dead.add_metric([p, stage, label], float(n))
             unmatched.add_metric([p], float(s.unmatched))
             filtered.add_metric([p], float(s.filtered))
             batches.add_metric([p], float(s.batches))
@@ -332,3 +337,24 @@ def kafka_latest(
         return found
 
     return latest
+
+
+#: Quoted text in a reason: a field's name, a record's value.
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'…?")
+#: The name after a word that names a field, column, table or topic.
+_NAMED = re.compile(r"\b(field|column|table|topic|partition|offset|id)\s+(?!…)[^\s'(),;:]+")
+#: A number of three digits or more (a size, a count); a type's (decimal(10,2)) stays.
+_NUMBER = re.compile(r"\d{3,}")
+#: Longest reason label.
+_LABEL_CHARS = 120
+
+
+def reason_label(reason: str) -> str:
+    """A dead-letter reason as a metric label: its wording without the values, names and
+    numbers it quotes (``field '…' does not parse as timestamp: '…'``), so that the label
+    takes a bounded set of values (Prometheus' guidance on label cardinality) while the
+    dead-letter table keeps each record's own reason."""
+    label = _QUOTED.sub("'…'", reason)
+    label = _NAMED.sub(r"\1 …", label)
+    label = _NUMBER.sub("N", label)
+    return label[:_LABEL_CHARS]

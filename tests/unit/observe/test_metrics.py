@@ -106,3 +106,21 @@ def test_no_lag_sample_while_kafka_is_away() -> None:
     text = generate_latest(registry).decode()
     assert 'frazil_records_written_total{pipeline="p"} 100.0' in text
     assert "frazil_lag_records{" not in text and "frazil_lag_seconds{" not in text
+
+
+def test_dead_letter_reasons_become_labels_of_bounded_values() -> None:
+    from frazil.observe.metrics import reason_label
+
+    assert (
+        reason_label("field 'ts' does not parse as timestamp: 'yesterday-ish'")
+        == reason_label("field 'at' does not parse as timestamp: 'it\\'s late'")
+        == "field '…' does not parse as timestamp: '…'"
+    )
+    assert (
+        reason_label("field v is null but required in table db.k_a (NOT NULL)")
+        == "field … is null but required in table … (NOT NULL)"
+    )
+    assert (
+        reason_label("record of 1048577 bytes, decimal(10,2)") == "record of N bytes, decimal(10,2)"
+    )
+    assert reason_label("x" * 500) == "x" * 120

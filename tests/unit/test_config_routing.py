@@ -13,10 +13,11 @@ from frazil.config.routing import (
     TopicRoute,
     is_regex_key,
     template_parts,
+    template_pattern,
 )
 from frazil.config.sorting import SortField, parse_sort_field
 from frazil.errors import ConfigError
-from frazil.route.rules import sanitize_text, template_pattern
+from frazil.route.rules import sanitize_text
 
 _KINDS = (
     "route needs 'field' and 'tables' (static), 'field' and a 'table' template with {value} "
@@ -568,3 +569,40 @@ def test_sort_by_in_config() -> None:
 def test_wrong_target_type_has_one_key_path() -> None:
     problems = _route_problems({"field": "event_type", "tables": {"a": 5}})
     assert {key for key, _ in problems} == {"pipelines[0].route.tables.a"}
+
+
+@pytest.mark.parametrize(
+    ("route", "dead"),
+    [
+        ({"field": "kind", "table": "db.e_{value}"}, "db.e_dead"),
+        ({"field": "kind", "table": "{value}.events"}, "dlq.events"),
+        ({"topic": "(.*)", "table": "db.{1}"}, "db.dead"),
+    ],
+)
+def test_a_dead_letter_table_the_route_can_name_is_refused_by_the_config(
+    route: dict[str, Any], dead: str
+) -> None:
+    # Found by the config (so by `frazil validate`, without a broker), not at run time.
+    (problem,) = _problems(route=route, errors={"tolerance": "all", "dlq_table": dead})
+    assert problem == (
+        "pipelines[0]",
+        f"errors.dlq_table {dead!r} is a name route.table {route['table']!r} can produce for "
+        "the records' tables; give the dead-letter queue a table the route cannot name",
+    )
+    assert _parse(route=route, errors={"tolerance": "all", "dlq_table": "other.dead_letters"})
+
+
+def test_a_dead_letter_table_another_pipeline_writes_to_is_refused() -> None:
+    first = _pipeline(
+        name="a", table="db.a", errors={"tolerance": "all", "dlq_table": "db.events_b"}
+    )
+    second = _pipeline(name="b", route={"field": "kind", "table": "db.events_{value}"})
+    with pytest.raises(ConfigError) as info:
+        parse_config({"kafka": {"group_id": "g-{pipeline}"}, "pipelines": [first, second]})
+    assert info.value.problems == [
+        (
+            "(top level)",
+            "pipeline 'a': errors.dlq_table 'db.events_b' is a table pipeline 'b' writes its "
+            "records to; give the dead-letter queue a table of its own",
+        )
+    ]

@@ -209,6 +209,30 @@ class FrazilConfig(Frozen):
         return self
 
     @model_validator(mode="after")
+    def _dead_letters_apart(self) -> FrazilConfig:
+        """A dead-letter table is never a table another pipeline writes its records to (its
+        columns are the dead letters'); pipelines may share one dead-letter table."""
+        from frazil.config.routing import template_pattern
+
+        for pipeline in self.pipelines:
+            dead = pipeline.errors.dlq_table
+            if dead is None:
+                continue
+            for other in self.pipelines:
+                template = other.table_template()
+                if other is pipeline or not (
+                    dead in other.static_tables()
+                    or (template is not None and template_pattern(template).fullmatch(dead))
+                ):
+                    continue
+                raise ValueError(
+                    f"pipeline {pipeline.name!r}: errors.dlq_table {dead!r} is a table pipeline "
+                    f"{other.name!r} writes its records to; give the dead-letter queue a table "
+                    "of its own"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _one_group_per_pipeline(self) -> FrazilConfig:
         if len(self.pipelines) > 1 and "{pipeline}" not in self.kafka.group_id:
             raise ValueError(

@@ -45,7 +45,13 @@ from frazil.config.flat_keys import (
     is_unknown_key,
 )
 from frazil.config.partitioning import parse_partition_field
-from frazil.config.routing import RouteConfig, StaticRoute, TopicRoute, check_table_name
+from frazil.config.routing import (
+    RouteConfig,
+    StaticRoute,
+    TopicRoute,
+    check_table_name,
+    template_pattern,
+)
 from frazil.config.table_settings import INHERITED, ResolvedTable, TableSettings
 from frazil.config.transforms import TransformEntry
 from frazil.config.types import field_problems
@@ -380,6 +386,17 @@ class PipelineConfig(Frozen):
             raise ValueError(
                 f"errors.dlq_table {self.errors.dlq_table!r} is also a table the pipeline "
                 "writes its records to; give the dead-letter queue a table of its own"
+            )
+        template = self.table_template()
+        if (
+            self.errors.dlq_table is not None
+            and template is not None
+            and template_pattern(template).fullmatch(self.errors.dlq_table)
+        ):
+            raise ValueError(
+                f"errors.dlq_table {self.errors.dlq_table!r} is a name route.table "
+                f"{template!r} can produce for the records' tables; give the dead-letter queue "
+                "a table the route cannot name"
             )
         if getattr(self.route, "default", None) == "dlq" and not self.errors.dead_letters:
             raise ValueError(

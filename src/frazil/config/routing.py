@@ -57,6 +57,15 @@ def is_regex_key(key: str) -> bool:
     return len(key) >= 2 and key.startswith("/") and key.endswith("/")
 
 
+def template_pattern(template: str) -> re.Pattern[str]:
+    """The names a table template can produce (placeholders: identifier characters)."""
+    regex = "".join(
+        re.escape(literal) + ("" if name is None else "[a-z0-9_]+")
+        for literal, name in template_parts(template)
+    )
+    return re.compile(regex)
+
+
 def template_parts(template: str) -> list[tuple[str, str | None]]:
     """A table template split into ``(literal, placeholder)`` pairs, in order.
 

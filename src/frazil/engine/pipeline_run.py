@@ -21,7 +21,7 @@ from frazil.engine.pipeline import build_pipeline
 from frazil.engine.report import PipelineReport, combine_reports, table_report
 from frazil.engine.restarts import RestartBudget
 from frazil.engine.threads import each
-from frazil.errors import ConfigError, KafkaError, TopicRecreated, first_line
+from frazil.errors import KafkaError, TopicRecreated, first_line
 from frazil.maintenance.expiry import RETIRES, to_retire
 from frazil.progress import markers
 from frazil.progress.events import Event
@@ -85,14 +85,7 @@ class PipelineRun:
         pipeline = self.pipeline
         built = build_pipeline(self.spark, self.config, pipeline)
         check_java_patterns(self.spark, pipeline)
-        names = built.route.names()
-        dead = pipeline.errors.dlq_table
-        if dead is not None and names is not None and names.fullmatch(dead):
-            raise ConfigError(
-                f"pipeline {pipeline.name!r}: errors.dlq_table {dead!r} is a name the route "
-                "can produce for the records' tables; give the dead-letter queue a table "
-                "the route cannot name"
-            )
+        # errors.dlq_table against the route's template: the config refuses it (validate too).
         tables = TableSet(
             self.spark, self.config.catalog.name, pipeline, built.route, self.config.catalog.type
         )

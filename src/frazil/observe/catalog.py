@@ -19,6 +19,7 @@ from frazil.config.catalog_clients import open_rest_catalog
 from frazil.config.locations import local_path
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
+from frazil.config.routing import template_pattern
 from frazil.errors import FrazilError
 from frazil.maintenance.facts import pyiceberg_facts, summary_of
 from frazil.maintenance.health import TableHealth, health_of
@@ -26,7 +27,6 @@ from frazil.maintenance.passes import TableRef, TableReport, pick, policy_of
 from frazil.maintenance.planner import plan
 from frazil.progress import markers
 from frazil.progress.rows import live_rows
-from frazil.route.rules import template_pattern
 
 
 class CatalogReadError(FrazilError):

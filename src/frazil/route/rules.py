@@ -23,6 +23,7 @@ from frazil.config.routing import (
     TopicRoute,
     is_regex_key,
     template_parts,
+    template_pattern,
 )
 from frazil.route.single import SingleTableRoute
 
@@ -181,15 +182,6 @@ class TopicNameRoute:
             values[str(i)] = sanitize(F.regexp_extract(topic, pattern, i))
         matched = F.when(topic.rlike(pattern), F.array(_fill(cfg.table, values)))
         return _settle(batch, matched, cfg.default, topic, F.lit("topic"))
-
-
-def template_pattern(template: str) -> re.Pattern[str]:
-    """The names a table template can produce (placeholders: identifier characters)."""
-    regex = "".join(
-        re.escape(literal) + ("" if name is None else "[a-z0-9_]+")
-        for literal, name in template_parts(template)
-    )
-    return re.compile(regex)
 
 
 def _fill(template: str, values: dict[str, Column]) -> Column:

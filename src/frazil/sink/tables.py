@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from frazil.config.pipeline import PipelineConfig
+from frazil.config.routing import template_pattern
 from frazil.config.table_settings import ResolvedTable
 from frazil.errors import PipelineError
 from frazil.progress import markers
-from frazil.route.rules import Route, template_pattern
+from frazil.route.rules import Route
 from frazil.sink.evolution import TableView
 from frazil.sink.iceberg import IcebergTable, iceberg_catalog, namespace
 from frazil.sink.table import ensure_table, qualified, table_exists

@@ -43,6 +43,8 @@ class Block:
     script: str
     skip: bool
     exit_code: int
+    #: The page's output block after it (before the next command block), if any.
+    output: str | None = None
 
 
 def bash_blocks(page: Path) -> list[Block]:
@@ -72,9 +74,33 @@ def bash_blocks(page: Path) -> list[Block]:
                     else 0,
                 )
             )
+        elif fence.group(1) == "text" and blocks and blocks[-1].output is None:
+            blocks[-1] = dataclasses.replace(blocks[-1], output="\n".join(lines[i + 1 : end]))
         directive = None
         i = end + 1
     return blocks
+
+
+#: A line of a report: a label, two spaces or more, a value (``records written  5 in 1 …``).
+_FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9 _-]*[A-Za-z0-9])\s{2,}(\S.*?)\s*$")
+#: Labels whose value does not depend on timing: compared as well as the label.
+_STABLE = {"table", "rows in table", "rows in tables", "kafka offsets", "start", "tables"}
+
+
+def report_shape(text: str) -> list[tuple[str, str | None]]:
+    """The fields of a command's report in order: each label, with its value where the value
+    does not depend on timing (rows and records, not batches, seconds or instants)."""
+    shape: list[tuple[str, str | None]] = []
+    for line in text.splitlines():
+        found = _FIELD.match(line)
+        if found is None:
+            continue
+        label, value = found.groups()
+        if label in ("records written", "rows written"):
+            shape.append((label, value.split(" in ")[0]))
+        else:
+            shape.append((label, value if label in _STABLE else None))
+    return shape
 
 
 def test_the_page_marks_its_blocks_as_the_test_reads_them() -> None:
@@ -92,6 +118,23 @@ def test_the_page_marks_its_blocks_as_the_test_reads_them() -> None:
     # Every output block is labelled, so it can be found and refreshed.
     text = FIRST_HOUR.read_text()
     assert text.count("```text") == text.count("<!-- output: ")
+
+
+def test_a_report_shape_keeps_labels_and_the_counts_that_do_not_depend_on_timing() -> None:
+    report = """✓ orders
+table            lake.db.orders
+records written  5 in 2 batch(es)
+snapshots        3
+valid through    2026-11-26T02:32:43.738Z
+┃ customer_country ┃ orders ┃"""
+    assert report_shape(report) == [
+        ("table", "lake.db.orders"),
+        ("records written", "5"),
+        ("snapshots", None),
+        ("valid through", None),
+    ]
+    blocks = bash_blocks(FIRST_HOUR)
+    assert sum(1 for b in blocks if b.output is not None) >= 10
 
 
 def test_the_readme_commands_exist_and_are_executable() -> None:
@@ -136,6 +179,12 @@ def test_the_first_hour_page_runs_as_written(kafka_bootstrap: str, tmp_path: Pat
         )
         assert "Traceback" not in output, f"docs/first-hour.md:{block.line}:\n{output}"
         outputs.append(output)
+        if block.output is not None:
+            # The page shows what runs: the same report fields, the same counts.
+            shown = re.sub(rf"\b{topic}\b", "orders", output)
+            assert report_shape(shown) == report_shape(block.output), (
+                f"docs/first-hour.md:{block.line}: the output shown is not what runs:\n{shown}"
+            )
 
     (
         produce,

@@ -181,7 +181,7 @@ def test_the_first_hour_page_runs_as_written(kafka_bootstrap: str, tmp_path: Pat
         outputs.append(output)
         if block.output is not None:
             # The page shows what runs: the same report fields, the same counts.
-            shown = re.sub(rf"\b{topic}\b", "orders", output)
+            shown = re.sub(rf"\b{re.escape(topic)}\b", "orders", output)
             assert report_shape(shown) == report_shape(block.output), (
                 f"docs/first-hour.md:{block.line}: the output shown is not what runs:\n{shown}"
             )

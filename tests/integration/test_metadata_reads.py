@@ -41,6 +41,8 @@ def _records(round_no: int) -> list[bytes]:
             out.append(b"{not json")
         elif i % 17 == 0:
             out.append(json.dumps({"id": "x", "kind": "a"}).encode())
+        elif i % 19 == 0:  # a value the reason quotes: each record's own, one group
+            out.append(json.dumps({"id": i, "region": "eu", "ts": f"late-{i}"}).encode())
         else:
             day = f"2026-11-{20 + i % 3:02d}T10:00:00Z"
             out.append(
@@ -107,8 +109,13 @@ def test_metadata_reads_match_spark(
     groups = _summarise_arrow(catalog.load_table(dead), dead, [routed["name"]], 2)
     assert groups == _summarise(spark, f"lake.{dead}", dead, [routed["name"]], 2)
     assert sum(g["records"] for g in groups) == 3 * sum(
-        1 for i in range(60) if i % 13 == 0 or i % 17 == 0
+        1 for i in range(60) if i % 13 == 0 or i % 17 == 0 or i % 19 == 0
     )
+    (late,) = [g for g in groups if "timestamp" in g["reason"]]
+    # Grouped by the reason without its value; each example keeps its own.
+    assert late["reason"] == "field 'ts' does not parse as timestamp"
+    assert late["records"] == 3 * 3 and len(late["examples"]) == 2
+    assert late["examples"][0]["reason"].startswith(late["reason"] + ": 'late-")
 
     # The commands themselves start no Spark: with no Java to be found they still answer.
     path = tmp_path / "frazil.yaml"
@@ -128,3 +135,33 @@ def test_metadata_reads_match_spark(
             assert [h["table"] for h in shown] == [f"lake.{r.name}" for r in refs]
         if command == ["dlq", "show"]:
             assert sum(g["records"] for g in shown) == sum(g["records"] for g in groups)
+
+
+def test_partitions_read_alike_for_every_transform(
+    spark: Any, make_config: Any, unique: str
+) -> None:
+    from frazil.config.maintenance import MaintenancePolicy, ResolvedPolicy
+    from frazil.maintenance.facts import pyiceberg_facts, spark_facts
+    from frazil.maintenance.health import health_of
+    from frazil.sink.iceberg import IcebergTable
+
+    name = f"db.parts_{unique}"
+    spark.sql(
+        f"CREATE TABLE lake.{name} (id bigint, region string, price decimal(10,2), "
+        "at timestamp, day date, flag boolean) USING iceberg PARTITIONED BY "
+        "(region, price, at, hours(at), months(day), bucket(4, id), truncate(2, region), flag)"
+    )
+    spark.sql(
+        f"INSERT INTO lake.{name} VALUES "
+        "(1, 'eu', 12.34, TIMESTAMP '2026-11-28 10:00:00.123', DATE '2026-11-28', true), "
+        "(2, NULL, NULL, NULL, NULL, NULL), "
+        "(3, 'us', 0.50, TIMESTAMP '2026-11-29 23:59:59', DATE '2026-11-29', false)"
+    )
+    catalog = pyiceberg_catalog(make_config([{"name": "x", "topics": ["x"], "table": name}]))
+    policy = ResolvedPolicy.of(MaintenancePolicy())
+    with_spark = spark_facts(spark, f"lake.{name}", IcebergTable(spark, f"lake.{name}").java)
+    from_metadata = pyiceberg_facts(catalog.load_table(name), f"lake.{name}")
+    assert sorted(f.partition for f in from_metadata.files) == sorted(
+        f.partition for f in with_spark.files
+    )
+    assert health_of(from_metadata, policy) == health_of(with_spark, policy)

@@ -36,3 +36,11 @@ def test_a_config_of_ones_own_pointing_elsewhere_is_refused(tmp_path: Path) -> N
     path.write_text("kafka:\n  bootstrap_servers: 127.0.0.1:19092\npipelines: []\n")
     _write_config(path, 19092, "payments")
     assert _bootstrap(path) == "127.0.0.1:19092"
+
+
+def test_a_config_reading_the_bootstrap_variable_is_run_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "frazil.yaml"
+    text = "kafka:\n  bootstrap_servers: ${FRAZIL_BOOTSTRAP_SERVERS:-127.0.0.1:9092}\n"
+    path.write_text(text)
+    _write_config(path, 19092, "payments")
+    assert path.read_text() == text

@@ -70,6 +70,8 @@ def show(
         for e in g["examples"]:
             where = f"{e['topic']}/{e['partition']}@{e['offset']}"
             detail = f" {e['detail']!r}" if e["detail"] else ""
+            if e["reason"] != g["reason"]:  # the value the reason quotes
+                detail = f" ({e['reason'][len(g['reason']) + 2 :]}){detail}"
             grid.add_row("  example", escape(where + detail))
         console.print(grid)
 
@@ -90,11 +92,11 @@ def _instant(value: Any) -> str:
 def _groups(loaded: Any, tables: dict[str, list[str]], examples: int) -> list[dict[str, Any]]:
     """The groups of every dead-letter table (to its pipelines), read with PyIceberg where it
     opens the catalog, else through Spark."""
-    from frazil.cli.tables_cmd import _metadata_catalog
+    from frazil.cli.metadata_reads import metadata_catalog
     from frazil.observe.catalog import load
 
     groups: list[dict[str, Any]] = []
-    catalog = _metadata_catalog(loaded)
+    catalog = metadata_catalog(loaded)
     if catalog is not None:
         for table, names in sorted(tables.items()):
             found = load(catalog, table)
@@ -120,44 +122,61 @@ def _summarise_arrow(
     table: Any, name: str, pipelines: list[str], examples: int
 ) -> list[dict[str, Any]]:
     """:func:`_summarise` of a dead-letter table loaded with PyIceberg."""
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    from frazil.reasons import VALUE_QUOTED
+
     chosen = f"pipeline IN ({', '.join(_quoted(p) for p in pipelines)})"
     rows = table.scan(row_filter=chosen, selected_fields=_GROUPED).to_arrow()
     if rows.num_rows == 0:
         return []
-    keys = ["pipeline", "stage", "reason"]
+    rows = rows.append_column(
+        "kind", pc.replace_substring_regex(rows.column("reason"), VALUE_QUOTED, "")
+    )
+    keys = ["pipeline", "stage", "kind"]
     counted = rows.group_by(keys).aggregate([([], "count_all"), ("failed_at", "min")])
     counted = counted.sort_by(
         [("count_all", "descending"), ("pipeline", "ascending"), ("stage", "ascending"),
-         ("reason", "ascending")]
+         ("kind", "ascending")]
     )  # fmt: skip
     ordered = rows.sort_by([(k, "ascending") for k in (*keys, "topic", "partition", "offset")])
     picked: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for r in ordered.select([*keys, "topic", "partition", "offset"]).to_pylist():
-        group = picked.setdefault((r["pipeline"], r["stage"], r["reason"]), [])
+    for r in ordered.select([*keys, "reason", "topic", "partition", "offset"]).to_pylist():
+        group = picked.setdefault((r["pipeline"], r["stage"], r["kind"]), [])
         if len(group) < examples:
-            group.append({k: r[k] for k in ("topic", "partition", "offset")})
-    for group in picked.values():
-        for e in group:
-            # One small scan per example: the detail column can be large, so only the
-            # examples' are read.
-            where = (
-                f"{chosen} AND topic = {_quoted(e['topic'])} AND partition = "
-                f"{int(e['partition'])} AND offset = {int(e['offset'])}"
-            )
-            found = table.scan(row_filter=where, selected_fields=("detail",)).to_arrow()
-            e["detail"] = found.column("detail")[0].as_py() if found.num_rows else None
+            group.append({k: r[k] for k in ("pipeline", "topic", "partition", "offset", "reason")})
+    # One scan for every example's detail (the column can be large: only theirs is read).
+    wanted = [e for group in picked.values() for e in group]
+    details: dict[tuple[str, str, int, int], Any] = {}
+    for start in range(0, len(wanted), _DETAILS_PER_SCAN):
+        where = " OR ".join(
+            f"(pipeline = {_quoted(e['pipeline'])} AND topic = {_quoted(e['topic'])} AND "
+            f"partition = {int(e['partition'])} AND offset = {int(e['offset'])})"
+            for e in wanted[start : start + _DETAILS_PER_SCAN]
+        )
+        found = table.scan(
+            row_filter=where, selected_fields=("pipeline", "topic", "partition", "offset", "detail")
+        ).to_arrow()
+        for d in found.to_pylist():
+            details[(d["pipeline"], d["topic"], d["partition"], d["offset"])] = d["detail"]
+    for e in wanted:
+        e["detail"] = details.get((e.pop("pipeline"), e["topic"], e["partition"], e["offset"]))
     return [
         {
             "table": name,
             "pipeline": r["pipeline"],
             "stage": r["stage"],
-            "reason": r["reason"],
+            "reason": r["kind"],
             "records": int(r["count_all"]),
             "first_failed": _instant(r["failed_at_min"]),
-            "examples": picked.get((r["pipeline"], r["stage"], r["reason"]), []),
+            "examples": picked.get((r["pipeline"], r["stage"], r["kind"]), []),
         }
         for r in counted.to_pylist()
     ]
+
+
+#: Examples whose detail one scan reads (its filter grows with each).
+_DETAILS_PER_SCAN = 50
 
 
 def _quoted(value: str) -> str:
@@ -171,36 +190,42 @@ def _summarise(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    rows = spark.table(full).where(F.col("pipeline").isin(*pipelines))
+    from frazil.reasons import VALUE_QUOTED
+
+    # Grouped by the reason's kind (without the value it may quote); examples keep theirs.
+    rows = (
+        spark.table(full)
+        .where(F.col("pipeline").isin(*pipelines))
+        .withColumn("kind", F.regexp_replace("reason", VALUE_QUOTED, ""))
+    )
     counted = (
-        rows.groupBy("pipeline", "stage", "reason")
+        rows.groupBy("pipeline", "stage", "kind")
         .agg(F.count(F.lit(1)).alias("records"), F.min("failed_at").alias("first_failed"))
-        .orderBy(F.desc("records"), "pipeline", "stage", "reason")
+        .orderBy(F.desc("records"), "pipeline", "stage", "kind")
         .collect()
     )
-    order = Window.partitionBy("pipeline", "stage", "reason").orderBy(
-        "topic", "partition", "offset"
-    )
+    order = Window.partitionBy("pipeline", "stage", "kind").orderBy("topic", "partition", "offset")
     picked = (
         rows.withColumn("n", F.row_number().over(order))
         .where(F.col("n") <= examples)
-        .select("pipeline", "stage", "reason", "topic", "partition", "offset", "detail")
+        .select("pipeline", "stage", "kind", "topic", "partition", "offset", "reason", "detail")
+        .orderBy("topic", "partition", "offset")
         .collect()
     )
     found: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in picked:
-        found.setdefault((r["pipeline"], r["stage"], r["reason"]), []).append(
-            {k: r[k] for k in ("topic", "partition", "offset", "detail")}
+        found.setdefault((r["pipeline"], r["stage"], r["kind"]), []).append(
+            {k: r[k] for k in ("topic", "partition", "offset", "reason", "detail")}
         )
     return [
         {
             "table": table,
             "pipeline": r["pipeline"],
             "stage": r["stage"],
-            "reason": r["reason"],
+            "reason": r["kind"],
             "records": int(r["records"]),
             "first_failed": _instant(r["first_failed"]),
-            "examples": found.get((r["pipeline"], r["stage"], r["reason"]), []),
+            "examples": found.get((r["pipeline"], r["stage"], r["kind"]), []),
         }
         for r in counted
     ]

@@ -99,7 +99,7 @@ def status(
     unknown = sorted(set(pipeline or []) - {p.name for p in loaded.pipelines})
     if unknown:
         raise ConfigError(f"no pipeline named {', '.join(map(repr, unknown))} in {config}")
-    check_services(loaded)
+    check_services(loaded, spark=False)
     catalog = pyiceberg_catalog(loaded)
     # Credentials the store refuses stop here, with one line (as `frazil run`).
     check_reads(loaded, catalog)

@@ -7,15 +7,21 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from frazil.cli.app import OutputFormat, app, console
+from frazil.cli.metadata_reads import metadata_catalog
 from frazil.cli.render import Column, fit_table
 from frazil.config.loader import load_config
+
+if TYPE_CHECKING:
+    from frazil.config.models import FrazilConfig
+    from frazil.maintenance.health import TableHealth
+    from frazil.maintenance.passes import TableRef, TableReport
 
 table_app = typer.Typer(help="One table's health.", no_args_is_help=True)
 app.add_typer(table_app, name="table")
@@ -150,7 +156,7 @@ def optimize(
     from frazil.maintenance.passes import config_tables
 
     loaded = load_config(config)
-    catalog = _metadata_catalog(loaded) if dry_run else None
+    catalog = metadata_catalog(loaded) if dry_run else None
     if catalog is not None:
         from frazil.observe import catalog as metadata
 
@@ -163,32 +169,13 @@ def optimize(
     _render(reports, dry_run, output)
 
 
-def _metadata_catalog(loaded: Any) -> Any | None:
-    """The config's catalog opened with PyIceberg for reads without Spark, or None where
-    PyIceberg does not open it the same way (a JDBC server, a Hadoop catalog), or where
-    ``FRAZIL_READS=spark`` asks for Spark's metadata tables."""
-    import os
-
-    from frazil.engine.reachable import check_services
-    from frazil.observe.catalog import pyiceberg_catalog, readable
-    from frazil.observe.status import check_reads
-
-    if not readable(loaded) or os.environ.get("FRAZIL_READS", "").lower() == "spark":
-        return None
-    check_services(loaded)
-    catalog = pyiceberg_catalog(loaded)
-    # Credentials the store refuses stop here, with one line (as `frazil run`).
-    check_reads(loaded, catalog)
-    return catalog
-
-
-def _measured(loaded: Any, only: str | None = None) -> list[Any]:
+def _measured(loaded: FrazilConfig, only: str | None = None) -> list[TableHealth]:
     """The health of the config's tables (``only`` that one), from their metadata: with
     PyIceberg where it opens the catalog, else through Spark."""
     from frazil.maintenance.passes import config_tables, measure
     from frazil.observe import catalog as metadata
 
-    catalog = _metadata_catalog(loaded)
+    catalog = metadata_catalog(loaded)
     if catalog is not None:
         refs = metadata.config_tables(catalog, loaded, only)
         return [metadata.measure(catalog, loaded, ref) for ref in refs]
@@ -198,7 +185,9 @@ def _measured(loaded: Any, only: str | None = None) -> list[Any]:
     return [measure(spark, loaded, ref) for ref in config_tables(spark, loaded, only)]
 
 
-def _pass(spark: Any, loaded: Any, refs: Any, dry_run: bool, show: bool) -> list[Any]:
+def _pass(
+    spark: Any, loaded: FrazilConfig, refs: list[TableRef], dry_run: bool, show: bool
+) -> list[TableReport]:
     from frazil.maintenance.passes import run_pass
 
     if not show:

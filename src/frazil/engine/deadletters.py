@@ -19,6 +19,7 @@ from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.errors import PipelineError, StaleMarker
 from frazil.progress import markers
+from frazil.reasons import reason_kind
 from frazil.sink.deadletter import (
     ERROR_CLASSES,
     DeadLetterTopic,
@@ -242,11 +243,25 @@ class DeadLetters:
         return dict(Counter((str(s[3]), str(s[4])) for s in fresh))
 
     def _counted(self, found: dict[tuple[str, str], int]) -> None:
+        # By the reason's kind: a reason quoting each bad value would make a count and a log
+        # line per value (the table keeps each record's full reason).
+        kinds: Counter[tuple[str, str]] = Counter()
+        first: dict[tuple[str, str], str] = {}
+        for (stage, reason), n in found.items():
+            key = (stage, reason_kind(reason))
+            kinds[key] += n
+            first.setdefault(key, reason)
         with self._lock:
-            self.counts.update(found)
-        for (stage, reason), n in sorted(found.items()):
+            self.counts.update(kinds)
+        for (stage, kind), n in sorted(kinds.items()):
+            value = first[(stage, kind)][len(kind) :]
             log.warning(
-                "%s: %d record(s) to the dead-letter queue: %s: %s", self.pipeline, n, stage, reason
+                "%s: %d record(s) to the dead-letter queue: %s: %s%s",
+                self.pipeline,
+                n,
+                stage,
+                kind,
+                f" (the first{value})" if value else "",
             )
 
     def _append(

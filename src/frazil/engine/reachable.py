@@ -93,14 +93,21 @@ def services(config: FrazilConfig) -> list[Service]:
     return found
 
 
-def check_services(config: FrazilConfig, timeout: float = CONNECT_SECONDS) -> None:
+def check_services(
+    config: FrazilConfig, timeout: float = CONNECT_SECONDS, *, spark: bool = True
+) -> None:
     """Fail fast if the object store, the REST catalog or the Spark master does not answer.
+
+    Args:
+        spark: Whether the Spark master counts (not for the commands that start no Spark).
 
     Raises:
         ServiceError: Naming the first service that does not accept a connection, its
             address and the config key that names it.
     """
     for service in services(config):
+        if not spark and service.key == "spark.master":
+            continue
         reasons = [_connect(host, port, timeout) for host, port in service.endpoints]
         if service.endpoints and all(reasons):
             raise ServiceError(

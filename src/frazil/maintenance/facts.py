@@ -10,7 +10,9 @@ instead of a Spark start-up; both give the same :class:`TableFacts`.
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -166,30 +168,57 @@ def pyiceberg_facts(table: Any, name: str) -> TableFacts:
 
 
 def _partition_json(spec: Any, schema: Any, partition: Any) -> str:
-    """A partition as Spark's ``to_json(partition)`` writes it: field name to value, a day
-    (and other dates and times) in words, ``2026-11-28``; "" for an unpartitioned table."""
+    """A partition as Spark's ``to_json(partition)`` writes it: field name to value, null
+    fields left out, a day (and other dates) in words (``2026-11-28``), a timestamp as
+    ``2026-11-28T10:00:00.000Z``, a decimal as a number; "" for an unpartitioned table."""
     from pyiceberg.types import (
         BooleanType,
+        DecimalType,
         DoubleType,
         FloatType,
         IntegerType,
         LongType,
         StringType,
+        TimestampType,
+        TimestamptzType,
     )
-
-    plain = (BooleanType, IntegerType, LongType, FloatType, DoubleType, StringType)
 
     if spec is None or not spec.fields:
         return ""
     values: dict[str, object] = {}
     for i, field in enumerate(spec.fields):
         value = partition[i]
+        if value is None:
+            continue
         kind = field.transform.result_type(schema.find_field(field.source_id).field_type)
-        if value is None or isinstance(kind, plain):
+        if isinstance(value, float) and not math.isfinite(value):
+            values[field.name] = (
+                "NaN" if math.isnan(value) else ("-" if value < 0 else "") + "Infinity"
+            )
+        elif isinstance(
+            kind, BooleanType | IntegerType | LongType | FloatType | DoubleType | StringType
+        ):
             values[field.name] = value
+        elif isinstance(kind, DecimalType):
+            values[field.name] = _Number(str(value))
+        elif isinstance(kind, TimestampType | TimestamptzType):
+            at = datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=int(value))
+            text = at.isoformat(timespec="milliseconds")
+            values[field.name] = text + ("Z" if isinstance(kind, TimestamptzType) else "")
         else:
             values[field.name] = field.transform.to_human_string(kind, value)
-    return json.dumps(values, separators=(",", ":"))
+    return (
+        "{"
+        + ",".join(
+            json.dumps(k) + ":" + (str(v) if isinstance(v, _Number) else json.dumps(v))
+            for k, v in values.items()
+        )
+        + "}"
+    )
+
+
+class _Number(str):
+    """A number written as it is (a decimal keeps its scale: ``0.50``)."""
 
 
 def summary_of(snapshot: Any) -> dict[str, str]:

@@ -11,6 +11,7 @@ template can produce that hold a marker of the pipeline, level by level of the n
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,9 @@ def pyiceberg_catalog(config: FrazilConfig) -> Any:
         from pyiceberg.catalog.sql import SqlCatalog
 
         path = uri[len("jdbc:sqlite:") :]
+        if not os.path.exists(path):
+            # No run has made the catalog yet: nothing to read, and nothing to create.
+            return NoTables()
         warehouse = local_path(catalog.warehouse)
         return SqlCatalog(catalog.name, uri=f"sqlite:///{path}", warehouse=f"file://{warehouse}")
     raise CatalogReadError(
@@ -65,6 +69,28 @@ def pyiceberg_catalog(config: FrazilConfig) -> Any:
         f"embedded SQLite catalog and REST catalogs; catalog.type {catalog.type} with "
         f"{uri or 'no uri'} is not supported yet (use frazil tables, which goes through Spark)"
     )
+
+
+class NoTables:
+    """A catalog not made yet (the embedded one before the first run), as PyIceberg's
+    catalogs answer for one without tables."""
+
+    def table_exists(self, name: object) -> bool:
+        return False
+
+    def namespace_exists(self, name: object) -> bool:
+        return False
+
+    def list_namespaces(self, namespace: object = ()) -> list[tuple[str, ...]]:
+        return []
+
+    def list_tables(self, namespace: object) -> list[tuple[str, ...]]:
+        return []
+
+    def load_table(self, name: str) -> Any:
+        from pyiceberg.exceptions import NoSuchTableError
+
+        raise NoSuchTableError(f"Table does not exist: {name}")
 
 
 def load(catalog: Any, name: str) -> Any | None:

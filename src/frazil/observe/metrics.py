@@ -10,7 +10,6 @@ latest offsets and the offsets in the tables. Names follow Prometheus convention
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 
 from frazil.progress import freshness
 from frazil.progress.events import CommitEvent, Event, SchemaEvolved
+from frazil.reasons import reason_label
 from frazil.source.kafka import DEFAULT_ISOLATION_LEVEL, AuthenticationWatch, TopicOffsets
 
 log = logging.getLogger(__name__)
@@ -337,24 +337,3 @@ def kafka_latest(
         return found
 
     return latest
-
-
-#: Quoted text in a reason: a field's name, a record's value.
-_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'…?")
-#: The name after a word that names a field, column, table or topic.
-_NAMED = re.compile(r"\b(field|column|table|topic|partition|offset|id)\s+(?!…)[^\s'(),;:]+")
-#: A number of three digits or more (a size, a count); a type's (decimal(10,2)) stays.
-_NUMBER = re.compile(r"\d{3,}")
-#: Longest reason label.
-_LABEL_CHARS = 120
-
-
-def reason_label(reason: str) -> str:
-    """A dead-letter reason as a metric label: its wording without the values, names and
-    numbers it quotes (``field '…' does not parse as timestamp: '…'``), so that the label
-    takes a bounded set of values (Prometheus' guidance on label cardinality) while the
-    dead-letter table keeps each record's own reason."""
-    label = _QUOTED.sub("'…'", reason)
-    label = _NAMED.sub(r"\1 …", label)
-    label = _NUMBER.sub("N", label)
-    return label[:_LABEL_CHARS]

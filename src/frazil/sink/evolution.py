@@ -510,9 +510,8 @@ def write_columns(
             error,
             F.when(
                 value.isNull(),
-                _error_struct(
+                _schema_error(
                     f"field {name} is null but required in table {table_name} ({why})",
-                    None,
                     # What the record does hold, as the table would get it (nulls left out).
                     F.to_json(F.struct(*out)),
                 ),
@@ -522,15 +521,19 @@ def write_columns(
     return WriteColumns(tuple(out), tuple(internal), error, tuple(view.schema.fieldNames()))
 
 
-def _error_struct(reason: str, value: Column | None, shown: Column | None = None) -> Column:
-    """A schema-stage error; its detail the failing ``value`` as JSON, or ``shown``."""
+def _error_struct(reason: str, value: Column) -> Column:
+    """A schema-stage error quoting the failing ``value`` as JSON."""
     from pyspark.sql import functions as F
 
-    text = F.to_json(F.struct(value.alias("value"))) if value is not None else shown
-    assert text is not None
-    detail = F.substring(text, 1, 200)
+    return _schema_error(reason, F.to_json(F.struct(value.alias("value"))))
+
+
+def _schema_error(reason: str, detail: Column) -> Column:
+    """A schema-stage error; its detail ``detail`` (JSON text, cut at 200 characters)."""
+    from pyspark.sql import functions as F
+
     return F.struct(
         F.lit(c.STAGE_SCHEMA).alias("stage"),
         F.lit(reason).alias("reason"),
-        detail.alias("detail"),
+        F.substring(detail, 1, 200).alias("detail"),
     ).cast(c.ERROR_DDL)

@@ -109,7 +109,7 @@ def test_no_lag_sample_while_kafka_is_away() -> None:
 
 
 def test_dead_letter_reasons_become_labels_of_bounded_values() -> None:
-    from frazil.observe.metrics import reason_label
+    from frazil.reasons import reason_label
 
     assert (
         reason_label("field 'ts' does not parse as timestamp: 'yesterday-ish'")
@@ -118,7 +118,11 @@ def test_dead_letter_reasons_become_labels_of_bounded_values() -> None:
     )
     assert (
         reason_label("field v is null but required in table db.k_a (NOT NULL)")
-        == "field … is null but required in table … (NOT NULL)"
+        == "field v is null but required in table … (NOT NULL)"  # a field: one of the schema's
+    )
+    # Words of the sentence stay.
+    assert reason_label("a field does not match the schema's type") == (
+        "a field does not match the schema's type"
     )
     assert (
         reason_label("record of 1048577 bytes, decimal(10,2)") == "record of N bytes, decimal(10,2)"

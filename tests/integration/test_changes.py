@@ -158,6 +158,25 @@ def test_order_by_decides_across_partitions_and_against_the_table(
     assert _rows(spark, table, "id, name, version") == {1: ("newest", 4)}
 
 
+def test_changes_collapsed_per_key_stay_partitioned_by_key(spark: Any) -> None:
+    """The MERGE joins the collapsed changes with the table by key: the collapse's own
+    shuffle by key is the only one the changes need (one per side of the join)."""
+    from frazil import columns as c
+    from frazil.sink.merge import latest_changes
+
+    changes = spark.createDataFrame(
+        [(1, "a", "upsert", 10, 0), (1, "b", "upsert", 11, 0), (2, "c", "delete", 12, 1)],
+        f"id long, name string, {c.OP} string, {c.OFFSET} long, {c.PARTITION} int",
+    )
+    latest = latest_changes(changes, ["id"], None)
+    rows = sorted(tuple(r) for r in latest.select("id", "name", c.OP).collect())
+    assert rows == [(1, "b", "upsert"), (2, "c", "delete")]
+    table = spark.createDataFrame([(1, "x")], "id long, name string")
+    joined = table.join(latest.withColumnRenamed("name", "new_name"), "id", "right_outer")
+    plan = joined._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Exchange hashpartitioning") == 2, plan
+
+
 def test_a_change_without_key_or_with_an_unknown_op_stops_or_goes_to_the_dlq(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:

@@ -9,7 +9,7 @@ hands out lives in a module of its own (see docs/architecture.md, "One micro-bat
 * :mod:`~frazil.engine.table_write` — one table's share of a batch in one commit;
 * :mod:`~frazil.engine.routed_job` — a routed batch to all of its tables in one Spark job;
 * :mod:`~frazil.engine.cached_write` — the cached way (routed batches the one job leaves,
-  upsert/CDC);
+  upsert/CDC routed or with a dead-letter queue);
 * :mod:`~frazil.engine.dead_sender` — failing records to the dead-letter queue;
 * :mod:`~frazil.engine.bad_records` — the rejection that stops a batch.
 """
@@ -258,9 +258,13 @@ class BatchHandler:
     @property
     def cached(self) -> bool:
         """Whether batches are decoded once into a cache before their tables are written:
-        with several tables, and for upsert/CDC, whose MERGE reads its source more than once
-        (and cannot be observed while it runs)."""
-        return self.routed or self.pipeline.defaults.write.merges
+        with several tables, and for upsert/CDC with a dead-letter queue, whose failing
+        records are found in the cache before the MERGE. One table's MERGE without one takes
+        the one pass, as an append does: its source (the batch, collapsed per key) is read
+        once and observed as it streams by."""
+        return self.routed or (
+            self.pipeline.defaults.write.merges and self.dead_letters is not None
+        )
 
     def _handle(self, batch: DataFrame, batch_id: int) -> None:
         """One micro-batch, in order:

@@ -84,7 +84,7 @@ class _Selection:
     observation: Observation | None = None
     #: Failing records observed in the write's pass (dead letters of a one-pass write).
     failing: Observation | None = None
-    #: Failing records found in the cache before a MERGE (which cannot be observed).
+    #: Failing records found in the cache before a MERGE (a MERGE with dead letters).
     failing_at: list[Any] | None = None
 
 
@@ -99,10 +99,10 @@ class TableWriter:
     (:class:`~frazil.engine.bad_records.BadRecords`), unless a dead-letter queue takes it.
 
     The rows are selected one of four ways: **observed** (one table, no dead letters:
-    counts, timestamps and skipped records observed in the write's own pass), **plain** (a
-    table of the cached batch, whose aggregation counted it), **merge with dead letters**
-    (failing records found in the cache, since a MERGE cannot be observed) and **with dead
-    letters** (failing records leave the write and are observed in its pass).
+    counts, timestamps and skipped records observed in the write's own pass, an append's or
+    a MERGE's), **plain** (a table of the cached batch, whose aggregation counted it),
+    **merge with dead letters** (failing records found in the cache before the MERGE) and
+    **with dead letters** (failing records leave the write and are observed in its pass).
 
     Attributes:
         spark: The session.
@@ -138,8 +138,8 @@ class TableWriter:
 
         Args:
             window: The batch.
-            frame: The planned batch (one table), or the cache of the routed or merging
-                batch (one row per record and table).
+            frame: The planned batch (one table), or the cache of a routed batch or of a
+                merging one with dead letters (one row per record and table).
             target: The table.
             state: The table's state when the batch began.
             share: The table's share of a cached batch; None: ``frame`` is the planned batch.
@@ -169,6 +169,11 @@ class TableWriter:
             return  # nothing new for this table
         merging = target.settings.write.merges
         wanted = F.col(c.OP).isin(*c.WRITTEN_OPS)
+        if merging and share is None:
+            # A change whose operation could not be decided (an unknown code) is marked and
+            # has no operation: in the one pass it meets the write all the same, whose guard
+            # stops the batch on it (the cached way finds it in its aggregation).
+            wanted = wanted | F.col(c.OP).isNull()
         keep = (
             None
             if window.starts_at(state.marker)
@@ -187,7 +192,9 @@ class TableWriter:
         dropped = (F.col(c.OP) == F.lit(c.OP_SKIP)) & F.col(c.ERROR).isNull()
         if keep is not None:
             dropped = dropped & keep
-        if self.dead is None and share is None and not merging:
+        if self.dead is None and share is None:
+            # One pass: observed as the rows stream into the append, or into the MERGE's
+            # collapse per key (which reads its source once).
             chosen = self._observed(window, frame, wanted, dropped)
         elif self.dead is None:
             chosen = _Selection(frame.where(wanted))
@@ -262,7 +269,8 @@ class TableWriter:
         columns: WriteColumns,
         keep: Column | None,
     ) -> _Selection:
-        """A MERGE cannot be observed as it runs: find the failing records in the cache."""
+        """A MERGE with dead letters: find the failing records in the cache first (the
+        MERGE itself takes only the changes that pass)."""
         from pyspark.sql import functions as F
 
         error = columns.error
@@ -378,7 +386,7 @@ class TableWriter:
             if failing is None
             else dead_capture.Failing.observed(self.spark.sparkContext._jvm, failing)
         )
-        if share is None and not target.settings.write.merges:
+        if share is None:
             filtered = (
                 dead_capture.observed_count(failing, "dropped")
                 if failing is not None

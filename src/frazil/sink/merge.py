@@ -45,14 +45,14 @@ def latest_changes(rows: DataFrame, key: list[str], order_by: str | None) -> Dat
     """
     from pyspark.sql import functions as F
 
-    values = [n for n in rows.columns if n not in ORDER_COLUMNS]
+    values = [n for n in rows.columns if n not in ORDER_COLUMNS and n not in key]
     ordering = [F.col(order_by)] if order_by else []
     ordering += [F.col(c.OFFSET), F.col(c.PARTITION)]
-    return (
-        rows.groupBy(*[F.col(k) for k in key])
-        .agg(F.max_by(F.struct(*[F.col(n) for n in values]), F.struct(*ordering)).alias("change"))
-        .select("change.*")
-    )
+    # The key columns are the grouping columns themselves, not fields of the chosen change:
+    # the result stays partitioned (and sorted) by them, so the MERGE's join by key does not
+    # shuffle the changes a second time.
+    change = F.max_by(F.struct(*[F.col(n) for n in values]), F.struct(*ordering)).alias("change")
+    return rows.groupBy(*[F.col(k) for k in key]).agg(change).select(*key, "change.*")
 
 
 def merge_statement(

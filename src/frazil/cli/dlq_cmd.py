@@ -162,21 +162,33 @@ def _summarise_arrow(
     for e in wanted:
         e["detail"] = details.get((e.pop("pipeline"), e["topic"], e["partition"], e["offset"]))
     return [
-        {
-            "table": name,
-            "pipeline": r["pipeline"],
-            "stage": r["stage"],
-            "reason": r["kind"],
-            "records": int(r["count_all"]),
-            "first_failed": _instant(r["failed_at_min"]),
-            "examples": picked.get((r["pipeline"], r["stage"], r["kind"]), []),
-        }
+        _group(name, r, int(r["count_all"]), r["failed_at_min"], picked)
         for r in counted.to_pylist()
     ]
 
 
 #: Examples whose detail one scan reads (its filter grows with each).
 _DETAILS_PER_SCAN = 50
+
+
+def _group(
+    table: str,
+    row: Any,
+    records: int,
+    first_failed: Any,
+    examples: dict[tuple[str, str, str], list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """One group as ``dlq show`` prints it (``row``: its pipeline, stage and reason's kind)."""
+    key = (row["pipeline"], row["stage"], row["kind"])
+    return {
+        "table": table,
+        "pipeline": key[0],
+        "stage": key[1],
+        "reason": key[2],
+        "records": records,
+        "first_failed": _instant(first_failed),
+        "examples": examples.get(key, []),
+    }
 
 
 def _quoted(value: str) -> str:
@@ -217,18 +229,7 @@ def _summarise(
         found.setdefault((r["pipeline"], r["stage"], r["kind"]), []).append(
             {k: r[k] for k in ("topic", "partition", "offset", "reason", "detail")}
         )
-    return [
-        {
-            "table": table,
-            "pipeline": r["pipeline"],
-            "stage": r["stage"],
-            "reason": r["kind"],
-            "records": int(r["records"]),
-            "first_failed": _instant(r["first_failed"]),
-            "examples": found.get((r["pipeline"], r["stage"], r["kind"]), []),
-        }
-        for r in counted
-    ]
+    return [_group(table, r, int(r["records"]), r["first_failed"], found) for r in counted]
 
 
 @dlq_app.command()

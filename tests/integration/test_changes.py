@@ -786,6 +786,70 @@ def test_debezium_json_schema_growing_mid_stream_evolves_the_table(
     }  # fmt: skip
 
 
+def test_debezium_json_schema_changing_mid_run_evolves_in_its_types_malformed_is_a_dead_letter(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """Columns added at the source while the pipeline runs (within one batch): the table
+    gets them in the types their embedded schema states (``int32`` an ``int``, a Connect
+    ``Decimal`` a decimal, not its base64 text); an envelope whose schema Connect cannot
+    read goes to the dead-letter queue with the reason, even when its row fits."""
+    topic, table, name = f"dbzw-{unique}", f"db.dbzw_{unique}", f"zw_{unique}"
+    dead = f"db.dbzw_dead_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    first = [{"type": "int64", "field": "id"}, {"type": "string", "field": "name"}]
+    price = {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "parameters": {"scale": "2", "connect.decimal.precision": "9"},
+        "field": "price",
+    }
+    second = [*first, {"type": "int32", "optional": True, "field": "stock"}, price]
+    broken = [*first, {"type": "int128", "optional": True, "field": "stock"}]
+
+    def event(schema: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+        return {"schema": schema, "payload": {"before": None, "after": after, "op": "c"}}
+
+    events = [event(_connect_envelope(first), {"id": i, "name": f"n{i}"}) for i in range(4)]
+    grown = _connect_envelope(second)
+    events += [
+        event(grown, {"id": i, "name": f"g{i}", "stock": i * 2, "price": _b64_decimal(i * 101)})
+        for i in (2, 5)
+    ]
+    events.append(event(_connect_envelope(broken), {"id": 6, "name": "b6"}))  # offset 6
+    events.append(event({"type": "struct", "fields": "none"}, {"id": 7, "name": "b7"}))
+    events.append(event(_connect_envelope(first), {"id": 8, "name": "n8"}))
+    _produce(kafka_bootstrap, topic, [(str(i), v, 0) for i, v in enumerate(events)])
+    pipeline = _pipeline(
+        name,
+        topic,
+        table,
+        write={"mode": "cdc", "key": ["id"], "debezium": True},
+        errors={"tolerance": "all", "dlq_table": dead},
+    )
+    del pipeline["schema"]
+
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    fields = [(f.name, f.dataType.simpleString()) for f in spark.table(f"lake.{table}").schema]
+    assert fields == [
+        ("id", "bigint"), ("name", "string"), ("stock", "int"), ("price", "decimal(9,2)"),
+    ]  # fmt: skip
+    rows = spark.sql(f"SELECT id, name, stock, CAST(price AS STRING) FROM lake.{table}")
+    assert {r[0]: tuple(r[1:]) for r in rows.collect()} == {
+        0: ("n0", None, None), 1: ("n1", None, None), 2: ("g2", 4, "2.02"),
+        3: ("n3", None, None), 5: ("g5", 10, "5.05"), 8: ("n8", None, None),
+    }  # fmt: skip
+    reasons = sorted(
+        (r[0], r[1]) for r in spark.sql(f"SELECT offset, reason FROM lake.{dead}").collect()
+    )
+    assert reasons == [
+        (6, "the embedded Connect schema is malformed: field 'after.stock' has type 'int128', "
+            "not a Connect type"),
+        (7, "the embedded Connect schema is malformed: its 'fields' is not a list"),
+    ]  # fmt: skip
+
+
 def test_a_debezium_value_its_semantic_type_cannot_hold_is_a_dead_letter_not_a_null(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:
@@ -834,7 +898,8 @@ def test_a_debezium_value_its_semantic_type_cannot_hold_is_a_dead_letter_not_a_n
         (r[0], r[1]) for r in spark.sql(f"SELECT offset, reason FROM lake.{dead}").collect()
     )
     assert reasons == [
-        (1, "field price: org.apache.kafka.connect.data.Decimal value does not convert to "
-            "decimal(4,2)"),
-        (2, "field at: io.debezium.time.ZonedTimestamp value does not convert to timestamp"),
+        (1, "field 'price' (org.apache.kafka.connect.data.Decimal) does not convert to "
+            "decimal(4,2): '1234.56'"),
+        (2, "field 'at' (io.debezium.time.ZonedTimestamp) does not convert to timestamp: "
+            "'soon'"),
     ]  # fmt: skip

@@ -136,31 +136,50 @@ def spark_type(spec: Any) -> DataType | None:
     """The Spark type a JSON converter's value of Connect schema ``spec`` is read into,
     before any semantic mapping (:func:`convert`); None for a spec this cannot read (a map
     whose keys are not strings is written as a list of pairs)."""
+    found = read_type(spec)
+    return None if isinstance(found, str) else found
+
+
+def read_type(spec: Any, path: str = "") -> DataType | str:
+    """:func:`spark_type`, or what makes ``spec`` unreadable, naming the field at ``path``
+    (``after.price``): ``field 'after.price' has type 'int128', not a Connect type``."""
     from pyspark.sql import types as T
 
+    where = f"field {path!r}" if path else "the schema"
     if not isinstance(spec, dict):
-        return None
+        return f"{where} is not a schema object"
     kind = spec.get("type")
     if kind in _JSON_LEVEL:
         primitive: DataType = getattr(T, _JSON_LEVEL[str(kind)])()
         return primitive
     if kind == "struct":
+        listed = spec.get("fields", [])
+        if not isinstance(listed, list):
+            return f"the 'fields' of {where} is not a list"
         fields = []
-        for f in spec.get("fields") or []:
-            found = spark_type(f) if isinstance(f, dict) and "field" in f else None
-            if found is None:
-                return None
-            fields.append(T.StructField(str(f["field"]), found, True))
+        for f in listed:
+            if not isinstance(f, dict) or not isinstance(f.get("field"), str):
+                return f"a field of {where} has no name ('field')"
+            name = f["field"]
+            found = read_type(f, f"{path}.{name}" if path else name)
+            if isinstance(found, str):
+                return found
+            fields.append(T.StructField(name, found, True))
         return T.StructType(fields)
     if kind == "array":
-        items = spark_type(spec.get("items"))
-        return None if items is None else T.ArrayType(items, True)
+        items = read_type(spec.get("items"), f"{path}[]")
+        return items if isinstance(items, str) else T.ArrayType(items, True)
     if kind == "map":
-        keys, values = spec.get("keys"), spark_type(spec.get("values"))
-        if not isinstance(keys, dict) or keys.get("type") != "string" or values is None:
-            return None
+        keys, values = spec.get("keys"), read_type(spec.get("values"), f"{path}{{}}")
+        if isinstance(values, str):
+            return values
+        if not isinstance(keys, dict) or keys.get("type") != "string":
+            # The JSON converter writes such a map as a list of pairs.
+            return f"{where} is a map whose keys are not strings (not read)"
         return T.MapType(T.StringType(), values, True)
-    return None
+    if kind is None:
+        return f"{where} has no 'type'"
+    return f"{where} has type {kind!r}, not a Connect type"
 
 
 def from_connect_schema(schema: Any) -> Semantics:
@@ -179,6 +198,21 @@ def from_connect_schema(schema: Any) -> Semantics:
     return Semantics(row, _connect_struct(parts.get("source")))
 
 
+def from_connect_schemas(schemas: list[Any]) -> Semantics:
+    """:func:`from_connect_schema` of each schema a topic's envelopes embedded, in the order
+    they were met: a field keeps the semantics it was first met with (its column's type was
+    made from them)."""
+    row: dict[str, Semantic] = {}
+    source: dict[str, Semantic] = {}
+    for schema in schemas:
+        found = from_connect_schema(schema)
+        for name, semantic in found.row.items():
+            row.setdefault(name, semantic)
+        for name, semantic in found.source.items():
+            source.setdefault(name, semantic)
+    return Semantics(row, source)
+
+
 def connect_schema_of(values: list[str]) -> Any:
     """The embedded Connect schema of the first sampled JSON value that has one (a struct
     with ``before`` or ``after``); None if none has."""
@@ -189,12 +223,19 @@ def connect_schema_of(values: list[str]) -> Any:
             continue
         if not isinstance(found, dict):
             continue
-        schema = found.get("schema")
-        if isinstance(schema, dict) and schema.get("type") == "struct":
-            names = {f.get("field") for f in schema.get("fields") or [] if isinstance(f, dict)}
-            if names & {"before", "after"}:
-                return schema
+        if is_envelope_schema(schema := found.get("schema")):
+            return schema
     return None
+
+
+def is_envelope_schema(schema: Any) -> bool:
+    """Whether ``schema`` is a Connect struct with a ``before`` or ``after`` field."""
+    if not isinstance(schema, dict) or schema.get("type") != "struct":
+        return False
+    listed = schema.get("fields")
+    if not isinstance(listed, list):
+        return False
+    return bool({f.get("field") for f in listed if isinstance(f, dict)} & {"before", "after"})
 
 
 def _avro_type(spec: Any, named: dict[str, Any]) -> Any:
@@ -347,6 +388,18 @@ def convert(value: Column, semantic: Semantic, current: DataType) -> Column | No
         scale = F.coalesce(value["scale"].cast("int"), F.lit(0))
         return connect_decimal(raw, scale, StringType())
     return value.try_cast(target)
+
+
+def shown(value: Column, semantic: Semantic, current: DataType) -> Column:
+    """A field's value (of Spark type ``current``) as a reason quotes it: a ``Decimal``'s
+    bytes as the exact decimal (not their base64 text), any other value as its text."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, StringType
+
+    if semantic.name == DECIMAL:
+        raw = value if isinstance(current, BinaryType) else F.unbase64(value)
+        return connect_decimal(raw, F.lit(semantic.scale or 0), StringType())
+    return value.cast("string")
 
 
 def connect_decimal(raw: Column, scale: Column, target: DataType) -> Column:

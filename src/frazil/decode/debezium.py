@@ -18,7 +18,7 @@ from frazil import columns as c
 from frazil.config.writes import DEBEZIUM_OPS, WriteConfig
 from frazil.decode import connect_types
 from frazil.decode.connect_types import Semantics
-from frazil.decode.errors import decode_error
+from frazil.decode.errors import decode_error, quoted_value
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -75,20 +75,41 @@ def connect_envelope(schema: Any) -> StructType | None:
     is, without guessing from sampled values (a ``before`` null in every sampled record
     would be taken for a string). Its wrapper's ``schema`` and the ``transaction`` block are
     read as text; the envelope is read in its wrapper only (``payload``). None if the
-    schema has no ``before`` or ``after`` struct this can read.
+    schema has no ``before`` or ``after`` struct this can read (:func:`read_envelope` says
+    why).
     """
+    found = read_envelope(schema)
+    return None if isinstance(found, str) else found
+
+
+def read_envelope(schema: Any) -> StructType | str:
+    """:func:`connect_envelope`, or why the schema cannot be read: ``the embedded Connect
+    schema is malformed: field 'after.qty' has type 'int128', not a Connect type``."""
     from pyspark.sql.types import StructField, StructType
 
+    def bad(problem: str) -> str:
+        return f"the embedded Connect schema is malformed: {problem}"
+
     if not isinstance(schema, dict):
-        return None
-    parts = {str(f.get("field")): f for f in schema.get("fields") or [] if isinstance(f, dict)}
+        return bad("it is not a JSON object")
+    if schema.get("type") != "struct":
+        return bad(f"its type is {schema.get('type')!r}, not 'struct'")
+    listed = schema.get("fields", [])
+    if not isinstance(listed, list):
+        return bad("its 'fields' is not a list")
+    parts = {str(f.get("field")): f for f in listed if isinstance(f, dict)}
     row: StructType | None = None
     for image in ("after", "before"):
-        found = connect_types.spark_type(parts.get(image))
-        if isinstance(found, StructType):
-            row = found if row is None else _union(row, found)
+        if image not in parts:
+            continue
+        found = connect_types.read_type(parts[image], image)
+        if isinstance(found, str):
+            return bad(found)
+        if not isinstance(found, StructType):
+            return bad(f"field {image!r} is not a struct")
+        row = found if row is None else _union(row, found)
     if row is None:
-        return None
+        return bad("it has no 'before' or 'after' field")
     known = {"before", "after", "op", "ts_ms", "source", "transaction"}
     extra = tuple(
         StructField(name, kind, True)
@@ -110,8 +131,10 @@ def semantics_of(decoder: object) -> Semantics:
 
     if isinstance(decoder, AvroDecoder):
         return connect_types.from_avro_schema(decoder.reader)
-    if isinstance(decoder, JsonDecoder) and decoder.connect_schema is not None:
-        return connect_types.from_connect_schema(json.loads(decoder.connect_schema))
+    if isinstance(decoder, JsonDecoder) and decoder.connect_schemas:
+        return connect_types.from_connect_schemas(
+            [json.loads(text) for text in decoder.connect_schemas]
+        )
     return connect_types.NONE
 
 
@@ -252,11 +275,15 @@ def unwrap(
             # a timestamp's text that does not parse) is marked, never written as null.
             target = connect_types.target_type(semantic, f.dataType)
             what = target.simpleString() if target is not None else "its type"
-            reason = f"field {f.name}: {semantic.name} value does not convert to {what}"
+            text = connect_types.shown(image, semantic, f.dataType)
+            reason = F.concat(
+                F.lit(f"field {f.name!r} ({semantic.name}) does not convert to {what}: "),
+                quoted_value(text),
+            )
             unconverted.append(
                 F.when(
                     image.isNotNull() & mapped.isNull(),
-                    decode_error(F.lit(reason), F.substring(image.cast("string"), 1, 200)),
+                    decode_error(reason, F.substring(text, 1, 200)),
                 )
             )
     for path, column in write.envelope_columns():

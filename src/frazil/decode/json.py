@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ from frazil.config.decoding import DEFAULT_JSON_DECODER, JsonDecoderName
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.types import to_spark_ddl
 from frazil.decode import wire
-from frazil.decode.errors import decode_error
+from frazil.decode.errors import decode_error, quoted_value
 from frazil.decode.json_schema import json_schema_to_spark
 from frazil.decode.registry import BuildContext, Decoded, Format, register
 from frazil.errors import ConfigError, PipelineError
@@ -131,6 +132,19 @@ def infer_schema(
 NEW_FIELDS = "fields not in the schema yet"
 #: Records sampled from a batch to learn new fields from.
 LEARN_SAMPLE = 10_000
+#: Reason of a Debezium envelope whose embedded Connect schema was not met yet; the decoder
+#: learns it from the batch (:meth:`JsonDecoder.learn`).
+NEW_SCHEMA = "an embedded Connect schema not met yet"
+#: New embedded schemas taken in from one batch at a time.
+SCHEMAS_LEARNED = 100
+
+
+def embedded_schema(text: Column) -> Column:
+    """The ``schema`` of a JSON converter's ``{schema, payload}`` value as its JSON text,
+    written as both decoders write an object read as a string."""
+    from pyspark.sql import functions as F
+
+    return F.from_json(text, "struct<schema:string>")["schema"]
 
 
 @dataclass
@@ -154,9 +168,16 @@ class JsonDecoder:
     timestamp_format: str | None = None
     evolving: bool = False
     strict: bool = False
-    #: A Debezium envelope's embedded Connect schema (JSON text), sampled when the pipeline
-    #: started: its semantic types map the row's fields (:mod:`frazil.decode.connect_types`).
-    connect_schema: str | None = None
+    #: The Debezium envelopes' embedded Connect schemas (JSON text) met so far, the first
+    #: sampled when the pipeline started: their semantic types map the row's fields
+    #: (:mod:`frazil.decode.connect_types`).
+    connect_schemas: tuple[str, ...] = ()
+    #: Each envelope's embedded schema is checked against those met (by its hash): a new one
+    #: is learned from (its columns, in their types), one Connect cannot read is a dead
+    #: letter with the reason in :attr:`bad_schemas`.
+    watch_schemas: bool = False
+    known_schemas: frozenset[int] = frozenset()
+    bad_schemas: dict[int, str] = dataclass_field(default_factory=dict)
     #: ``frazil`` (frazil's JVM decoder) or ``spark`` (``from_json``).
     engine: JsonDecoderName = DEFAULT_JSON_DECODER
     _version: int = 0
@@ -174,6 +195,8 @@ class JsonDecoder:
         """Add the fields of the batch's records that the schema does not have yet."""
         from pyspark.sql import functions as F
 
+        if self.watch_schemas and self._learn_schemas(raw, column):
+            return True
         if not self.evolving:
             return False
         text = _text(F.col(column))
@@ -198,11 +221,70 @@ class JsonDecoder:
         self._version += 1
         return True
 
+    def _learn_schemas(self, raw: DataFrame, column: str) -> bool:
+        """Take in the embedded Connect schemas of the batch not met yet: the columns of one
+        Connect reads are added (with :attr:`evolving`), one it cannot read is remembered
+        with the reason. Returns whether any was new."""
+        from pyspark.sql import functions as F
+
+        from frazil.decode.debezium import read_envelope
+
+        text = embedded_schema(_text(F.col(column)))
+        digest = F.xxhash64(text)
+        met = [*self.known_schemas, *self.bad_schemas]
+        new = (
+            raw.where(F.col(column).isNotNull() & text.isNotNull() & ~digest.isin(met))
+            .select(digest.alias("digest"), text.alias("text"))
+            .dropDuplicates(["digest"])
+            .limit(SCHEMAS_LEARNED)
+            .collect()
+        )
+        if not new:
+            return False
+        known, accepted, bad = set(self.known_schemas), list(self.connect_schemas), {}
+        schema = self.schema
+        for row in new:
+            try:
+                found = read_envelope(json.loads(row["text"]))
+            except ValueError:
+                found = read_envelope(row["text"])
+            if isinstance(found, str):
+                bad[int(row["digest"])] = found
+                continue
+            known.add(int(row["digest"]))
+            accepted.append(row["text"])
+            if self.evolving:
+                schema = merge_fields(schema, found)
+        self.known_schemas = frozenset(known)
+        self.connect_schemas = tuple(accepted)
+        self.bad_schemas = {**self.bad_schemas, **bad}
+        self.schema = schema
+        self._version += 1
+        return True
+
     def decode(self, data: Column) -> Decoded:
         """The parsed struct, and the mark of records that do not decode."""
         if self.engine == "frazil" and frazil_reads(self.schema):
-            return self._decode_frazil(data)
-        return self._decode_spark(data)
+            decoded = self._decode_frazil(data)
+        else:
+            decoded = self._decode_spark(data)
+        return self._check_schemas(decoded) if self.watch_schemas else decoded
+
+    def _check_schemas(self, decoded: Decoded) -> Decoded:
+        """Marks envelopes whose embedded schema was not met yet (to learn from) or that
+        Connect cannot read (dead letters)."""
+        from pyspark.sql import functions as F
+
+        assert decoded.fields is not None
+        text = decoded.fields["schema"]
+        digest = F.xxhash64(text)
+        detail = F.substring(text, 1, _QUOTED_CHARS)
+        check = F.when(text.isNull() | digest.isin(*self.known_schemas), F.lit(None))
+        for key, reason in self.bad_schemas.items():
+            check = check.when(digest == F.lit(key), decode_error(F.lit(reason), detail))
+        check = check.otherwise(decode_error(F.lit(NEW_SCHEMA), detail))
+        error = F.coalesce(decoded.error, check.cast(c.ERROR_DDL))
+        return Decoded(value=decoded.value, error=error, fields=decoded.fields)
 
     def _unknown_reason(self) -> str | None:
         if self.strict:
@@ -397,24 +479,6 @@ def _mismatches(
             _mismatches(variant, value, field.dataType, path, found)
 
 
-#: Longest value quoted in a reason (as the JVM decoder's ``JsonDecoder.QUOTED_CHARS``).
-QUOTED_CHARS = 60
-
-
-def quoted_value(text: Column) -> Column:
-    """``text`` as a reason quotes it: in single quotes, cut at :data:`QUOTED_CHARS`
-    characters (then …), backslash, quote, newline, tab and carriage return escaped."""
-    from pyspark.sql import functions as F
-
-    cut = F.substring(text, 1, QUOTED_CHARS)
-    # Java's regular expressions: in the replacement, \\ is one backslash, $1 the group.
-    escaped = F.regexp_replace(cut, r"([\\'])", r"\\$1")
-    for char, letter in (("\n", "n"), ("\t", "t"), ("\r", "r")):
-        escaped = F.regexp_replace(escaped, char, "\\\\" + letter)
-    more = F.when(F.length(text) > QUOTED_CHARS, F.lit("…")).otherwise(F.lit(""))
-    return F.concat(F.lit("'"), escaped, F.lit("'"), more)
-
-
 def _short_type(data_type: DataType) -> str:
     """A type for a message: ``bigint``, ``array<string>``, or ``struct`` for a long one."""
     text = str(data_type.simpleString())
@@ -496,20 +560,48 @@ def _build(context: BuildContext) -> JsonDecoder:
     connect = None
     if context.pipeline.defaults.write.debezium and context.part == "value":
         connect = _connect_schema(context)
-    decoder = _build_decoder(context, connect)
-    decoder.connect_schema = None if connect is None else json.dumps(connect)
+    decoder = _build_decoder(context, None if connect is None else connect[0])
+    if connect is not None:
+        _, text, digest = connect
+        decoder.connect_schemas = (text,)
+        if decoder.schema.fieldNames() == ["payload", "schema"]:
+            # Inferred from the embedded schema: each envelope's is checked.
+            decoder.watch_schemas = True
+            decoder.known_schemas = frozenset({digest})
     return decoder
 
 
-def _connect_schema(context: BuildContext) -> Any:
+def _connect_schema(context: BuildContext) -> tuple[Any, str, int] | None:
     """The embedded Connect schema of the first sampled Debezium record that has one (JSON
-    converter with ``schemas.enable=true``), read once at start; None without one."""
-    from frazil.decode.connect_types import connect_schema_of
+    converter with ``schemas.enable=true``), read once at start: parsed, as its JSON text
+    and that text's hash; None without one."""
+    from pyspark.sql import functions as F
+
+    from frazil.decode.connect_types import is_envelope_schema
 
     if context.batch_options is None:
         return None
-    values = sample_values(context.spark, context.batch_options, CONNECT_SAMPLE)
-    return connect_schema_of(values)
+    reader = context.spark.read.format("kafka")
+    for key, value in context.batch_options.items():
+        reader = reader.option(key, value)
+    raw = reader.option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
+    text = embedded_schema(_text(F.col("value")))
+    rows = (
+        raw.where(F.col("value").isNotNull())
+        .limit(CONNECT_SAMPLE)
+        .select(text.alias("text"), F.xxhash64(text).alias("digest"))
+        .collect()
+    )
+    for row in rows:
+        if row["text"] is None:
+            continue
+        try:
+            schema = json.loads(row["text"])
+        except ValueError:
+            continue
+        if is_envelope_schema(schema):
+            return schema, row["text"], int(row["digest"])
+    return None
 
 
 def _build_decoder(context: BuildContext, connect: Any = None) -> JsonDecoder:

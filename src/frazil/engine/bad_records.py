@@ -48,13 +48,11 @@ def is_bad_record_failure(exc: BaseException) -> bool:
 def learnable(error: Column) -> Column:
     """Whether a record's error is one a decoder may learn from (a new schema id, new JSON
     fields): such records replan the batch rather than go to the dead-letter queue."""
-    from pyspark.sql import functions as F
-
-    from frazil.decode.json import NEW_FIELDS
+    from frazil.decode.json import NEW_FIELDS, NEW_SCHEMA
 
     reason = error["reason"]
     return error.isNotNull() & (
-        reason.startswith("unknown schema id") | (reason == F.lit(NEW_FIELDS))
+        reason.startswith("unknown schema id") | reason.isin(NEW_FIELDS, NEW_SCHEMA)
     )
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pytest
 from pyspark.sql.types import (
     BinaryType,
     DateType,
@@ -26,7 +28,7 @@ from frazil.decode.connect_types import (
     spark_type,
     target_type,
 )
-from frazil.decode.debezium import connect_envelope, envelope_schema, row_schema
+from frazil.decode.debezium import connect_envelope, envelope_schema, read_envelope, row_schema
 
 ROW_FIELDS = [
     {"type": "int64", "optional": False, "field": "id"},
@@ -255,3 +257,30 @@ def test_an_embedded_envelope_schema_gives_the_rows_fields_in_order() -> None:
     assert (
         connect_envelope({"type": "struct", "fields": [{"type": "string", "field": "x"}]}) is None
     )
+
+
+@pytest.mark.parametrize(
+    ("schema", "reason"),
+    [
+        ("text", "it is not a JSON object"),
+        ({"type": "string"}, "its type is 'string', not 'struct'"),
+        ({"type": "struct", "fields": "none"}, "its 'fields' is not a list"),
+        ({"type": "struct", "fields": [{"type": "string", "field": "op"}]},
+         "it has no 'before' or 'after' field"),
+        ({"type": "struct", "fields": [{"type": "string", "field": "after"}]},
+         "field 'after' is not a struct"),
+        ({"type": "struct", "fields": [
+            {"type": "struct", "field": "after", "fields": [{"type": "int128", "field": "n"}]}
+        ]}, "field 'after.n' has type 'int128', not a Connect type"),
+        ({"type": "struct", "fields": [
+            {"type": "struct", "field": "before", "fields": [{"type": "int32"}]}
+        ]}, "a field of field 'before' has no name ('field')"),
+        ({"type": "struct", "fields": [
+            {"type": "struct", "field": "after", "fields": [
+                {"type": "array", "field": "xs", "items": {"optional": True}}]}
+        ]}, "field 'after.xs[]' has no 'type'"),
+    ],
+)  # fmt: skip
+def test_an_embedded_schema_connect_cannot_read_says_where(schema: Any, reason: str) -> None:
+    assert read_envelope(schema) == f"the embedded Connect schema is malformed: {reason}"
+    assert connect_envelope(schema) is None

@@ -903,3 +903,29 @@ def test_a_debezium_value_its_semantic_type_cannot_hold_is_a_dead_letter_not_a_n
         (2, "field 'at' (io.debezium.time.ZonedTimestamp) does not convert to timestamp: "
             "'soon'"),
     ]  # fmt: skip
+
+
+def test_debezium_json_without_a_schema_keeps_the_rows_column_order(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """Inferred from plain envelopes (``schemas.enable=false``): the table's columns come in
+    the order the rows hold them, not sorted by name as Spark's inference has them."""
+    topic, table, name = f"dbzp-{unique}", f"db.dbzp_{unique}", f"zp_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+
+    def row(i: int) -> dict[str, Any]:
+        return {"order_id": i, "sku": f"s{i}", "qty": i, "created": "2026-01-01T00:00:00Z"}
+
+    events = [_debezium("c", None, row(i), i, wrapped=False) for i in range(1, 4)]
+    _produce(kafka_bootstrap, topic, [(str(i), v, 0) for i, v in enumerate(events)])
+    write = {"mode": "cdc", "key": ["order_id"], "debezium": True}
+    pipeline = _pipeline(name, topic, table, write=write)
+    del pipeline["schema"]
+
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    fields = [(f.name, f.dataType.simpleString()) for f in spark.table(f"lake.{table}").schema]
+    assert fields == [
+        ("order_id", "bigint"), ("sku", "string"), ("qty", "bigint"), ("created", "timestamp"),
+    ]  # fmt: skip
+    assert _rows(spark, table, "order_id, sku, qty") == {i: (f"s{i}", i) for i in range(1, 4)}

@@ -124,7 +124,54 @@ def infer_schema(
             f"pipeline {pipeline.name!r}: the sampled records are not JSON objects; "
             f"declare pipelines[].{what} in the config"
         )
-    return StructType(fields)
+    return in_record_order(StructType(fields), values)
+
+
+#: Field names in the order records first hold them, at each depth (a nested object's, a
+#: list's objects').
+_Order = dict[str, "_Order"]
+
+
+def in_record_order(schema: StructType, values: list[str]) -> StructType:
+    """``schema`` (inferred by Spark, which sorts fields by name) with its fields in the order
+    the sampled ``values`` first hold them, at every depth: a table's columns as its
+    producer writes them (a Debezium row's as its source table has them)."""
+    order: _Order = {}
+    for text in values:
+        try:
+            found = json.loads(text)
+        except ValueError:
+            continue
+        _note_order(order, found)
+    reordered = _reorder(schema, order)
+    assert isinstance(reordered, type(schema))
+    return reordered
+
+
+def _note_order(order: _Order, value: Any) -> None:
+    if isinstance(value, dict):
+        for name, inner in value.items():
+            _note_order(order.setdefault(str(name), {}), inner)
+    elif isinstance(value, list):
+        for item in value:
+            _note_order(order, item)
+
+
+def _reorder(data_type: DataType, order: _Order) -> DataType:
+    from pyspark.sql.types import ArrayType, StructField, StructType
+
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_reorder(data_type.elementType, order), data_type.containsNull)
+    if not isinstance(data_type, StructType):
+        return data_type
+    rank = {name: i for i, name in enumerate(order)}
+    fields = sorted(data_type.fields, key=lambda f: rank.get(f.name, len(rank)))
+    return StructType(
+        [
+            StructField(f.name, _reorder(f.dataType, order.get(f.name, {})), f.nullable, f.metadata)
+            for f in fields
+        ]
+    )
 
 
 #: Reason of a record holding fields the (inferred) schema does not have yet; the decoder
@@ -214,7 +261,7 @@ class JsonDecoder:
         if self.timestamp_format:
             options["timestampFormat"] = self.timestamp_format
         found = spark.read.options(**options).json(spark.sparkContext.parallelize(values, 1))
-        merged = merge_fields(self.schema, found.schema)
+        merged = merge_fields(self.schema, in_record_order(found.schema, values))
         if merged == self.schema:
             return False
         self.schema = merged

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import enum
 import json
+import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,16 +14,18 @@ import typer
 
 from frazil import paths
 from frazil.cli.app import OutputFormat, app, console, err_console
+from frazil.errors import ServiceError
+from frazil.local import services as local_services
 from frazil.local import stack
 from frazil.local.broker import BrokerStatus, LocalBroker
 from frazil.local.broker_cluster import ClusterStatus, LocalKafkaCluster, cluster_ports
 from frazil.local.registry import LocalRegistry
-from frazil.local.secure import settings_hint
+from frazil.local.secure import SecureListeners, settings_hint
 
 local_app = typer.Typer(
     help="Run a real single-node Kafka broker (or a cluster: --brokers 3) on 127.0.0.1 for "
     "development and tests, with a schema registry, an S3 object store, an Iceberg REST "
-    "catalog and a Spark cluster on demand (--with).",
+    "catalog and a Spark cluster on demand (--with); `down --only` stops single services.",
     no_args_is_help=True,
 )
 app.add_typer(local_app, name="local")
@@ -82,16 +86,60 @@ SparkWorkerUiPorts = Annotated[
 _DEFAULT_WORKER_UI_PORTS = ",".join(str(p) for p in stack.StackPorts.spark_worker_uis)
 
 
+def _names(values: list[str] | None, choices: Sequence[str], option: str) -> list[str]:
+    """An option's service names, each value possibly comma-separated: checked against
+    ``choices`` and de-duplicated, in the order given.
+
+    Raises:
+        typer.BadParameter: If a name is not one of ``choices`` (the message lists them).
+    """
+    names = [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+    for name in names:
+        if name not in choices:
+            raise typer.BadParameter(
+                f"unknown service {name!r}: choose from {', '.join(choices)}", param_hint=option
+            )
+    return list(dict.fromkeys(names))
+
+
 def _services(values: list[str] | None) -> list[Service]:
     """The --with values, each possibly comma-separated, checked and de-duplicated."""
-    names = [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
     known = {s.value: s for s in Service}
-    for name in names:
-        if name not in known:
-            raise typer.BadParameter(
-                f"unknown service {name!r}: choose from {', '.join(known)}", param_hint="--with"
-            )
-    return list(dict.fromkeys(known[n] for n in names))
+    return [known[n] for n in _names(values, list(known), "--with")]
+
+
+def _only(values: list[str]) -> list[str]:
+    """The --only values: names of ``frazil local`` services (``kafka`` too), at least one.
+
+    Raises:
+        typer.BadParameter: If a name is unknown or none is given (``--only ""`` must not
+            read as "everything").
+    """
+    names = _names(values, local_services.SERVICES, "--only")
+    if not names:
+        raise typer.BadParameter(
+            f"name at least one service: {', '.join(local_services.SERVICES)}",
+            param_hint="--only",
+        )
+    return names
+
+
+# The options that place each service: given explicitly, they must match a running one (which
+# `up` then refuses to move); left at their defaults, a running service is kept where it runs.
+_KAFKA_OPTIONS = ("port", "controller_port", "brokers", "secure", "secure_ports")
+_STACK_OPTIONS = {
+    stack.S3: ("s3_port",),
+    stack.REST_CATALOG: ("rest_port",),
+    stack.SPARK_CLUSTER: ("spark_port", "spark_ui_port", "spark_worker_ui_ports"),
+}
+
+
+def _given(ctx: typer.Context, *params: str) -> bool:
+    """Whether any of these options was set (on the command line or through the environment)
+    rather than left at its default."""
+    # By name: typer ships its own copy of click, whose enum is not click's.
+    sources = [ctx.get_parameter_source(p) for p in params]
+    return any(s is not None and s.name not in ("DEFAULT", "DEFAULT_MAP") for s in sources)
 
 
 def _secure_ports(text: str) -> tuple[int, int]:
@@ -133,6 +181,7 @@ def _registry(state_dir: Path | None, port: int) -> LocalRegistry:
 
 @local_app.command("up")
 def up(
+    ctx: typer.Context,
     port: Port = 9092,
     controller_port: ControllerPort = 9093,
     state_dir: StateDir = None,
@@ -174,7 +223,8 @@ def up(
         list[str] | None,
         typer.Option(
             "--with",
-            help="Also start these services (repeat the option or separate with commas): "
+            help="Also start these services, those not running yet (repeat the option or "
+            "separate with commas): "
             "schema-registry (Apicurio Registry, Confluent-compatible API), s3 (s3proxy "
             "object store), rest-catalog (Iceberg REST catalog; starts s3 too), "
             "spark-cluster (Spark standalone master and two workers).",
@@ -193,6 +243,12 @@ def up(
     Each service given with --with prints its address on a line of its own, in this order:
     the schema registry's URL (the config's schema_registry.url), the object store's
     endpoint, the REST catalog's URI, the Spark master's URL.
+
+    Services already running in the state folder are kept as they are (stderr says "NAME
+    already running at ADDRESS") and their addresses printed as if started: next to a
+    running broker and object store, `up --with rest-catalog` starts only the REST catalog,
+    on that store. A running service keeps its ports; give its port options only to check
+    them (up then fails if it runs elsewhere: stop it first with `down --only NAME`).
     """
     services = _services(with_)
     ports = stack.StackPorts(
@@ -216,64 +272,170 @@ def up(
             "secured listeners are only available on a single broker for now",
             param_hint="--secure",
         )
-    if brokers > 1:
-        try:
-            cluster = LocalKafkaCluster(
-                state_dir or paths.state_dir(), cluster_ports(brokers, port, controller_port)
-            )
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--port/--controller-port") from None
-        with err_console.status(f"Starting a local Kafka cluster of {brokers} nodes..."):
-            # Every node starts at once; they answer when a majority of controllers run.
-            bootstrap = cluster.up(timeout=max(timeout, 120.0))
-    else:
-        try:
-            broker = LocalBroker(
-                state_dir or paths.state_dir(),
-                port=port,
-                controller_port=controller_port,
-                secure_ports=secure_pair,
-            )
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--port/--secure-ports") from None
-        with err_console.status("Starting the local Kafka broker..."):
-            bootstrap = broker.up(timeout=timeout)
-    # Only addresses on stdout, so scripts can do BOOTSTRAP=$(frazil local up).
-    console.print(bootstrap, highlight=False)
-    if brokers == 1 and broker.secure is not None:
-        console.print(broker.secure.sasl_ssl_bootstrap, highlight=False)
-        console.print(broker.secure.mtls_bootstrap, highlight=False)
-        err_console.print(
-            settings_hint(broker.secure), highlight=False, soft_wrap=True, markup=False
-        )
-        credentials = broker.secure.credentials()
-        if show_credentials and credentials is not None:
-            env = " ".join(f"{k}={v}" for k, v in credentials.environment().items())
-            err_console.print(f"  export {env}", highlight=False, soft_wrap=True, markup=False)
+    state = state_dir or paths.state_dir()
+    _kafka_up(
+        state,
+        port=port,
+        controller_port=controller_port,
+        brokers=brokers,
+        secure_pair=secure_pair,
+        show_credentials=show_credentials,
+        timeout=timeout,
+        given=_given(ctx, *_KAFKA_OPTIONS),
+    )
     if Service.schema_registry in services:
-        with err_console.status("Starting the local schema registry..."):
-            url = _registry(state_dir, registry_port).up(timeout=max(timeout, 120.0))
-        console.print(url, highlight=False)
+        _registry_up(state, registry_port, max(timeout, 120.0), given=_given(ctx, "registry_port"))
     wanted = [s.value for s in services if s is not Service.schema_registry]
     if wanted:
-        _stack_up(state_dir or paths.state_dir(), wanted, ports, max(timeout, 120.0))
+        fixed = [name for name, options in _STACK_OPTIONS.items() if _given(ctx, *options)]
+        _stack_up(state, wanted, ports, max(timeout, 120.0), fixed)
 
 
-def _stack_up(state_dir: Path, wanted: list[str], ports: stack.StackPorts, timeout: float) -> None:
+def _kafka_up(
+    state_dir: Path,
+    *,
+    port: int,
+    controller_port: int,
+    brokers: int,
+    secure_pair: tuple[int, int] | None,
+    show_credentials: bool,
+    timeout: float,
+    given: bool,
+) -> None:
+    """Start the broker or cluster asked for, or keep the one running; print its addresses.
+
+    Args:
+        state_dir: frazil's state folder.
+        port: The (first node's) client port.
+        controller_port: The (first node's) controller port.
+        brokers: How many nodes (1: a single broker).
+        secure_pair: The SASL_SSL and mTLS ports with --secure, else None.
+        show_credentials: Also print the secured listeners' credentials.
+        timeout: Seconds to wait for Kafka to answer.
+        given: Whether any option placing Kafka was given; if not, whatever Kafka runs in
+            the state folder (a broker, or a cluster) is kept on its own ports.
+    """
+    single = LocalBroker(state_dir).status()
+    cluster = LocalKafkaCluster.existing(state_dir)
+    nodes = cluster.status().nodes if cluster is not None else ()
+    if not given and single.running:
+        # Only waited for, not up() again: there is nothing to start, and its ports are
+        # the ones it runs on, not the options' defaults.
+        with err_console.status("Checking the local Kafka broker..."):
+            bootstrap = LocalBroker(state_dir).wait_running(timeout=timeout)
+        err_console.print(f"kafka already running at {bootstrap}", highlight=False)
+        console.print(bootstrap, highlight=False)
+        if single.sasl_ssl_bootstrap and single.mtls_bootstrap:
+            listeners = _secure_listeners(
+                state_dir, single.sasl_ssl_bootstrap, single.mtls_bootstrap
+            )
+            _print_secure(listeners, show_credentials)
+        return
+    adopt = not given and cluster is not None and any(n.running for n in nodes)
+    if adopt or brokers > 1:
+        if not adopt:
+            try:
+                cluster = LocalKafkaCluster(
+                    state_dir, cluster_ports(brokers, port, controller_port)
+                )
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--port/--controller-port") from None
+        assert cluster is not None
+        already = bool(nodes) and all(n.running for n in nodes)
+        size = len(cluster.nodes)
+        what = "Checking" if already else f"Starting a local Kafka cluster of {size} nodes"
+        with err_console.status(f"{what}..."):
+            # Every node starts at once; they answer when a majority of controllers run.
+            # Nodes that run are only checked, so this also brings back one that stopped.
+            bootstrap = cluster.up(timeout=max(timeout, 120.0))
+        if already:
+            err_console.print(f"kafka already running at {bootstrap}", highlight=False)
+        console.print(bootstrap, highlight=False)
+        return
+    try:
+        broker = LocalBroker(
+            state_dir, port=port, controller_port=controller_port, secure_ports=secure_pair
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--port/--secure-ports") from None
+    what = "Checking" if single.running else "Starting"
+    with err_console.status(f"{what} the local Kafka broker..."):
+        bootstrap = broker.up(timeout=timeout)
+    if single.running:
+        err_console.print(f"kafka already running at {bootstrap}", highlight=False)
+    # Only addresses on stdout, so scripts can do BOOTSTRAP=$(frazil local up).
+    console.print(bootstrap, highlight=False)
+    if broker.secure is not None:
+        _print_secure(broker.secure, show_credentials)
+
+
+def _secure_listeners(state_dir: Path, sasl_ssl: str, mtls: str) -> SecureListeners:
+    """The secured listeners of the broker running with these addresses (``host:port``)."""
+    host, _, sasl_ssl_port = sasl_ssl.rpartition(":")
+    broker = LocalBroker(state_dir)
+    return SecureListeners(broker.kafka_dir, host, int(sasl_ssl_port), int(mtls.rpartition(":")[2]))
+
+
+def _print_secure(listeners: SecureListeners, show_credentials: bool) -> None:
+    """The secured listeners' addresses on stdout; their client settings on stderr."""
+    console.print(listeners.sasl_ssl_bootstrap, highlight=False)
+    console.print(listeners.mtls_bootstrap, highlight=False)
+    err_console.print(settings_hint(listeners), highlight=False, soft_wrap=True, markup=False)
+    credentials = listeners.credentials()
+    if show_credentials and credentials is not None:
+        env = " ".join(f"{k}={v}" for k, v in credentials.environment().items())
+        err_console.print(f"  export {env}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _registry_up(state_dir: Path, port: int, timeout: float, *, given: bool) -> None:
+    """Start the schema registry, or keep the running one (on its own port unless
+    --registry-port was given); print its URL."""
+    running = LocalRegistry(state_dir).status()
+    if running.running and not given:
+        port = urllib.parse.urlsplit(running.url).port or port
+    what = "Checking" if running.running else "Starting"
+    with err_console.status(f"{what} the local schema registry..."):
+        url = LocalRegistry(state_dir, port=port).up(timeout=timeout)
+    if running.running:
+        err_console.print(f"schema-registry already running at {url}", highlight=False)
+    console.print(url, highlight=False)
+
+
+def _stack_up(
+    state_dir: Path,
+    wanted: list[str],
+    ports: stack.StackPorts,
+    timeout: float,
+    fixed: list[str],
+) -> None:
+    """Start the stack services asked for (and what they need) that are not running.
+
+    Running ones are only checked, on the ports they run on unless in ``fixed`` (their port
+    options were given): so a REST catalog started next to a running object store uses it.
+    """
+    before = stack.status(state_dir)
+    running = before.running()
+    ports = stack.running_ports(before, ports, fixed)
     names, added = stack.resolve_services(wanted)
     for name in added:
-        needers = [n for n in wanted if name in stack.REQUIRES.get(n, ())]
-        err_console.print(f"{', '.join(needers)} needs {name}: starting it too")
+        if name not in running:
+            needers = [n for n in wanted if name in stack.REQUIRES.get(n, ())]
+            err_console.print(f"{', '.join(needers)} needs {name}: starting it too")
     found = stack.StackAddresses()
     for name in names:
-        with err_console.status(f"Starting the local {_LABELS[name]}..."):
+        what = "Checking" if name in running else "Starting"
+        with err_console.status(f"{what} the local {_LABELS[name]}..."):
             found = _merge(found, stack.up(state_dir, [name], ports, timeout))
+        if name in running:
+            err_console.print(f"{name} already running at {running[name]}", highlight=False)
     for address in found.addresses():
         console.print(address, highlight=False)
     _print_hint(found)
 
 
 _LABELS = {
+    local_services.KAFKA: "Kafka broker",
+    local_services.SCHEMA_REGISTRY: "schema registry",
     stack.S3: "object store (s3proxy)",
     stack.REST_CATALOG: "REST catalog",
     stack.SPARK_CLUSTER: "Spark cluster (master and two workers)",
@@ -320,9 +482,29 @@ def down(
         float, typer.Option("--timeout", help="Seconds to wait for a clean exit before killing.")
     ] = 30.0,
     registry_port: RegistryPort = 8081,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--only",
+            help="Stop only these services and keep the others running (repeat the option or "
+            "separate with commas): kafka (the broker, or every node of the cluster), "
+            "schema-registry, s3, rest-catalog, spark-cluster. s3 is not stopped while "
+            "rest-catalog runs on it, unless rest-catalog is named too.",
+            metavar="SERVICE[,SERVICE...]",
+        ),
+    ] = None,
 ) -> None:
     """Stop the broker (or every node of the cluster) and every service started with --with;
-    their data is kept."""
+    their data is kept.
+
+    With --only, just the services named, each reported on stderr as "NAME stopped" or
+    "NAME not running". A service another running one needs is not stopped alone: naming
+    the object store while the REST catalog runs on it stops nothing and fails, saying to
+    name both (then the catalog stops first) or to stop the catalog first.
+    """
+    if only is not None:
+        _down_only(state_dir or paths.state_dir(), _only(only), timeout)
+        return
     broker = _broker(state_dir, port, controller_port)
     with err_console.status("Stopping the local Kafka broker..."):
         stopped = broker.down(timeout=timeout)
@@ -339,6 +521,49 @@ def down(
     for name in stack_stopped:
         err_console.print(f"{name} stopped")
     console.print("stopped" if stopped else "not running")
+
+
+def _down_only(state_dir: Path, names: list[str], timeout: float) -> None:
+    """Stop only the named services, each before what it needs.
+
+    Raises:
+        ServiceError: If a running service that is not named needs one that is (before
+            anything is stopped).
+    """
+    blocked = local_services.left_without(names, _running(state_dir))
+    if blocked:
+        raise ServiceError(local_services.refusal(blocked, names))
+    for name in local_services.stop_order(names):
+        with err_console.status(f"Stopping the local {_LABELS[name]}..."):
+            stopped = _stop(state_dir, name, timeout)
+        err_console.print(f"{name} {'stopped' if stopped else 'not running'}", highlight=False)
+
+
+def _running(state_dir: Path) -> list[str]:
+    """The names of the local services running in the state folder."""
+    names = list(stack.status(state_dir).running())
+    if LocalRegistry(state_dir).status().running:
+        names.append(local_services.SCHEMA_REGISTRY)
+    cluster = LocalKafkaCluster.existing(state_dir)
+    cluster_nodes = cluster.status().nodes if cluster is not None else ()
+    if LocalBroker(state_dir).status().running or any(n.running for n in cluster_nodes):
+        names.append(local_services.KAFKA)
+    return names
+
+
+def _stop(state_dir: Path, name: str, timeout: float) -> bool:
+    """Stop one service (whatever its ports: each records them in the state folder).
+
+    Returns:
+        Whether it was running.
+    """
+    if name == local_services.KAFKA:
+        stopped = LocalBroker(state_dir).down(timeout=timeout)
+        cluster = LocalKafkaCluster.existing(state_dir)
+        return (cluster is not None and cluster.down(timeout=timeout)) or stopped
+    if name == local_services.SCHEMA_REGISTRY:
+        return LocalRegistry(state_dir).down(timeout=timeout)
+    return bool(stack.down(state_dir, timeout=timeout, services=[name]))
 
 
 @local_app.command("status")

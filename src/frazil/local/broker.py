@@ -267,13 +267,13 @@ class LocalBroker:
                 raise ServiceError(
                     f"the local Kafka broker in {self.kafka_dir} is already running at "
                     f"{running.bootstrap}{sasl} (pid {running.pid}); stop it "
-                    "(`frazil local down`) to change its listeners"
+                    "(`frazil local down --only kafka`) to change its listeners"
                 )
             if not self._runs_our_sasl_users():
                 raise ServiceError(
                     f"the local Kafka broker in {self.kafka_dir} is already running "
                     f"(pid {running.pid}) with other SASL users or passwords; stop it "
-                    "(`frazil local down`) to change them"
+                    "(`frazil local down --only kafka`) to change them"
                 )
             return running.pid, None, False
         self.pid_file.unlink(missing_ok=True)
@@ -296,6 +296,25 @@ class LocalBroker:
             self._format(java, classpath)
         pid, log_offset = self._spawn(java, classpath)
         return pid, log_offset, True
+
+    def wait_running(self, timeout: float = 60) -> str:
+        """Wait until the broker running in this state dir answers, wherever it listens.
+
+        Starts and changes nothing (``frazil local up`` next to a broker started earlier,
+        perhaps on other ports, or by another command that has not seen it answer yet).
+
+        Returns:
+            Its bootstrap address ``host:port``.
+
+        Raises:
+            ServiceError: If no broker runs here, or it exits or does not answer within
+                ``timeout`` seconds.
+        """
+        running = self._running()
+        if running is None:
+            raise ServiceError(f"the local Kafka broker in {self.kafka_dir} is not running")
+        self._wait_ready(running.pid, time.monotonic() + timeout, None, running)
+        return running.bootstrap
 
     def down(self, timeout: float = 30) -> bool:
         """Stop the broker: SIGTERM, wait for a clean exit, SIGKILL after ``timeout``.
@@ -445,7 +464,17 @@ class LocalBroker:
         )
         return proc.pid, log_offset
 
-    def _wait_ready(self, pid: int, deadline: float, log_offset: int | None) -> None:
+    def _wait_ready(
+        self,
+        pid: int,
+        deadline: float,
+        log_offset: int | None,
+        running: _Running | None = None,
+    ) -> None:
+        # Asked where this broker is configured to listen, or where the running one does.
+        bootstrap = running.bootstrap if running is not None else self.bootstrap
+        sasl = running.sasl_bootstrap if running is not None else self.sasl_bootstrap
+        host, _, port = bootstrap.rpartition(":")
         admin = None
         while True:
             if not self._is_our_broker(pid):
@@ -458,17 +487,17 @@ class LocalBroker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ServiceError(
-                    f"the local Kafka broker (pid {pid}) did not answer at {self.bootstrap} "
+                    f"the local Kafka broker (pid {pid}) did not answer at {bootstrap} "
                     f"in time; last lines of {self.log_file}:\n{self._log_tail(log_offset)}"
                 )
             # Only talk Kafka once the port accepts connections: librdkafka prints every
             # refused connection to stderr. Readiness is always asked on the PLAINTEXT
             # listener (no credentials needed); the SASL one only has to accept connections.
-            if _port_open(self.host, self.port):
+            if _port_open(host, int(port)):
                 if admin is None:
-                    admin = _admin_client(self.bootstrap)
+                    admin = _admin_client(bootstrap)
                 if _answers_metadata(admin, min(remaining, 2.0)) and (
-                    self.sasl_port is None or _port_open(self.host, self.sasl_port)
+                    sasl is None or _port_open(*_host_port(sasl))
                 ):
                     return
             time.sleep(_POLL_INTERVAL_S)
@@ -705,6 +734,11 @@ def _answers_metadata(admin: Any, timeout: float) -> bool:
     except KafkaException:
         return False
     return bool(metadata.brokers)
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
 
 
 def _port_open(host: str, port: int) -> bool:

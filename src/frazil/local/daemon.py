@@ -93,14 +93,22 @@ class Daemon:
         name: How messages name the service (``"the local object store (s3proxy)"``).
         directory: Its folder (created on start); holds the pid file and the log.
         stem: Base name of the pid and log files.
+        service: The ``frazil local`` name of the service it belongs to (``s3``), for the
+            command that stops it alone; empty for the plain ``frazil local down``.
     """
 
-    def __init__(self, name: str, directory: Path, stem: str) -> None:
+    def __init__(self, name: str, directory: Path, stem: str, service: str = "") -> None:
         self.name = name
+        self.service = service
         self.directory = Path(directory)
         self.stem = stem
         self.pid_file = self.directory / f"{stem}.pid"
         self.log_file = self.directory / f"{stem}.log"
+
+    @property
+    def down_command(self) -> str:
+        """The command that stops this service (and, without a service name, the others)."""
+        return f"frazil local down --only {self.service}" if self.service else "frazil local down"
 
     def running(self) -> Running | None:
         """The live process recorded in the pid file, else None."""
@@ -174,7 +182,7 @@ class Daemon:
             if current.address != address:
                 raise ServiceError(
                     f"{self.name} is already running at {current.address} (pid {current.pid}); "
-                    f"stop it (`frazil local down`) to move it to {address}"
+                    f"stop it (`{self.down_command}`) to move it to {address}"
                 )
             self._wait_healthy(current.pid, address, healthy, deadline, timeout, None)
             return current

@@ -86,7 +86,7 @@ class LocalObjectStore:
         self.s3_dir = self.state_dir / "s3"
         self.data_dir = self.s3_dir / "data"
         self.config_file = self.s3_dir / "s3proxy.properties"
-        self.daemon = Daemon(_NAME, self.s3_dir, "s3proxy")
+        self.daemon = Daemon(_NAME, self.s3_dir, "s3proxy", service="s3")
 
     @property
     def endpoint(self) -> str:

@@ -173,8 +173,8 @@ class LocalRegistry:
                 if running.url != self.url:
                     raise ServiceError(
                         f"the local schema registry in {self.registry_dir} is already running "
-                        f"at {running.url} (pid {running.pid}); stop it (`frazil local down`) "
-                        "to change its address"
+                        f"at {running.url} (pid {running.pid}); stop it (`frazil local down "
+                        "--only schema-registry`) to change its address"
                     )
                 # Another command may have just started it: wait until it answers.
                 self._wait_ready(running.pid, time.monotonic() + timeout, log_offset=None)

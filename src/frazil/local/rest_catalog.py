@@ -85,7 +85,7 @@ class LocalRestCatalog:
         self.port = port
         self.catalog_dir = self.state_dir / "rest-catalog"
         self.database = self.catalog_dir / "catalog.db"
-        self.daemon = Daemon(_NAME, self.catalog_dir, "rest-catalog")
+        self.daemon = Daemon(_NAME, self.catalog_dir, "rest-catalog", service="rest-catalog")
 
     @property
     def uri(self) -> str:
@@ -118,7 +118,7 @@ class LocalRestCatalog:
                 raise ServiceError(
                     f"{_NAME} is already running at {current.address} (pid {current.pid}) "
                     f"against the object store at {current.info.get('s3_endpoint')}, not "
-                    f"{s3_endpoint}; stop it (`frazil local down`) first"
+                    f"{s3_endpoint}; stop it (`{self.daemon.down_command}`) first"
                 )
             if current is None:
                 java, jars = java_executable(), rest_catalog_classpath()

@@ -42,6 +42,9 @@ WORKER_MEMORY = "2g"
 _DAEMON_HEAP = "256m"
 _MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 _WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+# Its name for `frazil local down --only` (frazil.local.stack.SPARK_CLUSTER, which imports
+# this module).
+_SERVICE = "spark-cluster"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,9 +106,16 @@ class LocalSparkCluster:
         self.master_port = master_port
         self.master_ui_port = master_ui_port
         self.worker_ui_ports = tuple(worker_ui_ports)
-        self.master = Daemon("the local Spark master", self.spark_dir / "master", "spark-master")
+        self.master = Daemon(
+            "the local Spark master", self.spark_dir / "master", "spark-master", _SERVICE
+        )
         self.workers = [
-            Daemon(f"local Spark worker {n}", self.spark_dir / f"worker-{n}", f"spark-worker-{n}")
+            Daemon(
+                f"local Spark worker {n}",
+                self.spark_dir / f"worker-{n}",
+                f"spark-worker-{n}",
+                _SERVICE,
+            )
             for n in range(1, len(self.worker_ui_ports) + 1)
         ]
 

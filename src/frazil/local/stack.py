@@ -139,6 +139,16 @@ class StackStatus:
             SPARK_CLUSTER: self.spark_cluster.as_dict(),
         }
 
+    def running(self) -> dict[str, str]:
+        """The running services' addresses by name, in start order (the Spark cluster's is
+        its master's URL)."""
+        found = {
+            S3: self.s3.endpoint if self.s3.running else None,
+            REST_CATALOG: self.rest_catalog.uri if self.rest_catalog.running else None,
+            SPARK_CLUSTER: self.spark_cluster.master_url if self.spark_cluster.running else None,
+        }
+        return {name: address for name, address in found.items() if address is not None}
+
 
 def resolve_services(requested: Iterable[str]) -> tuple[list[str], list[str]]:
     """Split comma-separated names, check them, add what they need, order them.
@@ -162,6 +172,51 @@ def resolve_services(requested: Iterable[str]) -> tuple[list[str], list[str]]:
     added = {dep for n in names for dep in REQUIRES.get(n, ()) if dep not in wanted}
     wanted |= added
     return [s for s in SERVICES if s in wanted], [s for s in SERVICES if s in added]
+
+
+def running_ports(status: StackStatus, ports: StackPorts, fixed: Iterable[str] = ()) -> StackPorts:
+    """``ports`` with the running services' own ports in place of the asked ones.
+
+    So that starting a service next to running ones reuses them where they run, and one that
+    needs another (the REST catalog, the object store) finds it: a service is only moved by
+    ``down`` and ``up`` again. A stopped object store that a running REST catalog still
+    points at is given the port that catalog expects.
+
+    Args:
+        status: What runs now (:func:`status`).
+        ports: The ports asked for (the defaults unless given).
+        fixed: Services whose ports were asked for explicitly: those are kept as asked (and
+            ``up`` then fails if the service runs elsewhere).
+
+    Returns:
+        The ports to start (or check) each service on.
+    """
+    keep = set(fixed)
+    updates: dict[str, Any] = {}
+    s3, rest, spark = status.s3, status.rest_catalog, status.spark_cluster
+    if S3 not in keep:
+        if s3.running:
+            updates["s3"] = _port(s3.endpoint, ports.s3)
+        elif rest.running and rest.s3_endpoint:
+            updates["s3"] = _port(rest.s3_endpoint, ports.s3)
+    if REST_CATALOG not in keep and rest.running:
+        updates["rest_catalog"] = _port(rest.uri, ports.rest_catalog)
+    if SPARK_CLUSTER not in keep:
+        if spark.running:
+            updates["spark_master"] = _port(spark.master_url, ports.spark_master)
+            updates["spark_master_ui"] = _port(spark.master_ui, ports.spark_master_ui)
+        workers = list(ports.spark_worker_uis)
+        for n, worker in enumerate(spark.workers[: len(workers)]):
+            if worker.get("pid"):
+                workers[n] = _port(str(worker["ui"]), workers[n])
+        updates["spark_worker_uis"] = tuple(workers)
+    return dataclasses.replace(ports, **updates)
+
+
+def _port(address: str, default: int) -> int:
+    """The port of ``http://host:port`` or ``spark://host:port`` (``default`` if none)."""
+    tail = address.rstrip("/").rpartition(":")[2]
+    return int(tail) if tail.isdigit() else default
 
 
 def up(
@@ -206,20 +261,34 @@ def up(
     return StackAddresses(**found)
 
 
-def down(state_dir: Path, timeout: float = 30) -> list[str]:
-    """Stop every stack service running in ``state_dir`` (whatever its ports); data is kept.
+def down(state_dir: Path, timeout: float = 30, services: Iterable[str] | None = None) -> list[str]:
+    """Stop the stack services running in ``state_dir`` (whatever their ports); data is kept.
 
-    Stops the Spark cluster first, the object store last (the catalog writes to it).
+    Stops the Spark cluster first, the object store last (the catalog writes to it). Stops
+    only what it is told to: a REST catalog is not stopped with the object store it uses
+    (``frazil local down --only`` checks that first).
+
+    Args:
+        state_dir: frazil's state folder.
+        timeout: Seconds each process may take to exit before it is killed.
+        services: Names from :data:`SERVICES`; every stack service if None.
 
     Returns:
-        The names of the services that were running.
+        The names of the services that were running, in the order they were stopped.
+
+    Raises:
+        ValueError: If a service name is unknown.
     """
+    names = set(SERVICES if services is None else services)
+    unknown = sorted(names - set(SERVICES))
+    if unknown:
+        raise ValueError(f"unknown service {unknown[0]!r}: choose from {', '.join(SERVICES)}")
     stopped: list[str] = []
-    if _cluster(state_dir, StackPorts()).down(timeout):
+    if SPARK_CLUSTER in names and _cluster(state_dir, StackPorts()).down(timeout):
         stopped.append(SPARK_CLUSTER)
-    if LocalRestCatalog(state_dir).down(timeout):
+    if REST_CATALOG in names and LocalRestCatalog(state_dir).down(timeout):
         stopped.append(REST_CATALOG)
-    if LocalObjectStore(state_dir).down(timeout):
+    if S3 in names and LocalObjectStore(state_dir).down(timeout):
         stopped.append(S3)
     return stopped
 

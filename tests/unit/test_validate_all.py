@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from frazil.config.known_keys import known_keys
 from frazil.config.loader import load_config, parse_config
 from frazil.config.models import FrazilConfig
-from frazil.config.suggest import did_you_mean, known_keys
+from frazil.config.suggest import did_you_mean
 from frazil.errors import ConfigError
 from frazil.transform.check import config_problems
 

@@ -11,12 +11,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from frazil.config.known_keys import known_keys
 from frazil.config.locations import is_uri
 from frazil.config.models import FrazilConfig
 from frazil.config.secrets import is_secret_key as is_secret_key
 from frazil.config.secrets import redact_mapping, redact_text, remember, secret_values_in
 from frazil.config.storage import credential_key_reason, credentials, remember_credentials
-from frazil.config.suggest import did_you_mean, known_keys, quoted_choices
+from frazil.config.suggest import did_you_mean, quoted_choices
 from frazil.config.transforms import TRANSFORMS
 from frazil.errors import ConfigError
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
-from frazil.decode import wire
+from frazil.decode import connect_types, wire
+from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error, hex_prefix
 from frazil.decode.registry import BuildContext, Decoded, Format, register
 from frazil.decode.schema_registry import RegisteredSchema, SchemaRegistry
@@ -109,6 +110,11 @@ class AvroDecoder:
     def version(self) -> object:
         """The known writer ids and the reader: the projection depends on them."""
         return (tuple(sorted(self.writers)), self.reader_id)
+
+    def semantics(self) -> Semantics:
+        """The reader schema's ``connect.name`` (and ``connect.parameters``) properties, as
+        Kafka Connect's Avro converter writes them."""
+        return connect_types.from_avro_schema(self.reader)
 
     def learn(self, raw: DataFrame, column: str) -> bool:
         """Fetch the writer schemas of the batch's ids the decoder does not know yet.

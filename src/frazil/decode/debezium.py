@@ -11,7 +11,6 @@ the *row's* columns and is wrapped here); the unwrap step then puts the row — 
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
@@ -120,22 +119,6 @@ def read_envelope(schema: Any) -> StructType | str:
     # added in one place, not to a second, unwrapped copy of the envelope.
     both = envelope_schema(row, strict=True, extra=extra)
     return StructType([both["payload"], both["schema"]])
-
-
-def semantics_of(decoder: object) -> Semantics:
-    """What the decoder's schema says of the row's Connect semantic types: the Avro reader
-    schema's ``connect.name`` properties, or the embedded Connect schema a JSON decoder
-    sampled (:mod:`frazil.decode.connect_types`); nothing for other decoders."""
-    from frazil.decode.avro import AvroDecoder
-    from frazil.decode.json import JsonDecoder
-
-    if isinstance(decoder, AvroDecoder):
-        return connect_types.from_avro_schema(decoder.reader)
-    if isinstance(decoder, JsonDecoder) and decoder.connect_schemas:
-        return connect_types.from_connect_schemas(
-            [json.loads(text) for text in decoder.connect_schemas]
-        )
-    return connect_types.NONE
 
 
 def row_schema(

@@ -27,10 +27,12 @@ from frazil import columns as c
 from frazil.config.decoding import DEFAULT_JSON_DECODER, JsonDecoderName
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.types import to_spark_ddl
-from frazil.decode import wire
+from frazil.decode import connect_types, wire
+from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error, quoted_value
 from frazil.decode.json_schema import json_schema_to_spark
 from frazil.decode.registry import BuildContext, Decoded, Format, register
+from frazil.decode.shapes import in_record_order, merge_fields
 from frazil.errors import ConfigError, PipelineError
 
 if TYPE_CHECKING:
@@ -127,53 +129,6 @@ def infer_schema(
     return in_record_order(StructType(fields), values)
 
 
-#: Field names in the order records first hold them, at each depth (a nested object's, a
-#: list's objects').
-_Order = dict[str, "_Order"]
-
-
-def in_record_order(schema: StructType, values: list[str]) -> StructType:
-    """``schema`` (inferred by Spark, which sorts fields by name) with its fields in the order
-    the sampled ``values`` first hold them, at every depth: a table's columns as its
-    producer writes them (a Debezium row's as its source table has them)."""
-    order: _Order = {}
-    for text in values:
-        try:
-            found = json.loads(text)
-        except ValueError:
-            continue
-        _note_order(order, found)
-    reordered = _reorder(schema, order)
-    assert isinstance(reordered, type(schema))
-    return reordered
-
-
-def _note_order(order: _Order, value: Any) -> None:
-    if isinstance(value, dict):
-        for name, inner in value.items():
-            _note_order(order.setdefault(str(name), {}), inner)
-    elif isinstance(value, list):
-        for item in value:
-            _note_order(order, item)
-
-
-def _reorder(data_type: DataType, order: _Order) -> DataType:
-    from pyspark.sql.types import ArrayType, StructField, StructType
-
-    if isinstance(data_type, ArrayType):
-        return ArrayType(_reorder(data_type.elementType, order), data_type.containsNull)
-    if not isinstance(data_type, StructType):
-        return data_type
-    rank = {name: i for i, name in enumerate(order)}
-    fields = sorted(data_type.fields, key=lambda f: rank.get(f.name, len(rank)))
-    return StructType(
-        [
-            StructField(f.name, _reorder(f.dataType, order.get(f.name, {})), f.nullable, f.metadata)
-            for f in fields
-        ]
-    )
-
-
 #: Reason of a record holding fields the (inferred) schema does not have yet; the decoder
 #: learns them from the batch (:meth:`JsonDecoder.learn`).
 NEW_FIELDS = "fields not in the schema yet"
@@ -237,6 +192,12 @@ class JsonDecoder:
     def version(self) -> object:
         """Grows with each learned shape."""
         return self._version
+
+    def semantics(self) -> Semantics:
+        """The semantic types the envelopes' embedded Connect schemas met so far state."""
+        if not self.connect_schemas:
+            return connect_types.NONE
+        return connect_types.from_connect_schemas([json.loads(t) for t in self.connect_schemas])
 
     def learn(self, raw: DataFrame, column: str) -> bool:
         """Add the fields of the batch's records that the schema does not have yet."""
@@ -569,38 +530,6 @@ def _nested(schema: StructType) -> Callable[[Column], Column]:
         return unknown_fields(item, schema)
 
     return check
-
-
-def merge_fields(old: StructType, new: StructType) -> StructType:
-    """``old`` with the fields of ``new`` it lacks added, at any depth; existing types stay."""
-    from pyspark.sql.types import StructField, StructType
-
-    fields = list(old.fields)
-    index = {f.name.lower(): i for i, f in enumerate(fields)}
-    for f in new.fields:
-        if f.name == "_corrupt_record":
-            continue
-        i = index.get(f.name.lower())
-        if i is None:
-            fields.append(StructField(f.name, f.dataType, True))
-            continue
-        merged = _merge_type(fields[i].dataType, f.dataType)
-        fields[i] = StructField(fields[i].name, merged, fields[i].nullable)
-    return StructType(fields)
-
-
-def _merge_type(old: DataType, new: DataType) -> DataType:
-    from pyspark.sql.types import ArrayType, MapType, StructType
-
-    if isinstance(old, StructType) and isinstance(new, StructType):
-        return merge_fields(old, new)
-    if isinstance(old, ArrayType) and isinstance(new, ArrayType):
-        return ArrayType(_merge_type(old.elementType, new.elementType), old.containsNull)
-    if isinstance(old, MapType) and isinstance(new, MapType):
-        return MapType(
-            old.keyType, _merge_type(old.valueType, new.valueType), old.valueContainsNull
-        )
-    return old
 
 
 def _build(context: BuildContext) -> JsonDecoder:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
+from frazil.decode import connect_types
+from frazil.decode.connect_types import Semantics
 from frazil.decode.registry import BuildContext, Decoded, Format, register
 
 if TYPE_CHECKING:
@@ -35,6 +37,10 @@ class PassThrough:
     def version(self) -> object:
         """Nothing is learned."""
         return None
+
+    def semantics(self) -> Semantics:
+        """The payload says nothing of semantic types."""
+        return connect_types.NONE
 
     def learn(self, raw: DataFrame, column: str) -> bool:
         """Nothing is learned."""

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
-from frazil.decode import wire
+from frazil.decode import connect_types, wire
+from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error, hex_prefix
 from frazil.decode.registry import BuildContext, Decoded, Format, register
 from frazil.decode.schema_registry import RegisteredSchema, SchemaRegistry
@@ -282,6 +283,10 @@ class ProtobufDecoder:
             )
         return added
 
+    def semantics(self) -> Semantics:
+        """Protobuf carries no Kafka Connect semantic types."""
+        return connect_types.NONE
+
     def learn(self, raw: DataFrame, column: str) -> bool:
         """Fetch and compile the writer schemas of the batch's ids not known yet."""
         if self.registry is None:
@@ -294,7 +299,7 @@ class ProtobufDecoder:
         session = raw.sparkSession
         added = self.add_writers(found, session)
         if added and self.evolve and self.message is not None:
-            from frazil.decode.json import merge_fields
+            from frazil.decode.shapes import merge_fields
 
             merged = self.schema
             for schema in sorted(found, key=lambda f: f.schema_id):

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from frazil.decode.connect_types import Semantics
+
 
 @dataclass(frozen=True)
 class Decoded:
@@ -63,6 +65,12 @@ class Decoder(Protocol):
 
     def version(self) -> object:
         """Changes when the decoder learned something (new schema ids): replan."""
+        ...
+
+    def semantics(self) -> Semantics:
+        """What the decoder's schema says of Kafka Connect semantic types (a Debezium row's
+        ``Timestamp``, ``Decimal``…: :mod:`frazil.decode.connect_types`); nothing if its
+        schema does not say."""
         ...
 
     def learn(self, raw: DataFrame, column: str) -> bool:

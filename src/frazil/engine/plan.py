@@ -271,7 +271,7 @@ def build_plan(
     ]
     write = pipeline.defaults.write
     if write.debezium:
-        from frazil.decode.debezium import semantics_of, unwrap
+        from frazil.decode.debezium import unwrap
 
         steps.append(
             Step(
@@ -280,7 +280,7 @@ def build_plan(
                 "operation",
                 # The semantics are read from the decoder's schema as it is for this batch
                 # (an Avro reader may have evolved): once per batch, never per record.
-                lambda batch: unwrap(batch, decoder.schema, write, semantics_of(decoder)),
+                lambda batch: unwrap(batch, decoder.schema, write, decoder.semantics()),
                 materialized=True,
             )
         )

@@ -328,7 +328,8 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
     from pyspark.sql import SparkSession
 
     from frazil.engine.reachable import check_services, check_storage
-    from frazil.jvm.fetch import artifacts_cached, spark_jars
+    from frazil.jvm.classpath import spark_jars
+    from frazil.jvm.fetch import artifacts_cached
 
     # The object store, the REST catalog and the master first: one that does not answer is
     # named in seconds, not after Spark's and the SDK's minutes of retries.

@@ -149,11 +149,11 @@ def source_schema(pipeline: PipelineConfig, value: Decoder, key: Decoder | None)
 
     fields: list[StructField] = list(value.schema.fields)
     if pipeline.defaults.write.debezium:
-        from frazil.decode.debezium import row_schema, semantics_of
+        from frazil.decode.debezium import row_schema
 
         try:
             write = pipeline.defaults.write
-            fields = list(row_schema(value.schema, write, semantics_of(value)).fields)
+            fields = list(row_schema(value.schema, write, value.semantics()).fields)
         except ValueError as exc:
             raise ConfigError(f"pipeline {pipeline.name!r}: {exc}") from None
     if key is not None:

@@ -25,7 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from frazil.jvm.fetch import java_executable, pyspark_home_key, pyspark_jars_dir, spark_jars
+from frazil.jvm.classpath import spark_jars
+from frazil.jvm.fetch import java_executable, pyspark_home_key, pyspark_jars_dir
 from frazil.paths import cache_dir
 
 #: Set to 0 to start Spark without the archive (comparisons, troubleshooting).

@@ -142,15 +142,6 @@ def ensure_artifacts(name: str, *, quiet: bool = False) -> list[Path]:
     )
 
 
-def spark_jars() -> list[Path]:
-    """Jars to add to pyspark's classpath: Kafka source, Avro, Iceberg, SQLite, frazil's own,
-    after unsigned copies of pyspark's signed jars (:mod:`frazil.jvm.unsigned`)."""
-    from frazil.jvm.build import frazil_jar
-    from frazil.jvm.unsigned import unsigned_jars
-
-    return [*unsigned_jars(), *ensure_artifacts("spark"), frazil_jar()]
-
-
 def kafka_classpath() -> list[Path]:
     """The complete classpath of the local Kafka broker and its tools."""
     return ensure_artifacts("kafka")

@@ -38,6 +38,7 @@ from typing import Any
 
 from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, kafka_classpath
+from frazil.local.properties import escape_property
 from frazil.local.secure import SecureListeners
 from frazil.paths import locked
 from frazil.procs import pid_alive
@@ -563,7 +564,7 @@ class LocalBroker:
             # needs SASL credentials.
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
-            "log.dirs": _escape_property(str(self.data_dir)),
+            "log.dirs": escape_property(str(self.data_dir)),
             # One node: every internal topic must make do with one replica.
             "offsets.topic.replication.factor": "1",
             "transaction.state.log.replication.factor": "1",
@@ -624,7 +625,7 @@ class LocalBroker:
             f'user_{name}="{_jaas_quote(password)}"' for name, password in self.sasl_users.items()
         )
         jaas = f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
-        return f"{_SASL_JAAS_KEY}={_escape_property(jaas)}"
+        return f"{_SASL_JAAS_KEY}={escape_property(jaas)}"
 
     def _format(self, java: str, classpath: str) -> None:
         # No meta.properties means no usable data: clear leftovers of a failed format.
@@ -686,24 +687,6 @@ def _new_cluster_id() -> str:
         text = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
         if raw not in reserved and not text.startswith("-"):
             return text
-
-
-def _escape_property(value: str) -> str:
-    """Escape a value for a Java ``.properties`` file, which Kafka reads as ISO-8859-1."""
-    escapes = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
-    out: list[str] = []
-    for char in value:
-        if char in escapes:
-            out.append(escapes[char])
-        elif " " <= char <= "~":
-            out.append(char)
-        else:
-            # Anything else as \uXXXX UTF-16 code units, so the file is plain ASCII.
-            units = char.encode("utf-16-be")
-            out += [f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2)]
-    if value.startswith(" "):
-        out[0] = "\\ "  # Java drops unescaped leading whitespace of a value
-    return "".join(out)
 
 
 def _jaas_quote(value: str) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 
 from frazil.errors import ServiceError
 from frazil.local import tls
+from frazil.local.properties import escape_property
 
 #: The SCRAM user ``--secure`` creates.
 SCRAM_USER = "frazil"
@@ -171,9 +172,7 @@ class SecureListeners:
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             ),
         }
-        from frazil.local.broker import _escape_property
-
-        return [f"{key}={_escape_property(value)}" for key, value in settings.items()]
+        return [f"{key}={escape_property(value)}" for key, value in settings.items()]
 
     def create_user(
         self, plaintext_bootstrap: str, credentials: Credentials, timeout: float

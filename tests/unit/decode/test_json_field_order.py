@@ -6,7 +6,7 @@ import json
 
 from pyspark.sql import types as T
 
-from frazil.decode.json import in_record_order
+from frazil.decode.shapes import in_record_order
 
 
 def _struct(*fields: tuple[str, T.DataType]) -> T.StructType:

@@ -1,0 +1,90 @@
+"""Decoded shapes as they grow: fields learned from later records merged into a schema, and
+inferred fields put in the order the records hold them. Shared by the decoders that learn
+(JSON's inference, Protobuf's newer writers)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType, StructType
+
+
+def merge_fields(old: StructType, new: StructType) -> StructType:
+    """``old`` with the fields of ``new`` it lacks added, at any depth; existing types stay."""
+    from pyspark.sql.types import StructField, StructType
+
+    fields = list(old.fields)
+    index = {f.name.lower(): i for i, f in enumerate(fields)}
+    for f in new.fields:
+        if f.name == "_corrupt_record":
+            continue
+        i = index.get(f.name.lower())
+        if i is None:
+            fields.append(StructField(f.name, f.dataType, True))
+            continue
+        merged = _merge_type(fields[i].dataType, f.dataType)
+        fields[i] = StructField(fields[i].name, merged, fields[i].nullable)
+    return StructType(fields)
+
+
+def _merge_type(old: DataType, new: DataType) -> DataType:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(old, StructType) and isinstance(new, StructType):
+        return merge_fields(old, new)
+    if isinstance(old, ArrayType) and isinstance(new, ArrayType):
+        return ArrayType(_merge_type(old.elementType, new.elementType), old.containsNull)
+    if isinstance(old, MapType) and isinstance(new, MapType):
+        return MapType(
+            old.keyType, _merge_type(old.valueType, new.valueType), old.valueContainsNull
+        )
+    return old
+
+
+#: Field names in the order records first hold them, at each depth (a nested object's, a
+#: list's objects').
+_Order = dict[str, "_Order"]
+
+
+def in_record_order(schema: StructType, values: list[str]) -> StructType:
+    """``schema`` (inferred by Spark, which sorts fields by name) with its fields in the order
+    the sampled ``values`` first hold them, at every depth: a table's columns as its
+    producer writes them (a Debezium row's as its source table has them)."""
+    order: _Order = {}
+    for text in values:
+        try:
+            found = json.loads(text)
+        except ValueError:
+            continue
+        _note_order(order, found)
+    reordered = _reorder(schema, order)
+    assert isinstance(reordered, type(schema))
+    return reordered
+
+
+def _note_order(order: _Order, value: Any) -> None:
+    if isinstance(value, dict):
+        for name, inner in value.items():
+            _note_order(order.setdefault(str(name), {}), inner)
+    elif isinstance(value, list):
+        for item in value:
+            _note_order(order, item)
+
+
+def _reorder(data_type: DataType, order: _Order) -> DataType:
+    from pyspark.sql.types import ArrayType, StructField, StructType
+
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_reorder(data_type.elementType, order), data_type.containsNull)
+    if not isinstance(data_type, StructType):
+        return data_type
+    rank = {name: i for i, name in enumerate(order)}
+    fields = sorted(data_type.fields, key=lambda f: rank.get(f.name, len(rank)))
+    return StructType(
+        [
+            StructField(f.name, _reorder(f.dataType, order.get(f.name, {})), f.nullable, f.metadata)
+            for f in fields
+        ]
+    )

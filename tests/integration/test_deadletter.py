@@ -17,6 +17,7 @@ from frazil.engine import dead_capture
 from frazil.engine.runner import run
 from frazil.generate.producer import ensure_topic
 from frazil.observe.catalog import pyiceberg_catalog
+from frazil.progress import markers
 from tests.integration.helpers import payments_pipeline, table_ids
 
 GOOD = {
@@ -384,15 +385,15 @@ def test_a_batch_sent_again_counts_only_the_dead_letters_it_added(
     )  # fmt: skip
     bad = _failing_rows(spark, topic, 0)
     seen = [(topic, 0, o, "decode", "no") for o in range(3)] if observed else None
-    window = {"planned": {topic: {0: 3}}, "lagging": set(), "query_id": "q"}
+    basis = markers.Basis({topic: {0: 3}}, batch_id=0, query_id="q")
 
     first = DeadLetters.open(spark, config, config.pipelines[0])
     assert first is not None
-    first.write(bad, F.col(c.DEAD_ERROR), batch_id=0, seen=seen, **window)  # type: ignore[arg-type]
+    first.write(bad, F.col(c.DEAD_ERROR), basis=basis, seen=seen)
     assert dict(first.counts) == {("decode", "no"): 3}
     again = DeadLetters.open(spark, config, config.pipelines[0])
     assert again is not None
-    again.write(bad, F.col(c.DEAD_ERROR), batch_id=0, seen=seen, **window)  # type: ignore[arg-type]
+    again.write(bad, F.col(c.DEAD_ERROR), basis=basis, seen=seen)
     assert dict(again.counts) == {} and again.total == 0
     assert spark.table(f"lake.{dlq_table}").count() == 3
 
@@ -485,13 +486,15 @@ def test_a_later_batchs_dead_letters_sent_first_by_another_run_hide_nothing(
     def append_after_b(rows: Any, table: str, summary: dict[str, str]) -> None:
         if not cut_in:
             cut_in.append(True)
-            run_b.write(bad(3), F.col(c.DEAD_ERROR), planned={topic: {0: 6}}, lagging=set(),
-                        batch_id=7, query_id="b", seen=seen(3))  # fmt: skip
+            run_b.write(bad(3), F.col(c.DEAD_ERROR),
+                        basis=markers.Basis({topic: {0: 6}}, batch_id=7, query_id="b"),
+                        seen=seen(3))  # fmt: skip
         real_append(rows, table, summary)
 
     monkeypatch.setattr(deadletters, "append_rows", append_after_b)
-    run_a.write(bad(0), F.col(c.DEAD_ERROR), planned={topic: {0: 3}}, lagging=set(),
-                batch_id=3, query_id="a", seen=seen(0))  # fmt: skip
+    run_a.write(bad(0), F.col(c.DEAD_ERROR),
+                basis=markers.Basis({topic: {0: 3}}, batch_id=3, query_id="a"),
+                seen=seen(0))  # fmt: skip
 
     offsets = sorted(r[0] for r in spark.sql(f"SELECT offset FROM lake.{dlq_table}").collect())
     assert offsets == list(range(6))
@@ -500,6 +503,7 @@ def test_a_later_batchs_dead_letters_sent_first_by_another_run_hide_nothing(
     monkeypatch.setattr(deadletters, "append_rows", real_append)
     again = DeadLetters.open(spark, config, config.pipelines[0])
     assert again is not None
-    again.write(bad(0), F.col(c.DEAD_ERROR), planned={topic: {0: 3}}, lagging=set(),
-                batch_id=3, query_id="a", seen=seen(0))  # fmt: skip
+    again.write(bad(0), F.col(c.DEAD_ERROR),
+                basis=markers.Basis({topic: {0: 3}}, batch_id=3, query_id="a"),
+                seen=seen(0))  # fmt: skip
     assert again.total == 0 and spark.table(f"lake.{dlq_table}").count() == 6

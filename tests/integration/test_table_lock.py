@@ -32,14 +32,7 @@ pytestmark = pytest.mark.integration
 
 
 def _marker(pipeline: str, previous: markers.Marker | None, end: int) -> markers.Marker:
-    return markers.next_marker(
-        previous,
-        pipeline=pipeline,
-        planned={"t": {0: end}},
-        stats={},
-        lagging=set(),
-        batch_id=end,
-    )
+    return markers.next_marker(previous, pipeline, markers.Basis({"t": {0: end}}, batch_id=end))
 
 
 def test_the_catalog_refuses_a_commit_planned_on_a_stale_marker(spark: Any, unique: str) -> None:

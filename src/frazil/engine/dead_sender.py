@@ -58,11 +58,7 @@ class DeadLetterSender:
         self.queue.write(
             frame.where(F.col(c.ERROR).isNotNull() & c.first_route()),
             F.col(c.ERROR),
-            planned=window.planned,
-            lagging=window.lagging,
-            batch_id=window.batch_id,
-            query_id=window.query_id,
-            topic_ids=window.topic_ids,
+            basis=window.basis,
         )
 
     def send(
@@ -111,11 +107,7 @@ class DeadLetterSender:
                 seen.records,
                 seen.carried_rows if self.queue.topic is not None else list,
                 headers,
-                planned=window.planned,
-                lagging=window.lagging,
-                batch_id=window.batch_id,
-                query_id=window.query_id,
-                topic_ids=window.topic_ids,
+                basis=window.basis,
                 seen=seen.positions,
                 source=source,
                 table=target.name,
@@ -127,11 +119,7 @@ class DeadLetterSender:
             self.queue.write(
                 bad,
                 F.col(c.DEAD_ERROR),
-                planned=window.planned,
-                lagging=window.lagging,
-                batch_id=window.batch_id,
-                query_id=window.query_id,
-                topic_ids=window.topic_ids,
+                basis=window.basis,
                 seen=None if seen is None else seen.positions,
                 source=source,
                 table=target.name,

@@ -92,13 +92,9 @@ class DeadLetters:
         bad: DataFrame,
         error: Column,
         *,
-        planned: TopicOffsets,
-        lagging: set[tuple[str, int]],
-        batch_id: int,
-        query_id: str,
+        basis: markers.Basis,
         seen: list[tuple[str, int, int, str, str]] | None = None,
         source: str = "",
-        topic_ids: dict[str, str] | None = None,
         table: str | None = None,
     ) -> None:
         """Send one batch's failing rows ``bad`` (with frazil's internal columns, ``error``
@@ -134,7 +130,8 @@ class DeadLetters:
                     # Read again, the batch's records failed otherwise (a transform that is
                     # not deterministic, a compacted topic): send nothing rather than lose.
                     raise PipelineError(
-                        f"pipeline {self.pipeline!r}: batch {batch_id} had {len(seen)} failing "
+                        f"pipeline {self.pipeline!r}: batch {basis.batch_id} had {len(seen)} "
+                        "failing "
                         f"record(s), but reading them again found {found_rows}; nothing was "
                         "sent to the dead-letter queue (the batch is replayed at the next start)"
                     )
@@ -144,10 +141,7 @@ class DeadLetters:
             if self.topic is not None:
                 self.topic.send(dlq.toLocalIterator())
             if self.table is not None:
-                batch = _Batch(
-                    marker_name(self.pipeline, source), planned, lagging, batch_id, query_id,
-                    topic_ids or {}, table,
-                )  # fmt: skip
+                batch = _Batch(marker_name(self.pipeline, source), basis, table)
                 with self._commits:  # a routed batch's tables send from several threads
                     # What this run's commit added: a replayed batch's records that the
                     # table has already (another run's, or this one's before a restart) are
@@ -167,13 +161,9 @@ class DeadLetters:
         rows: Callable[[], list[Any]],
         has_headers: bool,
         *,
-        planned: TopicOffsets,
-        lagging: set[tuple[str, int]],
-        batch_id: int,
-        query_id: str,
+        basis: markers.Basis,
         seen: list[tuple[str, int, int, str, str]],
         source: str = "",
-        topic_ids: dict[str, str] | None = None,
         table: str | None = None,
     ) -> None:
         """Send failing records carried out of the write's own pass (no Spark job): to the
@@ -190,10 +180,7 @@ class DeadLetters:
             self.topic.send(carried_topic_rows(rows(), self.pipeline, has_headers, table))
         found = dict(Counter((str(s[3]), str(s[4])) for s in seen))
         if self.table is not None:
-            batch = _Batch(
-                marker_name(self.pipeline, source), planned, lagging, batch_id, query_id,
-                topic_ids or {}, table,
-            )  # fmt: skip
+            batch = _Batch(marker_name(self.pipeline, source), basis, table)
             with self._commits:
                 found = _replanned(
                     lambda first: self._append_carried(records, has_headers, batch, seen, first)
@@ -359,18 +346,9 @@ class DeadLetters:
         assert self.table is not None
         self.table.refresh()
         state = markers.find_marker(self.table, batch.name)
-        state = replace(state, marker=markers.current_topics(state.marker, batch.topic_ids))
-        marker = markers.next_marker(
-            state.marker,
-            pipeline=batch.name,
-            planned=batch.planned,
-            stats={},
-            lagging=batch.lagging,
-            batch_id=batch.batch_id,
-            query_id=batch.query_id,
-            topic_ids=batch.topic_ids,
-        )
-        return state, marker
+        state = replace(state, marker=markers.current_topics(state.marker, batch.basis.topic_ids))
+        dead = replace(batch.basis, planned_at_ms=None, slack_ms=markers.CAUGHT_UP_SLACK_MS)
+        return state, markers.next_marker(state.marker, batch.name, dead)
 
 
 #: A failing record's position, stage and reason.
@@ -379,15 +357,11 @@ Position = tuple[str, int, int, str, str]
 
 @dataclass(frozen=True)
 class _Batch:
-    """One dead-letter commit's batch: the marker name (per source), the window's planned
-    offsets, lagging partitions, ids, and the table the records failed for."""
+    """One dead-letter commit's batch: the marker name (per source), what the window knows
+    (its markers' basis), and the table the records failed for."""
 
     name: str
-    planned: TopicOffsets
-    lagging: set[tuple[str, int]]
-    batch_id: int
-    query_id: str
-    topic_ids: dict[str, str]
+    basis: markers.Basis
     table: str | None
 
 

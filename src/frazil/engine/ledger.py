@@ -7,11 +7,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from frazil.engine.threads import each
-from frazil.engine.window import BatchWindow, LastBatch, Partition
+from frazil.engine.window import BatchWindow, Partition
 from frazil.errors import StaleMarker, TableRolledBack
 from frazil.progress import markers
 from frazil.progress.events import CommitEvent, Event, SchemaEvolved
@@ -229,7 +229,7 @@ class TableLedger:
                 continue
             self._commit_marker_only(target, window.marker(state.marker, self.pipeline, {}))
 
-    def finish(self, last: LastBatch | None, routed: bool, query_id: str) -> None:
+    def finish(self, last: markers.Basis | None, routed: bool, query_id: str) -> None:
         """Record what the last batches observed (exact valid-through) in a marker of its own.
 
         Called once the query has stopped. It commits no data, and only if this run's marker
@@ -248,7 +248,7 @@ class TableLedger:
         each(list(self.targets.values()), finish_one)
 
     def _finish_one(
-        self, target: Target, last: LastBatch | None, routed: bool, query_id: str
+        self, target: Target, last: markers.Basis | None, routed: bool, query_id: str
     ) -> None:
         """:meth:`finish` for one table."""
         mine = target.last
@@ -272,16 +272,7 @@ class TableLedger:
                 self._commit_marker_only(
                     target,
                     markers.next_marker(
-                        state.marker,
-                        pipeline=self.pipeline,
-                        planned=last.planned,
-                        stats={},
-                        lagging=last.lagging,
-                        batch_id=last.batch_id,
-                        query_id=query_id,
-                        planned_at_ms=last.planned_at_ms,
-                        topic_ids=last.topic_ids,
-                        slack_ms=last.slack_ms,
+                        state.marker, self.pipeline, replace(last, query_id=query_id)
                     ),
                 )
             return
@@ -290,17 +281,15 @@ class TableLedger:
         state = markers.find_marker(target.table, self.pipeline)
         if not self.ours(state, target):
             return
-        final = markers.next_marker(
-            mine,
-            pipeline=mine.pipeline,
+        again = markers.Basis(
             planned=mine.offsets,
-            stats=target.pending,
-            lagging=target.lagging,
             batch_id=mine.batch_id,
+            lagging=target.lagging,
             query_id=mine.query_id,
             planned_at_ms=target.planned_at_ms,
             slack_ms=self.slack_ms,
         )
+        final = markers.next_marker(mine, mine.pipeline, again, target.pending)
         if (final.max_timestamps, final.valid_through_ms) == (
             mine.max_timestamps,
             mine.valid_through_ms,
@@ -326,6 +315,6 @@ class TableLedger:
         )
 
 
-def _holds(marker: markers.Marker | None, last: LastBatch) -> bool:
+def _holds(marker: markers.Marker | None, last: markers.Basis) -> bool:
     """Whether a marker already holds the last batch (its topics under the same ids)."""
     return markers.covered(markers.current_topics(marker, last.topic_ids), last.planned)

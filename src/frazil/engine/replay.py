@@ -396,15 +396,10 @@ def _create(
         merged = markers.merge_markers(others, lowest=True)
         if merged is None:
             return None
-        return markers.next_marker(
-            None,
-            pipeline=pipeline.name,
-            planned=merged.offsets,
-            stats={},
-            lagging=set(),
-            batch_id=merged.batch_id,
-            query_id=merged.query_id,
+        basis = markers.Basis(
+            planned=merged.offsets, batch_id=merged.batch_id, query_id=merged.query_id
         )
+        return markers.next_marker(None, pipeline.name, basis)
 
     return tables.adopt(name, user, with_values, start, sender="the replay routes records")
 

@@ -56,6 +56,19 @@ class BatchWindow:
         """The planned partitions, sorted (the order of observed per-partition metrics)."""
         return tuple((t, p) for t, parts in sorted(self.planned.items()) for p in sorted(parts))
 
+    @property
+    def basis(self) -> markers.Basis:
+        """What this batch's markers are made from."""
+        return markers.Basis(
+            planned=self.planned,
+            batch_id=self.batch_id,
+            lagging=self.lagging,
+            query_id=self.query_id,
+            planned_at_ms=self.planned_at_ms,
+            topic_ids=self.topic_ids,
+            slack_ms=self.slack_ms,
+        )
+
     def marker(
         self,
         previous: markers.Marker | None,
@@ -65,31 +78,17 @@ class BatchWindow:
         """The marker of a commit of this batch: its planned offsets over ``previous``, and
         valid-through from ``stats``, what earlier commits observed (a correct lower bound,
         made exact by the next commit or at stop)."""
-        return markers.next_marker(
-            previous,
-            pipeline=pipeline,
-            planned=self.planned,
-            stats=stats,
-            lagging=self.lagging,
-            batch_id=self.batch_id,
-            query_id=self.query_id,
-            planned_at_ms=self.planned_at_ms,
-            topic_ids=self.topic_ids,
-            slack_ms=self.slack_ms,
-        )
+        return markers.next_marker(previous, pipeline, self.basis, stats)
 
     def start_marker(self, previous: markers.Marker | None, pipeline: str) -> markers.Marker:
         """A marker saying a table holds everything of the pipeline before this batch."""
-        return markers.next_marker(
-            previous,
-            pipeline=pipeline,
+        before = markers.Basis(
             planned=self.start or {},
-            stats={},
-            lagging=set(),
             batch_id=self.batch_id - 1,
             query_id=self.query_id,
             topic_ids=self.topic_ids,
         )
+        return markers.next_marker(previous, pipeline, before)
 
     def starts_at(self, marker: markers.Marker | None) -> bool:
         """Whether the batch holds nothing below ``marker`` (the offset filter is left out)."""
@@ -99,20 +98,6 @@ class BatchWindow:
         """A table's state as it stands for this batch's topics: the offsets of a topic the
         table recorded under another id (the old topic of a name created again) left out."""
         return markers.current_state(state, self.topic_ids)
-
-
-@dataclass(frozen=True)
-class LastBatch:
-    """The last batch a run handled: a routed table without records in it still gets its
-    offsets when the run ends."""
-
-    batch_id: int
-    planned: TopicOffsets
-    lagging: set[Partition]
-    planned_at_ms: int | None = None
-    topic_ids: dict[str, str] = field(default_factory=dict)
-    #: The pipeline's ``valid_through_slack`` (ms).
-    slack_ms: int = markers.CAUGHT_UP_SLACK_MS
 
 
 @dataclass
@@ -216,17 +201,18 @@ class BatchCursor:
         self._previous_ids = window.topic_ids
 
     @property
-    def last(self) -> LastBatch | None:
-        """The last batch handled in this query, if any."""
+    def last(self) -> markers.Basis | None:
+        """What the last batch handled in this query knew, if any: a routed table without
+        records in it still gets its offsets when the run ends."""
         if self._previous is None:
             return None
-        return LastBatch(
-            self._previous[0],
-            self._previous[1],
-            self._previous_lagging,
-            self._previous_planned_at,
-            self._previous_ids,
-            self.slack_ms,
+        return markers.Basis(
+            planned=self._previous[1],
+            batch_id=self._previous[0],
+            lagging=self._previous_lagging,
+            planned_at_ms=self._previous_planned_at,
+            topic_ids=self._previous_ids,
+            slack_ms=self.slack_ms,
         )
 
     def _start(self, batch_id: int) -> TopicOffsets | None:

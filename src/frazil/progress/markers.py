@@ -21,6 +21,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -503,7 +504,7 @@ def valid_through(
     previous: int | None,
     max_timestamps: TopicOffsets,
     planned: TopicOffsets,
-    lagging: set[tuple[str, int]],
+    lagging: AbstractSet[tuple[str, int]],
     planned_at_ms: int | None = None,
     slack_ms: int = CAUGHT_UP_SLACK_MS,
 ) -> int | None:
@@ -559,36 +560,49 @@ class PartitionStats:
     max_timestamp_ms: int | None
 
 
+@dataclass(frozen=True)
+class Basis:
+    """What a batch's window knows when a commit's marker is made from it.
+
+    Attributes:
+        planned: The batch's planned end offsets, per topic and partition.
+        batch_id: The streaming query's batch id.
+        lagging: Partitions the batch did not read to their end offset (a rate limit).
+        query_id: The streaming query's id.
+        planned_at_ms: When Spark planned the batch (epoch ms): every partition not in
+            ``lagging`` was read to its end then.
+        topic_ids: Kafka's topic ids of the batch's topics; a topic the previous marker
+            recorded under another id was created again, and its old offsets are dropped
+            (:func:`current_topics`).
+        slack_ms: The pipeline's ``valid_through_slack`` (see :func:`valid_through`).
+    """
+
+    planned: TopicOffsets
+    batch_id: int
+    lagging: AbstractSet[tuple[str, int]] = frozenset()
+    query_id: str = ""
+    planned_at_ms: int | None = None
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    slack_ms: int = CAUGHT_UP_SLACK_MS
+
+
 def next_marker(
     previous: Marker | None,
-    *,
     pipeline: str,
-    planned: TopicOffsets,
-    stats: dict[tuple[str, int], PartitionStats],
-    lagging: set[tuple[str, int]],
-    batch_id: int,
-    query_id: str = "",
-    planned_at_ms: int | None = None,
-    topic_ids: dict[str, str] | None = None,
-    slack_ms: int = CAUGHT_UP_SLACK_MS,
+    basis: Basis,
+    stats: dict[tuple[str, int], PartitionStats] | None = None,
 ) -> Marker:
-    """The marker of a commit covering a batch planned up to ``planned``.
+    """The marker of a commit covering a batch planned up to ``basis.planned``.
 
     Offsets are those of every planned partition (idle ones included), never below the
     previous marker. Partitions the batch did not plan keep the previous marker's offsets
     and largest timestamps (a topic a narrowed pattern leaves out for a while, one missing
     from Kafka's metadata for a moment, a deleted one): read again later, they continue
-    where they were. Only ``--reset-offsets`` removes them.
-
-    ``planned_at_ms`` is when the batch was planned, ``slack_ms`` the pipeline's
-    ``valid_through_slack`` (see :func:`valid_through`).
-
-    Args:
-        topic_ids: Kafka's topic ids of the batch's topics; a topic the previous marker
-            recorded under another id was created again, and its old offsets are dropped
-            (:func:`current_topics`).
+    where they were. Only ``--reset-offsets`` removes them. ``stats``: what the commits so
+    far observed of each partition (the largest timestamps), none for a marker alone.
     """
-    ids = topic_ids or {}
+    planned, lagging, stats = basis.planned, basis.lagging, stats or {}
+    ids = basis.topic_ids
     previous = current_topics(previous, ids)
     prev_offsets = previous.offsets if previous else {}
     prev_stamps = previous.max_timestamps if previous else {}
@@ -618,11 +632,11 @@ def next_marker(
             stamps,
             planned,
             lagging,
-            planned_at_ms,
-            slack_ms,
+            basis.planned_at_ms,
+            basis.slack_ms,
         ),
-        batch_id=batch_id,
-        query_id=query_id,
+        batch_id=basis.batch_id,
+        query_id=basis.query_id,
         after=previous.commit_id if previous is not None else NO_MARKER,
         topic_ids={**(previous.topic_ids if previous else {}), **ids},
     )

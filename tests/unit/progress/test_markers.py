@@ -56,13 +56,9 @@ def test_next_marker_covers_idle_partitions_never_goes_back_and_keeps_unplanned_
     # An old checkpoint replays partition 1 below the marker; partition 2 is idle but planned.
     marker = markers.next_marker(
         previous,
-        pipeline="p",
-        planned={"t": {0: 120, 1: 40, 2: 0}},
-        stats={("t", 0): PartitionStats(T - 1_000)},
-        lagging=set(),
-        batch_id=7,
-        query_id="q",
-        planned_at_ms=T,
+        "p",
+        markers.Basis({"t": {0: 120, 1: 40, 2: 0}}, batch_id=7, query_id="q", planned_at_ms=T),
+        {("t", 0): PartitionStats(T - 1_000)},
     )
     # A topic the batch did not plan (deleted, or left out by a narrowed pattern) keeps its
     # offsets and largest timestamps: read again later, it continues where it was.
@@ -95,12 +91,9 @@ def test_a_topic_id_round_trips_and_a_topic_created_again_starts_over() -> None:
     assert markers.current_topics(previous, {"t": "old-id"}) is previous
     marker = markers.next_marker(
         previous,
-        pipeline="p",
-        planned={"t": {0: 1200, 1: 800}},
-        stats={("t", 0): PartitionStats(50)},
-        lagging=set(),
-        batch_id=1,
-        topic_ids={"t": "new-id"},
+        "p",
+        markers.Basis({"t": {0: 1200, 1: 800}}, batch_id=1, topic_ids={"t": "new-id"}),
+        {("t", 0): PartitionStats(50)},
     )
     assert marker.offsets == {"t": {0: 1200, 1: 800}, "u": {0: 7}}
     assert marker.max_timestamps == {"t": {0: 50}, "u": {0: 900}}
@@ -153,13 +146,9 @@ def test_the_slack_is_the_pipelines_setting() -> None:
     assert markers.valid_through(None, stamps, planned, set(), T, slack_ms=600_000) == T - 600_000
     marker = markers.next_marker(
         None,
-        pipeline="p",
-        planned=planned,
-        stats={("t", 0): PartitionStats(T - 1_000)},
-        lagging=set(),
-        batch_id=0,
-        planned_at_ms=T,
-        slack_ms=0,
+        "p",
+        markers.Basis(planned, batch_id=0, planned_at_ms=T, slack_ms=0),
+        {("t", 0): PartitionStats(T - 1_000)},
     )
     assert marker.valid_through_ms == T
 

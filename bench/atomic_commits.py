@@ -11,7 +11,7 @@ alternate after a warm-up round, each with fresh pipeline and table names; the f
 ratio of median events/s (atomic / per table), and per batch the seconds the one job's
 commits took (frazil's debug line). Row counts are checked.
 
-Goal (issue 27): atomic ≥ 0.9× per table.
+Goal: atomic ≥ 0.9× per table.
 
 Usage: .venv/bin/python -m bench.atomic_commits [--records 200000] [--rounds 2]
     [--per-trigger 20000]

@@ -45,7 +45,7 @@ Afterwards the last cdc table is compacted with Iceberg's ``rewrite_data_files``
 with deletes rewritten), then ``rewrite_position_delete_files``: delete files before and
 after.
 
-Goal (the upsert/CDC issue): cdc ≥ 0.5× append.
+Goal: cdc ≥ 0.5× append.
 
 The result goes to ``bench/results/changes.json`` (``op-field``) or
 ``bench/results/changes-<format>[-declared].json``.

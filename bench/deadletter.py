@@ -9,7 +9,7 @@ the figure is the ratio of median records/s (records read, good and bad). Counts
 checked: the all-good table holds N rows and its dead-letter table none; the other holds
 99% and its dead-letter table 1%.
 
-Goal (the dead-letter issue): bad ≥ 0.9× good.
+Goal: bad ≥ 0.9× good.
 
 Usage: .venv/bin/python -m bench.deadletter [--records 1000000] [--rounds 2]
 """

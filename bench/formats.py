@@ -12,8 +12,8 @@ round; the figures are ratios of median events/s in this run.
 The JSON topic is read twice per round: by Spark's ``from_json`` (``json``, the default
 until now) and by frazil's own JVM decoder (``json_frazil``, ``json_decoder: frazil``).
 
-Goals (the formats issue): Avro and Protobuf ≥ 0.8× JSON; three versions ≤ 10% slower than one.
-Goals (issue 28): frazil's JSON decoder ≥ 1.5× ``from_json``'s events/s and ≥ 0.9× Avro's.
+Goals: Avro and Protobuf ≥ 0.8× JSON; three versions ≤ 10% slower than one; frazil's JSON
+decoder ≥ 1.5× ``from_json``'s events/s and ≥ 0.9× Avro's.
 
 Usage: .venv/bin/python -m bench.formats [--records 1000000] [--rounds 2]
 """

@@ -9,7 +9,7 @@ partition, snapshots, metadata files and bytes, and the time of a representative
 (filter + aggregate over the latest day, median of 5). Then the unmaintained table is
 compacted once (all files rewritten, manifests rewritten) and the query timed again.
 
-Goals (the maintenance issue), for the maintained table:
+Goals, for the maintained table:
 * files per partition ≤ 2 × ⌈partition bytes ÷ target size⌉ + files committed since the last
   compaction;
 * the query within 1.2× of the same data compacted once.

@@ -7,7 +7,7 @@ batch plan places them) into Spark's ``noop`` sink. The figure is the ratio of m
 records/s after a warm-up round. bench/formats.py measures the whole pipeline instead, where
 reading Kafka and writing Parquet dilute the decoder's share.
 
-Goal (the Protobuf issue): Protobuf ≥ 0.8× JSON's records/s.
+Goal: Protobuf ≥ 0.8× JSON's records/s.
 
 Usage: .venv/bin/python -m bench.protobuf_decode [--records 1000000] [--rounds 3] [--explain]
 

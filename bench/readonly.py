@@ -15,7 +15,7 @@ json``, and the median wall time is reported:
 Each command's answer is checked: N tables (plus the dead-letter table) listed, the dead
 letters counted as produced.
 
-Goal (the "fast where users feel it" issue): ≤ 3 s on the quickstart's warehouse (N = 1)
+Goal: ≤ 3 s on the quickstart's warehouse (N = 1)
 and ≤ 10 s for 100 tables.
 
 Usage: .venv/bin/python -m bench.readonly [--tables 1,100] [--records 200] [--repeat 3]

@@ -17,9 +17,8 @@ creates no table, after the warm-up round: frazil's ``BatchDone`` seconds), spli
 one job writing the files and the commits (frazil's debug line) and the rest (reading the
 tables' markers, planning). Row counts are checked: N tables holding all records, 1/N each.
 
-Goals: routed (20 tables) ≥ 0.7× single events/s (the routing issue); a warm batch routed to
-100 tables ≤ 1.5× one table's (issue 28: e.g. ``--tables 1,100 --records 300000
---per-trigger 50000``).
+Goals: routed (20 tables) ≥ 0.7× single events/s; a warm batch routed to 100 tables ≤ 1.5×
+one table's (e.g. ``--tables 1,100 --records 300000 --per-trigger 50000``).
 
 With ``--jfr DIR`` each measured round is recorded with Java Flight Recorder (the JVM's
 "profile" settings, started and stopped around the round through py4j) into
@@ -54,10 +53,10 @@ from frazil.generate.payments import PAYMENTS_SCHEMA, PaymentGenerator
 from frazil.generate.producer import ensure_topic, produce_events
 from frazil.progress.events import BatchDone, BatchStarted, CommitEvent, Event
 
-#: The routing issue's table count (bench.atomic_commits routes to as many).
+#: The routed pipeline's table count by default (bench.atomic_commits routes to as many).
 KINDS = 20
 GOAL = 0.7
-#: Goal for a warm batch's time, routed to 100 tables against one table (issue 28).
+#: Goal for a warm batch's time, routed to 100 tables against one table.
 BATCH_GOAL = 1.5
 #: frazil's debug line after the one job's commits.
 _ONE_JOB = re.compile(

@@ -8,7 +8,7 @@ machine noise hit both; the ratio of medians is the figure.
 With ``--security plaintext,sasl_ssl`` (or ``mtls`` too) the broker also serves the
 secured listeners of ``frazil local up --secure`` and frazil runs once per listed listener in
 every round, reading the same topic: the figure is then each listener's events/s against
-PLAINTEXT's, measured in the same run (issue 29's goal: SASL_SSL costs at most 15%). Results
+PLAINTEXT's, measured in the same run (goal: SASL_SSL costs at most 15%). Results
 go to ``bench/results/throughput-security.json`` then.
 
 Usage: .venv/bin/python -m bench.throughput [--records 1000000] [--rounds 2]

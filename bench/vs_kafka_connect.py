@@ -18,7 +18,8 @@ ids equal the records produced.
 
 ``--first-batch-off`` adds a third job per round, ``frazil-first-batch-off``: frazil with
 ``first_batch_max_offsets: 0`` (no early first commit, its first batch as large as the others),
-the baseline of the time to first commit before issue 28's point 2.
+the baseline of the time to first commit as it was before the early first commit (2173abf,
+2026-11-26).
 
 Usage: .venv/bin/python -m bench.vs_kafka_connect [--records 5000000] [--rounds 2]
        [--partitions 4] [--kc-tasks 2] [--per-trigger 500000] [--first-batch-off] [--tag NAME]

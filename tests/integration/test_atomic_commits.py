@@ -1,4 +1,4 @@
-"""A routed batch's tables commit in one REST catalog transaction (issue 27, point 4).
+"""A routed batch's tables commit in one REST catalog transaction.
 
 A concurrent reader polling two routed tables through the REST catalog never sees them at
 different batches; a kill -9 mid-stream leaves each batch in both tables or in neither, and

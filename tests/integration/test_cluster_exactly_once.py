@@ -1,6 +1,6 @@
 """Exactly once on a Spark cluster, object storage and a REST catalog, through lost processes.
 
-The one heavy test of the production-shaped stack (issue 27). `frazil run` drives the stack's
+The one heavy test of the production-shaped stack. `frazil run` drives the stack's
 standalone cluster (two workers of one core each), its tables behind the REST catalog on the
 object store (S3FileIO), its checkpoint on ``s3a://``, while small records are produced on 2
 partitions, from before the first kill until the restarted driver has committed twice (at most

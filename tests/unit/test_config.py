@@ -42,7 +42,7 @@ def test_minimal_config_gets_documented_defaults(tmp_path: Path) -> None:
     assert [f.to_spark_sql() for f in pipeline.defaults.partition_fields()] == ["days(created_at)"]
 
 
-def test_issue_contract_example_validates(tmp_path: Path) -> None:
+def test_the_payments_example_validates(tmp_path: Path) -> None:
     example = Path(__file__).parents[2] / "examples" / "payments.yaml"
     config = load_config(example)
     assert config.pipelines[0].value.schema_ == PAYMENTS_SCHEMA

@@ -186,7 +186,7 @@ def _each_field(errors: list[InitErrorDetails], data: dict[Any, Any]) -> list[In
 
 #: ``first_batch_max_offsets`` unless set: a batch a cold JVM (JIT not warmed, first Iceberg
 #: commit) decodes and commits in a second or two, where a first batch of 500k records took
-#: 6-9 s (issue 28).
+#: 6-9 s (docs/benchmarks.md, 2026-11-22).
 DEFAULT_FIRST_BATCH_MAX_OFFSETS = 20_000
 
 

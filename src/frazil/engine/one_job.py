@@ -60,7 +60,7 @@ TASKS_PER_CORE = 2
 #: At most this many tasks per core write a batch's known tables (several tables per task
 #: beyond it): each task costs its scheduling and a shuffle read whatever it holds, and a
 #: route's small tables written by a task each made a batch of 100 tables take ~3× one
-#: table's (bench/routing, issue 28); 20 tables on 2 cores still get a task each.
+#: table's (bench/routing, 2026-11-26); 20 tables on 2 cores still get a task each.
 KNOWN_TASKS_PER_CORE = 10
 #: At most this many tasks write a batch's known tables, however many cores.
 MAX_KNOWN_TASKS = 200

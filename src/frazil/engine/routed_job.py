@@ -280,7 +280,7 @@ class OneJobWrite:
         each table's marker, or its failure (a stale marker as :class:`StaleMarker`).
 
         One round trip for the batch: per table, the commit and its summary cost a few, and
-        with 100 tables they were most of the commits' time (bench/routing, issue 28).
+        with 100 tables they were most of the commits' time (bench/routing, 2026-11-26).
         """
         from py4j.protocol import Py4JJavaError
 

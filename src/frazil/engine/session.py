@@ -72,7 +72,7 @@ def catalog_spark_conf(catalog: CatalogConfig) -> dict[str, str]:
         # SQLite's write-ahead log: a commit appends to the log and syncs it once (the default
         # rollback journal syncs ~4 times and locks readers out meanwhile, so the next commit's
         # reads wait in SQLite's busy handler). A third of a routed batch's commit time went
-        # there with 100 tables (bench/routing, issue 28). Durability is unchanged (a commit
+        # there with 100 tables (bench/routing, 2026-11-26). Durability is unchanged (a commit
         # is synced before it returns); the mode is kept in the file, beside which SQLite
         # keeps catalog.db-wal and catalog.db-shm.
         conf[f"{prefix}.jdbc.journal_mode"] = "WAL"
@@ -250,8 +250,8 @@ STACK_DRIVER_JIT_OPTIONS = (
 #: (60,000/20,000/90,000) left the per-record path longer in C1's profiling tier: over 8 paired
 #: rounds on 1M records these kept 0.90x local[2]'s events/s after the first commit against
 #: 0.80x (ahead in 7 of 8 rounds), and 0.74x against 0.70x end to end, within the rounds'
-#: spread (docs/benchmarks.md, stop 38; measured on 1M only). C1's thresholds stay HotSpot's:
-#: raising them too, as a local driver's are, was slower (stop 35, 3M: 0.69x against 0.76x).
+#: spread (docs/benchmarks.md, 2026-11-27; measured on 1M only). C1's thresholds stay HotSpot's:
+#: raising them too, as a local driver's are, was slower (2026-11-26, 3M: 0.69x against 0.76x).
 STACK_EXECUTOR_JIT_OPTIONS = (
     "-XX:Tier4InvocationThreshold=20000",
     "-XX:Tier4MinInvocationThreshold=5000",

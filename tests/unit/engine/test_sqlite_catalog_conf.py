@@ -1,4 +1,4 @@
-"""The embedded catalog's SQLite database runs in write-ahead-log mode (issue 28: commits)."""
+"""The embedded catalog's SQLite database runs in write-ahead-log mode (one sync per commit)."""
 
 from __future__ import annotations
 

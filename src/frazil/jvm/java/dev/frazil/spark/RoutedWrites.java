@@ -307,7 +307,7 @@ public final class RoutedWrites {
     // The tables go to the tasks as a broadcast, as Iceberg's Spark writes send theirs: read
     // once per executor (in local mode, the driver's objects themselves). In the tasks'
     // closure, every task deserialized all of them, the FileIO's Hadoop configuration included:
-    // with 100 tables that cost more than writing a task's files (bench/routing, issue 28).
+    // with 100 tables that cost more than writing a task's files (bench/routing, 2026-11-26).
     Broadcast<TaskTables> shared =
         JavaSparkContext.fromSparkContext(rows.context())
             .broadcast(new TaskTables(known, newTables));

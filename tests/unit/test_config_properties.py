@@ -9,6 +9,7 @@ with the same checks.
 
 from __future__ import annotations
 
+import ast
 import copy
 import os
 import re
@@ -135,6 +136,9 @@ _MODEL_KEYS = set(FrazilConfig.model_fields)
 
 
 def _root(key: str) -> str:
+    quoted = re.match(r"'((?:[^'\\]|\\.)*)'", key)
+    if quoted:  # a key that would read as part of the path is quoted
+        return str(ast.literal_eval(quoted.group(0)))
     return re.split(r"[.\[]", key, maxsplit=1)[0]
 
 
@@ -146,6 +150,9 @@ def _root(key: str) -> str:
 @given(mutated())
 # Found by this test: the loader resolved paths in `pipelines: true` as if it were a list.
 @example({**_base(), "pipelines": True})
+# Found by this test: keys that read as more than one step of the path ("." and "0.").
+@example({**_base(), ".": None})
+@example({**_base(), "0.": None})
 def test_the_loader_never_crashes_and_names_the_key(data: dict[str, Any]) -> None:
     written = copy.deepcopy(data)
     try:

@@ -46,7 +46,11 @@ def _key_path(parts: tuple[str | int, ...]) -> str:
         if isinstance(part, int):
             path += f"[{part}]"
         else:
-            path += f".{part}" if path else str(part)
+            # A key that would read as more than one step of the path (".", "a.b" at the top,
+            # "[0]", "", " x") is quoted; a table's dotted name inside a section is not.
+            ambiguous = not part or part[0] in ".[" or (not path and "." in part)
+            text = repr(part) if ambiguous or part != part.strip() else part
+            path += f".{text}" if path else text
     return path or "(top level)"
 
 

@@ -195,6 +195,23 @@ class BatchHandler:
         self.ledger.forget_seen()
         self._query_id_set.clear()
 
+    def watch_lagging(self, admin: JvmKafkaAdmin | None) -> None:
+        """Ask ``admin`` for Kafka's latest offsets at each batch, to tell the partitions a
+        rate-limited batch left behind their end offset; None: none can lag."""
+        self.cursor.admin = admin
+
+    def take_restart(self) -> str | None:
+        """Why the query should start again from the tables (a table rolled back while it
+        ran), once; None if nothing calls for it."""
+        why, self.restart = self.restart, None
+        return why
+
+    @property
+    def topic_ids_read(self) -> dict[str, str]:
+        """The topic ids the query's offsets refer to (those of topics it discovered since it
+        started included)."""
+        return self.cursor.query_ids
+
     def set_query_id(self, query_id: str) -> None:
         """Record the streaming query's id (stable across restarts of one checkpoint)."""
         self._query_id = query_id

@@ -135,7 +135,7 @@ class Observers:
         if lowest is not None:
             # Markers keep the offsets of topics the query no longer reads (deleted ones,
             # which Kafka would refuse); the group gets those of the topics read now.
-            reading = run.handler.cursor.query_ids
+            reading = run.handler.topic_ids_read
             offsets = {t: ps for t, ps in lowest.offsets.items() if not reading or t in reading}
             self.groups.submit(self.config.kafka.group_for(pipeline), offsets)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -99,10 +100,9 @@ def open_table(catalog: str, warehouse: Path, table: str) -> Any:
     ).load_table(table)
 
 
-def table_metadata(catalog_db: Path, namespace: str, name: str) -> dict[str, Any] | None:
-    """A table's current metadata (the JSON file) from a JDBC/SQLite catalog, read-only; None
-    while the catalog, the table or its metadata file cannot be read (a benchmark's run is
-    still writing them)."""
+def metadata_location(catalog_db: Path, namespace: str, name: str) -> Path | None:
+    """The path of a table's current metadata file in a JDBC/SQLite catalog, read-only; None
+    while the catalog or the table cannot be read (a benchmark's run is still writing them)."""
     if not catalog_db.exists():
         return None
     try:
@@ -119,9 +119,18 @@ def table_metadata(catalog_db: Path, namespace: str, name: str) -> dict[str, Any
         return None
     if not row:
         return None
-    location = row[0].removeprefix("file:").removeprefix("//")
+    return Path(row[0].removeprefix("file:").removeprefix("//"))
+
+
+def table_metadata(catalog_db: Path, namespace: str, name: str) -> dict[str, Any] | None:
+    """A table's current metadata (the JSON file) from a JDBC/SQLite catalog, read-only; None
+    while the catalog, the table or its metadata file cannot be read (a benchmark's run is
+    still writing them)."""
+    location = metadata_location(catalog_db, namespace, name)
+    if location is None:
+        return None
     try:
-        data: dict[str, Any] = json.loads(Path(location).read_text())
+        data: dict[str, Any] = json.loads(location.read_text())
     except (OSError, ValueError):
         return None
     return data
@@ -156,3 +165,23 @@ def start_frazil_run(config: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def start_frazil(*args: str) -> subprocess.Popen[bytes]:
+    """A ``frazil`` command as a subprocess of this interpreter's frazil, output discarded, in
+    a session of its own: a Ctrl-C at the terminal is the benchmark's, not the command's."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "frazil.cli.main", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> int:
+    """SIGTERM ``proc`` unless it has ended, and wait for its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    return proc.wait(300)

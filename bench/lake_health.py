@@ -21,11 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import signal
 import statistics
-import subprocess
-import sys
 import time
 import uuid
 from typing import Any
@@ -34,7 +30,14 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bench.common import WORK_DIR, payments_config, start_broker, write_result
+from bench.common import (
+    WORK_DIR,
+    payments_config,
+    start_broker,
+    start_frazil,
+    stop_process,
+    write_result,
+)
 from frazil.config import parse_config
 from frazil.engine.session import build_spark
 from frazil.generate.producer import ensure_topic
@@ -44,23 +47,6 @@ MAINTENANCE = {
     "expire": {"older_than": "2m", "retain_last": 10},
 }
 QUERY_RATIO_GOAL = 1.2
-
-
-def _frazil(*args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "frazil.cli.main", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,
-    )
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    return proc.wait(300)
 
 
 def _query_seconds(spark: Any, table: str, since: str, rounds: int = 5) -> float:
@@ -137,11 +123,11 @@ def main() -> None:
         one = {**both, "pipelines": both["pipelines"][:1]}
         (work / "both.yaml").write_text(yaml.safe_dump(both))
         (work / "maintained.yaml").write_text(yaml.safe_dump(one))
-        run = _frazil("run", "-c", str(work / "both.yaml"))
+        run = start_frazil("run", "-c", str(work / "both.yaml"))
         time.sleep(20)  # the run's JVM up before events flow
-        maintain = _frazil("maintain", "-c", str(work / "maintained.yaml"))
+        maintain = start_frazil("maintain", "-c", str(work / "maintained.yaml"))
         generate = ["generate", "-n", str(count), "-r", str(args.rate), "-b", broker.bootstrap]
-        generators = [_frazil(*generate, "-t", topic) for topic in topics.values()]
+        generators = [start_frazil(*generate, "-t", topic) for topic in topics.values()]
         started = time.monotonic()
         console.print(
             f"ingesting {args.rate:,} events/s into each of 2 tables for {args.seconds}s, "
@@ -151,7 +137,7 @@ def main() -> None:
             g.wait(args.seconds + 300)
         produce_seconds = time.monotonic() - started
         time.sleep(10)  # the last triggers commit
-        codes = {"maintain": _stop(maintain), "run": _stop(run)}
+        codes = {"maintain": stop_process(maintain), "run": stop_process(run)}
         console.print(f"stopped after {produce_seconds:.0f}s of production; exit codes {codes}")
 
         config = parse_config(both, base_dir=work)

@@ -15,9 +15,10 @@ default 20, from a ``frazil generate`` subprocess into 4 partitions; ``trigger``
 (86,400 commits); the policy is written in that simulated time and its durations are scaled
 to the wall clock by ``--seconds-per-commit``:
 
-    interval 1m, expire {older_than: 1m, retain_last: 20}; compaction, manifests and orphans
-    at their defaults (min_small_files 5, min_manifests 20); budget 60s (wall: it bounds what
-    a pass's Spark actions may take, which is not compressed)
+    interval 1m (``--interval``), expire {older_than: 1m (``--expire``), retain_last: 20};
+    compaction, manifests and orphans at their defaults (min_small_files 5, min_manifests
+    20); budget 60s (wall: it bounds what a pass's Spark actions may take, which is not
+    compressed)
 
 Every ``--every`` commits (default: 20 samples, at most 100 commits apart) a sampler thread
 records, for the commits since the sample before: frazil's commit time (``CommitEvent``
@@ -44,7 +45,10 @@ from a results file.
 Usage: .venv/bin/python -m bench.growth [--part partitions|day|both] [--records 1000000]
            [--partitions 4,16,64] [--rounds 2] [--per-trigger 100000]
            [--commits 400] [--every N] [--rate 20] [--seconds-per-commit 0.5]
+           [--interval 1m] [--expire 1m]
        .venv/bin/python -m bench.growth --part day --commits 86400   # the whole day
+       .venv/bin/python -m bench.growth --part day --commits 86400 --expire 1h  # frazil's
+           default expiry
        .venv/bin/python -m bench.growth --plot bench/results/growth.json
 """
 
@@ -172,13 +176,20 @@ def scaled(duration: str, seconds_per_commit: float) -> str:
     return f"{max(1, round(parse_duration(duration) * seconds_per_commit * 1000))}ms"
 
 
-def day_policy(seconds_per_commit: float) -> dict[str, Any]:
-    """The top-level ``maintenance:`` of the day part, scaled to the wall clock."""
+def day_policy(
+    seconds_per_commit: float, interval: str = INTERVAL, expire: str = EXPIRE_OLDER_THAN
+) -> dict[str, Any]:
+    """The top-level ``maintenance:`` of the day part, scaled to the wall clock.
+
+    Args:
+        interval: Between passes, in simulated time.
+        expire: Snapshots older than this (simulated) may be expired.
+    """
     return {
         "mode": "inline",
-        "interval": scaled(INTERVAL, seconds_per_commit),
+        "interval": scaled(interval, seconds_per_commit),
         "expire": {
-            "older_than": scaled(EXPIRE_OLDER_THAN, seconds_per_commit),
+            "older_than": scaled(expire, seconds_per_commit),
             "retain_last": EXPIRE_RETAIN_LAST,
         },
     }
@@ -309,7 +320,7 @@ def show_partitions(result: dict[str, Any], console: Console) -> None:
         "data files", "events/s × 4p", "batch s × 4p",
     ):  # fmt: skip
         view.add_column(column, justify="right")
-    for n, s in result["summary"].items():
+    for n, s in sorted(result["summary"].items(), key=lambda item: int(item[0])):
         view.add_row(
             n, f"{s['records']:,}", f"{s['batches']:g}", f"{s['seconds']:.1f}",
             f"{s['events_per_s']:,.0f}", _num(s["batch_s_median"], ".2f"),
@@ -323,7 +334,8 @@ def show_partitions(result: dict[str, Any], console: Console) -> None:
 def plot_partitions(result: dict[str, Any]) -> str:
     """The partitions part's SVG: events/s and the median batch per partition count."""
     summary = result["summary"]
-    names = list(summary)
+    # By count: a results file read back has its keys sorted as text ("16" before "4").
+    names = sorted(summary, key=int)
     ticks = [(i + 0.5, f"{n} partitions") for i, n in enumerate(names)]
     panels = []
     for i, (key, title, spec) in enumerate(
@@ -551,7 +563,7 @@ def measure_day(
     topic = f"growth-day-{work.name}"
     ensure_topic(broker.bootstrap, topic, partitions=4)
     trigger = f"{round(args.seconds_per_commit * 1000)}ms"
-    policy = day_policy(args.seconds_per_commit)
+    policy = day_policy(args.seconds_per_commit, args.interval, args.expire)
     data = payments_config(work, broker.bootstrap, topic, "day", trigger=trigger)
     config = parse_config({**data, "spark": SPARK, "maintenance": policy})
     every = args.every or sample_every(args.commits)
@@ -636,8 +648,8 @@ def measure_day(
         "partitions": 4,
         "every": every,
         "policy_simulated": {
-            "interval": INTERVAL,
-            "expire": {"older_than": EXPIRE_OLDER_THAN, "retain_last": EXPIRE_RETAIN_LAST},
+            "interval": args.interval,
+            "expire": {"older_than": args.expire, "retain_last": EXPIRE_RETAIN_LAST},
         },
         "maintenance": policy,
         "seconds": seconds,
@@ -756,6 +768,16 @@ def _num(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _duration(text: str) -> str:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"a duration longer than zero, got {text!r}")
+    return text
+
+
 def _counts(text: str) -> list[int]:
     counts = sorted({int(n) for n in text.split(",") if n.strip()})
     if not counts or counts[0] < 1:
@@ -786,6 +808,15 @@ def main() -> None:
         type=float,
         default=0.5,
         help="day: the trigger, and wall seconds standing for one simulated second",
+    )
+    parser.add_argument(
+        "--interval", type=_duration, default=INTERVAL, help="day: between passes, simulated"
+    )
+    parser.add_argument(
+        "--expire",
+        type=_duration,
+        default=EXPIRE_OLDER_THAN,
+        help="day: expire snapshots older than this, simulated (frazil's default: 1h)",
     )
     parser.add_argument("--name", default="growth", help="result file: bench/results/<name>.json")
     parser.add_argument("--plot", type=Path, help="redraw the plots from this results file")

@@ -79,6 +79,9 @@ def test_simulated_durations_are_scaled_to_the_wall_clock() -> None:
     assert policy["mode"] == "inline"
     assert policy["interval"] == "30000ms"
     assert policy["expire"]["older_than"] == "30000ms"
+    longer = day_policy(0.5, interval="5m", expire="1h")
+    assert longer["interval"] == "150000ms"
+    assert longer["expire"]["older_than"] == "1800000ms"
 
 
 def test_the_policy_is_a_valid_maintenance_section() -> None:
@@ -100,13 +103,14 @@ def test_plots_are_svg_documents() -> None:
         "max_offsets_per_trigger": 100,
         "master": "local[2]",
         "summary": {
-            "4": {"events_per_s": 100.0, "batch_s_median": 0.5},
             "16": {"events_per_s": 90.0, "batch_s_median": None},
+            "4": {"events_per_s": 100.0, "batch_s_median": 0.5},
         },
     }
     svg = plot_partitions(partitions)
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
-    assert "16 partitions" in svg
+    # Drawn by partition count, whatever the order of the keys read back from JSON.
+    assert svg.index("4 partitions") < svg.index("16 partitions")
     sample = {
         "commits": 20,
         "commit_s_median": 0.4,

@@ -86,7 +86,10 @@ COMPACTION_SLICE_FILES = 200
 def _compaction_text(rewritten: int, size: int, added: int, deletes: int, failed: int) -> str:
     return (
         f"{rewritten} data files ({size / 1024**2:.1f} MiB) rewritten into {added}, "
-        f"{deletes} delete files removed" + (f", {failed} left for a conflict" if failed else "")
+        f"{deletes} delete files removed"
+        # A file group fails for a concurrent commit it conflicts with, or for an error that
+        # Spark's log holds: its files stay as they were, for a later pass.
+        + (f", {failed} left as they were (a file group failed)" if failed else "")
     )
 
 
@@ -147,7 +150,7 @@ class Actions:
         self, policy: ResolvedPolicy, health: TableHealth, files: int
     ) -> tuple[int, int, int, int, int]:
         """One rewrite action of at most ``files`` data files: (files rewritten, bytes, files
-        added, delete files removed, files left for a conflict)."""
+        added, delete files removed, files left as they were: a failed file group)."""
         compaction = policy.compaction
         action = self._actions.rewriteDataFiles(self.table)
         if compaction.strategy == "sort":

@@ -26,6 +26,7 @@ from frazil.maintenance.expiry import Protected, protected
 from frazil.maintenance.health import TableHealth, read_health
 from frazil.maintenance.planner import Planned, plan
 from frazil.sink import yielding
+from frazil.sink.iceberg import activate
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -271,6 +272,9 @@ class MaintenanceThread(threading.Thread):
     def run(self) -> None:
         interval = parse_duration(self.config.maintenance.interval)
         budget = parse_duration(self.config.maintenance.budget)
+        # Iceberg's rewrite registers its catalog on the thread's active session; without
+        # one every file group of a compaction fails (and is left as it was).
+        activate(self.spark)
         while not self.stop.wait(interval):
             try:
                 tables = [

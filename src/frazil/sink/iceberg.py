@@ -54,11 +54,19 @@ def iceberg_catalog(spark: SparkSession, catalog: str) -> Any:
     except Exception:
         # Spark loads a catalog with the thread's active session's settings: a thread of
         # its own (a run started from a thread) has none until it is set.
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        activate(spark)
         plugin = manager.catalog(catalog)
     return plugin.icebergCatalog()
+
+
+def activate(spark: SparkSession) -> None:
+    """Make ``spark`` the active session of the calling thread's JVM thread (PySpark pins
+    one to each Python thread). Spark looks catalogs up, and Iceberg's actions register
+    theirs (a compaction's ``default_rewrite_catalog``), on the thread's active session: a
+    thread of frazil's own has none until it is set, and its Spark actions then fail."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
 def identifier(spark: SparkSession, parts: list[str]) -> Any:

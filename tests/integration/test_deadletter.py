@@ -376,7 +376,7 @@ def test_a_batch_sent_again_counts_only_the_dead_letters_it_added(
     # A batch replayed after a crash, or sent by a second run of the pipeline, finds its dead
     # letters in the table already: the run that sends it again reports none of them.
     from frazil import columns as c
-    from frazil.engine.deadletters import DeadLetters
+    from frazil.sink.dead_letters.queue import DeadLetters
 
     topic, name, dlq_table = f"again-{unique}", f"a_{unique}", f"db.again_{unique}"
     config = make_config(
@@ -460,8 +460,8 @@ def test_a_later_batchs_dead_letters_sent_first_by_another_run_hide_nothing(
     # between. A's commit is refused (B's marker came in), planned again: B's marker claims
     # offsets up to 6, but the table does not hold A's records. They must still go in.
     from frazil import columns as c
-    from frazil.engine import deadletters
-    from frazil.engine.deadletters import DeadLetters
+    from frazil.sink.dead_letters import queue as dead_letter_queue
+    from frazil.sink.dead_letters.queue import DeadLetters
 
     topic, name, dlq_table = f"race-{unique}", f"r_{unique}", f"db.race_{unique}"
     config = make_config(
@@ -480,7 +480,7 @@ def test_a_later_batchs_dead_letters_sent_first_by_another_run_hide_nothing(
     run_a = DeadLetters.open(spark, config, config.pipelines[0])
     run_b = DeadLetters.open(spark, config, config.pipelines[0])
     assert run_a is not None and run_b is not None
-    real_append = deadletters.append_rows
+    real_append = dead_letter_queue.append_rows
     cut_in = []
 
     def append_after_b(rows: Any, table: str, summary: dict[str, str]) -> None:
@@ -491,7 +491,7 @@ def test_a_later_batchs_dead_letters_sent_first_by_another_run_hide_nothing(
                         seen=seen(3))  # fmt: skip
         real_append(rows, table, summary)
 
-    monkeypatch.setattr(deadletters, "append_rows", append_after_b)
+    monkeypatch.setattr(dead_letter_queue, "append_rows", append_after_b)
     run_a.write(bad(0), F.col(c.DEAD_ERROR),
                 basis=markers.Basis({topic: {0: 3}}, batch_id=3, query_id="a"),
                 seen=seen(0))  # fmt: skip
@@ -500,7 +500,7 @@ def test_a_later_batchs_dead_letters_sent_first_by_another_run_hide_nothing(
     assert offsets == list(range(6))
     assert run_a.total == 3 and run_b.total == 3
     # Sending A's batch again adds nothing.
-    monkeypatch.setattr(deadletters, "append_rows", real_append)
+    monkeypatch.setattr(dead_letter_queue, "append_rows", real_append)
     again = DeadLetters.open(spark, config, config.pipelines[0])
     assert again is not None
     again.write(bad(0), F.col(c.DEAD_ERROR),

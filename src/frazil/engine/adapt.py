@@ -29,10 +29,13 @@ class ColumnAdapter:
     Attributes:
         spark: The session.
         ledger: Records each schema change (stats and events).
+        quiet: Whether :meth:`adapt` leaves unsaid the batch columns a table no longer takes
+            (a run logs them with each batch; a replay reports its counts only).
     """
 
     spark: SparkSession
     ledger: TableLedger
+    quiet: bool = False
     #: Write columns by table, batch shape and table schema (building them costs py4j round
     #: trips).
     _writes: dict[tuple[object, ...], WriteColumns] = field(default_factory=dict)
@@ -109,7 +112,7 @@ class ColumnAdapter:
             view = self.view(target)
             diff = compare(user, view, target.settings, with_values=with_values)
             self.ledger.evolved(target.name, batch_id, changes)
-        if diff.dropped:
+        if diff.dropped and not self.quiet:
             log.info(
                 "%s: column(s) %s were dropped from %s; not writing them",
                 self.ledger.pipeline,

@@ -29,7 +29,6 @@ from frazil.engine.bad_records import BadRecords, rejected
 from frazil.engine.cached_write import CachedWrite
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.dead_sender import DeadLetterSender
-from frazil.engine.deadletters import DeadLetters
 from frazil.engine.ledger import BatchStats, TableLedger
 from frazil.engine.live_plan import LivePlan
 from frazil.engine.routed_job import OneJobWrite
@@ -38,6 +37,7 @@ from frazil.engine.window import BatchCursor, BatchWindow
 from frazil.errors import CommitError, FrazilError, StaleMarker, TableRolledBack
 from frazil.progress import markers
 from frazil.progress.events import BatchDone, BatchSkipped, BatchStarted, Event
+from frazil.sink.dead_letters.queue import DeadLetters
 from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import TopicOffsets

@@ -11,7 +11,7 @@ from frazil import columns as c
 from frazil.engine.bad_records import BadRecords, learnable, rejected
 from frazil.engine.ledger import TableLedger
 from frazil.engine.live_plan import LivePlan
-from frazil.engine.share import TableShare
+from frazil.engine.share import TableShare, with_values, with_values_columns
 from frazil.engine.table_write import ObservedMetrics, TableWriter
 from frazil.engine.threads import Pause, each, each_outcome
 from frazil.engine.window import BatchWindow, Partition
@@ -196,7 +196,7 @@ def _summarise(frame: DataFrame, stamps: list[Column], window: BatchWindow) -> _
             ).alias("filtered"),
             F.sum(F.col(c.OP).isin(*c.WRITTEN_OPS).cast("int")).alias("append"),
             F.first(F.col(c.ROUTE_HASH)).alias("route_hash"),
-            *[F.max(F.col(n).isNotNull()).alias(f"v{i}") for i, n in enumerate(user)],
+            *with_values_columns(user),
             *stamps,
         )
         .collect()
@@ -204,7 +204,7 @@ def _summarise(frame: DataFrame, stamps: list[Column], window: BatchWindow) -> _
     tables = {
         str(r[c.ROUTE_TABLE]): TableShare(
             int(r["append"] or 0),
-            {n for i, n in enumerate(user) if r[f"v{i}"]},
+            with_values(r, user),
             tuple((tp, r[f"ts_{i}"]) for i, tp in enumerate(partitions)),
             r["route_hash"],
         )

@@ -12,11 +12,11 @@ from frazil import columns as c
 from frazil.engine import dead_capture
 from frazil.engine.adapt import ColumnAdapter
 from frazil.engine.bad_records import own_error
-from frazil.engine.deadletters import DeadLetters
 from frazil.engine.live_plan import LivePlan
 from frazil.engine.share import TableShare, of_table
 from frazil.engine.threads import pause_before_dead_letters
 from frazil.engine.window import BatchWindow
+from frazil.sink.dead_letters.queue import DeadLetters
 from frazil.sink.evolution import TableView
 from frazil.sink.tables import Target
 

@@ -14,7 +14,6 @@ from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.batch import BatchHandler
 from frazil.engine.checkpoint import Checkpoint
-from frazil.engine.deadletters import DeadLetters
 from frazil.engine.live_plan import LivePlan
 from frazil.engine.pipeline import build_pipeline
 from frazil.engine.report import PipelineReport, combine_reports, table_report
@@ -26,6 +25,7 @@ from frazil.errors import KafkaError, TopicRecreated, first_line
 from frazil.progress.events import Event
 from frazil.progress.start import TableReset
 from frazil.route.patterns import check_java_patterns
+from frazil.sink.dead_letters.queue import DeadLetters
 from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import TopicOffsets, read_stream, source_options

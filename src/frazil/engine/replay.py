@@ -32,14 +32,16 @@ from typing import TYPE_CHECKING
 from frazil import columns as c
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
+from frazil.engine.adapt import ColumnAdapter
+from frazil.engine.ledger import TableLedger
 from frazil.engine.pipeline import build_pipeline
 from frazil.engine.plan import select
 from frazil.engine.replay_state import ReplayClaim, ReplayProgress, ReplayState
+from frazil.engine.share import with_values, with_values_columns
 from frazil.errors import ConfigError, PipelineError
 from frazil.progress import markers
 from frazil.route.rules import route_error
-from frazil.sink.deadletter import TARGET_TABLE, dead_letter_columns, upgrade_dlq_table
-from frazil.sink.evolution import TableView, compare, evolve, write_columns
+from frazil.sink.dead_letters.format import TARGET_TABLE, dead_letter_columns, upgrade_dlq_table
 from frazil.sink.iceberg import IcebergTable, append_rows
 from frazil.sink.table import qualified
 from frazil.sink.tables import TableSet, Target
@@ -283,6 +285,8 @@ def _run(
         )
         values = _with_values(routed, user)
         known = tables.known()
+        # Tables evolve as in a run; the replay's schema changes go to no run's account.
+        adapter = ColumnAdapter(spark, TableLedger(pipeline.name, known), quiet=True)
         written = 0
         for name in sorted(values):
             target = known.get(name)
@@ -291,7 +295,7 @@ def _run(
                 target = _create(tables, pipeline, name, user, values[name], known)
                 known[name] = target
             rows = routed.where(F.col(c.ROUTE_TABLE) == name)
-            good, bad = _write_table(spark, pipeline, target, rows, values[name], progress)
+            good, bad = _write_table(pipeline, adapter, target, rows, values[name], progress)
             written += good
             failing.append(bad)
         back = failing[0]
@@ -342,15 +346,9 @@ def only_where_failed(batch: c.Projection, failed_for: Column) -> c.Projection:
 def _with_values(rows: DataFrame, user: StructType) -> dict[str, set[str]]:
     """Per table, the user columns holding a value in at least one of its records (a new
     column is added to a table only where its records fill it, as in a run)."""
-    from pyspark.sql import functions as F
-
     names = [f.name for f in user.fields]
-    found = (
-        rows.groupBy(c.ROUTE_TABLE)
-        .agg(*[F.max(F.col(n).isNotNull()).alias(f"v{i}") for i, n in enumerate(names)])
-        .collect()
-    )
-    return {str(r[c.ROUTE_TABLE]): {n for i, n in enumerate(names) if r[f"v{i}"]} for r in found}
+    found = rows.groupBy(c.ROUTE_TABLE).agg(*with_values_columns(names)).collect()
+    return {str(r[c.ROUTE_TABLE]): with_values(r, names) for r in found}
 
 
 def _refuse_next_to_a_run(config: FrazilConfig, pipeline: PipelineConfig, table: str) -> None:
@@ -426,8 +424,8 @@ def _first_failure(back: DataFrame, source: DataFrame) -> DataFrame:
 
 
 def _write_table(
-    spark: SparkSession,
     pipeline: PipelineConfig,
+    adapter: ColumnAdapter,
     target: Target,
     rows: DataFrame,
     with_values: set[str],
@@ -435,31 +433,17 @@ def _write_table(
 ) -> tuple[int, DataFrame]:
     """Append a table's replayed records that it takes now (evolving it as a run would);
     returns how many, and the dead-letter rows of those it cannot take."""
-    settings = pipeline.settings_for(target.name)
-    user = c.user_schema(rows.schema)
     table = target.table
+    # As it is now: the pipeline's run may have evolved it since it was opened.
     table.refresh()
-    view = TableView.read(spark, table.java)
-    diff = compare(user, view, settings, with_values=with_values)
-    if diff.desired is not None:
-        evolve(
-            spark,
-            table.java,
-            diff.desired,
-            diff.additions,
-            pipeline=pipeline.name,
-            batch_id=-1,
-            name=target.name,
-        )
-        table.refresh()
-        view = TableView.read(spark, table.java)
-        diff = compare(user, view, settings, with_values=with_values)
-    columns = write_columns(rows.schema, view, diff, target.name)
+    # Not a batch of the stream: a schema change is made without one.
+    columns = adapter.adapt(rows.schema, target, batch_id=-1, with_values=with_values)
     good = rows.where(columns.error.isNull())
     written = good.count()
     step = f"table {target.name}"
     if written and not progress.done(step, table, REPLAY + pipeline.name):
-        options = {"check-nullability": "false"} if view.required else {}
+        required = bool(target.view and target.view.required)
+        options = {"check-nullability": "false"} if required else {}
         progress.commit(
             step,
             table,

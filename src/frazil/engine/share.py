@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from frazil import columns as c
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, Row
 
 
 @dataclass(frozen=True)
@@ -34,3 +34,18 @@ def of_table(name: str, share: TableShare | None) -> Column:
     if share is None or share.route_hash is None:
         return mine
     return (F.col(c.ROUTE_HASH) == F.lit(share.route_hash)) & mine
+
+
+def with_values_columns(user: list[str]) -> list[Column]:
+    """Aggregate columns saying, for each of the ``user`` columns, whether one of a group's
+    rows holds a value in it (read back with :func:`with_values`): a table gets new columns
+    only where its records fill them."""
+    from pyspark.sql import functions as F
+
+    return [F.max(F.col(n).isNotNull()).alias(f"v{i}") for i, n in enumerate(user)]
+
+
+def with_values(row: Row, user: list[str]) -> set[str]:
+    """The ``user`` columns holding a value in at least one of a group's rows, from the
+    group's aggregated row (:func:`with_values_columns`)."""
+    return {n for i, n in enumerate(user) if row[f"v{i}"]}

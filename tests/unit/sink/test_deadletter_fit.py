@@ -1,6 +1,6 @@
 """Dead letters larger than the dead-letter topic takes are cut, saying so in a header."""
 
-from frazil.sink.deadletter import HEADER_PREFIX, _fit
+from frazil.sink.dead_letters.topic import HEADER_PREFIX, _fit
 
 
 def _headers() -> list[tuple[str, bytes | None]]:

@@ -1,7 +1,7 @@
 """A pipeline's dead-letter queue during a run: its table, its topic, and what they got.
 
 The batch handler hands over each batch's failing records as a DataFrame of dead-letter rows
-(:func:`frazil.sink.deadletter.dead_letter_columns`). They go to the topic first (at least
+(:func:`frazil.sink.dead_letters.format.dead_letter_columns`). They go to the topic first (at least
 once), then to the table in one commit carrying the pipeline's marker; rows below the table's
 marker are dropped first, so a batch replayed after a crash adds each record once.
 """
@@ -20,15 +20,14 @@ from frazil.config.pipeline import PipelineConfig
 from frazil.errors import PipelineError, StaleMarker
 from frazil.progress import markers
 from frazil.reasons import reason_kind
-from frazil.sink.deadletter import (
+from frazil.sink.dead_letters.format import (
     ERROR_CLASSES,
-    DeadLetterTopic,
-    carried_topic_rows,
     dead_letter_columns,
     dlq_schema,
     dlq_settings,
     upgrade_dlq_table,
 )
+from frazil.sink.dead_letters.topic import DeadLetterTopic, carried_topic_rows
 from frazil.sink.iceberg import IcebergTable, append_rows, stale_marker
 from frazil.sink.table import ensure_table, qualified
 from frazil.source.kafka import TopicOffsets, admin_config
@@ -46,7 +45,9 @@ def marker_name(pipeline: str, source: str = "") -> str:
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-log = logging.getLogger(__name__)
+# The logger name users filter on for the run's dead-letter counts (docs/first-hour.md shows
+# it), whichever module holds the queue.
+log = logging.getLogger("frazil.engine.deadletters")
 
 
 @dataclass

@@ -37,8 +37,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from frazil.engine.runner import run
 from frazil.generate.payments import generate_payments
-from frazil.local.broker import _port_taken
 from frazil.local.broker_cluster import LocalKafkaCluster
+from frazil.local.daemon import port_taken
 from frazil.observe.groups import read_group_offsets
 from tests.integration.helpers import payments_pipeline, table_ids
 from tests.integration.test_kill9 import FrazilProcess
@@ -128,7 +128,7 @@ def _free_base(count: int) -> int:
     rng = random.Random()
     for _ in range(200):
         base = rng.randrange(20000, 32000, 2)
-        if not any(_port_taken("127.0.0.1", base + i) for i in range(count)):
+        if not any(port_taken("127.0.0.1", base + i) for i in range(count)):
             return base
     raise AssertionError("no run of free ports found")
 

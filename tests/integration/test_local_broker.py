@@ -132,7 +132,7 @@ def test_sasl_listener_accepts_the_right_password_only(
 def test_default_broker_has_no_sasl_listener(tmp_path: Path) -> None:
     broker = LocalBroker(tmp_path, port=19092, controller_port=19093)
     assert broker.sasl_bootstrap is None and broker.status().sasl_bootstrap is None
-    properties = broker._server_properties()
+    properties = broker.config.server_properties()
     assert "sasl" not in properties.lower()
     assert "listeners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\n" in properties
     with pytest.raises(ValueError, match="together"):
@@ -162,7 +162,7 @@ def test_data_survives_down_and_up(tmp_path: Path) -> None:
         assert bootstrap == f"127.0.0.1:{port}"
         assert broker.up() == bootstrap  # idempotent while running
         # It holds passwords: owner only.
-        assert stat.S_IMODE(broker.config_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE(broker.config.file.stat().st_mode) == 0o600
 
         status = broker.status()
         assert status.running and status.pid is not None and status.formatted

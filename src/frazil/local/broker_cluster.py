@@ -1,10 +1,10 @@
 """A local Kafka cluster of several KRaft nodes (``frazil local up --brokers 3``).
 
 Each node is a :class:`~frazil.local.broker.LocalBroker` that is broker and controller at
-once, in ``<state_dir>/kafka-cluster/node-<id>/``, with a static quorum of all nodes, three
-replicas for new and internal topics and ``min.insync.replicas`` 2, so a cluster rides through
-the loss of one node. ``cluster.json`` there records the cluster id and the ports, so ``down``
-and ``status`` find the cluster without being told its size.
+once, in ``<state_dir>/kafka-cluster/node-<id>/``, with a static quorum of all nodes
+(:class:`_Voter`), three replicas for new and internal topics and ``min.insync.replicas`` 2,
+so a cluster rides through the loss of one node. ``cluster.json`` there records the cluster
+id and the ports, so ``down`` and ``status`` find the cluster without being told its size.
 """
 
 from __future__ import annotations
@@ -14,20 +14,15 @@ import contextlib
 import dataclasses
 import json
 import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
 
 from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, kafka_classpath
-from frazil.local.broker import (
-    _POLL_INTERVAL_S,
-    BrokerStatus,
-    LocalBroker,
-    _admin_client,
-    _new_cluster_id,
-)
+from frazil.local.broker import BrokerStatus, LocalBroker, admin_client, broker_count
+from frazil.local.broker_config import new_cluster_id
+from frazil.local.daemon import Launched
 from frazil.paths import locked
 
 #: Subfolder of the state dir a multi-node cluster lives in (one ``node-<id>`` folder each).
@@ -38,6 +33,7 @@ CLUSTER_REPLICATION = 3
 CLUSTER_MIN_INSYNC = 2
 #: The JVM heap of each cluster node: three of them share a laptop (or a 2-core CI machine).
 CLUSTER_NODE_HEAP = "320m"
+_POLL_INTERVAL_S = 0.1
 
 
 def cluster_ports(
@@ -50,31 +46,15 @@ def cluster_ports(
     return [(port + 2 * i, controller_port + 2 * i) for i in range(size)]
 
 
-class _ClusterNode(LocalBroker):
-    """One broker+controller node of a :class:`LocalKafkaCluster` (a static KRaft quorum)."""
+class _Voter:
+    """A node's place in a :class:`LocalKafkaCluster`'s static KRaft quorum."""
 
-    def __init__(
-        self,
-        cluster: LocalKafkaCluster,
-        node_id: int,
-        port: int,
-        controller_port: int,
-        heap: str,
-    ) -> None:
-        super().__init__(
-            cluster.state_dir, cluster.host, port=port, controller_port=controller_port, heap=heap
-        )
+    def __init__(self, cluster: LocalKafkaCluster, node_id: int) -> None:
         self.cluster = cluster
         self.node_id = node_id
-        # Same layout as a single broker, one folder per node.
-        self.kafka_dir = cluster.cluster_dir / f"node-{node_id}"
-        self.data_dir = self.kafka_dir / "data"
-        self.config_file = self.kafka_dir / "server.properties"
-        self.log4j_file = self.kafka_dir / "log4j2.xml"
-        self.log_file = self.kafka_dir / "broker.log"
-        self.pid_file = self.kafka_dir / "broker.pid"
 
-    def _quorum_settings(self, settings: dict[str, str]) -> dict[str, str]:
+    def settings(self, settings: dict[str, str]) -> dict[str, str]:
+        """The node's ``server.properties`` settings as a voter of the cluster's quorum."""
         size = len(self.cluster.ports)
         replicas = str(min(CLUSTER_REPLICATION, size))
         min_insync = str(min(CLUSTER_MIN_INSYNC, size))
@@ -98,8 +78,9 @@ class _ClusterNode(LocalBroker):
         )
         return settings
 
-    def _format_arguments(self) -> list[str]:
-        # No --standalone/--initial-controllers: the voters come from the config.
+    def format_arguments(self) -> list[str]:
+        """The cluster's id; no --standalone/--initial-controllers: the voters come from the
+        config."""
         return ["--cluster-id", self.cluster.cluster_id()]
 
 
@@ -168,8 +149,17 @@ class LocalKafkaCluster:
         self.cluster_dir = self.state_dir / CLUSTER_DIR
         self.info_file = self.cluster_dir / "cluster.json"
         self._cluster_id: str | None = None
+        # Same layout as a single broker, one folder per node.
         self.nodes = [
-            _ClusterNode(self, i, port, controller, heap)
+            LocalBroker(
+                state_dir,
+                host,
+                port=port,
+                controller_port=controller,
+                heap=heap,
+                folder=self.cluster_dir / f"node-{i}",
+                quorum=_Voter(self, i),
+            )
             for i, (port, controller) in enumerate(ports, start=1)
         ]
 
@@ -189,7 +179,9 @@ class LocalKafkaCluster:
     @property
     def voters(self) -> str:
         """``controller.quorum.voters``: ``id@host:controller_port`` of every node."""
-        return ",".join(f"{n.node_id}@{self.host}:{n.controller_port}" for n in self.nodes)
+        return ",".join(
+            f"{i}@{self.host}:{n.config.controller_port}" for i, n in enumerate(self.nodes, start=1)
+        )
 
     def node(self, node_id: int) -> LocalBroker:
         """One node (from 1), e.g. to stop or inspect it alone."""
@@ -199,7 +191,7 @@ class LocalKafkaCluster:
         """The id every node is formatted with (made on first start, kept in cluster.json)."""
         if self._cluster_id is None:
             info = _read_cluster_info(self.info_file)
-            self._cluster_id = str(info["cluster_id"]) if info else _new_cluster_id()
+            self._cluster_id = str(info["cluster_id"]) if info else new_cluster_id()
         return self._cluster_id
 
     def up(self, timeout: float = 120) -> str:
@@ -236,19 +228,17 @@ class LocalKafkaCluster:
             for node in self.nodes:
                 node.kafka_dir.mkdir(parents=True, exist_ok=True)
             self._format_new_nodes()
-            started: list[tuple[_ClusterNode, int, int | None, bool]] = []
-            try:
+            # Nodes this call started are stopped again if the cluster does not come up.
+            with contextlib.ExitStack() as rollback:
+                launched: list[tuple[LocalBroker, Launched]] = []
                 for node in self.nodes:
-                    with node._locked():
-                        started.append((node, *node._launch()))
-                for node, pid, log_offset, _fresh in started:
-                    node._wait_ready(pid, deadline, log_offset)
+                    with node.daemon.locked():
+                        started = node.launch()
+                    rollback.enter_context(node.daemon.rollback(started))
+                    launched.append((node, started))
+                for node, started in launched:
+                    node.wait(started, timeout, deadline)
                 self._wait_all_brokers(deadline)
-            except BaseException:
-                for node, pid, _offset, fresh in started:
-                    if fresh:
-                        node._stop(pid, timeout=10)
-                raise
         return self.bootstrap
 
     def down(self, timeout: float = 30) -> bool:
@@ -260,19 +250,12 @@ class LocalKafkaCluster:
         if not self.cluster_dir.is_dir():
             return False
         with locked(self.cluster_dir / ".lock"):
-            running = [(node, node._running()) for node in self.nodes if node.kafka_dir.is_dir()]
-            pids = [(node, r.pid) for node, r in running if r is not None]
             # SIGTERM to all first: a node stopping alone waits for a controller quorum
             # that the next ones to stop would no longer have.
-            for _node, pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGTERM)
-            for node, pid in pids:
-                node._stop(pid, timeout)
-            for node, r in running:
-                if r is None:
-                    node.pid_file.unlink(missing_ok=True)
-            return bool(pids)
+            ran = [node.daemon.terminate() for node in self.nodes if node.kafka_dir.is_dir()]
+            for node in self.nodes:
+                node.down(timeout)
+            return any(ran)
 
     def status(self) -> ClusterStatus:
         """Each node's status; running nodes show the addresses they run on."""
@@ -287,20 +270,16 @@ class LocalKafkaCluster:
     def _format_new_nodes(self) -> None:
         """Format the storage of every node never started, in parallel (each format is a
         JVM of its own: seconds each)."""
-        todo = [
-            n
-            for n in self.nodes
-            if not (n.data_dir / "meta.properties").is_file() and n._running() is None
-        ]
+        todo = [n for n in self.nodes if not n.config.formatted and n.daemon.running() is None]
         if not todo:
             return
         classpath = os.pathsep.join(str(p) for p in kafka_classpath())
         java = java_executable()
 
-        def format_node(node: _ClusterNode) -> None:
-            with node._locked():
-                node._write_config()
-                node._format(java, classpath)
+        def format_node(node: LocalBroker) -> None:
+            with node.daemon.locked():
+                node.config.write()
+                node.config.format_storage(java, classpath, node.log_file)
 
         with concurrent.futures.ThreadPoolExecutor(len(todo)) as pool:
             for future in [pool.submit(format_node, n) for n in todo]:
@@ -308,14 +287,14 @@ class LocalKafkaCluster:
 
     def _write_info(self) -> None:
         nodes = [
-            {"node_id": n.node_id, "port": n.port, "controller_port": n.controller_port}
-            for n in self.nodes
+            {"node_id": i, "port": n.config.port, "controller_port": n.config.controller_port}
+            for i, n in enumerate(self.nodes, start=1)
         ]
         self.info_file.write_text(json.dumps({"cluster_id": self.cluster_id(), "nodes": nodes}))
 
     def _wait_all_brokers(self, deadline: float) -> None:
         # Replicated topics can only be made once every broker registered.
-        admin = _admin_client(self.bootstrap)
+        admin = admin_client(self.bootstrap)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -324,13 +303,7 @@ class LocalKafkaCluster:
                     f"{len(self.nodes)} brokers in time; their logs: "
                     + ", ".join(str(n.log_file) for n in self.nodes)
                 )
-            from confluent_kafka import KafkaException
-
-            try:
-                metadata = admin.list_topics(timeout=min(remaining, 2.0))
-            except KafkaException:
-                metadata = None
-            if metadata is not None and len(metadata.brokers) == len(self.nodes):
+            if broker_count(admin, min(remaining, 2.0)) == len(self.nodes):
                 return
             time.sleep(_POLL_INTERVAL_S)
 

@@ -1,32 +1,36 @@
 """One detached local server process: its pid file, log, health wait and stop.
 
-The services of the local production-shaped stack (:mod:`frazil.local.stack`: the object
-store, the REST catalog, the Spark master and workers) are each one such process, run from
-its own folder under the state dir:
+Every service ``frazil local`` runs is one or more such processes, each run from its own
+folder under the state dir: the Kafka broker (:mod:`frazil.local.broker`) or each node of a
+cluster (:mod:`frazil.local.broker_cluster`), the schema registry
+(:mod:`frazil.local.registry`), and the production-shaped stack (:mod:`frazil.local.stack`:
+the object store, the REST catalog, the Spark master and workers). A folder holds:
 
 * ``<stem>.log``: the process's stdout and stderr (rotated between runs when large),
 * ``<stem>.pid``: JSON with its pid, start time, address and ports (see :class:`Running`),
 * ``.lock``: serializes starts and stops of that folder across processes.
 
 A process is recognized by its pid *and* its start time (:mod:`frazil.procs`), so a pid
-that the kernel handed to another process later is never taken for the service. Processes
-run in their own session (they outlive the command that started them) and are stopped with
-SIGTERM, then SIGKILL to their whole process group after a bounded wait.
+that the kernel handed to another process later is never taken for the service. Pid files
+written before a service ran this way hold no start time; :class:`LegacyPidFile` says how to
+recognize their process by its command line instead. Processes run in their own session
+(they outlive the command that started them) and are stopped with SIGTERM, then SIGKILL to
+their whole process group after a bounded wait.
 
 Every failure is a :class:`~frazil.errors.ServiceError` naming the service, its address and
 its log file, with the log's last lines when the process stopped or never answered.
 
 JVM services can start from a class-data-sharing archive (:func:`cds_archive`): the first
-run of a given JVM and classpath writes one when it stops cleanly (``-XX:ArchiveClassesAtExit``,
-as the schema registry does), later runs map it and start in about half the time on this
-2-core machine. ``FRAZIL_CDS=0`` starts without it.
+run of a given JVM and classpath writes one when it stops cleanly (``-XX:ArchiveClassesAtExit``),
+later runs map it and start in about half the time on this 2-core machine. A run that fails
+to start leaves none: it may have stopped before loading what a service needs. ``FRAZIL_CDS=0``
+starts without it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import json
 import os
@@ -43,8 +47,8 @@ from typing import Any
 
 from frazil.errors import ServiceError
 from frazil.jvm.cds import CDS_ENV
-from frazil.paths import cache_dir
-from frazil.procs import is_running, start_time
+from frazil.paths import cache_dir, locked
+from frazil.procs import cmdline_args, is_running, start_time
 
 _POLL_INTERVAL_S = 0.2
 _LOG_TAIL_LINES = 30
@@ -74,7 +78,7 @@ class Running:
     Attributes:
         pid: Its process id.
         started: Its start time (clock ticks since boot; with the pid, its identity).
-        address: What clients use (a URL or ``spark://`` address).
+        address: What clients use (a URL, a ``spark://`` address or Kafka's ``host:port``).
         ports: Every port it listens on that was chosen by frazil.
         info: Service-specific details (e.g. the object store a REST catalog uses).
     """
@@ -86,6 +90,53 @@ class Running:
     info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class Launched:
+    """What :meth:`Daemon.launch` found running or started.
+
+    Attributes:
+        running: The process.
+        log_offset: Where the output of this start begins in the log; None when the process
+            ran already (this call started nothing).
+    """
+
+    running: Running
+    log_offset: int | None = None
+
+    @property
+    def fresh(self) -> bool:
+        """Whether this call started the process."""
+        return self.log_offset is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class LegacyPidFile:
+    """How to read a service's pid file written before it ran as a :class:`Daemon`.
+
+    Such a file has a pid but no start time, and a pid alone may since have gone to another
+    process: the process counts as the service only if its command line holds ``args``.
+
+    Attributes:
+        address: The key of the address clients use.
+        args: Arguments only the service's command line holds (its main class, its folder).
+        info: Keys copied into :attr:`Running.info` where the file has them.
+    """
+
+    address: str
+    args: tuple[str, ...]
+    info: tuple[str, ...] = ()
+
+    def read(self, data: Mapping[str, Any]) -> Running | None:
+        """The process such a file records, if it still runs and is the service."""
+        pid = int(data["pid"])
+        argv = cmdline_args(pid)
+        started = start_time(pid)
+        if started is None or not argv or any(arg not in argv for arg in self.args):
+            return None
+        info = {key: data[key] for key in self.info if data.get(key) is not None}
+        return Running(pid, started, str(data[self.address]), (), info)
+
+
 class Daemon:
     """One local server process living in ``directory``.
 
@@ -95,13 +146,23 @@ class Daemon:
         stem: Base name of the pid and log files.
         service: The ``frazil local`` name of the service it belongs to (``s3``), for the
             command that stops it alone; empty for the plain ``frazil local down``.
+        legacy: How to read a pid file of this service from before it ran as a Daemon, for
+            a state dir whose service was started then; None if there never was one.
     """
 
-    def __init__(self, name: str, directory: Path, stem: str, service: str = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        directory: Path,
+        stem: str,
+        service: str = "",
+        legacy: LegacyPidFile | None = None,
+    ) -> None:
         self.name = name
         self.service = service
         self.directory = Path(directory)
         self.stem = stem
+        self.legacy = legacy
         self.pid_file = self.directory / f"{stem}.pid"
         self.log_file = self.directory / f"{stem}.log"
 
@@ -114,30 +175,23 @@ class Daemon:
         """The live process recorded in the pid file, else None."""
         try:
             data = json.loads(self.pid_file.read_text())
-            pid, started = int(data["pid"]), int(data["started"])
-            address = str(data["address"])
-            ports = tuple(int(p) for p in data["ports"])
-            info = dict(data.get("info") or {})
+            recorded = self._record(data)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
-        child = _CHILDREN.get(pid)
+        if recorded is None:
+            return None
+        child = _CHILDREN.get(recorded.pid)
         if child is not None and child.poll() is not None:
-            _CHILDREN.pop(pid, None)
+            _CHILDREN.pop(recorded.pid, None)
             return None
-        if not is_running(pid, started):
+        if not is_running(recorded.pid, recorded.started):
             return None
-        return Running(pid, started, address, ports, info)
+        return recorded
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
+    def locked(self) -> contextlib.AbstractContextManager[None]:
         """Hold the folder's lock (starts and stops of one service never interleave)."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        with (self.directory / ".lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return locked(self.directory / ".lock")
 
     def start(
         self,
@@ -154,11 +208,11 @@ class Daemon:
     ) -> Running:
         """Start the process unless it runs already, and wait until ``healthy`` says so.
 
-        Call with :meth:`locked` held. If a process is already recorded and alive on the same
-        address, only waits for it to answer.
+        Call with :meth:`locked` held. :meth:`launch`, :meth:`wait` and :meth:`rollback` in
+        one: a process this call started and that does not answer is stopped again.
 
         Args:
-            command: The program and its arguments.
+            command: The program and its arguments (only run when nothing runs yet).
             address: What clients use; recorded and named in messages.
             ports: Ports it will listen on on 127.0.0.1; each must be free.
             healthy: Called with the seconds left; True once the service answers.
@@ -177,6 +231,41 @@ class Daemon:
                 not answer within ``timeout`` (with its log's last lines).
         """
         deadline = time.monotonic() + timeout
+        launched = self.launch(
+            command,
+            address=address,
+            ports=ports,
+            env=env,
+            info=info,
+            port_hint=port_hint,
+            cds_partial=cds_partial,
+        )
+        with self.rollback(launched):
+            self.wait(launched, healthy, timeout, deadline)
+        return launched.running
+
+    def launch(
+        self,
+        command: Sequence[str],
+        *,
+        address: str,
+        ports: Sequence[int],
+        env: Mapping[str, str] | None = None,
+        info: Mapping[str, Any] | None = None,
+        port_hint: str = "",
+        cds_partial: Path | None = None,
+    ) -> Launched:
+        """Start the process unless it runs already; do not wait for it to answer.
+
+        Call with :meth:`locked` held. The arguments are those of :meth:`start`.
+
+        Returns:
+            The process, and where the output of this start begins in its log.
+
+        Raises:
+            ServiceError: If it already runs at another address, a port is in use, or the
+                program cannot be run.
+        """
         current = self.running()
         if current is not None:
             if current.address != address:
@@ -184,16 +273,9 @@ class Daemon:
                     f"{self.name} is already running at {current.address} (pid {current.pid}); "
                     f"stop it (`{self.down_command}`) to move it to {address}"
                 )
-            self._wait_healthy(current.pid, address, healthy, deadline, timeout, None)
-            return current
+            return Launched(current)
         self.pid_file.unlink(missing_ok=True)
-        for port in ports:
-            if port_taken("127.0.0.1", port):
-                hint = f" ({port_hint})" if port_hint else ""
-                raise ServiceError(
-                    f"cannot start {self.name} at {address}: 127.0.0.1:{port} is already in "
-                    f"use{hint}; its log: {self.log_file}"
-                )
+        self.check_ports(address, ports, port_hint)
         self._rotate_log()
         with self.log_file.open("ab") as log:
             log.write(f"\n=== frazil: starting {self.name} at {time.ctime()} ===\n".encode())
@@ -230,12 +312,79 @@ class Daemon:
                 }
             )
         )
+        return Launched(running, log_offset)
+
+    def check_ports(self, address: str, ports: Sequence[int], port_hint: str = "") -> None:
+        """Fail unless every port is free (:meth:`launch` checks; a service that prepares
+        slowly before it launches checks first).
+
+        Raises:
+            ServiceError: Naming the first port in use, with ``port_hint`` and the log.
+        """
+        for port in ports:
+            if port_taken("127.0.0.1", port):
+                hint = f" ({port_hint})" if port_hint else ""
+                raise ServiceError(
+                    f"cannot start {self.name} at {address}: 127.0.0.1:{port} is already in "
+                    f"use{hint}; its log: {self.log_file}"
+                )
+
+    def wait(
+        self,
+        launched: Launched,
+        healthy: Callable[[float], bool],
+        timeout: float,
+        deadline: float | None = None,
+    ) -> None:
+        """Wait until ``healthy`` says the process answers.
+
+        Args:
+            launched: The process (from :meth:`launch`, or ``Launched(running)``).
+            healthy: Called with the seconds left; True once the service answers.
+            timeout: Seconds to wait (named in the message).
+            deadline: When to give up (:func:`time.monotonic`), if earlier work counts
+                against ``timeout``; else ``timeout`` from now.
+
+        Raises:
+            ServiceError: If the process exits or does not answer in time (with its log's
+                last lines since this start); it is left as it is.
+        """
+        if deadline is None:
+            deadline = time.monotonic() + timeout
+        pid, address = launched.running.pid, launched.running.address
+        while True:
+            if not self._alive(pid):
+                code = _reap(pid)
+                exit_note = f" with exit code {code}" if code is not None else ""
+                raise ServiceError(
+                    f"{self.name} (pid {pid}) exited{exit_note} while starting at {address}; "
+                    f"last lines of its log {self.log_file}:\n"
+                    f"{self.log_tail(launched.log_offset)}"
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ServiceError(
+                    f"{self.name} (pid {pid}) did not answer at {address} within "
+                    f"{timeout:g} s; last lines of its log {self.log_file}:\n"
+                    f"{self.log_tail(launched.log_offset)}"
+                )
+            if healthy(min(remaining, 2.0)):
+                return
+            time.sleep(_POLL_INTERVAL_S)
+
+    @contextlib.contextmanager
+    def rollback(self, launched: Launched) -> Iterator[None]:
+        """Stop the process again if the block fails and :meth:`launch` started it.
+
+        A process that ran before is left running. Its class-data archive, if it was to
+        write one, is dropped.
+        """
         try:
-            self._wait_healthy(proc.pid, address, healthy, deadline, timeout, log_offset)
+            yield
         except BaseException:
-            self._stop(running, timeout=10)
+            if launched.fresh:
+                self._stop(launched.running, timeout=10, keep_archive=False)
             raise
-        return running
 
     def stop(self, timeout: float = 30) -> bool:
         """Stop the process (SIGTERM; SIGKILL to its group after ``timeout`` seconds).
@@ -252,6 +401,30 @@ class Daemon:
         self._stop(running, timeout)
         return True
 
+    def down(self, timeout: float = 30) -> bool:
+        """:meth:`stop` with the lock held; nothing (not even the folder) is made for a
+        service that never ran.
+
+        Returns:
+            Whether a running process was stopped.
+        """
+        if not self.directory.is_dir():
+            return False
+        with self.locked():
+            return self.stop(timeout)
+
+    def terminate(self) -> bool:
+        """Send the process SIGTERM and return at once: to stop several side by side, then
+        each with :meth:`stop` (which waits).
+
+        Returns:
+            Whether a process was running.
+        """
+        running = self.running()
+        if running is not None:
+            _terminate(running)
+        return running is not None
+
     def log_tail(self, offset: int | None = None) -> str:
         """The log's last lines (from ``offset`` on, if given)."""
         try:
@@ -266,6 +439,18 @@ class Daemon:
 
     # -- internals --------------------------------------------------------------------
 
+    def _record(self, data: Any) -> Running | None:
+        """The pid file's contents as a :class:`Running` (its process not checked yet)."""
+        if "started" not in data and self.legacy is not None:
+            return self.legacy.read(data)
+        return Running(
+            int(data["pid"]),
+            int(data["started"]),
+            str(data["address"]),
+            tuple(int(p) for p in data["ports"]),
+            dict(data.get("info") or {}),
+        )
+
     def _alive(self, pid: int) -> bool:
         child = _CHILDREN.get(pid)
         if child is not None:
@@ -273,39 +458,9 @@ class Daemon:
         started = start_time(pid)
         return started is not None and is_running(pid, started)
 
-    def _wait_healthy(
-        self,
-        pid: int,
-        address: str,
-        healthy: Callable[[float], bool],
-        deadline: float,
-        timeout: float,
-        log_offset: int | None,
-    ) -> None:
-        while True:
-            if not self._alive(pid):
-                code = _reap(pid)
-                exit_note = f" with exit code {code}" if code is not None else ""
-                raise ServiceError(
-                    f"{self.name} (pid {pid}) exited{exit_note} while starting at {address}; "
-                    f"last lines of its log {self.log_file}:\n{self.log_tail(log_offset)}"
-                )
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ServiceError(
-                    f"{self.name} (pid {pid}) did not answer at {address} within "
-                    f"{timeout:g} s; last lines of its log {self.log_file}:\n"
-                    f"{self.log_tail(log_offset)}"
-                )
-            if healthy(min(remaining, 2.0)):
-                return
-            time.sleep(_POLL_INTERVAL_S)
-
-    def _stop(self, running: Running, timeout: float) -> None:
+    def _stop(self, running: Running, timeout: float, *, keep_archive: bool = True) -> None:
         pid = running.pid
-        if is_running(pid, running.started):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+        _terminate(running)
         clean = self._wait_exit(running, timeout)
         partial = running.info.get(_CDS_INFO_KEY)
         if not clean:
@@ -319,7 +474,7 @@ class Daemon:
         self.pid_file.unlink(missing_ok=True)
         if partial:
             # The JVM writes the archive while it exits; only a clean exit leaves it whole.
-            _settle_archive(Path(str(partial)), keep=clean)
+            _settle_archive(Path(str(partial)), keep=clean and keep_archive)
 
     def _wait_exit(self, running: Running, timeout: float) -> bool:
         proc = _CHILDREN.get(running.pid)
@@ -341,6 +496,13 @@ class Daemon:
         with contextlib.suppress(FileNotFoundError):
             if self.log_file.stat().st_size > _LOG_ROTATE_BYTES:
                 os.replace(self.log_file, self.log_file.with_name(self.log_file.name + ".1"))
+
+
+def _terminate(running: Running) -> None:
+    """SIGTERM to the process, if it still is the one recorded."""
+    if is_running(running.pid, running.started):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(running.pid, signal.SIGTERM)
 
 
 def cds_archive(name: str, java: str, classpath: Sequence[Path]) -> Path | None:
@@ -436,6 +598,7 @@ def tree_size(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
+            # Allocated blocks, not st_size: Kafka preallocates sparse 10 MiB index files.
             with contextlib.suppress(OSError):
                 total += (Path(root) / name).stat().st_blocks * 512
     return total

@@ -141,10 +141,7 @@ class LocalObjectStore:
 
     def down(self, timeout: float = 30) -> bool:
         """Stop s3proxy (the objects are kept). Whether one was running."""
-        if not self.s3_dir.is_dir():
-            return False
-        with self.daemon.locked():
-            return self.daemon.stop(timeout)
+        return self.daemon.down(timeout)
 
     def status(self) -> ObjectStoreStatus:
         """Whether it runs, where, and how much data it holds."""

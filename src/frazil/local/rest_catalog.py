@@ -151,10 +151,7 @@ class LocalRestCatalog:
 
     def down(self, timeout: float = 30) -> bool:
         """Stop the server (the catalog and its tables are kept). Whether one was running."""
-        if not self.catalog_dir.is_dir():
-            return False
-        with self.daemon.locked():
-            return self.daemon.stop(timeout)
+        return self.daemon.down(timeout)
 
     def status(self) -> RestCatalogStatus:
         """Whether it runs, where, and what it is backed by."""

@@ -22,7 +22,6 @@ gives ``kafka.properties`` with ``${VAR}`` references, which frazil's config loa
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import shlex
@@ -288,15 +287,3 @@ def _yaml_quote(value: str) -> str:
     if any(c in value for c in ':#"{}[]') or value != value.strip():
         return "'" + value.replace("'", "''") + "'"
     return value
-
-
-def running_secure(kafka_dir: Path) -> dict[str, str] | None:
-    """The secured listeners' addresses a running broker recorded, if any (for status)."""
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        info = json.loads((kafka_dir / "broker.pid").read_text())
-        if info.get("sasl_ssl_bootstrap"):
-            return {
-                "sasl_ssl_bootstrap": str(info["sasl_ssl_bootstrap"]),
-                "mtls_bootstrap": str(info["mtls_bootstrap"]),
-            }
-    return None

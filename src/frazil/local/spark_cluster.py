@@ -241,8 +241,8 @@ class LocalSparkCluster:
             Whether any of them ran.
         """
         with concurrent.futures.ThreadPoolExecutor(len(self.workers)) as pool:
-            stopped = list(pool.map(lambda d: _stop(d, timeout), self.workers))
-        return _stop(self.master, timeout) or any(stopped)
+            stopped = list(pool.map(lambda d: d.down(timeout), self.workers))
+        return self.master.down(timeout) or any(stopped)
 
     def status(self) -> SparkClusterStatus:
         """Whether the master runs, and each worker with its state as the master sees it."""
@@ -339,13 +339,6 @@ def _worker_states(answer: tuple[int, bytes] | None) -> dict[int, str]:
 def _port_of(url: str) -> int | None:
     tail = url.rstrip("/").rpartition(":")[2]
     return int(tail) if tail.isdigit() else None
-
-
-def _stop(daemon: Daemon, timeout: float) -> bool:
-    if not daemon.directory.is_dir():
-        return False
-    with daemon.locked():
-        return daemon.stop(timeout)
 
 
 def _java_options(cds: list[str]) -> str:

@@ -14,7 +14,7 @@ from frazil.local.broker_cluster import LocalKafkaCluster, cluster_ports
 
 
 def _properties(node: LocalBroker) -> dict[str, str]:
-    lines = node._server_properties().splitlines()
+    lines = node.config.server_properties().splitlines()
     return dict(line.split("=", 1) for line in lines if not line.startswith("#"))
 
 
@@ -44,10 +44,10 @@ def test_each_node_is_a_voter_with_three_replicas_and_two_in_sync(tmp_path: Path
         assert props["min.insync.replicas"] == "2"
         assert props["transaction.state.log.min.isr"] == "2"
         assert props["unclean.leader.election.enable"] == "false"
-        assert node._format_arguments()[:1] == ["--cluster-id"]
-        assert "--standalone" not in node._format_arguments()
+        assert node.config.format_arguments()[:1] == ["--cluster-id"]
+        assert "--standalone" not in node.config.format_arguments()
     # One cluster id for all nodes.
-    assert len({tuple(cluster.node(i)._format_arguments()) for i in (1, 2, 3)}) == 1
+    assert len({tuple(cluster.node(i).config.format_arguments()) for i in (1, 2, 3)}) == 1
 
 
 def test_the_single_broker_keeps_its_one_node_settings(tmp_path: Path) -> None:
@@ -57,7 +57,7 @@ def test_the_single_broker_keeps_its_one_node_settings(tmp_path: Path) -> None:
     assert props["controller.quorum.bootstrap.servers"] == "127.0.0.1:9093"
     assert props["default.replication.factor"] == "1"
     assert "min.insync.replicas" not in props
-    assert broker._format_arguments()[-1] == "--standalone"
+    assert broker.config.format_arguments()[-1] == "--standalone"
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from frazil.errors import ServiceError
-from frazil.local.daemon import Daemon, _settle_archive, cds_archive, cds_options, port_taken
+from frazil.local.daemon import (
+    Daemon,
+    Launched,
+    LegacyPidFile,
+    _settle_archive,
+    cds_archive,
+    cds_options,
+    port_taken,
+)
 from tests.conftest import free_ports
 
 NAME = "the test service"
@@ -186,3 +195,70 @@ def test_class_data_archive_is_written_once_then_mapped(tmp_path: Path) -> None:
     _settle_archive(partial, keep=False)
     assert not partial.exists()
     assert not (tmp_path / "cds" / "svc-4567.jsa").exists()
+
+
+def test_a_pid_file_from_before_the_daemon_is_read_by_the_command_line(tmp_path: Path) -> None:
+    marker = f"-Dmarker={tmp_path}"
+    legacy = LegacyPidFile("url", ("-c", marker), ("extra",))
+    d = Daemon(NAME, tmp_path / "svc", "svc", legacy=legacy)
+    d.directory.mkdir(parents=True)
+    # Such a file has no start time; only a process with the service's arguments counts.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", marker],
+        start_new_session=True,
+    )
+    try:
+        record = {"pid": proc.pid, "url": "http://127.0.0.1:1", "extra": "x", "gone": None}
+        d.pid_file.write_text(json.dumps(record))
+        deadline = time.monotonic() + 10
+        while d.running() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the child has exec'd
+        running = d.running()
+        assert running is not None
+        assert (running.pid, running.address, dict(running.info)) == (
+            proc.pid,
+            "http://127.0.0.1:1",
+            {"extra": "x"},
+        )
+        # This very process has the pid of no such service.
+        d.pid_file.write_text(json.dumps({**record, "pid": os.getpid()}))
+        assert d.running() is None
+        d.pid_file.write_text(json.dumps(record))
+        assert d.down(timeout=10)
+        assert proc.wait(timeout=10) is not None
+        assert not d.pid_file.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_launch_waits_for_nothing_and_rollback_stops_only_what_it_started(
+    tmp_path: Path,
+) -> None:
+    d = daemon(tmp_path)
+    with d.locked():
+        launched = d.launch(["sleep", "60"], address="http://127.0.0.1:1", ports=[])
+    assert launched.fresh and d.running() == launched.running
+    again = Launched(launched.running)
+    assert not again.fresh
+    # A failure after a launch that started nothing leaves the process running...
+    with pytest.raises(RuntimeError), d.rollback(again):
+        raise RuntimeError("later step failed")
+    assert d.running() is not None
+    # ... after the launch that started it, stops it.
+    timed_out = pytest.raises(ServiceError, match=r"did not answer at \S+ within 0\.5 s")
+    with timed_out, d.rollback(launched):
+        d.wait(launched, never, timeout=0.5)
+    assert d.running() is None and not d.pid_file.exists()
+
+
+def test_terminate_signals_without_waiting_and_down_needs_no_folder(tmp_path: Path) -> None:
+    d = daemon(tmp_path)
+    assert not d.down(timeout=1)
+    assert not d.directory.exists()  # nothing made for a service that never ran
+    assert not d.terminate()
+    start(d, ["sleep", "60"])
+    assert d.terminate()
+    # Whether it was still exiting or gone already, down leaves nothing behind.
+    d.down(timeout=10)
+    assert d.running() is None and not d.pid_file.exists()

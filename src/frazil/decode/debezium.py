@@ -87,7 +87,10 @@ def read_envelope(schema: Any) -> StructType | str:
     from pyspark.sql.types import StructField, StructType
 
     def bad(problem: str) -> str:
-        return f"the embedded Connect schema is malformed: {problem}"
+        # A map with other keys than strings is Connect's own, written as a list of pairs:
+        # not malformed, but not read (declare the row's schema to read it as text).
+        what = "is not supported" if "keys are not strings" in problem else "is malformed"
+        return f"the embedded Connect schema {what}: {problem}"
 
     if not isinstance(schema, dict):
         return bad("it is not a JSON object")

@@ -141,14 +141,6 @@ NEW_SCHEMA = "an embedded Connect schema not met yet"
 SCHEMAS_LEARNED = 100
 
 
-def embedded_schema(text: Column) -> Column:
-    """The ``schema`` of a JSON converter's ``{schema, payload}`` value as its JSON text,
-    written as both decoders write an object read as a string."""
-    from pyspark.sql import functions as F
-
-    return F.from_json(text, "struct<schema:string>")["schema"]
-
-
 @dataclass
 class JsonDecoder:
     """Decodes JSON objects into ``schema``'s fields.
@@ -208,13 +200,13 @@ class JsonDecoder:
         if not self.evolving:
             return False
         text = _text(F.col(column))
-        values = [
-            r[0]
-            for r in raw.where(F.col(column).isNotNull() & unknown_fields(text, self.schema))
-            .select(text)
-            .limit(LEARN_SAMPLE)
-            .collect()
-        ]
+        wanted = F.col(column).isNotNull() & unknown_fields(text, self.schema)
+        if self.watch_schemas:
+            # Fields are learned from envelopes whose schema Connect reads, in its types;
+            # a malformed one's row must not add columns on its way to the dead letters.
+            embedded = self.embedded_schema(F.col(column))
+            wanted &= embedded.isNull() | F.xxhash64(embedded).isin(*self.known_schemas)
+        values = [r[0] for r in raw.where(wanted).select(text).limit(LEARN_SAMPLE).collect()]
         if not values:
             return False
         spark = raw.sparkSession
@@ -237,7 +229,7 @@ class JsonDecoder:
 
         from frazil.decode.debezium import read_envelope
 
-        text = embedded_schema(_text(F.col(column)))
+        text = self.embedded_schema(F.col(column))
         digest = F.xxhash64(text)
         met = [*self.known_schemas, *self.bad_schemas]
         new = (
@@ -272,11 +264,21 @@ class JsonDecoder:
 
     def decode(self, data: Column) -> Decoded:
         """The parsed struct, and the mark of records that do not decode."""
-        if self.engine == "frazil" and frazil_reads(self.schema):
-            decoded = self._decode_frazil(data)
-        else:
-            decoded = self._decode_spark(data)
+        decoded = self._decode_unchecked(data)
         return self._check_schemas(decoded) if self.watch_schemas else decoded
+
+    def _decode_unchecked(self, data: Column) -> Decoded:
+        if self.engine == "frazil" and frazil_reads(self.schema):
+            return self._decode_frazil(data)
+        return self._decode_spark(data)
+
+    def embedded_schema(self, data: Column) -> Column:
+        """The embedded ``schema`` of a ``{schema, payload}`` value as this decoder writes
+        it when it decodes the value (an object read as text): the text each record's schema
+        is checked by, so that what is learned and what is checked hash alike."""
+        decoded = self._decode_unchecked(data)
+        assert decoded.fields is not None
+        return decoded.fields["schema"]
 
     def _check_schemas(self, decoded: Decoded) -> Decoded:
         """Marks envelopes whose embedded schema was not met yet (to learn from) or that
@@ -291,7 +293,9 @@ class JsonDecoder:
         for key, reason in self.bad_schemas.items():
             check = check.when(digest == F.lit(key), decode_error(F.lit(reason), detail))
         check = check.otherwise(decode_error(F.lit(NEW_SCHEMA), detail))
-        error = F.coalesce(decoded.error, check.cast(c.ERROR_DDL))
+        # The schema's verdict comes first: a new schema is learned before the row is judged
+        # by it (its new fields, its types), a malformed one is the record's reason.
+        error = F.coalesce(check.cast(c.ERROR_DDL), decoded.error)
         return Decoded(value=decoded.value, error=error, fields=decoded.fields)
 
     def _unknown_reason(self) -> str | None:
@@ -536,51 +540,57 @@ def _build(context: BuildContext) -> JsonDecoder:
     connect = None
     if context.pipeline.defaults.write.debezium and context.part == "value":
         connect = _connect_schema(context)
-    decoder = _build_decoder(context, None if connect is None else connect[0])
+    decoder, from_envelope = _build_decoder(context, None if connect is None else connect[0])
     if connect is not None:
-        _, text, digest = connect
-        decoder.connect_schemas = (text,)
-        if decoder.schema.fieldNames() == ["payload", "schema"]:
-            # Inferred from the embedded schema: each envelope's is checked.
+        schema, value = connect
+        decoder.connect_schemas = (json.dumps(schema),)
+        if from_envelope:
+            # Read by the embedded schema: each envelope's is checked against those met,
+            # hashed as the decoder writes it.
             decoder.watch_schemas = True
-            decoder.known_schemas = frozenset({digest})
+            decoder.known_schemas = frozenset({_digest_of(context.spark, decoder, value)})
     return decoder
 
 
-def _connect_schema(context: BuildContext) -> tuple[Any, str, int] | None:
-    """The embedded Connect schema of the first sampled Debezium record that has one (JSON
-    converter with ``schemas.enable=true``), read once at start: parsed, as its JSON text
-    and that text's hash; None without one."""
+def _digest_of(spark: SparkSession, decoder: JsonDecoder, value: bytes) -> int:
+    """The hash of ``value``'s embedded schema as ``decoder`` writes it."""
     from pyspark.sql import functions as F
 
+    one = spark.createDataFrame([(bytearray(value),)], "value binary")
+    text = decoder.embedded_schema(F.col("value"))
+    row = one.select(F.xxhash64(text)).first()
+    assert row is not None
+    return int(row[0])
+
+
+def _connect_schema(context: BuildContext) -> tuple[Any, bytes] | None:
+    """The embedded Connect schema of the first sampled Debezium record that has one (JSON
+    converter with ``schemas.enable=true``), read once at start, and that record's value;
+    None without one."""
     from frazil.decode.connect_types import is_envelope_schema
 
     if context.batch_options is None:
         return None
     reader = context.spark.read.format("kafka")
-    for key, value in context.batch_options.items():
-        reader = reader.option(key, value)
+    for key, option in context.batch_options.items():
+        reader = reader.option(key, option)
     raw = reader.option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
-    text = embedded_schema(_text(F.col("value")))
-    rows = (
-        raw.where(F.col("value").isNotNull())
-        .limit(CONNECT_SAMPLE)
-        .select(text.alias("text"), F.xxhash64(text).alias("digest"))
-        .collect()
-    )
+    rows = raw.where(raw["value"].isNotNull()).limit(CONNECT_SAMPLE).select("value").collect()
     for row in rows:
-        if row["text"] is None:
-            continue
+        data = bytes(row[0])
+        # A Schema Registry wire-format header (magic byte 0 and a 4-byte id) is skipped.
+        text = data[5:] if data[:1] == b"\x00" else data
         try:
-            schema = json.loads(row["text"])
+            found = json.loads(text)
         except ValueError:
             continue
-        if is_envelope_schema(schema):
-            return schema, row["text"], int(row["digest"])
+        if isinstance(found, dict) and is_envelope_schema(schema := found.get("schema")):
+            return schema, data
     return None
 
 
-def _build_decoder(context: BuildContext, connect: Any = None) -> JsonDecoder:
+def _build_decoder(context: BuildContext, connect: Any = None) -> tuple[JsonDecoder, bool]:
+    """The decoder, and whether it reads the envelope by the embedded Connect schema."""
     pipeline, part = context.pipeline, context.decoding
     declared = part.schema_
     schema_file = part.schema_file
@@ -597,7 +607,7 @@ def _build_decoder(context: BuildContext, connect: Any = None) -> JsonDecoder:
 
             # The declared fields are the row's: the records are its change events.
             schema = envelope_schema(schema, strict=freeze)
-        return JsonDecoder(schema, timestamp_format, strict=freeze, engine=engine)
+        return JsonDecoder(schema, timestamp_format, strict=freeze, engine=engine), False
     if schema_file is not None:
         try:
             document = json.loads(Path(schema_file).read_text())
@@ -607,14 +617,14 @@ def _build_decoder(context: BuildContext, connect: Any = None) -> JsonDecoder:
             ) from None
         return JsonDecoder(
             json_schema_to_spark(document, schema_file), timestamp_format, engine=engine
-        )
+        ), False
     if part.source() == "registry":
         found = wire.subject_schemas(context, "JSON", "a JSON Schema")
         subject, latest = found.subject, found.latest
         where = f"subject {subject!r} version {latest.version} (id {latest.schema_id})"
         return JsonDecoder(
             json_schema_to_spark(json.loads(latest.text), where), timestamp_format, engine=engine
-        )
+        ), False
     # Inferred: the existing table's shape keeps the decoded columns stable across restarts;
     # fields met later are learned batch by batch (or refused under freeze).
     evolving = context.part == "value" and not freeze
@@ -624,14 +634,16 @@ def _build_decoder(context: BuildContext, connect: Any = None) -> JsonDecoder:
         # Debezium with its schema embedded: the envelope's shape is stated, not guessed.
         envelope = connect_envelope(connect)
         if envelope is not None:
-            return JsonDecoder(envelope, timestamp_format, evolving, freeze, engine=engine)
+            return JsonDecoder(envelope, timestamp_format, evolving, freeze, engine=engine), True
     if context.table_schema is not None:
-        return JsonDecoder(context.table_schema, timestamp_format, evolving, freeze, engine=engine)
+        return JsonDecoder(
+            context.table_schema, timestamp_format, evolving, freeze, engine=engine
+        ), False
     assert context.batch_options is not None
     schema = infer_schema(
         context.spark, context.batch_options, pipeline, INFER_SAMPLE, column=context.part
     )
-    return JsonDecoder(schema, timestamp_format, evolving, freeze, engine=engine)
+    return JsonDecoder(schema, timestamp_format, evolving, freeze, engine=engine), False
 
 
 register(Format(name="json", build=_build))

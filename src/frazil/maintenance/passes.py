@@ -272,11 +272,11 @@ class MaintenanceThread(threading.Thread):
     def run(self) -> None:
         interval = parse_duration(self.config.maintenance.interval)
         budget = parse_duration(self.config.maintenance.budget)
-        # Iceberg's rewrite registers its catalog on the thread's active session; without
-        # one every file group of a compaction fails (and is left as it was).
-        activate(self.spark)
         while not self.stop.wait(interval):
             try:
+                # Iceberg's rewrite registers its catalog on the thread's active session;
+                # without one every file group of a compaction fails (left as it was).
+                activate(self.spark)
                 tables = [
                     t
                     for t in config_tables(self.spark, self.config)

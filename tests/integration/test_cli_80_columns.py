@@ -150,7 +150,7 @@ def test_commands_at_80_columns(
 
     # The run: a line per batch, the summary, and the hint whole on its own line.
     run = out["run"]
-    hint = f"frazil sql -c frazil.yaml 'SELECT * FROM lake.{table} LIMIT 10'"
+    hint = f"frazil sql -c frazil.yaml 'SELECT * FROM {table} LIMIT 10'"
     assert f"  {hint}" in run.splitlines(), run
     # A batch line is never wrapped by frazil (table names stay whole for grep; the terminal
     # folds it): its length depends on the seconds and freshness, 81 columns on a slow day.
@@ -161,7 +161,7 @@ def test_commands_at_80_columns(
     # Tables: every name and header whole (columns left out, not cut).
     tables = out["tables"]
     assert _long_lines(tables) == [] and "…" not in tables, tables
-    assert f"lake.db.c80_{unique}" in tables  # as queries name it
+    assert f"db.c80_{unique}" in tables  # as the config names it
     for header in ("table", "score", "data", "files"):
         assert header in tables
     assert "not shown at this width:" in tables

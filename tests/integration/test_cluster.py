@@ -477,7 +477,7 @@ def test_the_quickstart_routing_dead_letters_changes_formats_and_upkeep_on_the_s
 
     # What `frazil tables` listed and what `frazil optimize` did (after the run, above).
     for table in ("payments", "t_pay", "t_user", "upserted", "events", "readings", "customers"):
-        assert f"lake.{ns}.{table}" in listed.stdout
+        assert f"{ns}.{table}" in listed.stdout
     assert "1 orphan files older than 3d removed" in " ".join(upkeep.stdout.split())
     assert not orphan.exists()
     assert _column(catalog, f"{ns}.payments", "id") == sorted(ids)

@@ -4,6 +4,7 @@ warns about declared types an existing table's columns conflict with."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -171,6 +172,25 @@ def test_plan_warns_about_declared_types_an_existing_table_cannot_take(
     assert printed.returncode == 0, printed.stderr[-3000:]
     assert f"warning: {stop_warning}" in printed.stdout
     assert f"warning: {dlq_warning}" in printed.stdout
+    # Spark resolving only, the tables read from their metadata (the default), says what
+    # Spark reading them through its catalog says.
+    ways = [
+        subprocess.run(
+            [sys.executable, "-m", "frazil.cli.main", "plan", "-c", str(path), "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "FRAZIL_READS": reads},
+        )
+        for reads in ("", "spark")
+    ]
+    assert [w.returncode for w in ways] == [0, 0], [w.stderr[-3000:] for w in ways]
+    metadata, catalog = (json.loads(w.stdout) for w in ways)
+    assert metadata == catalog
+    assert [(e["table_exists"], e["warnings"]) for e in metadata] == [
+        (True, [stop_warning]),
+        (True, [dlq_warning]),
+    ]
     # Nothing was created or changed.
     assert [tuple(r) for r in spark.sql(f"DESCRIBE lake.{stops}").collect()][:3] == [
         ("id", "string", None),

@@ -122,13 +122,13 @@ def test_the_page_marks_its_blocks_as_the_test_reads_them() -> None:
 
 def test_a_report_shape_keeps_labels_and_the_counts_that_do_not_depend_on_timing() -> None:
     report = """✓ orders
-table            lake.db.orders
+table            db.orders
 records written  5 in 2 batch(es)
 snapshots        3
 valid through    2026-11-26T02:32:43.738Z
 ┃ customer_country ┃ orders ┃"""
     assert report_shape(report) == [
-        ("table", "lake.db.orders"),
+        ("table", "db.orders"),
         ("records written", "5"),
         ("snapshots", None),
         ("valid through", None),

@@ -132,7 +132,7 @@ def test_metadata_reads_match_spark(
         assert done.returncode == 0, (command, done.stderr)
         shown = json.loads(done.stdout)
         if command == ["tables"]:
-            assert [h["table"] for h in shown] == [f"lake.{r.name}" for r in refs]
+            assert [h["table"] for h in shown] == [r.name for r in refs]
         if command == ["dlq", "show"]:
             assert sum(g["records"] for g in shown) == sum(g["records"] for g in groups)
 
@@ -160,7 +160,7 @@ def test_partitions_read_alike_for_every_transform(
     catalog = pyiceberg_catalog(make_config([{"name": "x", "topics": ["x"], "table": name}]))
     policy = ResolvedPolicy.of(MaintenancePolicy())
     with_spark = spark_facts(spark, f"lake.{name}", IcebergTable(spark, f"lake.{name}").java)
-    from_metadata = pyiceberg_facts(catalog.load_table(name), f"lake.{name}")
+    from_metadata = pyiceberg_facts(catalog.load_table(name), name)
     assert sorted(f.partition for f in from_metadata.files) == sorted(
         f.partition for f in with_spark.files
     )

@@ -246,7 +246,7 @@ def test_plan_describes_a_route(spark: Any, make_config: Any, unique: str) -> No
         ]
     )
     [explained] = explain(spark, config, [])
-    assert explained.table == "lake.db.k_{value} by kind"
+    assert explained.table == "db.k_{value} by kind"
     assert not explained.table_exists
     assert ("route", "table db.k_{value} named by field kind; else skip") in explained.steps
     with pytest.raises(ConfigError, match=r"route\.field: column 'nope' is not in the records"):

@@ -65,14 +65,14 @@ def test_top_names_the_biggest_then_counts_the_rest() -> None:
 def test_a_routed_summary_stays_a_handful_of_lines() -> None:
     tables = {f"db.orders_c{i:03d}": 100 + i for i in range(100)}
     rows = summary_rows(
-        _report(tables, dead_letters={f"decode: reason {i}": i + 1 for i in range(40)}), "lake"
+        _report(tables, dead_letters={f"decode: reason {i}": i + 1 for i in range(40)})
     )
     text = "\n".join(f"{k} {v}" for k, v in rows)
     assert len(rows) < 30, text
     assert "14,950 in 100 table(s)" in text
-    assert "lake.db.orders_c099: 0 written, 199 rows" in text
+    assert "db.orders_c099: 0 written, 199 rows" in text
     assert "and 95 more (" in text and "all in -o json" in text
-    assert "lake.db.orders_c000" not in text
+    assert "db.orders_c000" not in text
     # Twelve partitions of a topic are counted, not listed.
     assert "orders: 12 partitions, 66,000 in all" in text
     assert "and 35 more reasons" in text
@@ -80,11 +80,9 @@ def test_a_routed_summary_stays_a_handful_of_lines() -> None:
 
 def test_the_query_hint_works_on_any_table_and_picks_the_biggest() -> None:
     report = _report({"db.small": 3, "db.big": 300, "db.mid": 30})
-    assert query_hint(report, "lake") == (
-        "frazil sql -c CONFIG 'SELECT * FROM lake.db.big LIMIT 10'"
-    )
-    assert "GROUP BY" not in query_hint(report, "lake")
-    assert query_hint(report, "lake", "my dir/f.yaml").startswith("frazil sql -c 'my dir/f.yaml'")
+    assert query_hint(report) == "frazil sql -c CONFIG 'SELECT * FROM db.big LIMIT 10'"
+    assert "GROUP BY" not in query_hint(report)
+    assert query_hint(report, "my dir/f.yaml").startswith("frazil sql -c 'my dir/f.yaml'")
 
 
 def test_a_hint_is_printed_on_one_line_at_any_width() -> None:

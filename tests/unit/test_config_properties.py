@@ -101,6 +101,8 @@ def mutated(draw: st.DrawFn) -> dict[str, Any]:
     data = _base()
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
         paths = [p for p in _paths(data) if p]
+        if not paths:  # every key removed: nothing left to change
+            break
         path = draw(st.sampled_from(paths))
         parent: Any = data
         for part in path[:-1]:

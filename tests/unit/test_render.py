@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from frazil.cli.app import console
 from frazil.cli.render import print_reports
 from frazil.engine.report import PipelineReport
@@ -34,7 +32,7 @@ def _report(**extra: object) -> PipelineReport:
 def _printed(report: PipelineReport) -> str:
     with console.capture() as captured:
         # Only the catalog's name is read.
-        print_reports([report], SimpleNamespace(catalog=SimpleNamespace(name="lake")))  # type: ignore[arg-type]
+        print_reports([report])
     # Words as printed, whatever the terminal's width wraps.
     return " ".join(captured.get().split())
 
@@ -50,7 +48,7 @@ def test_a_routed_summary_says_rows_per_table_and_counts_records_not_written() -
     )
     assert "records ingested" not in text
     assert "rows written" in text and "5,000 row(s) to 3 table(s)" in text
-    assert "lake.db.b: 1,000 written, 1,000 rows" in text
+    assert "db.b: 1,000 written, 1,000 rows" in text
     assert "1,000 record(s) matched no table" in text
     assert "1.3 s at the last commit" in text
 

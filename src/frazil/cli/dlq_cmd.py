@@ -264,7 +264,7 @@ def replay(
         console.print_json(json.dumps(dataclasses.asdict(report)))
         return
     resumed = " (finished an interrupted replay)" if report.resumed else ""
-    where = f"{loaded.catalog.name}.{chosen.table}" if chosen.table else "its tables"
+    where = chosen.table or "its tables"
     console.print(
         f"[bold green]✓ {report.pipeline}[/]: {report.replayed:,} dead letter(s) replayed"
         f"{resumed}: {report.written:,} written to {where}, {report.failed_again:,} failed "

@@ -61,24 +61,35 @@ def plan(
     registry, the existing table, or a sample of the topics), so the registry and Kafka must be
     reachable when the config relies on them.
     """
+    from frazil.cli.metadata_reads import metadata_catalog, reads_metadata
     from frazil.engine.explain import explain
     from frazil.engine.runner import check_registry, check_topics
-    from frazil.engine.session import build_spark
+    from frazil.engine.session import AnalysisStart, build_spark
+    from frazil.engine.table_views import MetadataViews, TableViews
 
     loaded = load_config(config, checks=config_problems)
     unknown = sorted(set(pipeline or []) - {p.name for p in loaded.pipelines})
     if unknown:
         raise ConfigError(f"no pipeline named {', '.join(map(repr, unknown))} in {config}")
     selected = [p for p in loaded.pipelines if not pipeline or p.name in pipeline]
-    with err_console.status("Checking Kafka and the schema registry..."):
-        # As `frazil run` does, before Spark starts: a missing topic or a service that does
-        # not answer fails in seconds, with run's message.
+    # Where PyIceberg reads the tables, Spark only resolves: a lighter session, started while
+    # the services are checked.
+    starting = AnalysisStart(loaded) if reads_metadata(loaded) else None
+    with err_console.status("Checking Kafka, the schema registry and the catalog..."):
+        # As `frazil run` does: a missing topic or a service that does not answer fails in
+        # seconds, with run's message.
         for p in selected:
             check_topics(loaded, p)
         check_registry(loaded, selected)
+        catalog = metadata_catalog(loaded) if starting is not None else None
     with err_console.status("Starting Spark and resolving schemas..."):
-        spark = build_spark(loaded)
-        explanations = explain(spark, loaded, pipeline or [])
+        views: TableViews | None = None
+        if starting is not None:
+            spark = starting.result()
+            views = MetadataViews(spark, catalog)
+        else:
+            spark = build_spark(loaded)
+        explanations = explain(spark, loaded, pipeline or [], views)
     if output is OutputFormat.json:
         console.print_json(json.dumps([e.to_json() for e in explanations]))
         return

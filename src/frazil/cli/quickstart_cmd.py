@@ -94,7 +94,7 @@ def quickstart(
     if output is OutputFormat.json:
         console.print_json(json.dumps([r.to_json() for r in reports]))
         return
-    print_reports(reports, config, str(config_path))
+    print_reports(reports, str(config_path))
     # Each command on one line of its own (never wrapped inside the quoted SQL), so that a
     # copy-paste gets it whole.
     console.print()
@@ -104,7 +104,7 @@ def quickstart(
     print_hint("again:  ", f"frazil run -c {where} --until-caught-up")
     print_hint(
         "query:  ",
-        f'frazil sql -c {where} "SELECT type, count(*) FROM lake.db.payments GROUP BY type"',
+        f'frazil sql -c {where} "SELECT type, count(*) FROM db.payments GROUP BY type"',
     )
     print_hint("stop the broker: ", f"frazil local down --state-dir {state}")
 

@@ -13,7 +13,6 @@ from rich.table import Table
 from rich.text import Text
 
 from frazil.cli.app import console
-from frazil.config.models import FrazilConfig
 from frazil.engine.report import PipelineReport
 
 #: How many of a long list (tables, topics, dead-letter reasons, schema changes) a summary
@@ -158,7 +157,7 @@ def _offsets(offsets: dict[str, dict[int, int]]) -> list[str]:
     return lines
 
 
-def summary_rows(r: PipelineReport, catalog: str) -> list[tuple[str, str]]:
+def summary_rows(r: PipelineReport) -> list[tuple[str, str]]:
     """The rows of one pipeline's summary: a bounded number, however many tables it wrote."""
     lag = f"{r.freshness_lag_ms / 1000:.1f} s" if r.freshness_lag_ms is not None else "-"
     offsets = _offsets(r.offsets) or ["-"]
@@ -174,7 +173,7 @@ def summary_rows(r: PipelineReport, catalog: str) -> list[tuple[str, str]]:
         written = f"{r.records_ingested:,} in {r.batches} batch(es)"
         in_tables = f"{r.table_rows:,}"
     rows = [
-        ("table", f"{catalog}.{r.table}"),
+        ("table", r.table),
         ("rows written" if routed else "records written", written),
         ("rows in tables" if routed else "rows in table", in_tables),
         ("snapshots", str(r.snapshots)),
@@ -189,7 +188,7 @@ def summary_rows(r: PipelineReport, catalog: str) -> list[tuple[str, str]]:
         # The biggest tables by rows, then how many more: a handful of lines for 100 tables.
         tables = top(r.tables)
         rows += [
-            ("tables" if i == 0 else "", f"{catalog}.{t}: {r.rows_written.get(t, 0):,} written, "
+            ("tables" if i == 0 else "", f"{t}: {r.rows_written.get(t, 0):,} written, "
              f"{n:,} rows")
             for i, (t, n) in enumerate(tables.shown)
         ]  # fmt: skip
@@ -226,11 +225,11 @@ def summary_rows(r: PipelineReport, catalog: str) -> list[tuple[str, str]]:
     return rows
 
 
-def query_hint(r: PipelineReport, catalog: str, config: str = "CONFIG") -> str:
+def query_hint(r: PipelineReport, config: str = "CONFIG") -> str:
     """A query that works on any table: the rows of the pipeline's biggest table."""
     biggest = top(r.tables, 1).shown
     table = biggest[0][0] if biggest else r.table
-    statement = f"SELECT * FROM {catalog}.{table} LIMIT 10"
+    statement = f"SELECT * FROM {table} LIMIT 10"  # `frazil sql`: the catalog is the default
     where = config if config == "CONFIG" else shlex.quote(config)
     return f"frazil sql -c {where} {shlex.quote(statement)}"
 
@@ -243,16 +242,13 @@ def print_hint(label: str, command: str, out: Console | None = None) -> None:
     )
 
 
-def print_reports(
-    reports: list[PipelineReport], config: FrazilConfig, config_path: str = "CONFIG"
-) -> None:
+def print_reports(reports: list[PipelineReport], config_path: str = "CONFIG") -> None:
     """One block per pipeline (narrow terminals stay readable), then how to query."""
-    catalog = config.catalog.name
     for r in reports:
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column()
-        for key, value in summary_rows(r, catalog):
+        for key, value in summary_rows(r):
             grid.add_row(key, escape(value))
         console.print(f"[bold green]✓ {escape(r.pipeline)}[/]")
         console.print(grid)
@@ -260,7 +256,7 @@ def print_reports(
         console.print("\nQuery it:", highlight=False)
         for r in reports[:3]:
             routed = len(r.tables) > 1
-            print_hint("  ", query_hint(r, catalog, config_path))
+            print_hint("  ", query_hint(r, config_path))
             if routed:
                 console.print(
                     f"  (the biggest of {r.pipeline}'s {len(r.tables):,} tables)",

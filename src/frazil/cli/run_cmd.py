@@ -181,7 +181,7 @@ def run(
     if quiet:
         console.print_json(json.dumps([r.to_json() for r in reports]))
     else:
-        print_reports(reports, loaded, str(config))
+        print_reports(reports, str(config))
 
 
 def _print_stopped_now(committed: dict[str, tuple[int, int, int]]) -> None:

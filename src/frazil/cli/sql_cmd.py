@@ -15,7 +15,9 @@ from frazil.config.loader import load_config
 @app.command()
 def sql(
     statement: str = typer.Argument(
-        ..., help='A Spark SQL statement, e.g. "SELECT * FROM lake.db.t".'
+        ...,
+        help='A Spark SQL statement, e.g. "SELECT * FROM db.t" (the config\'s catalog is the '
+        "default).",
     ),
     config: Path = typer.Option(..., "--config", "-c", help="Path to the frazil YAML config file."),
     limit: int = typer.Option(50, "--limit", help="Most rows to print."),

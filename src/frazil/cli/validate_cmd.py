@@ -62,7 +62,7 @@ def validate(
             mode = f"{write.mode}{' by ' + how if how else ''} on {', '.join(write.key)}; "
         console.print(
             f"  [bold]{pipeline.name}[/]: {source} → "
-            f"{_target(loaded.catalog.name, pipeline)} "
+            f"{_target(pipeline)} "
             f"({partitions}); {pipeline.value.format}, schema {schema}; {mode}{transforms}; "
             f"trigger {pipeline.trigger}; checkpoint {mask_value(loaded.checkpoint_for(pipeline))}",
             highlight=False,
@@ -110,7 +110,7 @@ def _schema_source(pipeline: PipelineConfig) -> str:
     return "inferred at start"
 
 
-def _target(catalog: str, pipeline: PipelineConfig) -> str:
+def _target(pipeline: PipelineConfig) -> str:
     if pipeline.table is not None:
-        return f"{catalog}.{pipeline.table}"
-    return f"{pipeline.describe_target()} (catalog {catalog})"
+        return pipeline.table
+    return pipeline.describe_target()

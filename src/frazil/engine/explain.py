@@ -15,9 +15,8 @@ from frazil import columns as c
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.pipeline import build_pipeline
-from frazil.sink.evolution import TableView, compare
-from frazil.sink.iceberg import IcebergTable
-from frazil.sink.table import qualified, table_exists
+from frazil.engine.table_views import CatalogViews, TableViews
+from frazil.sink.evolution import compare
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,23 +70,26 @@ class PipelineExplanation:
 
 
 def explain(
-    spark: SparkSession, config: FrazilConfig, names: list[str]
+    spark: SparkSession, config: FrazilConfig, names: list[str], views: TableViews | None = None
 ) -> list[PipelineExplanation]:
-    """Resolve and describe the named pipelines (all if ``names`` is empty)."""
+    """Resolve and describe the named pipelines (all if ``names`` is empty).
+
+    Args:
+        views: Where the existing tables are read (default: the session's catalog).
+    """
+    if views is None:
+        views = CatalogViews(spark, config.catalog.name)
     result = []
     for pipeline in config.pipelines:
         if names and pipeline.name not in names:
             continue
-        table = (
-            qualified(config.catalog.name, pipeline.table) if pipeline.table is not None else None
-        )
-        built = build_pipeline(spark, config, pipeline)
+        built = build_pipeline(spark, config, pipeline, views)
         shape, plan = built.shape, built.plan
         result.append(
             PipelineExplanation(
                 pipeline=pipeline.name,
-                table=f"{config.catalog.name}.{pipeline.describe_target()}",
-                table_exists=table is not None and table_exists(spark, table),
+                table=pipeline.describe_target(),
+                table_exists=pipeline.table is not None and views.view(pipeline.table) is not None,
                 value_format=pipeline.value.format,
                 value_schema_source=pipeline.value.source(),
                 key_format=pipeline.key.format if pipeline.key is not None else None,
@@ -98,15 +100,13 @@ def explain(
                 ),
                 table_schema=shape.table_schema,
                 steps=tuple(plan.describe()),
-                warnings=tuple(conflicts(spark, config, pipeline, shape.table_schema)),
+                warnings=tuple(conflicts(views, pipeline, shape.table_schema)),
             )
         )
     return result
 
 
-def conflicts(
-    spark: SparkSession, config: FrazilConfig, pipeline: PipelineConfig, schema: StructType
-) -> list[str]:
+def conflicts(views: TableViews, pipeline: PipelineConfig, schema: StructType) -> list[str]:
     """The columns of the pipeline's existing tables that its records' types do not fit,
     each in the words the run marks such a record with, and what the run would then do.
 
@@ -117,10 +117,9 @@ def conflicts(
     """
     found: list[str] = []
     for name in pipeline.static_tables():
-        full = qualified(config.catalog.name, name)
-        if not table_exists(spark, full):
+        view = views.view(name)
+        if view is None:
             continue
-        view = TableView.read(spark, IcebergTable(spark, full).java)
         diff = compare(c.user_schema(schema), view, pipeline.settings_for(name))
         for mismatch in diff.mismatches:
             column = mismatch.path.split(".")[0]

@@ -14,8 +14,8 @@ from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.plan import BatchPlan, build_plan
 from frazil.engine.shape import PipelineShape, resolve_shape, source_schema
+from frazil.engine.table_views import CatalogViews, TableViews
 from frazil.route.rules import Route, build_route
-from frazil.sink.table import qualified
 from frazil.transform.chain import build_chain
 
 if TYPE_CHECKING:
@@ -49,17 +49,23 @@ class BuiltPipeline:
 
 
 def build_pipeline(
-    spark: SparkSession, config: FrazilConfig, pipeline: PipelineConfig
+    spark: SparkSession,
+    config: FrazilConfig,
+    pipeline: PipelineConfig,
+    views: TableViews | None = None,
 ) -> BuiltPipeline:
     """Resolve the pipeline's shape, build its route and its batch plan.
+
+    Args:
+        views: Where the existing tables are read (default: the session's catalog).
 
     Raises:
         ConfigError: A schema source or a transform does not fit.
         PipelineError: The registry or the topics could not give a schema.
     """
-    single = pipeline.table
-    table = qualified(config.catalog.name, single) if single is not None else None
-    shape = resolve_shape(spark, config, pipeline, table)
+    if views is None:
+        views = CatalogViews(spark, config.catalog.name)
+    shape = resolve_shape(spark, config, pipeline, views)
     route = build_route(pipeline)
     plan = build_plan(pipeline, shape.value, shape.key, shape.chain, route)
     return BuiltPipeline(pipeline, shape, route, plan)

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructField, StructType
 
+    from frazil.engine.table_views import TableViews
+
 
 @dataclass(frozen=True)
 class PipelineShape:
@@ -62,34 +64,31 @@ def _batch_options(config: FrazilConfig, pipeline: PipelineConfig) -> dict[str, 
     }
 
 
-def _existing_value_fields(
-    spark: SparkSession, pipeline: PipelineConfig, table: str | None
-) -> StructType | None:
-    """The decoded value columns of an existing table, for an inferred JSON schema.
+def _existing_value_fields(pipeline: PipelineConfig, views: TableViews) -> StructType | None:
+    """The decoded value columns of the pipeline's existing table, for an inferred JSON schema.
 
     Only without transforms: with them, the table's columns are not the decoded shape.
     """
     from pyspark.sql.types import StructType
 
-    if table is None or pipeline.transforms or pipeline.route is not None:
+    if pipeline.table is None or pipeline.transforms or pipeline.route is not None:
         return None
     if pipeline.defaults.write.debezium:  # the table holds rows, the topic envelopes
         return None
-    from frazil.sink.table import table_exists
-
-    if not table_exists(spark, table):
+    view = views.view(pipeline.table)
+    if view is None:
         return None
     skip = {pipeline.key.column} if pipeline.key is not None else set()
     fields = [
         f
-        for f in spark.table(table).schema.fields
+        for f in view.schema.fields
         if not f.name.startswith(c.METADATA_PREFIX) and f.name not in skip
     ]
     return StructType(fields)
 
 
 def resolve_shape(
-    spark: SparkSession, config: FrazilConfig, pipeline: PipelineConfig, table: str | None
+    spark: SparkSession, config: FrazilConfig, pipeline: PipelineConfig, views: TableViews
 ) -> PipelineShape:
     """Build the pipeline's decoders and transform chain.
 
@@ -97,8 +96,8 @@ def resolve_shape(
         spark: The session.
         config: The whole config.
         pipeline: The pipeline.
-        table: The pipeline's qualified table name, whose columns an inferred JSON schema
-            keeps; None to always infer (``frazil plan`` without a catalog lookup).
+        views: The existing tables: the pipeline's table's columns are what an inferred JSON
+            schema keeps.
 
     Raises:
         ConfigError: A schema source or a transform does not fit.
@@ -111,7 +110,7 @@ def resolve_shape(
             config,
             pipeline,
             "value",
-            table_schema=_existing_value_fields(spark, pipeline, table),
+            table_schema=_existing_value_fields(pipeline, views),
             batch_options=_batch_options(config, pipeline),
         )
     )

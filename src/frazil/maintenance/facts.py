@@ -78,7 +78,8 @@ def spark_facts(spark: SparkSession, name: str, java_table: Any) -> TableFacts:
     io = java_table.io()
     properties = {str(k): str(v) for k, v in dict(java_table.properties()).items()}
     return TableFacts(
-        name=name.replace("`", ""),
+        # As the config names it (db.table): the catalog is the config's.
+        name=name.replace("`", "").split(".", 1)[1],
         properties=properties,
         format_version=_format(properties, java_table),
         files=tuple(

@@ -235,7 +235,7 @@ def measure(catalog: Any, config: FrazilConfig, ref: TableRef) -> TableHealth:
     """:func:`frazil.maintenance.passes.measure` from the table's metadata, read with
     PyIceberg's ``catalog``."""
     table = catalog.load_table(ref.name)
-    facts = pyiceberg_facts(table, f"{config.catalog.name}.{ref.name}")
+    facts = pyiceberg_facts(table, ref.name)
     return health_of(facts, policy_of(config, ref))
 
 

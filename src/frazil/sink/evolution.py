@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -134,9 +135,28 @@ class TableView:
     def read(cls, spark: SparkSession, table: Any, schema: Any = None) -> TableView:
         """Read the view of a Java ``Table`` (refreshed by the caller): of its current schema,
         or of ``schema``, one of its former ones (a Java ``Schema``)."""
+        mapping = table.properties().get(NAME_MAPPING)
+        return cls._of(
+            spark,
+            table.schema() if schema is None else schema,
+            None if mapping is None else str(mapping),
+        )
+
+    @classmethod
+    def from_metadata(
+        cls, spark: SparkSession, schema_json: str, properties: Mapping[str, str]
+    ) -> TableView:
+        """The view of a table's current schema as its metadata file spells it (Iceberg's
+        JSON schema, read without a catalog in the JVM), and its properties."""
         jvm = spark.sparkContext._jvm
         assert jvm is not None
-        schema = table.schema() if schema is None else schema
+        schema = jvm.org.apache.iceberg.SchemaParser.fromJson(schema_json)
+        return cls._of(spark, schema, properties.get(NAME_MAPPING))
+
+    @classmethod
+    def _of(cls, spark: SparkSession, schema: Any, mapping: str | None) -> TableView:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
         # One JSON document rather than a py4j round trip per column.
         parsed = json.loads(str(jvm.org.apache.iceberg.SchemaParser.toJson(schema)))
         ids = {str(f["name"]): int(f["id"]) for f in parsed["fields"]}
@@ -147,9 +167,8 @@ class TableView:
             else frozenset()
         )
         names: dict[str, int] = {}
-        mapping = table.properties().get(NAME_MAPPING)
         if mapping is not None:
-            for entry in json.loads(str(mapping)):
+            for entry in json.loads(mapping):
                 if "field-id" in entry:
                     for name in entry.get("names", []):
                         names[str(name)] = int(entry["field-id"])
@@ -161,7 +180,7 @@ class TableView:
             ids,
             names,
             required,
-            None if mapping is None else str(mapping),
+            mapping,
             identifiers,
         )
 

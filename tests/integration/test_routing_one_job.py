@@ -1,8 +1,9 @@
 """A routed batch written to all of its tables in one Spark job, and the batches that are not.
 
-The one job (``frazil.engine.one_job``) writes the common case: known tables taking the
-batch's columns as they are, and new tables created with the pipeline's defaults. A batch it
-cannot write alone (a record for a column its table lacks, a bad record) is found by the job
+The routed job (``frazil.engine.routed_job``, its files committed by
+``frazil.engine.routed_commit``) writes the common case: known tables taking the batch's
+columns as they are, and new tables created with the pipeline's defaults. A batch it cannot
+write alone (a record for a column its table lacks, a bad record) is found by the job
 and written the general way; either way each table holds each record once.
 """
 

@@ -6,8 +6,9 @@ hands out lives in a module of its own (see docs/architecture.md, "One micro-bat
 * :mod:`~frazil.engine.window` — the batch window and the markers its commits carry;
 * :mod:`~frazil.engine.ledger` — the pipeline's tables, commits, counts, events, idle markers;
 * :mod:`~frazil.engine.live_plan` — the plan, rebuilt when a batch teaches the decoders;
-* :mod:`~frazil.engine.table_write` — one table's share of a batch in one commit;
-* :mod:`~frazil.engine.routed_job` — a routed batch to all of its tables in one Spark job;
+* :mod:`~frazil.engine.table_write` — one table's rows of a batch in one commit;
+* :mod:`~frazil.engine.routed_job` — a routed batch's files for all of its tables in one
+  Spark job, and :mod:`~frazil.engine.routed_commit` — their commits;
 * :mod:`~frazil.engine.cached_write` — the cached way (routed batches the one job leaves,
   upsert/CDC routed or with a dead-letter queue);
 * :mod:`~frazil.engine.dead_sender` — failing records to the dead-letter queue;
@@ -31,7 +32,8 @@ from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.dead_sender import DeadLetterSender
 from frazil.engine.ledger import BatchStats, TableLedger
 from frazil.engine.live_plan import LivePlan
-from frazil.engine.routed_job import OneJobWrite
+from frazil.engine.routed_commit import RoutedCommitter
+from frazil.engine.routed_job import RoutedJob
 from frazil.engine.table_write import ObservedMetrics, TableWriter
 from frazil.engine.window import BatchCursor, BatchWindow
 from frazil.errors import CommitError, FrazilError, StaleMarker, TableRolledBack
@@ -96,7 +98,8 @@ class BatchHandler:
     _query_id_set: threading.Event = field(default_factory=threading.Event)
     _busy: threading.Lock = field(default_factory=threading.Lock)
     _single: TableWriter = field(init=False)
-    _one_job: OneJobWrite = field(init=False)
+    _routed_job: RoutedJob = field(init=False)
+    _routed_commit: RoutedCommitter = field(init=False)
     _cached: CachedWrite = field(init=False)
 
     @classmethod
@@ -152,9 +155,10 @@ class BatchHandler:
 
         self._single = writer(cached=False)
         cached = writer(cached=True)
-        self._one_job = OneJobWrite(
+        self._routed_job = RoutedJob(
             spark, self.pipeline, self.live, self.tables, self.ledger, adapter
         )
+        self._routed_commit = RoutedCommitter(spark, self.pipeline, self.tables, self.ledger)
         self._cached = CachedWrite(
             self.pipeline.name,
             self.pipeline.value.format,
@@ -352,7 +356,10 @@ class BatchHandler:
         if not self.cached:
             self._write_single(window, states)
         else:
-            written = self._one_job.write(window, states)
+            outcome = self._routed_job.write(window, states)
+            written = (
+                None if outcome is None else self._routed_commit.commit(window, outcome, states)
+            )
             if written is None:
                 written = self._write_cached(window, states)
             self.ledger.mark_idle(window, states, written)

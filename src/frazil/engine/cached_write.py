@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.engine.bad_records import BadRecords, learnable, rejected
+from frazil.engine.cached_table import CachedTable, with_values, with_values_columns
 from frazil.engine.ledger import TableLedger
 from frazil.engine.live_plan import LivePlan
-from frazil.engine.share import TableShare, with_values, with_values_columns
 from frazil.engine.table_write import ObservedMetrics, TableWriter
 from frazil.engine.threads import Pause, each, each_outcome
 from frazil.engine.window import BatchWindow, Partition
@@ -35,7 +35,7 @@ class _Summary:
     #: Records dropped as configured (a filter, a skipped tombstone).
     filtered: int
     #: Tables with records to append.
-    tables: dict[str, TableShare]
+    tables: dict[str, CachedTable]
 
 
 @dataclass
@@ -52,7 +52,7 @@ class CachedWrite:
         live: The live plan.
         tables: Creates and adopts the tables the batch meets first.
         ledger: The pipeline's tables and the run's counts.
-        writer: Writes each table's share.
+        writer: Writes each table's rows.
         metrics: The observed metrics' expressions (timestamps per table).
     """
 
@@ -202,7 +202,7 @@ def _summarise(frame: DataFrame, stamps: list[Column], window: BatchWindow) -> _
         .collect()
     )
     tables = {
-        str(r[c.ROUTE_TABLE]): TableShare(
+        str(r[c.ROUTE_TABLE]): CachedTable(
             int(r["append"] or 0),
             with_values(r, user),
             tuple((tp, r[f"ts_{i}"]) for i, tp in enumerate(partitions)),

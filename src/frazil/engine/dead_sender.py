@@ -12,8 +12,8 @@ from frazil import columns as c
 from frazil.engine import dead_capture
 from frazil.engine.adapt import ColumnAdapter
 from frazil.engine.bad_records import own_error
+from frazil.engine.cached_table import CachedTable, of_table
 from frazil.engine.live_plan import LivePlan
-from frazil.engine.share import TableShare, of_table
 from frazil.engine.threads import pause_before_dead_letters
 from frazil.engine.window import BatchWindow
 from frazil.sink.dead_letters.queue import DeadLetters
@@ -66,7 +66,7 @@ class DeadLetterSender:
         window: BatchWindow,
         frame: DataFrame,
         target: Target,
-        share: TableShare | None,
+        counted: CachedTable | None,
         seen: dead_capture.Failing | None,
         *,
         committed: TableView | None = None,
@@ -84,20 +84,20 @@ class DeadLetterSender:
 
         pause_before_dead_letters()
         schema = self.live.plan.schema_of(window.batch)
-        with_values = share.with_values if share else None
+        with_values = counted.with_values if counted else None
         columns = (
             self.columns.adapt(schema, target, window.batch_id, with_values)
             if committed is None
             else self.columns.as_committed(schema, target, committed, with_values)
         )
         started = time.monotonic()
-        own = own_error(columns.error, share is not None)
+        own = own_error(columns.error, counted is not None)
         headers = c.HEADERS in frame.columns
-        source = "" if share is None else target.name
+        source = "" if counted is None else target.name
         bad: DataFrame | None
         if self.cached or seen is None:
             # The cache holds the batch's raw records; a replay (None) looks at all of it.
-            rows = frame if share is None else frame.where(of_table(target.name, share))
+            rows = frame if counted is None else frame.where(of_table(target.name, counted))
             bad = rows.where(_failing(own)).select(
                 *_dead_source_columns(headers), own.alias(c.DEAD_ERROR)
             )

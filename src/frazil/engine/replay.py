@@ -33,11 +33,11 @@ from frazil import columns as c
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.adapt import ColumnAdapter
+from frazil.engine.cached_table import with_values, with_values_columns
 from frazil.engine.ledger import TableLedger
 from frazil.engine.pipeline import build_pipeline
 from frazil.engine.plan import select
 from frazil.engine.replay_state import ReplayClaim, ReplayProgress, ReplayState
-from frazil.engine.share import with_values, with_values_columns
 from frazil.errors import ConfigError, PipelineError
 from frazil.progress import markers
 from frazil.route.rules import route_error

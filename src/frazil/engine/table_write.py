@@ -1,4 +1,4 @@
-"""The table writer: one table's share of a micro-batch, appended or merged in one Iceberg
+"""The table writer: one table's rows of a micro-batch, appended or merged in one Iceberg
 commit that carries the table's marker, and what follows the commit."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from frazil.engine.bad_records import (
     learnable,
     own_error,
 )
+from frazil.engine.cached_table import CachedTable, of_table
 from frazil.engine.dead_sender import DeadLetterSender
 from frazil.engine.ledger import TableLedger
 from frazil.engine.live_plan import LivePlan
-from frazil.engine.share import TableShare, of_table
 from frazil.engine.window import BatchWindow, Partition
 from frazil.progress import markers
 from frazil.sink.evolution import TableView, WriteColumns
@@ -80,7 +80,7 @@ class _Selection:
     """The rows a table's write takes, and what the write observes of them."""
 
     rows: DataFrame
-    #: Counts and timestamps, observed as the rows stream by (None: the share's counts).
+    #: Counts and timestamps, observed as the rows stream by (None: the cached way's counts).
     observation: Observation | None = None
     #: Failing records observed in the write's pass (dead letters of a one-pass write).
     failing: Observation | None = None
@@ -90,7 +90,7 @@ class _Selection:
 
 @dataclass
 class TableWriter:
-    """Writes one table's share of a batch in one commit carrying its marker.
+    """Writes one table's rows of a batch in one commit carrying its marker.
 
     The marker must be in the commit's summary, so it is built before the data is read:
     offsets from the planned range; largest timestamps from the batches observed before (a
@@ -129,7 +129,7 @@ class TableWriter:
         frame: DataFrame,
         target: Target,
         state: markers.TableState,
-        share: TableShare | None,
+        counted: CachedTable | None,
         *,
         learn: bool = False,
     ) -> None:
@@ -142,7 +142,8 @@ class TableWriter:
                 merging one with dead letters (one row per record and table).
             target: The table.
             state: The table's state when the batch began.
-            share: The table's share of a cached batch; None: ``frame`` is the planned batch.
+            counted: What the cached way counted of the table's rows; None: ``frame`` is the
+                planned batch.
             learn: With a dead-letter queue, whether records a decoder may learn from still
                 fail the write (so that the table evolves rather than the queue filling).
 
@@ -163,13 +164,13 @@ class TableWriter:
                 # had learned to read is in the table), checked against the table's schema
                 # of that commit (not one made looser or stricter since).
                 if learn:
-                    self._learn_first(frame, target, share)
+                    self._learn_first(frame, target, counted)
                 committed = self._committed_view(target, window)
-                self.dead.send(window, frame, target, share, None, committed=committed)
+                self.dead.send(window, frame, target, counted, None, committed=committed)
             return  # nothing new for this table
         merging = target.settings.write.merges
         wanted = F.col(c.OP).isin(*c.WRITTEN_OPS)
-        if merging and share is None:
+        if merging and counted is None:
             # A change whose operation could not be decided (an unknown code) is marked and
             # has no operation: in the one pass it meets the write all the same, whose guard
             # stops the batch on it (the cached way finds it in its aggregation).
@@ -181,35 +182,35 @@ class TableWriter:
         )
         if keep is not None:
             wanted = wanted & keep
-        if share is not None:
-            wanted = of_table(target.name, share) & wanted
+        if counted is not None:
+            wanted = of_table(target.name, counted) & wanted
         schema = self.live.plan.schema_of(window.batch)
         columns = self.columns.adapt(
-            schema, target, window.batch_id, share.with_values if share else None
+            schema, target, window.batch_id, counted.with_values if counted else None
         )
         # Records dropped as configured (a filter, a skipped tombstone), counted once: a
         # routed or merging batch counts them in its aggregation.
         dropped = (F.col(c.OP) == F.lit(c.OP_SKIP)) & F.col(c.ERROR).isNull()
         if keep is not None:
             dropped = dropped & keep
-        if self.dead is None and share is None:
+        if self.dead is None and counted is None:
             # One pass: observed as the rows stream into the append, or into the MERGE's
             # collapse per key (which reads its source once).
             chosen = self._observed(window, frame, wanted, dropped)
         elif self.dead is None:
             chosen = _Selection(frame.where(wanted))
         elif merging:
-            chosen = self._merge_with_dead_letters(frame, target, share, columns, keep)
+            chosen = self._merge_with_dead_letters(frame, target, counted, columns, keep)
         else:
             chosen = self._with_dead_letters(
-                window, frame, target, share, columns, keep, dropped, learn
+                window, frame, target, counted, columns, keep, dropped, learn
             )
         rows, observation = chosen.rows, chosen.observation
-        if share is not None and not merging:
-            # A table's share of the batch in as few tasks (and files) as its size needs:
+        if counted is not None and not merging:
+            # A table's rows of the batch in as few tasks (and files) as its size needs:
             # the other tables' writes keep the other cores busy.
-            rows = rows.coalesce(max(1, -(-share.records // ROWS_PER_WRITE_TASK)))
-        if observation is None and not merging and (share is None or self.dead is not None):
+            rows = rows.coalesce(max(1, -(-counted.records // ROWS_PER_WRITE_TASK)))
+        if observation is None and not merging and (counted is None or self.dead is not None):
             # One table: counts and timestamps are observed as the rows stream by.
             observation = _observation("frazil")
             rows = rows.observe(observation, *self.metrics.columns(window.partitions))
@@ -217,14 +218,14 @@ class TableWriter:
         # each costs an analysis through py4j).
         self._commit(target, rows, columns, marker, merging, frame, wanted)
         markers.check_no_interleaving(target.table, state, marker)
-        self._after_commit(window, frame, target, share, marker, chosen, observation)
+        self._after_commit(window, frame, target, counted, marker, chosen, observation)
 
-    def _learn_first(self, frame: DataFrame, target: Target, share: TableShare | None) -> None:
+    def _learn_first(self, frame: DataFrame, target: Target, counted: CachedTable | None) -> None:
         """Raise :class:`BadRecords` if the batch's records for ``target`` hold some a
         decoder may learn from: the batch is planned again once it has."""
         from pyspark.sql import functions as F
 
-        mine = frame if share is None else frame.where(of_table(target.name, share))
+        mine = frame if counted is None else frame.where(of_table(target.name, counted))
         teaching = mine.where(F.col(c.OP).isin(*c.WRITTEN_OPS) & learnable(F.col(c.ERROR)))
         if not teaching.isEmpty():
             raise BadRecords(teaching)
@@ -265,7 +266,7 @@ class TableWriter:
         self,
         frame: DataFrame,
         target: Target,
-        share: TableShare | None,
+        counted: CachedTable | None,
         columns: WriteColumns,
         keep: Column | None,
     ) -> _Selection:
@@ -275,7 +276,9 @@ class TableWriter:
 
         error = columns.error
         own = own_error(error, True)
-        written = frame.where(of_table(target.name, share)).where(F.col(c.OP).isin(*c.WRITTEN_OPS))
+        written = frame.where(of_table(target.name, counted)).where(
+            F.col(c.OP).isin(*c.WRITTEN_OPS)
+        )
         failing_at = [
             tuple(r)
             for r in written.where(own.isNotNull())
@@ -290,7 +293,7 @@ class TableWriter:
         window: BatchWindow,
         frame: DataFrame,
         target: Target,
-        share: TableShare | None,
+        counted: CachedTable | None,
         columns: WriteColumns,
         keep: Column | None,
         dropped: Column,
@@ -301,13 +304,13 @@ class TableWriter:
         from pyspark.sql import functions as F
 
         error = columns.error
-        mine = frame if share is None else frame.where(of_table(target.name, share))
-        own = own_error(error, share is not None)
+        mine = frame if counted is None else frame.where(of_table(target.name, counted))
+        own = own_error(error, counted is not None)
         failing = _observation("frazil_dead")
         limit = (
             # A routed batch is cached: its failing records are read from the cache.
             0
-            if share is not None
+            if counted is not None
             else dead_capture.carry_limit(
                 self._carry_budget(),
                 # Not from the table's marker: a re-planned batch may start below it.
@@ -320,7 +323,7 @@ class TableWriter:
             failing,
             F.count(own_written).alias("bad"),
             dead_capture.observed(own_written, limit, c.HEADERS in frame.columns).alias("at"),
-            F.count(F.when(dropped, F.lit(1)) if share is None else F.lit(None)).alias("dropped"),
+            F.count(F.when(dropped, F.lit(1)) if counted is None else F.lit(None)).alias("dropped"),
         ).where(written_op)
         good = (
             F.when(learnable(error), failure()).otherwise(error.isNull())
@@ -372,7 +375,7 @@ class TableWriter:
         window: BatchWindow,
         frame: DataFrame,
         target: Target,
-        share: TableShare | None,
+        counted: CachedTable | None,
         marker: markers.Marker,
         chosen: _Selection,
         observation: Observation | None,
@@ -386,7 +389,7 @@ class TableWriter:
             if failing is None
             else dead_capture.Failing.observed(self.spark.sparkContext._jvm, failing)
         )
-        if share is None:
+        if counted is None:
             filtered = (
                 dead_capture.observed_count(failing, "dropped")
                 if failing is not None
@@ -395,17 +398,19 @@ class TableWriter:
             self.ledger.count(filtered=filtered)
         if found is not None:
             assert self.dead is not None
-            self.dead.send(window, frame, target, share, found)
+            self.dead.send(window, frame, target, counted, found)
         if chosen.failing_at:
             assert self.dead is not None
-            self.dead.send(window, frame, target, share, dead_capture.Failing.at(chosen.failing_at))
+            self.dead.send(
+                window, frame, target, counted, dead_capture.Failing.at(chosen.failing_at)
+            )
         if observation is not None:
             seen = observation.get
             records = int(seen.get("records") or 0)
             stamps = {tp: seen.get(f"ts_{i}") for i, tp in enumerate(window.partitions)}
         else:
-            assert share is not None
-            records, stamps = share.records, dict(share.timestamps)
+            assert counted is not None
+            records, stamps = counted.records, dict(counted.timestamps)
         self.ledger.committed(window, target, marker, records, stamps, written_bytes)
 
     def _carry_budget(self) -> int:

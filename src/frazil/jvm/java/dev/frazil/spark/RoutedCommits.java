@@ -36,7 +36,7 @@ import org.apache.iceberg.util.ThreadPools;
 import dev.frazil.iceberg.MarkedCatalog;
 import dev.frazil.iceberg.MarkedOperations;
 import dev.frazil.spark.RoutedWrites.Result;
-import dev.frazil.spark.RoutedWrites.TableShare;
+import dev.frazil.spark.RoutedWrites.TableWritten;
 /**
  * Commits what {@link RoutedWrites#write} wrote: each known table's files in one commit of its
  * own ({@link #append}, several at once with {@link #appendEach}), all known tables' files in
@@ -94,7 +94,7 @@ public final class RoutedCommits {
    */
   public static void append(Result result, Table table, String name, Map<String, String> summary) {
     AppendFiles append = table.newAppend().scanManifestsWith(IN_THREAD);
-    List<DataFile> files = result.share(name).files;
+    List<DataFile> files = result.written(name).files;
     for (DataFile f : files) {
       append.appendFile(f);
     }
@@ -270,7 +270,7 @@ public final class RoutedCommits {
         // Refused before the request was sent (a stale marker): nothing went in.
         for (int i = 0; i < names.size(); i++) {
           deleteUncommitted(bases.get(i), updated.get(i), tables.get(i).io(), e);
-          UncommittedFiles.delete(tables.get(i).io(), result.share(names.get(i)).files, e);
+          UncommittedFiles.delete(tables.get(i).io(), result.written(names.get(i)).files, e);
         }
         throw e;
       } catch (RuntimeException e) {
@@ -309,7 +309,7 @@ public final class RoutedCommits {
     }
     Transaction txn = Transactions.newTransaction(name, ops);
     AppendFiles append = txn.newAppend().scanManifestsWith(IN_THREAD);
-    for (DataFile f : result.share(name).files) {
+    for (DataFile f : result.written(name).files) {
       append.appendFile(f);
     }
     summary.forEach(append::set);
@@ -354,13 +354,13 @@ public final class RoutedCommits {
       List<String> dropColumns,
       String nameMappingProperty,
       Map<String, String> summary) {
-    TableShare share = result.share(identifier.toString());
+    TableWritten written = result.written(identifier.toString());
     Transaction txn =
         catalog
             .buildTable(identifier, template.schema())
             .withPartitionSpec(template.spec())
             .withProperties(properties)
-            .withLocation(share.location)
+            .withLocation(written.location)
             .createTransaction();
     if (!txn.table().schema().asStruct().equals(template.schema().asStruct())
         || !txn.table().spec().equals(template.spec())) {
@@ -377,7 +377,7 @@ public final class RoutedCommits {
         .set(nameMappingProperty, NameMappingParser.toJson(MappingUtil.create(txn.table().schema())))
         .commit();
     AppendFiles append = txn.newAppend().scanManifestsWith(IN_THREAD);
-    for (DataFile f : share.files) {
+    for (DataFile f : written.files) {
       append.appendFile(f);
     }
     summary.forEach(append::set);

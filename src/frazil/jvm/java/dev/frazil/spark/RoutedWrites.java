@@ -52,9 +52,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * written with the template (schema, spec, properties) under {@code <namespace
  * location>/<table>} and created by {@link RoutedCommits#createAndAppend} with exactly that schema.
  *
- * <p>These positions and codes are the contract with {@code frazil.engine.one_job}, which
+ * <p>These positions and codes are the contract with {@code frazil.engine.routed_layout}, which
  * builds the layout with constants of the same names and values; {@code
- * tests/unit/engine/test_one_job.py} reads them from this file and compares.
+ * tests/unit/engine/test_routed_layout.py} reads them from this file and compares.
  *
  * <p>A task writes with Iceberg's parts as Iceberg's own Spark writes use them ({@code
  * SparkWrite} in Iceberg 1.11): an {@link OutputFileFactory} names and places each table's
@@ -136,8 +136,11 @@ public final class RoutedWrites {
     }
   }
 
-  /** One table's share of the batch, as written by the tasks. */
-  public static final class TableShare implements Serializable {
+  /**
+   * What the tasks wrote for one table of the batch: its data files (not committed), its
+   * records, the template's columns they fill and their largest Kafka timestamps.
+   */
+  public static final class TableWritten implements Serializable {
     final String table;
     final boolean created;
     final String location;
@@ -146,14 +149,14 @@ public final class RoutedWrites {
     long records;
     boolean[] withValues;
 
-    TableShare(String table, boolean created, String location, int fields) {
+    TableWritten(String table, boolean created, String location, int fields) {
       this.table = table;
       this.created = created;
       this.location = location;
       this.withValues = new boolean[fields];
     }
 
-    void merge(TableShare other) {
+    void merge(TableWritten other) {
       files.addAll(other.files);
       records += other.records;
       for (Map.Entry<String, Long> e : other.maxTimestamps.entrySet()) {
@@ -178,19 +181,19 @@ public final class RoutedWrites {
 
   /** What one task wrote, and the rows it did not write. */
   static final class TaskOutput implements Serializable {
-    final Map<String, TableShare> tables = new LinkedHashMap<>();
+    final Map<String, TableWritten> tables = new LinkedHashMap<>();
     final Counts counts = new Counts();
     final List<String> refused = new ArrayList<>();
   }
 
   /** The job's outcome, read by the driver before it commits. */
   public static final class Result {
-    private final Map<String, TableShare> tables;
+    private final Map<String, TableWritten> tables;
     private final Counts counts;
     private final List<String> refused;
     private final Map<String, FileIO> ios;
 
-    Result(Map<String, TableShare> tables, Counts counts, List<String> refused, Map<String, FileIO> ios) {
+    Result(Map<String, TableWritten> tables, Counts counts, List<String> refused, Map<String, FileIO> ios) {
       this.tables = tables;
       this.counts = counts;
       this.refused = refused;
@@ -212,24 +215,24 @@ public final class RoutedWrites {
       out.put("deferred", counts.deferred);
       out.put("refused", refused);
       Map<String, Object> byTable = new LinkedHashMap<>();
-      for (TableShare share : tables.values()) {
+      for (TableWritten written : tables.values()) {
         Map<String, Object> t = new LinkedHashMap<>();
-        t.put("created", share.created);
-        t.put("records", share.records);
+        t.put("created", written.created);
+        t.put("records", written.records);
         long bytes = 0;
-        for (DataFile f : share.files) {
+        for (DataFile f : written.files) {
           bytes += f.fileSizeInBytes();
         }
         t.put("bytes", bytes);
         List<Integer> values = new ArrayList<>();
-        for (int i = 0; i < share.withValues.length; i++) {
-          if (share.withValues[i]) {
+        for (int i = 0; i < written.withValues.length; i++) {
+          if (written.withValues[i]) {
             values.add(i);
           }
         }
         t.put("with_values", values);
         List<List<Object>> stamps = new ArrayList<>();
-        for (Map.Entry<String, Long> e : share.maxTimestamps.entrySet()) {
+        for (Map.Entry<String, Long> e : written.maxTimestamps.entrySet()) {
           int cut = e.getKey().lastIndexOf('\u0000');
           stamps.add(
               List.of(
@@ -238,7 +241,7 @@ public final class RoutedWrites {
                   e.getValue()));
         }
         t.put("timestamps", stamps);
-        byTable.put(share.table, t);
+        byTable.put(written.table, t);
       }
       out.put("tables", byTable);
       return JSON.writeValueAsString(out);
@@ -246,12 +249,12 @@ public final class RoutedWrites {
 
     /** Deletes the files the job wrote for {@code names} (tables the driver did not commit). */
     public void deleteFiles(List<String> names) {
-      for (TableShare share : tables.values()) {
-        if (!names.contains(share.table)) {
+      for (TableWritten written : tables.values()) {
+        if (!names.contains(written.table)) {
           continue;
         }
-        FileIO io = ios.get(share.table);
-        for (DataFile f : share.files) {
+        FileIO io = ios.get(written.table);
+        for (DataFile f : written.files) {
           try {
             io.deleteFile(f.location());
           } catch (RuntimeException e) {
@@ -261,12 +264,12 @@ public final class RoutedWrites {
       }
     }
 
-    TableShare share(String table) {
-      TableShare share = tables.get(table);
-      if (share == null) {
+    TableWritten written(String table) {
+      TableWritten written = tables.get(table);
+      if (written == null) {
         throw new IllegalArgumentException("no rows were written for table " + table);
       }
-      return share;
+      return written;
     }
   }
 
@@ -327,7 +330,7 @@ public final class RoutedWrites {
     } finally {
       shared.destroy();
     }
-    Map<String, TableShare> merged = new LinkedHashMap<>();
+    Map<String, TableWritten> merged = new LinkedHashMap<>();
     Counts counts = new Counts();
     List<String> refused = new ArrayList<>();
     for (TaskOutput out : outputs) {
@@ -337,12 +340,12 @@ public final class RoutedWrites {
           refused.add(name);
         }
       }
-      for (TableShare share : out.tables.values()) {
-        TableShare into = merged.get(share.table);
+      for (TableWritten written : out.tables.values()) {
+        TableWritten into = merged.get(written.table);
         if (into == null) {
-          merged.put(share.table, share);
+          merged.put(written.table, written);
         } else {
-          into.merge(share);
+          into.merge(written);
         }
       }
     }
@@ -395,22 +398,22 @@ public final class RoutedWrites {
             sink = open(name.toString(), kind);
             sinks.put(name.clone(), sink);
           }
-          if (sink.share == null) {
+          if (sink.written == null) {
             output.counts.add(DEFERRED);
             continue;
           }
           InternalRow values = row.getStruct(FIRST_STRUCT + kind, shapes[kind].size());
           sink.write(values);
-          sink.share.records++;
+          sink.written.records++;
           sink.stamp(
               topic(row.getUTF8String(TOPIC_COLUMN)),
               row.getInt(PARTITION_COLUMN),
               row.getLong(TIMESTAMP_COLUMN));
         }
         for (Sink sink : sinks.values()) {
-          if (sink.share != null) {
-            sink.share.files.addAll(sink.finish());
-            output.tables.put(sink.share.table, sink.share);
+          if (sink.written != null) {
+            sink.written.files.addAll(sink.finish());
+            output.tables.put(sink.written.table, sink.written);
           }
         }
         return output;
@@ -444,8 +447,8 @@ public final class RoutedWrites {
         }
         created = true;
       }
-      TableShare share =
-          new TableShare(name, created, table.location(), table.schema().columns().size());
+      TableWritten written =
+          new TableWritten(name, created, table.location(), table.schema().columns().size());
       // Iceberg's file names, <task index>-<task attempt>-<operation>-<file number>.parquet as
       // in Spark's writes; the operation is the job's id and the table's number in this task:
       // each table numbers its files from 1, and tables may share a data directory
@@ -455,7 +458,7 @@ public final class RoutedWrites {
               .format(FileFormat.PARQUET)
               .operationId(operation + "-" + (sinks.size() + 1))
               .build();
-      return new Sink(table, created, shapes[kind], share, files);
+      return new Sink(table, created, shapes[kind], written, files);
     }
 
     /**
@@ -468,7 +471,7 @@ public final class RoutedWrites {
     final class Sink {
       final Table table;
       final boolean created;
-      final TableShare share;
+      final TableWritten written;
       final PartitionSpec spec;
       final PartitionKey key;
       final RowWrapper wrapper;
@@ -479,11 +482,11 @@ public final class RoutedWrites {
           Table table,
           boolean created,
           StructType shape,
-          TableShare share,
+          TableWritten written,
           OutputFileFactory files) {
         this.table = table;
         this.created = created;
-        this.share = share;
+        this.written = written;
         if (table == null) {
           spec = null;
           key = null;
@@ -521,7 +524,7 @@ public final class RoutedWrites {
           unpartitioned.write(values);
         }
         if (created) {
-          boolean[] seen = share.withValues;
+          boolean[] seen = written.withValues;
           for (int i = 0; i < seen.length; i++) {
             if (!seen[i] && !values.isNullAt(i)) {
               seen[i] = true;
@@ -531,7 +534,7 @@ public final class RoutedWrites {
       }
 
       void stamp(String topic, int partition, long timestampMs) {
-        share.maxTimestamps.merge(topic + "\u0000" + partition, timestampMs, Math::max);
+        written.maxTimestamps.merge(topic + "\u0000" + partition, timestampMs, Math::max);
       }
 
       /** Closes the files (again: a no-op) and returns them. */

@@ -1,5 +1,6 @@
-"""The one job of a routed batch: which tables it may write, which columns a new table
-drops, and how the JVM's outcome is read (no Spark session: plain types)."""
+"""The routed job's layout and outcome: which tables it may write, which columns a new table
+drops, how rows spread over tasks, and how the JVM's outcome is read (no Spark session: plain
+types)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from frazil import columns as c
 from frazil.config import parse_config
 from frazil.config.pipeline import PipelineConfig
-from frazil.engine import one_job
-from frazil.engine.one_job import Outcome, Template, new_columns, template_eligible
+from frazil.engine import routed_layout
+from frazil.engine.routed_job import Outcome
+from frazil.engine.routed_layout import Template, new_columns, template_eligible
 from frazil.jvm.build import SOURCES
 from frazil.sink.evolution import TableView
 
@@ -112,10 +114,10 @@ def test_the_outcome_is_read_from_the_jvms_summary() -> None:
     )
     assert outcome.clean
     assert (outcome.unmatched, outcome.filtered) == (2, 1)
-    share = outcome.tables["db.t_a"]
-    assert share.created and share.records == 5 and share.bytes == 900
-    assert share.with_values == frozenset({0, 2})
-    assert share.timestamps == {("t", 0): 1700, ("t", 1): 1800}
+    written = outcome.tables["db.t_a"]
+    assert written.created and written.records == 5 and written.bytes == 900
+    assert written.with_values == frozenset({0, 2})
+    assert written.timestamps == {("t", 0): 1700, ("t", 1): 1800}
     for key in ("bad", "deferred"):
         raw = {"bad": 0, "unmatched": 0, "filtered": 0, "deferred": 0, "refused": []}
         raw[key] = 1
@@ -127,7 +129,7 @@ def test_the_outcome_is_read_from_the_jvms_summary() -> None:
 def test_a_shape_fits_its_tables_only_with_the_same_types_nullability_aside() -> None:
     from pyspark.sql.types import IntegerType, MapType
 
-    from frazil.engine.one_job import _same_types
+    from frazil.engine.routed_layout import _same_types
 
     table = StructType(
         [
@@ -152,40 +154,40 @@ def test_a_shape_fits_its_tables_only_with_the_same_types_nullability_aside() ->
 
 
 def test_each_known_table_gets_a_task_and_new_tables_share_the_rest() -> None:
-    def layout(known: int, template: bool) -> one_job.Layout:
+    def layout(known: int, template: bool) -> routed_layout.Layout:
         names = [f"db.t{i}" for i in range(known)]
-        return one_job.Layout(
+        return routed_layout.Layout(
             kind=None, shapes=[], names=names, template=object() if template else None
         )  # type: ignore[arg-type]
 
     # Known tables only: a task each, at least TASKS_PER_CORE per core.
     assert layout(20, False).tasks(2) == (20, 20)
-    assert layout(1, False).tasks(2) == (2 * one_job.TASKS_PER_CORE, 1)
+    assert layout(1, False).tasks(2) == (2 * routed_layout.TASKS_PER_CORE, 1)
     # A route that may meet new tables keeps NEW_TABLE_TASKS for them.
-    assert layout(20, True).tasks(2) == (20 + one_job.NEW_TABLE_TASKS, 20)
-    assert layout(0, True).tasks(2) == (one_job.NEW_TABLE_TASKS, 0)
+    assert layout(20, True).tasks(2) == (20 + routed_layout.NEW_TABLE_TASKS, 20)
+    assert layout(0, True).tasks(2) == (routed_layout.NEW_TABLE_TASKS, 0)
     # Beyond KNOWN_TASKS_PER_CORE per core, known tables share tasks (100 small tables on 2
     # cores: not 100 tasks).
-    per_core = 2 * one_job.KNOWN_TASKS_PER_CORE
+    per_core = 2 * routed_layout.KNOWN_TASKS_PER_CORE
     assert layout(100, False).tasks(2) == (per_core, per_core)
-    assert layout(100, True).tasks(2) == (per_core + one_job.NEW_TABLE_TASKS, per_core)
+    assert layout(100, True).tasks(2) == (per_core + routed_layout.NEW_TABLE_TASKS, per_core)
     # Once a batch of the layout met no new table, the tasks kept for new ones shrink (a new
     # table still has tasks to go to); a batch that met one keeps them all.
     warm = layout(100, True)
     warm.met_new = False
-    spare = 2 * one_job.WARM_NEW_TABLE_TASKS_PER_CORE
-    assert 0 < spare < one_job.NEW_TABLE_TASKS
+    spare = 2 * routed_layout.WARM_NEW_TABLE_TASKS_PER_CORE
+    assert 0 < spare < routed_layout.NEW_TABLE_TASKS
     assert warm.tasks(2) == (per_core + spare, per_core)
     warm.met_new = True
-    assert warm.tasks(2) == (per_core + one_job.NEW_TABLE_TASKS, per_core)
+    assert warm.tasks(2) == (per_core + routed_layout.NEW_TABLE_TASKS, per_core)
     one = layout(1, True)
     one.met_new = False
-    assert one.tasks(2) == (max(2 * one_job.TASKS_PER_CORE, 1 + spare), 1)
+    assert one.tasks(2) == (max(2 * routed_layout.TASKS_PER_CORE, 1 + spare), 1)
     # Beyond MAX_KNOWN_TASKS, however many cores, known tables share tasks.
-    many = layout(one_job.MAX_KNOWN_TASKS + 50, False)
-    assert many.tasks(1000) == (one_job.MAX_KNOWN_TASKS, one_job.MAX_KNOWN_TASKS)
+    many = layout(routed_layout.MAX_KNOWN_TASKS + 50, False)
+    assert many.tasks(1000) == (routed_layout.MAX_KNOWN_TASKS, routed_layout.MAX_KNOWN_TASKS)
     # A large cluster does not get thousands of empty tasks per batch.
-    assert layout(3, False).tasks(1000) == (one_job.MAX_KNOWN_TASKS, 3)
+    assert layout(3, False).tasks(1000) == (routed_layout.MAX_KNOWN_TASKS, 3)
 
 
 def test_the_jvm_reads_the_layout_and_kinds_by_the_names_python_writes_them_with() -> None:
@@ -200,11 +202,11 @@ def test_the_jvm_reads_the_layout_and_kinds_by_the_names_python_writes_them_with
     positions = ["KIND_COLUMN", "TABLE_COLUMN", "TOPIC_COLUMN", "PARTITION_COLUMN"]
     positions += ["TIMESTAMP_COLUMN", "FIRST_STRUCT"]
     codes = ["BAD", "UNMATCHED", "FILTERED", "DEFERRED", "IGNORED"]
-    assert java == {name: getattr(one_job, name) for name in positions + codes}
+    assert java == {name: getattr(routed_layout, name) for name in positions + codes}
     # The fixed columns fill the positions before the first shape, each once.
-    assert sorted(one_job.FIXED_COLUMNS) == list(range(one_job.FIRST_STRUCT))
-    assert len(set(one_job.FIXED_COLUMNS.values())) == one_job.FIRST_STRUCT
-    assert one_job.FIXED_COLUMNS[one_job.KIND_COLUMN] == c.KIND
-    assert one_job.FIXED_COLUMNS[one_job.TABLE_COLUMN] == c.ROUTE_TABLE
+    assert sorted(routed_layout.FIXED_COLUMNS) == list(range(routed_layout.FIRST_STRUCT))
+    assert len(set(routed_layout.FIXED_COLUMNS.values())) == routed_layout.FIRST_STRUCT
+    assert routed_layout.FIXED_COLUMNS[routed_layout.KIND_COLUMN] == c.KIND
+    assert routed_layout.FIXED_COLUMNS[routed_layout.TABLE_COLUMN] == c.ROUTE_TABLE
     # A shape's index is its kind, so no code may be one.
     assert all(java[code] < 0 for code in codes) and len({java[c] for c in codes}) == len(codes)

@@ -1,24 +1,15 @@
-"""A routed batch written to all of its tables in one Spark job.
+"""The routed job's layout: each row of a routed batch given its table's kind and shape and
+a task that writes whole tables, and the template of the tables a batch meets first.
 
-The common case of a routed batch: every table it meets either exists and takes the batch's
-columns as they are, or is new and can be created with the pipeline's defaults. One Spark job
-then decodes the batch, shuffles its rows by table and writes each table's data files in the
-task that holds them (frazil's JVM helper ``RoutedWrites``, with Iceberg's own writers for
-Spark rows, as its Spark writes use them); the driver commits each table's files in one
-commit carrying its marker, and creates each new table in the same transaction as its first
-rows.
-
-Anything else is found by the job itself and sent back to the general, cached way
-(:class:`frazil.engine.cached_write.CachedWrite`), which decodes the batch into a cache:
-a record with an error (it may teach a decoder, or go to the dead-letter queue), a record
-holding a value in a column its table lacks (the table evolves first), a new table with
-settings of its own. The files the job wrote are then deleted, nothing is committed, and the
-batch costs one pass more.
+The layout is built once per batch shape and table set (:class:`Layout`), from the known
+tables' write columns (:func:`table_columns`, :func:`build_layout`) and, where the pipeline's
+defaults allow the job to create tables, a staged table those are created like
+(:class:`Template`, :func:`make_template`). :mod:`frazil.engine.routed_job` runs the job
+with it.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -34,7 +25,7 @@ if TYPE_CHECKING:
 
 # The contract with the JVM helper: ``RoutedWrites`` reads the layout's columns by position
 # and the kinds by value, with constants of the same names and values as these
-# (tests/unit/engine/test_one_job.py reads them from the Java source and compares).
+# (tests/unit/engine/test_routed_layout.py reads them from the Java source and compares).
 
 #: A row's kind: the index of the table shape holding its values, or a code for a row the
 #: job does not write: a record with an error, one the route matched to no table, one
@@ -73,68 +64,6 @@ NEW_TABLE_TASKS = 32
 WARM_NEW_TABLE_TASKS_PER_CORE = 1
 #: Table properties a new table may set and still be written by the job (Parquet only).
 _FORMAT = "write.format.default"
-
-
-@dataclass(frozen=True)
-class Share:
-    """What the job wrote for one table."""
-
-    created: bool
-    records: int
-    bytes: int
-    #: Indexes of the template's columns holding a value in the table's rows (new tables).
-    with_values: frozenset[int]
-    timestamps: dict[tuple[str, int], int]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """The job's files (not committed) and counts."""
-
-    java: Any
-    bad: int
-    unmatched: int
-    filtered: int
-    deferred: int
-    refused: tuple[str, ...]
-    tables: dict[str, Share]
-
-    @classmethod
-    def parse(cls, java: Any) -> Outcome:
-        """Read the JVM's result."""
-        raw = json.loads(str(java.summary()))
-        return cls(
-            java=java,
-            bad=int(raw["bad"]),
-            unmatched=int(raw["unmatched"]),
-            filtered=int(raw["filtered"]),
-            deferred=int(raw["deferred"]),
-            refused=tuple(raw["refused"]),
-            tables={
-                name: Share(
-                    created=bool(t["created"]),
-                    records=int(t["records"]),
-                    bytes=int(t["bytes"]),
-                    with_values=frozenset(int(i) for i in t["with_values"]),
-                    timestamps={(str(tp), int(p)): int(ts) for tp, p, ts in t["timestamps"]},
-                )
-                for name, t in raw["tables"].items()
-            },
-        )
-
-    @property
-    def clean(self) -> bool:
-        """Whether every record was written or counted as the job may (nothing to send back)."""
-        return not (self.bad or self.deferred or self.refused)
-
-    def delete(self, spark: SparkSession, names: list[str] | None = None) -> None:
-        """Delete the files written for ``names`` (None: all tables)."""
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        chosen = jvm.java.util.ArrayList()
-        for name in self.tables if names is None else names:
-            chosen.add(name)
-        self.java.deleteFiles(chosen)
 
 
 @dataclass(frozen=True)
@@ -187,6 +116,23 @@ class Layout:
     #: The known tables' names and tables as Java arrays, and the tables they were built for
     #: (a round trip per element: built once, not per batch).
     _java_args: tuple[tuple[int, ...], Any, Any] | None = None
+
+    def java_args(self, spark: SparkSession, tables: list[Any]) -> tuple[Any, Any]:
+        """The known tables' names and ``tables`` (Java, in :attr:`names` order) as Java
+        arrays, built again only for other tables."""
+        jvm = spark.sparkContext._jvm
+        gateway = spark.sparkContext._gateway
+        assert jvm is not None and gateway is not None
+        key = tuple(id(t) for t in tables)
+        if self._java_args is None or self._java_args[0] != key:
+            names = gateway.new_array(jvm.java.lang.String, len(self.names))
+            java_tables = gateway.new_array(jvm.org.apache.iceberg.Table, len(tables))
+            for i, (name, table) in enumerate(zip(self.names, tables, strict=True)):
+                names[i] = name
+                java_tables[i] = table
+            self._java_args = (key, names, java_tables)
+        _key, names, java_tables = self._java_args
+        return names, java_tables
 
     def fits(self, frame: DataFrame) -> bool:
         """Whether each shape's columns have exactly its tables' types (Iceberg's writers
@@ -433,34 +379,3 @@ def make_template(
         schema=spark_schema(spark, staged.schema()),
         settings=settings,
     )
-
-
-def run(spark: SparkSession, frame: DataFrame, layout: Layout, tables: list[Any]) -> Outcome:
-    """Write ``frame`` (in :meth:`Layout.frame`'s layout) to the known ``tables`` (Java, in
-    ``layout.names`` order) and, with a template, to the tables it meets first."""
-    jvm = spark.sparkContext._jvm
-    gateway = spark.sparkContext._gateway
-    assert jvm is not None and gateway is not None
-    key = tuple(id(t) for t in tables)
-    if layout._java_args is None or layout._java_args[0] != key:
-        names = gateway.new_array(jvm.java.lang.String, len(layout.names))
-        java_tables = gateway.new_array(jvm.org.apache.iceberg.Table, len(tables))
-        for i, (name, table) in enumerate(zip(layout.names, tables, strict=True)):
-            names[i] = name
-            java_tables[i] = table
-        layout._java_args = (key, names, java_tables)
-    _key, names, java_tables = layout._java_args
-    template = layout.template
-    result = jvm.dev.frazil.spark.RoutedWrites.write(
-        frame._jdf,
-        names,
-        java_tables,
-        None if template is None else template.java_table,
-        None if template is None else template.namespace,
-        None if template is None else template.location,
-    )
-    outcome = Outcome.parse(result)
-    layout.met_new = any(share.created for share in outcome.tables.values()) or bool(
-        outcome.refused
-    )
-    return outcome

@@ -1,4 +1,4 @@
-"""One table's share of a routed batch, as the general way's aggregation found it."""
+"""One table's rows in a cached routed batch, as the cached way's aggregation counted them."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class TableShare:
-    """One table's share of a routed batch."""
+class CachedTable:
+    """One table's rows in a cached routed batch: how many, the columns they fill, their
+    largest Kafka timestamps and where the cache keeps them."""
 
     #: Records to append.
     records: int
@@ -25,15 +26,15 @@ class TableShare:
     route_hash: int | None = None
 
 
-def of_table(name: str, share: TableShare | None) -> Column:
+def of_table(name: str, counted: CachedTable | None) -> Column:
     """A routed batch's rows for table ``name`` (by hash first: the cache's blocks are
     pruned by it)."""
     from pyspark.sql import functions as F
 
     mine = F.col(c.ROUTE_TABLE) == F.lit(name)
-    if share is None or share.route_hash is None:
+    if counted is None or counted.route_hash is None:
         return mine
-    return (F.col(c.ROUTE_HASH) == F.lit(share.route_hash)) & mine
+    return (F.col(c.ROUTE_HASH) == F.lit(counted.route_hash)) & mine
 
 
 def with_values_columns(user: list[str]) -> list[Column]:

@@ -1,0 +1,361 @@
+"""The routed job's committer: each table's files of the job committed with its marker,
+the tables met first before the known ones, and the known tables all in one catalog
+transaction where the catalog can (REST's multi-table commit), else each on its own."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from frazil.config.pipeline import PipelineConfig
+from frazil.engine.ledger import TableLedger
+from frazil.engine.routed_job import Outcome
+from frazil.engine.threads import Pause, each_outcome
+from frazil.engine.window import BatchWindow
+from frazil.progress import markers
+from frazil.sink.evolution import NAME_MAPPING
+from frazil.sink.iceberg import IcebergTables, iceberg_catalog, identifier, stale_marker
+from frazil.sink.tables import TableSet, Target
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# The handler's logger: users and tests follow a batch's way under this one name.
+log = logging.getLogger("frazil.engine.batch")
+
+
+#: Iceberg's message when the REST server's configuration leaves the multi-table commit out.
+_NO_TRANSACTIONS = "Server does not support endpoint: POST /v1/{prefix}/transactions/commit"
+
+
+class _Refit(Exception):
+    """A new table would not get the columns' ids its files were written with."""
+
+
+#: A table committed: its marker, and for a new table, the table opened and its state.
+_Committed = tuple[markers.Marker, tuple[Target, markers.TableState] | None]
+#: Each table's commit, in the tables' order: what was committed, or the failure.
+_Results = list[tuple[_Committed | None, BaseException | None]]
+
+
+@dataclass
+class RoutedCommitter:
+    """Commits the routed job's files: each table once, with its marker.
+
+    Only the committer commits (the job writes files and hands back its :class:`Outcome`).
+    A table the batch meets first is created in the same transaction as its rows, before
+    any known table commits. Where the catalog commits several tables at once (REST), the
+    known tables commit in one catalog transaction: all or none, and no reader sees one of
+    them a batch ahead. Otherwise each commits on its own; should a commit fail after others
+    went through, their markers make the general way skip what they hold.
+
+    Attributes:
+        spark: The session.
+        pipeline: The pipeline.
+        tables: Opens the pipeline's tables, and names its catalog.
+        ledger: The pipeline's tables and the run's counts.
+    """
+
+    spark: SparkSession
+    pipeline: PipelineConfig
+    tables: TableSet
+    ledger: TableLedger
+    #: Whether the catalog commits several tables in one transaction (asked once).
+    _at_once: bool | None = None
+
+    def commit(
+        self, window: BatchWindow, outcome: Outcome, states: dict[str, markers.TableState]
+    ) -> set[str] | None:
+        """Commit each table's files of the job with its marker.
+
+        Returns:
+            The tables committed; None if nothing was committed and the general way is to
+            write the batch (a new table would not get the columns' ids its files were
+            written with).
+        """
+        began = time.monotonic()
+        spark = self.spark
+        new = [n for n, t in outcome.tables.items() if t.created]
+        pause = Pause()
+        # New tables first: each is created with its rows and marker. Only then do the known
+        # tables commit, so that a crash in between leaves every known table before the
+        # batch, and a restart from the tables' markers (without the checkpoint) reads the
+        # batch again rather than starting past the rows of a table never created.
+        committed: dict[str, markers.Marker] = {}
+        opened: dict[str, tuple[Target, markers.TableState]] = {}
+
+        def commit(name: str) -> _Committed:
+            return self._commit_one(window, name, outcome, states, pause)
+
+        known = [n for n in outcome.tables if n not in new]
+        for phase in (new, known):
+            errors: dict[str, BaseException] = {}
+            together = phase is known and len(phase) > 1 and self._commits_at_once()
+            results = self._commit_all(window, phase, outcome, states, pause) if together else None
+            if results is None:  # per table (or the catalog turned out not to commit at once)
+                if phase is known and len(phase) > 1 and not pause.active:
+                    results = self._commit_each(window, phase, outcome, states)
+                else:
+                    results = each_outcome(phase, commit)
+                if phase is known:
+                    results = _check_interleavings(self.ledger, phase, results, states)
+            for name, (result, error) in zip(phase, results, strict=True):
+                if error is not None:
+                    errors[name] = error
+                    continue
+                assert result is not None
+                committed[name], found = result
+                if found is not None:
+                    opened[name] = found
+            if errors:
+                self._record_commits(window, outcome, committed, states, opened)
+                # Files are deleted only where nothing was committed for certain: a failed
+                # commit may have gone through (Iceberg keeps its files in that case too).
+                untouched = [
+                    n
+                    for n in outcome.tables
+                    if n not in committed and (n not in errors or isinstance(errors[n], _Refit))
+                ]
+                outcome.delete(spark, untouched)
+                first = next(iter(errors.values()))
+                if not isinstance(first, _Refit):
+                    raise first
+                for name, target in self.ledger.targets.items():
+                    states[name] = markers.find_marker(target.table, self.pipeline.name)
+                return None
+        self._record_commits(window, outcome, committed, states, opened)
+        self.ledger.count(unmatched=outcome.unmatched, filtered=outcome.filtered)
+        log.debug(
+            "%s: batch %d written to %d table(s) in one job (%.2f s; commits %.2f s)",
+            self.pipeline.name,
+            window.batch_id,
+            len(committed),
+            outcome.seconds,
+            time.monotonic() - began,
+        )
+        return set(committed)
+
+    def _commits_at_once(self) -> bool:
+        """Whether the catalog commits the known tables in one transaction (REST, unless
+        ``catalog.atomic_commits`` is off): asked of the JVM's catalog once per run."""
+        if self._at_once is None:
+            jvm = self.spark.sparkContext._jvm
+            assert jvm is not None
+            self._at_once = bool(
+                jvm.dev.frazil.iceberg.MarkedCatalog.commitsTablesAtOnce(
+                    iceberg_catalog(self.spark, self.tables.catalog)
+                )
+            )
+        return self._at_once
+
+    def _commit_all(
+        self,
+        window: BatchWindow,
+        names: list[str],
+        outcome: Outcome,
+        states: dict[str, markers.TableState],
+        pause: Pause,
+    ) -> _Results | None:
+        """Commit known tables' files in one catalog transaction, each snapshot carrying its
+        marker: every table gets the batch, or none does (the same failure for each).
+
+        Returns None, nothing sent, if the catalog's server does not offer the multi-table
+        commit (its configuration lists its endpoints without it): the run then commits per
+        table.
+        """
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        for name in names:
+            pause.before_write(name)
+        handles = self.ledger.handles()
+        made, commits = self._markers(window, names, states, handles)
+        try:
+            # One string for all tables' summaries, and the tables' Java list built once: a
+            # list and map built here would cost a round trip per table and entry.
+            jvm.dev.frazil.spark.RoutedCommits.appendAll(
+                outcome.java,
+                iceberg_catalog(self.spark, self.tables.catalog),
+                handles.java_tables(),
+                json.dumps(commits),
+            )
+        except Exception as exc:
+            if _NO_TRANSACTIONS in str(exc):
+                log.warning(
+                    "%s: the REST catalog does not offer multi-table commits "
+                    "(transactions/commit); each table commits on its own",
+                    self.pipeline.name,
+                )
+                self._at_once = False
+                return None
+            stale = stale_marker(exc)
+            error: BaseException = exc if stale is None else stale
+            return [(None, error) for _ in names]
+        committed: _Results = [((marker, None), None) for marker in made]
+        return _check_interleavings(self.ledger, names, committed, states)
+
+    def _markers(
+        self,
+        window: BatchWindow,
+        names: list[str],
+        states: dict[str, markers.TableState],
+        handles: IcebergTables,
+    ) -> tuple[list[markers.Marker], list[list[object]]]:
+        """Each table's marker for this batch, and what the JVM's commit of all of them
+        takes: per table, its index among ``handles``, its name and the marker's summary."""
+        made: list[markers.Marker] = []
+        commits: list[list[object]] = []
+        for name in names:
+            target, state = self.ledger.targets[name], states[name]
+            marker = window.marker(
+                state.marker, self.pipeline.name, self.ledger.observed(target, state)
+            )
+            made.append(marker)
+            commits.append([handles.index(target.table), name, marker.to_summary()])
+        return made, commits
+
+    def _commit_each(
+        self,
+        window: BatchWindow,
+        names: list[str],
+        outcome: Outcome,
+        states: dict[str, markers.TableState],
+    ) -> _Results:
+        """Commit known tables' files each in a commit of its own carrying its marker, as
+        :meth:`_commit_one` does, all in one call to the JVM (which runs several at once):
+        each table's marker, or its failure (a stale marker as :class:`StaleMarker`).
+
+        One round trip for the batch: per table, the commit and its summary cost a few, and
+        with 100 tables they were most of the commits' time (bench/routing, 2026-11-26).
+        """
+        from py4j.protocol import Py4JJavaError
+
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        handles = self.ledger.handles()
+        made, commits = self._markers(window, names, states, handles)
+        failures = jvm.dev.frazil.spark.RoutedCommits.appendEach(
+            outcome.java, handles.java_tables(), json.dumps(commits)
+        )
+        out: _Results = [((marker, None), None) for marker in made]
+        if len(failures):
+            for index, failure in failures.items():
+                # As py4j raises a Java exception: its text (with the Java stack) names it.
+                error = Py4JJavaError("An error occurred while calling appendEach", failure)
+                stale = stale_marker(error)
+                out[int(index)] = (None, error if stale is None else stale)
+        return out
+
+    def _record_commits(
+        self,
+        window: BatchWindow,
+        outcome: Outcome,
+        committed: dict[str, markers.Marker],
+        states: dict[str, markers.TableState],
+        opened: dict[str, tuple[Target, markers.TableState]],
+    ) -> None:
+        """Keep and report the job's commits (new tables join the pipeline's, as the commit
+        opened them)."""
+        targets = self.ledger.targets
+        for name, marker in committed.items():
+            if name not in targets:
+                target, state = opened.get(name) or self.ledger.open(name)
+                targets[name] = target
+                states[name] = state
+            written = outcome.tables[name]
+            self.ledger.committed(
+                window, targets[name], marker, written.records, written.timestamps, written.bytes
+            )
+
+    def _commit_one(
+        self,
+        window: BatchWindow,
+        name: str,
+        outcome: Outcome,
+        states: dict[str, markers.TableState],
+        pause: Pause,
+    ) -> _Committed:
+        """Commit one table's files of the job (creating the table if new): its marker, and
+        for a new table, the table opened and its state (read here, alongside the other
+        tables' commits)."""
+        pause.before_write(name)
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        written = outcome.tables[name]
+        target = self.ledger.targets.get(name)
+        state = states.get(name)
+        marker = window.marker(
+            state.marker if state is not None else None,
+            self.pipeline.name,
+            self.ledger.observed(target, state) if target is not None else {},
+        )
+        routed_commits = jvm.dev.frazil.spark.RoutedCommits
+        if target is not None:
+            assert state is not None
+            try:
+                # The summary as one JSON string: a Java map costs a round trip per entry.
+                summary_json = json.dumps(marker.to_summary())
+                routed_commits.append(outcome.java, target.table.java, name, summary_json)
+            except Exception as exc:
+                stale = stale_marker(exc)
+                if stale is None:
+                    raise
+                raise stale from None
+            # No other run's commit in between: checked for all the batch's tables at once
+            # once they are committed (:func:`_check_interleavings`).
+            return marker, None
+        summary = jvm.java.util.HashMap()
+        for key, value in marker.to_summary().items():
+            summary.put(key, value)
+        template = outcome.template
+        assert template is not None
+        drops = jvm.java.util.ArrayList()
+        for column in template.drops(written.with_values):
+            drops.add(column)
+        created = routed_commits.createAndAppend(
+            outcome.java,
+            iceberg_catalog(self.spark, self.tables.catalog),
+            identifier(self.spark, name.split(".")),
+            template.java_table,
+            template.properties,
+            drops,
+            NAME_MAPPING,
+            summary,
+        )
+        if not created:
+            raise _Refit(name)
+        log.info("%s: created table %s", self.pipeline.name, name)
+        # Should opening it fail, the table is committed all the same: the error is raised
+        # (its files stay), the known tables commit nothing, and the restart reads it anew.
+        return marker, self.ledger.open(name)
+
+
+def _check_interleavings(
+    ledger: TableLedger,
+    names: list[str],
+    results: _Results,
+    states: dict[str, markers.TableState],
+) -> _Results:
+    """After known tables' commits: each committed table's result, or the error if
+    another run of the pipeline committed to it in between
+    (:func:`~frazil.progress.markers.check_no_interleaving`, all tables read at once)."""
+    done = [i for i, (result, error) in enumerate(results) if error is None]
+    if not done:
+        return results
+    tables = [ledger.targets[names[i]].table for i in done]
+    made = [results[i][0][0] for i in done]  # type: ignore[index]
+    try:
+        found: list[BaseException | None] = list(
+            markers.check_no_interleavings(
+                ledger.handles(), tables, [states[names[i]] for i in done], made
+            )
+        )
+    except Exception as exc:  # the tables could not be read: none is known to be fine
+        found = [exc for _ in done]
+    out = list(results)
+    for i, error in zip(done, found, strict=True):
+        if error is not None:
+            out[i] = (None, error)
+    return out

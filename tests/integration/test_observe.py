@@ -200,3 +200,71 @@ def test_json_logs_one_line_per_commit_and_jvm_lines_in_a_file(
     # The JVM launcher's own line too (it reaches no logger): its output has a file.
     assert "incubator modules" not in done.stderr
     assert "incubator modules" in (tmp_path / "st" / "logs" / "jvm.log").read_text()
+
+
+def test_dead_letter_metric_labels_stay_bounded_over_many_distinct_bad_values(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """Every bad record carries a value of its own; the metric's series are one per stage and
+    kind of reason, whatever the values (they stay in the dead-letter table and the logs)."""
+    import json as json_lib
+
+    from confluent_kafka import Producer
+
+    from frazil.generate.producer import ensure_topic
+
+    topic, table, name = f"obsb-{unique}", f"db.obsb_{unique}", f"obsb_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=2)
+    good = {"id": "g", "type": "pix", "created_at": "2026-11-29T10:00:00Z", "document": "d",
+            "payer": "p", "amount": 1}  # fmt: skip
+    values = [json_lib.dumps({**good, "id": f"g{i}"}) for i in range(30)]
+    values += [json_lib.dumps({**good, "id": f"t{i}", "created_at": f"yesterday-{i}"})
+               for i in range(40)]  # fmt: skip
+    values += [json_lib.dumps({**good, "id": f"a{i}", "amount": f"12,x{i}"}) for i in range(40)]
+    values += [f"not json {i} {{" for i in range(20)]
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for value in values:
+        producer.produce(topic, value.encode())
+    assert producer.flush(30) == 0
+    (port,) = free_ports(1)
+    config = make_config(
+        [payments_pipeline(name, topic, table, trigger="500ms",
+                           errors={"tolerance": "all", "dlq_table": f"db.obsb_dlq_{unique}"})],
+        metrics={"port": port, "host": "127.0.0.1"},
+    )  # fmt: skip
+    stop = threading.Event()
+    scraped: dict[str, float] = {}
+    read = f'frazil_records_read_total{{pipeline="{name}"}}'
+
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                values_now = _scrape(port)
+            except OSError:
+                time.sleep(0.5)
+                continue
+            if values_now.get(read, 0) >= len(values):
+                time.sleep(1.5)
+                scraped.update(_scrape(port))
+                break
+            time.sleep(0.5)
+        stop.set()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    run(config, spark=spark, stop_event=stop)
+    watcher.join()
+
+    dead = {k: v for k, v in scraped.items() if k.startswith("frazil_records_dead_lettered")}
+    series = {k: v for k, v in dead.items() if k.startswith("frazil_records_dead_lettered_total")}
+    assert sum(series.values()) == 100, dead
+    # 100 distinct bad values, three kinds of reason: three series, none quoting a value.
+    assert len(series) == 3, series
+    assert not any(
+        marker in key for key in series for marker in ("yesterday-", "12,x", "not json")
+    ), series
+    # Every label of every frazil series takes its values from a bounded set.
+    for key in scraped:
+        if key.startswith("frazil_") and "{" in key:
+            assert ("table=" not in key) or f'table="{table}"' in key, key

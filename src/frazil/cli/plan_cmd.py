@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import typer
@@ -61,32 +62,34 @@ def plan(
     registry, the existing table, or a sample of the topics), so the registry and Kafka must be
     reachable when the config relies on them.
     """
-    from frazil.cli.metadata_reads import metadata_catalog, reads_metadata
     from frazil.engine.explain import explain
+    from frazil.engine.reachable import check_services
     from frazil.engine.runner import check_registry, check_topics
     from frazil.engine.session import AnalysisStart, build_spark
-    from frazil.engine.table_views import MetadataViews, TableViews
+    from frazil.engine.table_views import JavaCatalogViews, TableViews
 
     loaded = load_config(config, checks=config_problems)
     unknown = sorted(set(pipeline or []) - {p.name for p in loaded.pipelines})
     if unknown:
         raise ConfigError(f"no pipeline named {', '.join(map(repr, unknown))} in {config}")
     selected = [p for p in loaded.pipelines if not pipeline or p.name in pipeline]
-    # Where PyIceberg reads the tables, Spark only resolves: a lighter session, started while
-    # the services are checked.
-    starting = AnalysisStart(loaded) if reads_metadata(loaded) else None
+    # Spark only resolves; the tables are read through Iceberg's catalog API: a lighter
+    # session, started while the services are checked (FRAZIL_READS=spark: Spark's catalog).
+    light = os.environ.get("FRAZIL_READS", "").lower() != "spark"
+    starting = AnalysisStart(loaded) if light else None
     with err_console.status("Checking Kafka, the schema registry and the catalog..."):
         # As `frazil run` does: a missing topic or a service that does not answer fails in
         # seconds, with run's message.
         for p in selected:
             check_topics(loaded, p)
         check_registry(loaded, selected)
-        catalog = metadata_catalog(loaded) if starting is not None else None
+        if starting is not None:
+            check_services(loaded, spark=False)
     with err_console.status("Starting Spark and resolving schemas..."):
         views: TableViews | None = None
         if starting is not None:
             spark = starting.result()
-            views = MetadataViews(spark, catalog)
+            views = JavaCatalogViews(spark, loaded)
         else:
             spark = build_spark(loaded)
         explanations = explain(spark, loaded, pipeline or [], views)

@@ -447,20 +447,42 @@ def _open_rest_catalog(spark: SparkSession, config: FrazilConfig) -> threading.T
 
 
 def _open_embedded_catalog(spark: SparkSession, config: FrazilConfig) -> None:
-    """Open the embedded catalog once, holding a lock on its warehouse.
+    """Open the embedded catalog once, holding its lock (:func:`embedded_catalog_lock`)."""
+    if is_embedded(config):
+        with embedded_catalog_lock(config):
+            spark.sql(f"SHOW NAMESPACES IN {config.catalog.name}").collect()
+
+
+def is_embedded(config: FrazilConfig) -> bool:
+    """Whether the catalog is the embedded one: SQLite in the local warehouse."""
+    catalog = config.catalog
+    return catalog.type == "jdbc" and not catalog.uri and not is_remote(catalog.warehouse)
+
+
+def embedded_catalog_lock(config: FrazilConfig) -> contextlib.AbstractContextManager[None]:
+    """A lock on the embedded catalog's warehouse, for its first use in a process.
 
     Iceberg's JDBC catalog creates and then migrates its SQLite tables on first use (an
     ``ALTER TABLE ... ADD COLUMN``) without a lock: ``frazil run`` and ``frazil maintain``
     started together on a new warehouse both migrated, and one stopped with "duplicate
     column name: iceberg_type".
     """
-    catalog = config.catalog
-    if catalog.type != "jdbc" or catalog.uri or is_remote(catalog.warehouse):
-        return
     from frazil.paths import locked
 
-    with locked(Path(local_path(catalog.warehouse)) / ".catalog.lock"):
-        spark.sql(f"SHOW NAMESPACES IN {catalog.name}").collect()
+    return locked(Path(local_path(config.catalog.warehouse)) / ".catalog.lock")
+
+
+def iceberg_catalog_properties(config: FrazilConfig) -> dict[str, str]:
+    """The catalog's Iceberg properties, as Spark's catalog gets them (:func:`spark_conf`)."""
+    prefix = f"spark.sql.catalog.{config.catalog.name}."
+    props = {
+        key[len(prefix) :]: value
+        for key, value in catalog_spark_conf(config.catalog).items()
+        if key.startswith(prefix)
+    }
+    for key, value in storage_clients.catalog_properties(config).items():
+        props.setdefault(key, value)
+    return props
 
 
 def _shares_few_cores(master: str) -> bool:

@@ -1,16 +1,19 @@
 """The existing tables as a pipeline's shape and ``frazil plan`` see them, read through Spark's
-catalog or from the tables' metadata with PyIceberg.
+catalog or through Iceberg's catalog API without it.
 
-``frazil plan`` reads the metadata (a Spark without the catalog starts about a second sooner,
-and opening the embedded catalog through Spark costs another half); ``frazil run`` has the
-catalog open anyway and reads through it.
+``frazil plan`` reads through the API (a Spark without the catalog and its extensions starts
+about a second sooner, and opening the embedded catalog through Spark SQL costs another half);
+``frazil run`` has Spark's catalog open anyway and reads through it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from frazil.config.models import FrazilConfig
 from frazil.sink.evolution import TableView
 from frazil.sink.iceberg import IcebergTable
 from frazil.sink.table import qualified, table_exists
@@ -42,27 +45,42 @@ class CatalogViews:
         return TableView.read(self.spark, IcebergTable(self.spark, full).java)
 
 
-@dataclass(frozen=True)
-class MetadataViews:
-    """Tables read from their metadata with PyIceberg's ``catalog``, once each; their schemas
-    are converted to Spark's types by Iceberg's own code in the session's JVM (no catalog
-    there)."""
+class JavaCatalogViews:
+    """Tables read through Iceberg's catalog API in the session's JVM, built from the config
+    as Spark's catalog is (same properties, same Java tables and type conversion), in a
+    session without Spark's catalog (:func:`~frazil.engine.session.build_analysis_spark`).
+    An embedded catalog whose file does not exist yet has no tables (and is not created)."""
 
-    spark: SparkSession
-    catalog: Any
-    _read: dict[str, TableView | None] = field(default_factory=dict)
+    def __init__(self, spark: SparkSession, config: FrazilConfig) -> None:
+        from frazil.engine.session import (
+            SQLITE_URI,
+            embedded_catalog_lock,
+            iceberg_catalog_properties,
+            is_embedded,
+        )
+
+        self._spark = spark
+        self._catalog: Any = None
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        uri = config.catalog.resolved_uri()
+        if uri.startswith(SQLITE_URI) and not Path(uri[len(SQLITE_URI) :]).exists():
+            return
+        properties = jvm.java.util.HashMap()
+        for key, value in iceberg_catalog_properties(config).items():
+            properties.put(key, value)
+        hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+        with embedded_catalog_lock(config) if is_embedded(config) else nullcontext():
+            self._catalog = jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(
+                config.catalog.name, properties, hadoop
+            )
+        self._identifier = jvm.org.apache.iceberg.catalog.TableIdentifier
 
     def view(self, name: str) -> TableView | None:
-        """The table from its metadata, or None if it does not exist."""
-        from frazil.observe.catalog import load
-
-        if name not in self._read:
-            table = load(self.catalog, name)
-            self._read[name] = (
-                None
-                if table is None
-                else TableView.from_metadata(
-                    self.spark, table.schema().model_dump_json(by_alias=True), table.properties
-                )
-            )
-        return self._read[name]
+        """The table through the catalog, or None if it does not exist."""
+        if self._catalog is None:
+            return None
+        identifier = self._identifier.parse(name)
+        if not self._catalog.tableExists(identifier):
+            return None
+        return TableView.read(self._spark, self._catalog.loadTable(identifier))

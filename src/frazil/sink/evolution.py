@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -141,17 +140,6 @@ class TableView:
             table.schema() if schema is None else schema,
             None if mapping is None else str(mapping),
         )
-
-    @classmethod
-    def from_metadata(
-        cls, spark: SparkSession, schema_json: str, properties: Mapping[str, str]
-    ) -> TableView:
-        """The view of a table's current schema as its metadata file spells it (Iceberg's
-        JSON schema, read without a catalog in the JVM), and its properties."""
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        schema = jvm.org.apache.iceberg.SchemaParser.fromJson(schema_json)
-        return cls._of(spark, schema, properties.get(NAME_MAPPING))
 
     @classmethod
     def _of(cls, spark: SparkSession, schema: Any, mapping: str | None) -> TableView:

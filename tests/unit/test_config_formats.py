@@ -188,3 +188,98 @@ def test_json_decoder_defaults_and_applies_to_a_json_key() -> None:
     assert chosen.value.json_decoder == "frazil"
     keyed = _pipeline(format="string", key_format="json", json_decoder="spark")
     assert parse_config({"pipelines": [keyed]}).pipelines[0].value.json_decoder == "spark"
+
+
+def test_variant_lands_json_values_whole_with_default_limits() -> None:
+    (pipeline,) = parse_config({"pipelines": [_pipeline(variant="payload")]}).pipelines
+    value = pipeline.value
+    assert (value.variant, value.source()) == ("payload", "variant")
+    assert (value.max_depth(), value.max_bytes()) == (64, 16 * 1024**2)
+    limited = _pipeline(variant="doc", variant_max_depth=8, variant_max_bytes="1MiB")
+    (pipeline,) = parse_config({"pipelines": [limited]}).pipelines
+    assert (pipeline.value.max_depth(), pipeline.value.max_bytes()) == (8, 1024**2)
+    assert pipeline.value.variant_max_bytes == "1MiB"  # dumped as written
+
+
+def test_a_variant_config_dumps_and_reads_back() -> None:
+    config = parse_config({"pipelines": [_pipeline(variant="doc", variant_max_depth=3)]})
+    dumped = config.model_dump(mode="json", by_alias=True)
+    assert dumped["pipelines"][0]["variant"] == "doc"
+    assert parse_config(dumped).pipelines[0].value == config.pipelines[0].value
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "problem"),
+    [
+        ({"variant": "a b"},
+         ("pipelines[0].variant", "field name 'a b' must be letters, digits and '_'")),
+        (
+            {"variant": "_kafka_doc"},
+            ("pipelines[0].variant",
+             "field name '_kafka_doc': the prefix '_kafka_' is reserved for kafka_metadata "
+             "columns"),
+        ),
+        ({"variant": "doc", "variant_max_depth": 0},
+         ("pipelines[0].variant_max_depth", "Input should be greater than or equal to 1")),
+        ({"variant": "doc", "variant_max_depth": 1001},
+         ("pipelines[0].variant_max_depth", "Input should be less than or equal to 1000")),
+        (
+            {"variant": "doc", "variant_max_bytes": "17MiB"},
+            ("pipelines[0].variant_max_bytes",
+             "must be between 1 byte and 16MiB (16777216 bytes): the longest JSON text Jackson "
+             "and Spark's variant builder always take"),
+        ),
+        ({"variant": "doc", "variant_max_bytes": "lots"},
+         ("pipelines[0].variant_max_bytes",
+          "'lots' is not a size such as 128MB, 64MiB or 1048576")),
+        ({"variant_max_depth": 3},
+         ("pipelines[0]", "'variant_max_depth' applies with 'variant' only")),
+        ({"variant_max_bytes": "1MiB"},
+         ("pipelines[0]", "'variant_max_bytes' applies with 'variant' only")),
+        ({"variant": "doc", "format": "avro"},
+         ("pipelines[0]", "'variant' lands JSON values; format avro is not JSON")),
+        ({"variant": "doc", "format": "string"},
+         ("pipelines[0]", "'variant' lands JSON values; format string is not JSON")),
+        (
+            {"variant": "doc", "schema": {"a": "int"}},
+            ("pipelines[0]",
+             "set 'schema' or 'variant', not both: 'variant' lands each value whole, without a "
+             "schema"),
+        ),
+        (
+            {"variant": "doc", "schema_file": "x.json"},
+            ("pipelines[0]",
+             "set 'schema_file' or 'variant', not both: 'variant' lands each value whole, "
+             "without a schema"),
+        ),
+        (
+            {"variant": "doc", "timestamp_format": "yyyy"},
+            ("pipelines[0]",
+             "set 'timestamp_format' or 'variant', not both: 'variant' lands each value whole, "
+             "without a schema"),
+        ),
+        (
+            {"variant": "doc", "table_properties": {"format-version": "2"}},
+            ("pipelines[0]",
+             "table_properties format-version 2: a 'variant' column needs Iceberg format "
+             "version 3 (the default for such tables)"),
+        ),
+        (
+            {"variant": "doc",
+             "tables": {"db.orders": {"table_properties": {"format-version": "1"}}}},
+            ("pipelines[0]",
+             "tables.db.orders.table_properties format-version 1: a 'variant' column needs "
+             "Iceberg format version 3 (the default for such tables)"),
+        ),
+    ],
+)  # fmt: skip
+def test_variant_settings_are_checked(
+    pipeline: dict[str, object], problem: tuple[str, str]
+) -> None:
+    assert _problems({"pipelines": [_pipeline(**pipeline)]}) == [problem]
+
+
+def test_variant_takes_a_json_key_and_its_decoder() -> None:
+    keyed = _pipeline(variant="doc", key_format="json", json_decoder="spark")
+    (pipeline,) = parse_config({"pipelines": [keyed]}).pipelines
+    assert pipeline.key is not None and pipeline.value.json_decoder == "spark"

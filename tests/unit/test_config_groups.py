@@ -134,7 +134,7 @@ def test_a_dump_writes_the_flat_keys_in_their_order() -> None:
         }
     )
     dumped = config.model_dump(mode="json", by_alias=True)["pipelines"][0]
-    assert list(dumped)[7:21] == [
+    assert list(dumped)[7:24] == [
         "format",
         "schema",
         "schema_file",
@@ -142,6 +142,9 @@ def test_a_dump_writes_the_flat_keys_in_their_order() -> None:
         "message",
         "timestamp_format",
         "json_decoder",
+        "variant",
+        "variant_max_depth",
+        "variant_max_bytes",
         "key_format",
         "key_schema",
         "key_schema_file",

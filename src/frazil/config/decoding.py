@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from frazil.columns import INTERNAL_PREFIX, METADATA_PREFIX
 from frazil.config.base import IDENT, Frozen
+from frazil.config.maintenance import parse_size
 from frazil.config.types import check_field_types
 
 #: Value and key formats. ``string``/``bytes`` pass the payload through as one column.
@@ -29,6 +30,17 @@ REGISTRY_FORMATS = ("json", "avro", "protobuf")
 JsonDecoderName = Literal["frazil", "spark"]
 #: The JSON decoder of a pipeline that does not set ``json_decoder``.
 DEFAULT_JSON_DECODER: JsonDecoderName = "frazil"
+
+#: Deepest nesting of objects and arrays a ``variant`` value may have, unless
+#: ``variant_max_depth`` says otherwise (as .NET's System.Text.Json reads by default).
+DEFAULT_VARIANT_MAX_DEPTH = 64
+#: The deepest ``variant_max_depth``: Jackson, which ``parse_json`` parses with, reads no deeper
+#: (``StreamReadConstraints``' default nesting limit).
+VARIANT_DEPTH_LIMIT = 1000
+#: The largest ``variant_max_bytes``, and its default: Jackson's longest string (20,000,000
+#: characters) and Spark's variant builder (128 MiB per value; a value encodes in up to about
+#: three times its JSON text) both take any JSON text this long.
+VARIANT_BYTES_LIMIT = 16 * 1024**2
 
 #: Which part of a record a :class:`Decoding` decodes.
 Part = Literal["value", "key"]
@@ -94,6 +106,12 @@ class Decoding(Frozen):
         column: The column the part becomes when decoded whole: always for the key
             (``key_column``, default ``key``); for a value only as one scalar (``string``,
             ``bytes``, an Avro schema that is not a record), named ``value``.
+        variant: JSON values: the column each whole value lands in as one Spark/Iceberg
+            ``variant``, whatever its shape (no schema); None to decode into typed columns.
+        variant_max_depth: With ``variant``: values nested deeper (objects and arrays) are
+            dead letters; None for :data:`DEFAULT_VARIANT_MAX_DEPTH`.
+        variant_max_bytes: With ``variant``: values longer than this (bytes of JSON text) are
+            dead letters; None for :data:`VARIANT_BYTES_LIMIT`.
     """
 
     part: Part
@@ -105,6 +123,9 @@ class Decoding(Frozen):
     timestamp_format: str | None = None
     json_decoder: JsonDecoderName = DEFAULT_JSON_DECODER
     column: Annotated[str, Field(pattern=IDENT)]
+    variant: str | None = None
+    variant_max_depth: Annotated[int, Field(ge=1, le=VARIANT_DEPTH_LIMIT)] | None = None
+    variant_max_bytes: int | str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -125,11 +146,43 @@ class Decoding(Frozen):
         check_case_collisions(value)
         return value
 
+    @field_validator("variant")
+    @classmethod
+    def _check_variant(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_field_name(value)
+        return value
+
+    @field_validator("variant_max_bytes")
+    @classmethod
+    def _check_max_bytes(cls, value: int | str | None) -> int | str | None:
+        if value is None:
+            return None
+        size = parse_size(value)
+        if not 1 <= size <= VARIANT_BYTES_LIMIT:
+            raise ValueError(
+                f"must be between 1 byte and 16MiB ({VARIANT_BYTES_LIMIT} bytes): the longest "
+                "JSON text Jackson and Spark's variant builder always take"
+            )
+        return value
+
+    def max_depth(self) -> int:
+        """``variant_max_depth``, or its default."""
+        return self.variant_max_depth or DEFAULT_VARIANT_MAX_DEPTH
+
+    def max_bytes(self) -> int:
+        """``variant_max_bytes`` in bytes, or its default."""
+        given = self.variant_max_bytes
+        return VARIANT_BYTES_LIMIT if given is None else parse_size(given)
+
     def source(self) -> str:
         """Where the part's schema comes from: ``none`` (``string``, ``bytes``),
-        ``declared``, ``file``, ``registry`` or ``inferred`` (JSON)."""
+        ``declared``, ``file``, ``registry``, ``inferred`` (JSON) or ``variant`` (JSON
+        landed whole in a variant column: no schema)."""
         if self.format in ("string", "bytes"):
             return "none"
+        if self.variant is not None:
+            return "variant"
         if self.schema_ is not None:
             return "declared"
         if self.schema_file is not None:
@@ -155,6 +208,7 @@ class Decoding(Frozen):
 def check_schema_source(part: Decoding) -> None:
     prefix = part.config_key("")  # "key_" for the key: messages name the keys as written
     fmt, schema, schema_file, message = part.format, part.schema_, part.schema_file, part.message
+    check_variant(part)
     if fmt in ("string", "bytes"):
         for key, value in (("schema", schema), ("schema_file", schema_file), ("message", message)):
             if value is not None:
@@ -174,3 +228,29 @@ def check_schema_source(part: Decoding) -> None:
             f"'{prefix}message' is required with '{prefix}schema_file': the full name of "
             "the message the records hold (e.g. shop.v1.Order)"
         )
+
+
+def check_variant(part: Decoding) -> None:
+    """``variant`` and its limits: JSON values only, and instead of a schema.
+
+    Raises:
+        ValueError: They do not fit the part's other settings, naming the keys.
+    """
+    if part.variant is None:
+        for key in ("variant_max_depth", "variant_max_bytes"):
+            if getattr(part, key) is not None:
+                raise ValueError(f"'{key}' applies with 'variant' only")
+        return
+    if part.format != "json":
+        raise ValueError(f"'variant' lands JSON values; format {part.format} is not JSON")
+    for key, given in (
+        ("schema", part.schema_),
+        ("schema_file", part.schema_file),
+        ("subject", part.subject),
+        ("timestamp_format", part.timestamp_format),
+    ):
+        if given is not None:
+            raise ValueError(
+                f"set '{key}' or 'variant', not both: 'variant' lands each value whole, "
+                "without a schema"
+            )

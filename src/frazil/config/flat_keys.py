@@ -42,6 +42,9 @@ LAYOUT: dict[str, tuple[str, str] | None] = {
             "message",
             "timestamp_format",
             "json_decoder",
+            "variant",
+            "variant_max_depth",
+            "variant_max_bytes",
         )
     },
     **{

@@ -382,6 +382,8 @@ class PipelineConfig(Frozen):
             and "json_decoder" in self.value.model_fields_set
         ):
             raise ValueError("'json_decoder' applies to format json (or key_format json) only")
+        if self.value.variant is not None:
+            self._check_variant()
         if self.errors.dlq_table is not None and self.errors.dlq_table in self.static_tables():
             raise ValueError(
                 f"errors.dlq_table {self.errors.dlq_table!r} is also a table the pipeline "
@@ -404,6 +406,27 @@ class PipelineConfig(Frozen):
                 "with errors.dlq_topic or errors.dlq_table"
             )
         self._check_write()
+
+    def _check_variant(self) -> None:
+        """``variant`` lands JSON whole into a table of format version 3 (Iceberg's first with
+        the ``variant`` type), parsed by Spark's ``parse_json`` (``json_decoder`` still picks
+        the decoder of a JSON key)."""
+        if self.defaults.write.debezium:
+            raise ValueError(
+                "write.debezium reads Debezium envelopes into the row's columns; 'variant' lands "
+                "values whole"
+            )
+        owners = [("table_properties", self.defaults.table_properties)] + [
+            (f"tables.{name}.table_properties", own.table_properties or {})
+            for name, own in self.tables.items()
+        ]
+        for key, properties in owners:
+            version = properties.get("format-version")
+            if version is not None and version.strip() in ("1", "2"):
+                raise ValueError(
+                    f"{key} format-version {version.strip()}: a 'variant' column needs Iceberg "
+                    "format version 3 (the default for such tables)"
+                )
 
     def _check_write(self) -> None:
         write = self.defaults.write

@@ -27,11 +27,11 @@ from frazil import columns as c
 from frazil.config.decoding import DEFAULT_JSON_DECODER, JsonDecoderName
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.types import to_spark_ddl
-from frazil.decode import connect_types, wire
+from frazil.decode import connect_types, variant, wire
 from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error, quoted_value
 from frazil.decode.json_schema import json_schema_to_spark
-from frazil.decode.registry import BuildContext, Decoded, Format, register
+from frazil.decode.registry import BuildContext, Decoded, Decoder, Format, register
 from frazil.decode.shapes import in_record_order, merge_fields
 from frazil.errors import ConfigError, PipelineError
 
@@ -536,7 +536,10 @@ def _nested(schema: StructType) -> Callable[[Column], Column]:
     return check
 
 
-def _build(context: BuildContext) -> JsonDecoder:
+def _build(context: BuildContext) -> Decoder:
+    if context.decoding.variant is not None:
+        # Landed whole: no schema to read, infer or learn.
+        return variant.build(context)
     connect = None
     if context.pipeline.defaults.write.debezium and context.part == "value":
         connect = _connect_schema(context)

@@ -169,6 +169,9 @@ def spark_conf(
         # The web UI costs start-up time and memory on every run; on when asked for.
         "spark.ui.enabled": str(config.spark.ui).lower(),
         "spark.sql.streaming.metricsEnabled": "true",
+        # A JSON object with a key twice lands in a variant column with the last value, as
+        # from_json and frazil's JSON decoder read it, rather than being a dead letter.
+        "spark.sql.variant.allowDuplicateKeys": "true",
     }
     if not analysis:
         conf["spark.sql.extensions"] = ICEBERG_EXTENSIONS

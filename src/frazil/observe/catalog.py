@@ -50,6 +50,9 @@ def pyiceberg_catalog(config: FrazilConfig) -> Any:
         CatalogReadError: A catalog PyIceberg cannot open the same way (Hadoop, non-SQLite
             JDBC).
     """
+    from frazil.observe.variant_type import read_variant_columns
+
+    read_variant_columns()
     catalog = config.catalog
     if catalog.type == "rest":
         # Opening asks the server for its config: credentials it refuses fail here.

@@ -145,9 +145,32 @@ def table_layout(
             f"{_first_line(exc)} (columns: {', '.join(f.name for f in schema.fields)})"
         ) from None
     properties = jvm.java.util.HashMap()
-    for key, value in {**DEFAULT_TABLE_PROPERTIES, **settings.table_properties}.items():
+    defaults = dict(DEFAULT_TABLE_PROPERTIES)
+    if has_variant(schema):
+        # Iceberg's variant type came with format version 3.
+        defaults["format-version"] = VARIANT_FORMAT_VERSION
+    for key, value in {**defaults, **settings.table_properties}.items():
         properties.put(key, value)
     return iceberg_schema, built_spec, built_order, properties
+
+
+#: The format version of a new table with a ``variant`` column (the first that has the type).
+VARIANT_FORMAT_VERSION = "3"
+
+
+def has_variant(data_type: DataType) -> bool:
+    """Whether ``data_type`` is or holds a ``variant`` (in a struct, an array, a map)."""
+    from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
+
+    if isinstance(data_type, VariantType):
+        return True
+    if isinstance(data_type, StructType):
+        return any(has_variant(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, ArrayType):
+        return has_variant(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return has_variant(data_type.valueType)
+    return False
 
 
 def _first_line(exc: Exception) -> str:

@@ -1,0 +1,223 @@
+"""JSON of any shape landed whole in a ``variant`` column (``variant: <column>``), end to end:
+every valid record once, read back with ``variant_get``; what is not JSON or passes a limit in
+the dead-letter queue with its reason; frazil's metadata reads (PyIceberg) on the table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+
+from frazil.decode.variant import EMPTY, NOT_JSON, TRAILING, too_deep, too_large
+from frazil.engine.runner import run
+from frazil.generate.producer import ensure_topic
+
+pytestmark = pytest.mark.integration
+
+_DEPTH, _BYTES = 6, 4096
+#: The ``frazil`` command of this checkout, in a process of its own.
+_FRAZIL = "from frazil.cli.main import main; main()"
+_WIRE = b"\x00\x00\x00\x00\x07"
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "bottom"
+    for i in range(levels):
+        value = {"n": value} if i % 2 else [value]
+    return value
+
+
+def _good() -> list[Any]:
+    """Shapes that change from record to record: fields that come and go, a field that is a
+    number here and a string there, nesting, arrays, top-level scalars."""
+    out: list[Any] = []
+    for i in range(40):
+        record: dict[str, Any] = {"id": i}
+        if i % 2:
+            record["amount"] = i * 10
+        else:
+            record["amount"] = f"{i * 10} EUR"
+        if i % 3 == 0:
+            record["user"] = {"name": f"u{i}", "tags": ["a", f"t{i}"], "geo": {"lat": 1.5}}
+        if i % 5 == 0:
+            record["items"] = [{"sku": f"s{j}", "qty": j} for j in range(i % 4 + 1)]
+        if i % 7 == 0:
+            record["deep"] = _nested(_DEPTH - 1)  # one level under the object: at the limit
+        if i % 11 == 0:
+            record["flag"] = None if i % 2 else True
+        out.append(record)
+    return [*out, [1, "two", {"three": 3}], "just text", 42, None, {}, []]
+
+
+#: Values that are not landed, and the reason each gets.
+_BAD: list[tuple[bytes, str]] = [
+    (b'{"id": 1, "amount": ', NOT_JSON),
+    (b"{'single': 'quotes'}", NOT_JSON),
+    (b"not json at all", NOT_JSON),
+    (b'{"id": NaN}', NOT_JSON),
+    (b"\xff\xfe\x00garbage", NOT_JSON),
+    (b"", EMPTY),
+    (b"  \n ", EMPTY),
+    (b'{"a": 1} {"b": 2}', TRAILING),
+    (b'"text" 7', TRAILING),
+    (json.dumps({"deep": _nested(_DEPTH)}).encode(), too_deep(_DEPTH)),
+    (b"[" * 1500 + b"]" * 1500, too_deep(_DEPTH)),  # deeper than Jackson reads, too
+    (json.dumps({"blob": "x" * _BYTES}).encode(), too_large(_BYTES)),
+]
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> dict[tuple[int, int], bytes]:
+    """Produce to two partitions; each value by its (partition, offset)."""
+    ensure_topic(bootstrap, topic, partitions=2)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    placed: dict[tuple[int, int], bytes] = {}
+
+    def delivered(err: Any, msg: Any) -> None:
+        assert err is None, err
+        placed[(msg.partition(), msg.offset())] = msg.value() or b""
+
+    for i, value in enumerate(values):
+        producer.produce(topic, value, partition=i % 2, on_delivery=delivered)
+    assert producer.flush(30) == 0
+    return placed
+
+
+def test_any_json_lands_whole_in_a_variant_column(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, dlq = f"variant-{unique}", f"db.variant_{unique}", f"db.variant_dead_{unique}"
+    good = [json.dumps(v).encode() for v in _good()]
+    good.append(_WIRE + b'{"id": "wire", "amount": 1}')  # a wire-format header is skipped
+    good.append(b'{"dup": 1, "dup": 2}')  # the last value wins, as from_json reads it
+    placed = _produce(kafka_bootstrap, topic, [*good, *(v for v, _ in _BAD)])
+    reasons = {value: reason for value, reason in _BAD}
+    name = f"v_{unique}"
+    config = make_config(
+        [{"name": name, "topics": [topic], "table": table, "variant": "payload",
+          "variant_max_depth": _DEPTH, "variant_max_bytes": f"{_BYTES // 1024}KiB",
+          "kafka_metadata": ["partition", "offset"],
+          "errors": {"tolerance": "all", "dlq_table": dlq}}]
+    )  # fmt: skip
+
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    target = spark.table(f"lake.{table}")
+    assert {f.name: f.dataType.simpleString() for f in target.schema} == {
+        "payload": "variant",
+        "_kafka_partition": "int",
+        "_kafka_offset": "bigint",
+    }
+    properties = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES lake.{table}").collect()}
+    assert properties["format-version"] == "3"
+
+    rows = spark.sql(
+        f"SELECT _kafka_partition AS p, _kafka_offset AS o, to_json(payload) AS j FROM lake.{table}"
+    ).collect()
+    landed = [(r["p"], r["o"]) for r in rows]
+    assert len(landed) == len(set(landed)), "a record landed twice"
+    expected = {
+        at: json.loads(value[5:] if value.startswith(_WIRE) else value)
+        for at, value in placed.items()
+        if value not in reasons
+    }
+    assert set(landed) == set(expected)
+    for r in rows:
+        assert json.loads(r["j"]) == expected[(r["p"], r["o"])], (r["p"], r["o"])
+
+    # Paths into the variant, typed as each record holds them.
+    by_id = {
+        r["id"]: r
+        for r in spark.sql(
+            f"""SELECT variant_get(payload, '$.id', 'int') AS id,
+                       try_variant_get(payload, '$.amount', 'int') AS amount_int,
+                       variant_get(payload, '$.amount', 'string') AS amount_text,
+                       variant_get(payload, '$.user.tags[1]', 'string') AS tag,
+                       variant_get(payload, '$.user.geo.lat', 'double') AS lat,
+                       variant_get(payload, '$.items[0].qty', 'int') AS qty,
+                       schema_of_variant(variant_get(payload, '$.amount')) AS amount_type
+                FROM lake.{table}
+                WHERE try_variant_get(payload, '$.id', 'int') IS NOT NULL"""
+        ).collect()
+    }
+    assert sorted(by_id) == list(range(40))
+    assert by_id[3]["amount_int"] == 30 and by_id[3]["amount_type"] == "BIGINT"
+    assert by_id[4]["amount_int"] is None and by_id[4]["amount_text"] == "40 EUR"
+    assert by_id[4]["amount_type"] == "STRING"
+    assert by_id[3]["tag"] == "t3" and by_id[3]["lat"] == 1.5 and by_id[4]["tag"] is None
+    assert by_id[5]["qty"] == 0 and by_id[6]["qty"] is None
+    deep = spark.sql(
+        f"SELECT variant_get(payload, '$.deep[0].n[0].n[0]', 'string') AS d FROM lake.{table} "
+        "WHERE try_variant_get(payload, '$.id', 'int') = 7"
+    ).collect()
+    assert [r["d"] for r in deep] == ["bottom"]
+
+    dead = spark.sql(
+        f"SELECT partition, offset, reason, stage FROM lake.{dlq} WHERE pipeline = '{name}'"
+    ).collect()
+    assert sorted((r["partition"], r["offset"]) for r in dead) == sorted(
+        at for at, value in placed.items() if value in reasons
+    )
+    for r in dead:
+        assert r["stage"] == "decode"
+        assert r["reason"] == reasons[placed[(r["partition"], r["offset"])]], r
+    assert sum(reports[0].dead_letters.values()) == len(_BAD)
+
+    # A second run finds nothing new: each record stays landed once.
+    run(config, until_caught_up=True, spark=spark)
+    assert spark.table(f"lake.{table}").count() == len(expected)
+
+
+def test_metadata_reads_without_spark_on_a_variant_table(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    """PyIceberg 0.12 does not know the variant type; frazil's reads without Spark (status,
+    tables, optimize --dry-run, the run's summary) read the table's metadata all the same, and
+    say what Spark's reads say."""
+    from frazil.maintenance.passes import config_tables, measure, run_pass
+    from frazil.observe import catalog as metadata
+    from frazil.observe.catalog import pyiceberg_catalog
+    from frazil.observe.status import read_status
+
+    topic, table = f"variant-meta-{unique}", f"db.variant_meta_{unique}"
+    _produce(kafka_bootstrap, topic, [json.dumps({"n": i, "s": [i]}).encode() for i in range(10)])
+    config = make_config(
+        [{"name": f"vm_{unique}", "topics": [topic], "table": table, "variant": "doc",
+          "partition_by": ["_kafka_partition"], "kafka_metadata": ["partition"]}]
+    )  # fmt: skip
+    run(config, until_caught_up=True, spark=spark)
+
+    catalog = pyiceberg_catalog(config)
+    loaded = catalog.load_table(table)
+    assert loaded.metadata.format_version == 3
+    assert str(loaded.schema().find_field("doc").field_type) == "variant"
+    assert metadata.CatalogTable(loaded, table).total_records() == 10
+    refs = config_tables(spark, config)
+    assert [r.name for r in metadata.config_tables(catalog, config)] == [r.name for r in refs]
+    assert [r.name for r in refs] == [table]
+    assert metadata.measure(catalog, config, refs[0]) == measure(spark, config, refs[0])
+    planned = metadata.plan_pass(catalog, config, refs)
+    dry = run_pass(spark, config, refs, dry_run=True)
+    assert [(r.table, r.planned) for r in planned] == [(r.table, r.planned) for r in dry]
+    (status,) = read_status(config, None, catalog)
+    assert [(t.table, t.records) for t in status.tables] == [(table, 10)]
+    assert status.problems == []
+
+    # The commands themselves, without Spark.
+    path = tmp_path / "frazil.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json", by_alias=True)))
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME")}
+    env["PATH"] = str(Path(sys.executable).parent)
+    for command in (["tables"], ["status"], ["optimize", "--dry-run"]):
+        done = subprocess.run(
+            [sys.executable, "-c", _FRAZIL, *command, "-c", str(path), "-o", "json"],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, (command, done.stderr)
+        assert table in done.stdout, (command, done.stdout)

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from confluent_kafka import Producer
 from frazil.decode.variant import EMPTY, NOT_JSON, TRAILING, too_deep, too_large
 from frazil.engine.runner import run
 from frazil.generate.producer import ensure_topic
+from tests.integration.helpers import drain
 
 pytestmark = pytest.mark.integration
 
@@ -221,3 +223,50 @@ def test_metadata_reads_without_spark_on_a_variant_table(
         )  # fmt: skip
         assert done.returncode == 0, (command, done.stderr)
         assert table in done.stdout, (command, done.stdout)
+
+
+@pytest.mark.slow
+def test_kill_minus_9_mid_stream_keeps_each_variant_record_once(
+    spark: Any, lake_dir: Path, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    """A `frazil run` of a variant pipeline killed with SIGKILL (driver and JVM) after its
+    first commits, then drained: every record in the table once, by its Kafka offset."""
+    from tests.integration.test_kill9 import FrazilProcess
+
+    topic, table, name = f"variant-kill-{unique}", f"db.variant_kill_{unique}", f"vk_{unique}"
+    records = 20_000
+    values = [
+        json.dumps({"i": i, "v": i if i % 2 else str(i), "tags": ["x"] * (i % 3)}).encode()
+        for i in range(records)
+    ]
+    placed = _produce(kafka_bootstrap, topic, values)
+    config_path = tmp_path / "frazil.yaml"
+    config_path.write_text(
+        yaml.safe_dump(
+            {
+                "catalog": {"warehouse": str(lake_dir / "warehouse")},
+                "kafka": {"bootstrap_servers": kafka_bootstrap},
+                "state_dir": str(tmp_path / "state"),
+                "spark": {"driver_memory": "1g"},
+                "pipelines": [
+                    {"name": name, "topics": [topic], "table": table, "variant": "doc",
+                     "kafka_metadata": ["partition", "offset"], "max_offsets_per_trigger": 2000,
+                     "first_batch_max_offsets": 1000, "trigger": "1s"}
+                ],
+            }
+        )
+    )  # fmt: skip
+    run_process = FrazilProcess(config_path)
+    assert run_process.wait_commits(2, timeout=180), run_process.output()
+    run_process.kill9(with_jvm=True)
+
+    drain(spark, config_path)
+
+    rows = spark.sql(
+        f"SELECT _kafka_partition AS p, _kafka_offset AS o, variant_get(doc, '$.i', 'int') AS i "
+        f"FROM lake.{table}"
+    ).collect()
+    landed = Counter((r["p"], r["o"]) for r in rows)
+    assert [at for at, n in landed.items() if n > 1] == []
+    assert set(landed) == set(placed)
+    assert all(json.loads(placed[(r["p"], r["o"])])["i"] == r["i"] for r in rows)

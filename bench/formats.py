@@ -12,10 +12,16 @@ round; the figures are ratios of median events/s in this run.
 The JSON topic is read twice per round: by Spark's ``from_json`` (``json``, the default
 until now) and by frazil's own JVM decoder (``json_frazil``, ``json_decoder: frazil``).
 
+It is read twice more into unpartitioned tables (a variant column has no ``created_at`` to
+partition by): whole into one variant column (``json_variant``, ``variant: payment``: Spark's
+``try_parse_json`` and frazil's depth check) and by frazil's typed decoder into the same layout
+(``json_flat``), the variant mode's like-for-like baseline.
+
 Goals: Avro and Protobuf ≥ 0.8× JSON; three versions ≤ 10% slower than one; frazil's JSON
 decoder ≥ 1.5× ``from_json``'s events/s and ≥ 0.9× Avro's.
 
 Usage: .venv/bin/python -m bench.formats [--records 1000000] [--rounds 2]
+    [--only json_flat,json_variant]  (some formats only; the registry only when one needs it)
 """
 
 from __future__ import annotations
@@ -159,23 +165,27 @@ def register(registry_url: str, subject: str, text: str, kind: str) -> int:
     return int(client.register_schema(subject, Schema(text, kind)))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--rounds", type=int, default=2, help="measured rounds per format")
-    args = parser.parse_args()
-    console = Console()
-    run_id = uuid.uuid4().hex[:6]
-    work = WORK_DIR / f"formats-{run_id}"
-    broker = start_broker(f"formats-{run_id}")
-    registry = LocalRegistry(work / "state", port=free_port())
-    try:
-        registry_url = registry.up(timeout=180)
-        topics = {f: f"bench-{f}-{run_id}" for f in ("json", "avro", "protobuf", "avro3")}
-        for topic in topics.values():
-            ensure_topic(broker.bootstrap, topic, partitions=4)
-        full = avro_schema([*_FIELDS, *_ADDED])
+#: Every format measured, in the order of a round; each reads the topic of :func:`topic_of`.
+FORMATS = ("json", "avro", "protobuf", "avro3", "json_frazil", "json_flat", "json_variant")
+#: The formats that read the JSON topic.
+_JSON_READS = ("json", "json_frazil", "json_flat", "json_variant")
+
+
+def topic_of(fmt: str) -> str:
+    """The topic (by format) a measured format reads: the JSON ones read one topic."""
+    return "json" if fmt in _JSON_READS else fmt
+
+
+def _registry_factories(
+    work: Path, registry_url: str, topics: dict[str, str]
+) -> dict[str, Callable[[], Any] | None]:
+    """The Avro and Protobuf topics' payments, their schemas registered."""
+    full = avro_schema([*_FIELDS, *_ADDED])
+    factories: dict[str, Callable[[], Any] | None] = {}
+    if "avro" in topics:
         avro_id = register(registry_url, f"{topics['avro']}-value", json.dumps(full), "AVRO")
+        factories["avro"] = avro_factory(1, [(avro_id, full)])
+    if "avro3" in topics:
         versions = [_FIELDS, [*_FIELDS, _ADDED[0]], [*_FIELDS, *_ADDED]]
         mixed = [
             (
@@ -186,14 +196,63 @@ def main() -> None:
             )
             for v in versions
         ]
+        factories["avro3"] = avro_factory(1, mixed)
+    if "protobuf" in topics:
         proto_id = register(registry_url, f"{topics['protobuf']}-value", PROTO, "PROTOBUF")
-        module = proto_module(work)
-        factories: dict[str, Callable[[], Any] | None] = {
-            "json": None,
-            "avro": avro_factory(1, [(avro_id, full)]),
-            "protobuf": protobuf_factory(1, proto_id, module),
-            "avro3": avro_factory(1, mixed),
+        factories["protobuf"] = protobuf_factory(1, proto_id, proto_module(work))
+    return factories
+
+
+#: The ratios of events/s reported, by name: (numerator format, denominator format).
+RATIOS: dict[str, tuple[str, str]] = {
+    "avro_vs_json": ("avro", "json"),
+    "protobuf_vs_json": ("protobuf", "json"),
+    "avro_three_versions_vs_one": ("avro3", "avro"),
+    "json_frazil_vs_json": ("json_frazil", "json"),
+    "json_frazil_vs_avro": ("json_frazil", "avro"),
+    "json_variant_vs_json_flat": ("json_variant", "json_flat"),
+    "json_variant_vs_json_frazil": ("json_variant", "json_frazil"),
+}
+#: The ratios' goals.
+GOALS: dict[str, float] = {
+    "avro_vs_json": 0.8,
+    "protobuf_vs_json": 0.8,
+    "avro_three_versions_vs_one": 0.9,
+    "json_frazil_vs_json": 1.5,
+    "json_frazil_vs_avro": 0.9,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=2, help="measured rounds per format")
+    parser.add_argument(
+        "--only", default=",".join(FORMATS), help=f"formats to measure, of {', '.join(FORMATS)}"
+    )
+    args = parser.parse_args()
+    measured = [f for f in FORMATS if f in args.only.split(",")]
+    unknown = set(args.only.split(",")) - set(FORMATS)
+    if unknown or not measured:
+        parser.error(f"--only takes formats of {', '.join(FORMATS)}")
+    console = Console()
+    run_id = uuid.uuid4().hex[:6]
+    work = WORK_DIR / f"formats-{run_id}"
+    broker = start_broker(f"formats-{run_id}")
+    registry = LocalRegistry(work / "state", port=free_port())
+    needs_registry = any(topic_of(f) != "json" for f in measured)
+    try:
+        registry_url = registry.up(timeout=180) if needs_registry else ""
+        topics = {
+            f: f"bench-{f}-{run_id}"
+            for f in ("json", "avro", "protobuf", "avro3")
+            if f in {topic_of(m) for m in measured}
         }
+        for topic in topics.values():
+            ensure_topic(broker.bootstrap, topic, partitions=4)
+        factories: dict[str, Callable[[], Any] | None] = {"json": None}
+        if needs_registry:
+            factories.update(_registry_factories(work, registry_url, topics))
         produced: dict[str, float] = {}
         for name, topic in topics.items():
             t0 = time.monotonic()
@@ -204,20 +263,26 @@ def main() -> None:
             console.print(f"produced {args.records:,} {name} events in {produced[name]:.1f}s")
 
         def config_for(fmt: str, name: str) -> Any:
-            topic = topics["json" if fmt == "json_frazil" else fmt]
-            decoded = "json" if fmt == "json_frazil" else fmt.rstrip("3")
+            topic = topics[topic_of(fmt)]
+            decoded = "json" if fmt in _JSON_READS else fmt.rstrip("3")
             data = payments_config(work, broker.bootstrap, topic, name, format=decoded)
+            pipeline = data["pipelines"][0]
             if decoded == "json":
-                data["pipelines"][0]["json_decoder"] = "frazil" if fmt == "json_frazil" else "spark"
+                pipeline["json_decoder"] = "spark" if fmt == "json" else "frazil"
             else:  # the schema comes from the registry
-                del data["pipelines"][0]["schema"]
-            data["schema_registry"] = {"url": registry_url}
+                del pipeline["schema"]
+            if fmt in ("json_flat", "json_variant"):
+                del pipeline["partition_by"]
+            if fmt == "json_variant":
+                del pipeline["schema"]
+                pipeline["variant"] = "payment"
+            if registry_url:
+                data["schema_registry"] = {"url": registry_url}
             data["spark"] = {"master": "local[2]", "driver_memory": "4g"}
             return parse_config(data)
 
-        spark = build_spark(config_for("json", "warmup"))
+        spark = build_spark(config_for(measured[0], "warmup"))
         rows: list[dict[str, Any]] = []
-        measured = [*topics, "json_frazil"]
         for round_no in range(args.rounds + 1):
             for fmt in measured:
                 name = f"{fmt}_{round_no}"
@@ -239,7 +304,7 @@ def main() -> None:
             r["records"] / r["seconds"] for r in rows if r["format"] == fmt and r["round"] > 0
         )
 
-    rates = {fmt: median_rate(fmt) for fmt in [*topics, "json_frazil"]}
+    rates = {fmt: median_rate(fmt) for fmt in measured}
     table = Table(title=f"formats, {args.records:,} payments, 4 partitions, local[2]")
     for column in ("format", "round", "records", "seconds", "events/s"):
         table.add_column(column, justify="right")
@@ -250,22 +315,14 @@ def main() -> None:
         )  # fmt: skip
     console.print(table)
     ratios = {
-        "avro_vs_json": rates["avro"] / rates["json"],
-        "protobuf_vs_json": rates["protobuf"] / rates["json"],
-        "avro_three_versions_vs_one": rates["avro3"] / rates["avro"],
-        "json_frazil_vs_json": rates["json_frazil"] / rates["json"],
-        "json_frazil_vs_avro": rates["json_frazil"] / rates["avro"],
+        name: rates[a] / rates[b] for name, (a, b) in RATIOS.items() if a in rates and b in rates
     }
-    console.print(
-        f"Avro / JSON: [bold]{ratios['avro_vs_json']:.2f}×[/] (goal ≥ 0.8×); "
-        f"Protobuf / JSON: [bold]{ratios['protobuf_vs_json']:.2f}×[/] (goal ≥ 0.8×); "
-        f"Avro 3 versions / 1 version: [bold]{ratios['avro_three_versions_vs_one']:.2f}×[/] "
-        "(goal ≥ 0.9×)"
-    )
-    console.print(
-        f"frazil's JSON decoder / from_json: [bold]{ratios['json_frazil_vs_json']:.2f}×[/] "
-        f"(goal ≥ 1.5×); / Avro: [bold]{ratios['json_frazil_vs_avro']:.2f}×[/] (goal ≥ 0.9×)"
-    )
+    for name, ratio in ratios.items():
+        goal = GOALS.get(name)
+        console.print(
+            f"{RATIOS[name][0]} / {RATIOS[name][1]}: [bold]{ratio:.2f}×[/]"
+            + (f" (goal ≥ {goal}×)" if goal is not None else "")
+        )
     path = write_result(
         "formats",
         {
@@ -276,13 +333,7 @@ def main() -> None:
             "runs": rows,
             "events_per_s": rates,
             "ratios": ratios,
-            "goals": {
-                "avro_vs_json": 0.8,
-                "protobuf_vs_json": 0.8,
-                "avro_three_versions_vs_one": 0.9,
-                "json_frazil_vs_json": 1.5,
-                "json_frazil_vs_avro": 0.9,
-            },
+            "goals": {name: goal for name, goal in GOALS.items() if name in ratios},
         },
     )
     console.print(f"wrote {path}")

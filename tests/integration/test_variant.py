@@ -270,3 +270,33 @@ def test_kill_minus_9_mid_stream_keeps_each_variant_record_once(
     assert [at for at, n in landed.items() if n > 1] == []
     assert set(landed) == set(placed)
     assert all(json.loads(placed[(r["p"], r["o"])])["i"] == r["i"] for r in rows)
+
+
+def test_variant_records_routed_by_topic_to_tables_made_for_them(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """Routed by topic, each table is created with its variant column (format version 3) and
+    written in the routed batch's one job."""
+    for part, count in (("a", 3), ("b", 5)):
+        values = [json.dumps({"part": part, "n": n, "x": [n] * n}).encode() for n in range(count)]
+        _produce(kafka_bootstrap, f"vr_{unique}.{part}", values)
+    config = make_config(
+        [{"name": f"vr_{unique}", "topic_pattern": f"vr_{unique}\\..*", "variant": "doc",
+          "route": {"topic": f"vr_{unique}\\.(\\w+)", "table": f"db.vr_{unique}_{{1}}"}}]
+    )  # fmt: skip
+
+    run(config, until_caught_up=True, spark=spark)
+
+    for part, count in (("a", 3), ("b", 5)):
+        table = f"lake.db.vr_{unique}_{part}"
+        assert [f.dataType.simpleString() for f in spark.table(table).schema] == ["variant"]
+        found = spark.sql(
+            f"SELECT variant_get(doc, '$.part', 'string') AS part, "
+            f"variant_get(doc, '$.n', 'int') AS n, variant_get(doc, '$.x', 'array<int>') AS x "
+            f"FROM {table}"
+        ).collect()
+        assert sorted((r["part"], r["n"], list(r["x"])) for r in found) == [
+            (part, n, [n] * n) for n in range(count)
+        ]
+        properties = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+        assert properties["format-version"] == "3"

@@ -44,6 +44,7 @@ def test_validate_names_where_each_schema_comes_from(tmp_path: Path) -> None:
         "  - {name: registry, topics: [c], table: db.c, format: avro}\n"
         "  - {name: file, topics: [d], table: db.d, format: avro, schema_file: order.avsc}\n"
         "  - {name: text, topics: [e], table: db.e, format: string}\n"
+        "  - {name: whole, topics: [f], table: db.f, variant: doc}\n"
     )
     # Wide enough that no summary line wraps.
     result = frazil("validate", "-c", str(config), env={**os.environ, "COLUMNS": "200"})
@@ -54,6 +55,7 @@ def test_validate_names_where_each_schema_comes_from(tmp_path: Path) -> None:
     assert "avro, schema from the registry (c-value);" in lines["registry"]
     assert "avro, schema from order.avsc;" in lines["file"]
     assert "string, schema none (the payload as one column);" in lines["text"]
+    assert "json, schema none (each value whole in the variant column 'doc');" in lines["whole"]
 
 
 def test_validate_reports_each_problem_and_fails(tmp_path: Path) -> None:

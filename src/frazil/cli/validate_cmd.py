@@ -107,6 +107,8 @@ def _schema_source(pipeline: PipelineConfig) -> str:
         return f"from the registry ({value.subject_name(pipeline.topics)})"
     if source == "none":
         return "none (the payload as one column)"
+    if source == "variant":
+        return f"none (each value whole in the variant column {value.variant!r})"
     return "inferred at start"
 
 

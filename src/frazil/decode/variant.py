@@ -130,10 +130,18 @@ class VariantDecoder:
         size = F.octet_length(data)
         depth = json_depth(data)
         within = (size <= F.lit(self.max_bytes)) & (depth <= F.lit(self.max_depth))
-        parsed = F.when(within, F.try_parse_json(text))
+        # Gated on its input, not by a CASE around it: Spark's optimiser pushes a test of a
+        # CASE's result into its branches, where it is no longer the same subexpression.
+        parsed = F.try_parse_json(F.when(within, text))
         detail = F.substring(text, 1, _QUOTED_CHARS)
+        # The parse is evaluated for every record in both columns (the value itself, the
+        # error's first test): one common subexpression, parsed once per record. A parse
+        # inside a branch would be evaluated again for the other column. A value with more
+        # after its first JSON value keeps that value in the batch; its error sends it to the
+        # dead letters.
+        landed = parsed.isNotNull() & (depth != F.lit(_TRAILING_DEPTH))
         error = (
-            F.when(data.isNull(), F.lit(None))
+            F.when(landed | data.isNull(), F.lit(None))
             .when(
                 size > F.lit(self.max_bytes),
                 decode_error(
@@ -151,9 +159,9 @@ class VariantDecoder:
                     decode_error(F.lit(EMPTY), F.lit("")),
                 ).otherwise(decode_error(F.lit(NOT_JSON), detail)),
             )
-            .when(depth == F.lit(_TRAILING_DEPTH), decode_error(F.lit(TRAILING), detail))
+            .otherwise(decode_error(F.lit(TRAILING), detail))
         )
-        value = F.when(depth != F.lit(_TRAILING_DEPTH), parsed)
+        value = parsed
         return Decoded(value=value, error=error.cast(c.ERROR_DDL))
 
 

@@ -300,3 +300,54 @@ def test_variant_records_routed_by_topic_to_tables_made_for_them(
         ]
         properties = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
         assert properties["format-version"] == "3"
+
+
+@pytest.mark.parametrize(
+    ("value", "depth"),
+    [
+        (b"", 0),
+        (b"  42 ", 0),
+        (b'"x"', 0),
+        (b"null", 0),
+        (b"{}", 1),
+        (b'{"a": [1, {"b": 2}]}', 3),
+        (b'[[], [[]], {"k": [[[]]]}]', 5),
+        (b'{"s": "]]}}[[{{", "t": "\\"[["}', 1),  # brackets and escaped quotes in strings
+        (b'  {"a": 1}  \n', 1),
+        (b"\x00\x00\x00\x5b\x7b" + b'{"a": {}}', 2),  # a wire header's id bytes are skipped
+        (b'{"a": 1} {"b": 2}', -1),
+        (b'{"a": 1}x', -1),
+        (b"1 2", -1),
+        (b'"a" "b"', -1),
+        (b"1]", -1),
+        (b"true[", -1),
+        (b"[1, 2", 1),  # truncated: parse_json refuses it
+    ],
+)
+def test_how_deep_a_value_nests(spark: Any, value: bytes, depth: int) -> None:
+    from pyspark.sql import functions as F
+
+    from frazil.decode.variant import json_depth
+
+    one = spark.createDataFrame([(bytearray(value),)], "value binary")
+    assert one.select(json_depth(F.col("value"))).first()[0] == depth
+
+
+def test_plan_shows_the_variant_column_without_creating_the_table(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    from frazil.engine.explain import explain
+
+    topic, table = f"variant-plan-{unique}", f"db.variant_plan_{unique}"
+    _produce(kafka_bootstrap, topic, [b'{"a": 1}', b"[2]"])
+    config = make_config(
+        [{"name": f"vp_{unique}", "topics": [topic], "table": table, "variant": "doc",
+          "kafka_metadata": ["partition"]}]
+    )  # fmt: skip
+
+    (explained,) = explain(spark, config, [])
+
+    assert explained.value_schema_source == "variant"
+    assert explained.source_schema.simpleString() == "struct<doc:variant,_kafka_partition:int>"
+    assert explained.table_exists is False
+    assert not spark.catalog.tableExists(f"lake.{table}")

@@ -65,7 +65,7 @@ def plan(
     from frazil.engine.explain import explain
     from frazil.engine.reachable import check_services
     from frazil.engine.runner import check_registry, check_topics
-    from frazil.engine.session import AnalysisStart, build_spark
+    from frazil.engine.session import SparkStart, build_analysis_spark, build_spark
     from frazil.engine.table_views import JavaCatalogViews, TableViews
 
     loaded = load_config(config, checks=config_problems)
@@ -76,7 +76,7 @@ def plan(
     # Spark only resolves; the tables are read through Iceberg's catalog API: a lighter
     # session, started while the services are checked (FRAZIL_READS=spark: Spark's catalog).
     light = os.environ.get("FRAZIL_READS", "").lower() != "spark"
-    starting = AnalysisStart(loaded) if light else None
+    starting = SparkStart(lambda: build_analysis_spark(loaded)) if light else None
     with err_console.status("Checking Kafka, the schema registry and the catalog..."):
         # As `frazil run` does: a missing topic or a service that does not answer fails in
         # seconds, with run's message.

@@ -211,11 +211,6 @@ def run(
     selected = select_pipelines(config, pipeline_names)
     if reset_offsets is not None:
         parse_reset(reset_offsets)  # a bad argument fails before Spark starts
-    for pipeline in selected:
-        check_topics(config, pipeline)
-    check_registry(config, selected)
-    for warning in config.catalog.warnings():
-        log.warning("%s", warning)
 
     def dispatch(event: Event) -> None:
         if on_event is not None:
@@ -224,10 +219,22 @@ def run(
             on_commit(event)
 
     with fence.hold(config.state_dir, [p.name for p in selected]) as run_fence:
+        starting = None
         if spark is None:
-            from frazil.engine.session import build_spark
+            from frazil.engine.session import SparkStart, build_spark
 
-            spark = build_spark(config, run_token=run_fence.token)
+            token = run_fence.token
+            starting = SparkStart(lambda: build_spark(config, run_token=token))
+        # While the JVM starts: a missing topic or a registry that does not answer fails in
+        # seconds, the JVM going with the process.
+        for pipeline in selected:
+            check_topics(config, pipeline)
+        check_registry(config, selected)
+        for warning in config.catalog.warnings():
+            log.warning("%s", warning)
+        if starting is not None:
+            spark = starting.result()
+        assert spark is not None
         jvm = spark.sparkContext._jvm
         assert jvm is not None
         run_fence.record_jvm(int(jvm.java.lang.ProcessHandle.current().pid()))

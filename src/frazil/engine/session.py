@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import threading
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -525,14 +526,14 @@ def _python() -> str:
     return sys.executable
 
 
-class AnalysisStart:
-    """:func:`build_analysis_spark` on a daemon thread of its own, while the caller checks
-    Kafka, the registry and the catalog (``frazil plan``): the JVM's start is most of the
-    command's time, the checks mostly waiting. A check that fails is reported at once; the
-    JVM goes with the process."""
+class SparkStart:
+    """A session built (``build``: :func:`build_spark`, :func:`build_analysis_spark`) on a
+    daemon thread of its own while the caller checks Kafka, the registry and the catalog:
+    the JVM's start is most of a command's first seconds, the checks mostly waiting. A check
+    that fails is reported at once; the JVM goes with the process."""
 
-    def __init__(self, config: FrazilConfig) -> None:
-        self._config = config
+    def __init__(self, build: Callable[[], SparkSession]) -> None:
+        self._build = build
         self._spark: SparkSession | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="frazil-spark-start", daemon=True)
@@ -540,7 +541,7 @@ class AnalysisStart:
 
     def _run(self) -> None:
         try:
-            self._spark = build_analysis_spark(self._config)
+            self._spark = self._build()
         except BaseException as exc:  # re-raised in the caller's thread
             self._error = exc
 

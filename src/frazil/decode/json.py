@@ -17,7 +17,6 @@ zero byte, so the header is recognised and skipped whatever the schema source.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path
@@ -29,7 +28,8 @@ from frazil.config.pipeline import PipelineConfig
 from frazil.config.types import to_spark_ddl
 from frazil.decode import connect_types, variant, wire
 from frazil.decode.connect_types import Semantics
-from frazil.decode.errors import decode_error, quoted_value
+from frazil.decode.errors import decode_error
+from frazil.decode.json_reasons import mismatch_reason, unknown_fields
 from frazil.decode.json_schema import json_schema_to_spark
 from frazil.decode.registry import BuildContext, Decoded, Decoder, Format, register
 from frazil.decode.shapes import in_record_order, merge_fields
@@ -407,133 +407,6 @@ def frazil_column(
     decoder = jvm.dev.frazil.spark.JsonDecoder
     java = decoder.column(_to_java_column(data), schema.json(), timestamp_format, zone, unknown)
     return ClassicColumn(java)
-
-
-#: What a type mismatch says when no top-level field can be named (one nested deeper).
-MISMATCH = "a field does not match the schema's type"
-
-
-def mismatch_reason(text: Column, parsed: Column, schema: StructType) -> Column:
-    """Which field of a JSON object does not read as its schema type, and both types:
-    ``field 'amount' has a value of type string, the schema's type is bigint`` (nested:
-    ``field 'who.age'``).
-
-    A field is named when the record holds a value for it (not ``null``) that ``from_json``
-    could not read. The record's type comes from Spark's variant of the text (its JSON
-    types: string, bigint, decimal(20,0), boolean, object, array). Fields of structs are
-    looked into (a few levels); a mismatch inside an array or a map falls back to
-    :data:`MISMATCH`. Only evaluated for records that failed to decode.
-    """
-    from pyspark.sql import functions as F
-
-    variant = F.try_parse_json(text)
-    named: list[Column] = []
-    _mismatches(variant, parsed, schema, (), named)
-    return F.coalesce(*named, F.lit(MISMATCH))
-
-
-#: How deep into structs :func:`mismatch_reason` looks for the field.
-_MISMATCH_DEPTH = 3
-
-
-def _mismatches(
-    variant: Column,
-    parsed: Column,
-    schema: StructType,
-    names: tuple[str, ...],
-    found: list[Column],
-) -> None:
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import (
-        BinaryType,
-        DateType,
-        DecimalType,
-        StructType,
-        TimestampNTZType,
-        TimestampType,
-    )
-
-    # Types a JSON string is a form of (from_json parses the text).
-    parses_text = (TimestampType, TimestampNTZType, DateType, DecimalType, BinaryType)
-    for field in schema.fields:
-        path = (*names, field.name)
-        kind = F.lower(
-            F.schema_of_variant(
-                F.try_variant_get(variant, "$" + "".join(_step(n) for n in path), "variant")
-            )
-        )
-        # An object's or an array's full shape can be long: its kind says enough.
-        shown = (
-            F.when(kind.startswith("object"), F.lit("object"))
-            .when(kind.startswith("array"), F.lit("array"))
-            .otherwise(kind)
-        )
-        value = parsed[field.name]
-        typed = F.concat(
-            F.lit(f"field {'.'.join(path)!r} has a value of type "),
-            shown,
-            F.lit(f", the schema's type is {_short_type(field.dataType)}"),
-        )
-        if isinstance(field.dataType, parses_text):
-            # A timestamp (decimal, date, base64) in text that does not parse: quote it.
-            text = F.try_variant_get(variant, "$" + "".join(_step(n) for n in path), "string")
-            typed = F.when(
-                kind == F.lit("string"),
-                F.concat(
-                    F.lit(f"field {'.'.join(path)!r} does not parse as "
-                          f"{_short_type(field.dataType)}: "),
-                    quoted_value(text),
-                ),
-            ).otherwise(typed)  # fmt: skip
-        found.append(F.when(kind.isNotNull() & (kind != F.lit("void")) & value.isNull(), typed))
-        if isinstance(field.dataType, StructType) and len(path) < _MISMATCH_DEPTH:
-            # from_json keeps what it could read of a struct: look for the field inside.
-            _mismatches(variant, value, field.dataType, path, found)
-
-
-def _short_type(data_type: DataType) -> str:
-    """A type for a message: ``bigint``, ``array<string>``, or ``struct`` for a long one."""
-    text = str(data_type.simpleString())
-    return text if len(text) <= 40 else text.split("<", 1)[0]
-
-
-def _path(name: str) -> str:
-    return "$" + _step(name)
-
-
-def _step(name: str) -> str:
-    return "['" + name.replace("\\", "\\\\").replace("'", "\\'") + "']"
-
-
-def unknown_fields(text: Column, schema: StructType) -> Column:
-    """True for a JSON object holding a field ``schema`` lacks, at any depth (structs, list
-    elements, map values). Each level is parsed again, only where the schema nests."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, MapType, StructType
-
-    names = [f.name for f in schema.fields]
-    condition = F.exists(F.json_object_keys(text), lambda k: ~k.isin(names))
-    for f in schema.fields:
-        data_type = f.dataType
-        if isinstance(data_type, StructType):
-            sub = F.get_json_object(text, _path(f.name))
-            condition = condition | unknown_fields(sub, data_type)
-        elif isinstance(data_type, ArrayType) and isinstance(data_type.elementType, StructType):
-            element = data_type.elementType
-            items = F.from_json(F.get_json_object(text, _path(f.name)), "array<string>")
-            condition = condition | F.exists(items, _nested(element))
-        elif isinstance(data_type, MapType) and isinstance(data_type.valueType, StructType):
-            value_type = data_type.valueType
-            entries = F.from_json(F.get_json_object(text, _path(f.name)), "map<string,string>")
-            condition = condition | F.exists(F.map_values(entries), _nested(value_type))
-    return F.coalesce(condition, F.lit(False))
-
-
-def _nested(schema: StructType) -> Callable[[Column], Column]:
-    def check(item: Column) -> Column:
-        return unknown_fields(item, schema)
-
-    return check
 
 
 def _build(context: BuildContext) -> Decoder:

@@ -546,7 +546,7 @@ class SparkStart:
             self._error = exc
 
     def result(self) -> SparkSession:
-        """The session, once started.
+        """The session, once started, made the calling thread's active one.
 
         Raises:
             BaseException: Whatever starting it raised.
@@ -554,5 +554,11 @@ class SparkStart:
         self._thread.join()
         if self._error is not None:
             raise self._error
-        assert self._spark is not None
-        return self._spark
+        spark = self._spark
+        assert spark is not None
+        # Active in the thread that built it only (PySpark pins a JVM thread to each Python
+        # thread): the caller's thread looks catalogs up on its own active session.
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        return spark

@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from frazil.cli.app import app
-from frazil.cli.local_cmd import _only
+from frazil.cli.local_down_cmd import _only
 from frazil.local import services, stack
 from frazil.local.object_store import ObjectStoreStatus
 from frazil.local.rest_catalog import RestCatalogStatus

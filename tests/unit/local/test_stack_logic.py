@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import typer
 
-from frazil.cli.local_cmd import Service, _services, _worker_ports
+from frazil.cli.local_app import Service
+from frazil.cli.local_up_cmd import _services, _worker_ports
 from frazil.local import object_store, rest_catalog, spark_cluster, stack
 from frazil.local.spark_cluster import LocalSparkCluster, _worker_states
 

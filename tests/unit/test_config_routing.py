@@ -141,7 +141,8 @@ def test_route_field_must_be_a_path() -> None:
     assert _route_problems({"field": "event type", "tables": {"a": "db.a"}}) == [
         (
             "pipelines[0].route.field",
-            "field 'event type' must be a column name or a dotted path (a.b)",
+            "field 'event type' must be a column name, a dotted path (a.b) or a path into a "
+            "variant column (payload:user.id)",
         )
     ]
 

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from frazil.config.suggest import did_you_mean
+from frazil.config.variant_paths import is_variant_path, not_a_column
 
 #: Transforms that take only a column, with Iceberg/Spark's accepted aliases.
 _UNARY: dict[str, str] = {
@@ -60,6 +61,8 @@ def parse_partition_field(text: str) -> PartitionField:
         ValueError: The transform is unknown or malformed; the message lists the known ones.
     """
     spec = text.strip()
+    if is_variant_path(spec):
+        raise not_a_column("partition_by", spec)
     plain = _PLAIN.match(spec)
     if plain:
         return PartitionField("identity", plain.group(1))

@@ -7,8 +7,12 @@ Three kinds, told apart by their keys::
     route: {field: event_type, table: "db.events_{value}"}       # dynamic
     route: {topic: 'events\\.(\\d{8})', table: db.events}         # by topic
 
-``default`` says what happens to a record that matches no table: ``fail`` (the default: the
-record is marked, so nothing is lost), ``skip`` (counted and not written) or a table name.
+``field`` is a column, a dotted path into structs (``customer.country``), or a path into a
+variant column (``payload:customer.country``, read as text; see
+:mod:`frazil.config.variant_paths`). ``default`` says what happens to a record that matches
+no table (a null value, and a variant path a record does not have, match none): ``fail``
+(the default: the record is marked, so nothing is lost), ``skip`` (counted and not written),
+``dlq`` or a table name.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, field_validator
 
 from frazil.config.base import check_regex
+from frazil.config.variant_paths import is_variant_path, parse_variant_path
 
 #: ``namespace.table`` (one or more namespace levels).
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
@@ -47,8 +52,14 @@ def _check_default(value: str) -> str:
 
 
 def _check_path(value: str) -> str:
+    if is_variant_path(value):
+        parse_variant_path(value)
+        return value
     if not _PATH.match(value):
-        raise ValueError(f"field {value!r} must be a column name or a dotted path (a.b)")
+        raise ValueError(
+            f"field {value!r} must be a column name, a dotted path (a.b) or a path into a "
+            "variant column (payload:user.id)"
+        )
     return value
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from frazil.config.variant_paths import is_variant_path, not_a_column
+
 _SORT = re.compile(
     r"^(?P<column>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
     r"(?:\s+(?P<direction>asc|desc))?(?:\s+nulls\s+(?P<nulls>first|last))?$",
@@ -34,6 +36,8 @@ def parse_sort_field(text: str) -> SortField:
     Raises:
         ValueError: The entry is not ``column [asc|desc] [nulls first|last]``.
     """
+    if is_variant_path(text):
+        raise not_a_column("sort_by", text.strip())
     match = _SORT.match(text.strip())
     if match is None:
         raise ValueError(

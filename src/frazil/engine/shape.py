@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from frazil import columns as c
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
+from frazil.config.variant_paths import is_variant_path, parse_variant_path
 from frazil.decode.registry import BuildContext, Decoder, build_decoder
 from frazil.errors import ConfigError
 from frazil.source.kafka import source_options
@@ -169,8 +170,35 @@ def _check_columns(config: FrazilConfig, pipeline: PipelineConfig, schema: Struc
     and transforms): known only now for inferred, registry and transformed schemas."""
     index = config.pipelines.index(pipeline)
     problems = column_problems(pipeline, [f.name for f in schema.fields], index=index)
+    problems += _variant_path_problems(pipeline, schema, index=index)
     if problems:
         raise ConfigError("\n".join(f"{key}: {reason}" for key, reason in problems), problems)
+
+
+def _variant_path_problems(
+    pipeline: PipelineConfig, schema: StructType, *, index: int
+) -> list[tuple[str, str]]:
+    """A ``route.field`` path (``payload:country``) must read into a ``variant`` column."""
+    from pyspark.sql.types import DataType, StructType, VariantType
+
+    field = getattr(pipeline.route, "field", None)
+    if not isinstance(field, str) or not is_variant_path(field):
+        return []
+    column = parse_variant_path(field).column
+    data_type: DataType = schema
+    for part in column.split("."):
+        if not isinstance(data_type, StructType) or part not in data_type.fieldNames():
+            return []  # a missing column is column_problems' to report
+        data_type = data_type[part].dataType
+    if isinstance(data_type, VariantType):
+        return []
+    return [
+        (
+            f"pipelines[{index}].route.field",
+            f"{field!r} is a path into a variant column, but column {column!r} is "
+            f"{data_type.simpleString()}",
+        )
+    ]
 
 
 def _check_unique(pipeline: PipelineConfig, fields: list[StructField]) -> None:

@@ -25,6 +25,7 @@ from frazil.config.routing import (
     template_parts,
     template_pattern,
 )
+from frazil.config.variant_paths import is_variant_path, parse_variant_path
 from frazil.route.single import SingleTableRoute
 
 if TYPE_CHECKING:
@@ -61,11 +62,21 @@ def route_error(reason: Column, detail: Column) -> Column:
 
 
 def field_value(batch: c.Projection, path: str) -> Column:
-    """The expression of a (dotted) field of the batch's user columns.
+    """The expression of a (dotted) field of the batch's user columns, or of the value at a
+    path into a variant column (``payload:user.id``) as text (null where a record does not
+    have the path).
 
     Raises:
         KeyError: The top-level column is not in the batch.
     """
+    if is_variant_path(path):
+        from pyspark.sql import functions as F
+
+        parsed = parse_variant_path(path)
+        column = field_value(batch, parsed.column)
+        # Every variant value has a text form (an object's or array's is its JSON): the
+        # "try" only keeps a malformed value from failing the batch.
+        return F.try_variant_get(column, parsed.json_path, "string")
     root, *rest = path.split(".")
     column = batch[root]
     for part in rest:
@@ -103,10 +114,11 @@ class FieldRoute:
     def describe(self) -> str:
         """One line for ``frazil plan``."""
         cfg = self.config
+        field = _describe_field(cfg.field)
         if isinstance(cfg, DynamicRoute):
-            return f"table {cfg.table} named by field {cfg.field}; else {cfg.default}"
+            return f"table {cfg.table} named by {field}; else {cfg.default}"
         return (
-            f"by field {cfg.field} to {len(cfg.table_names())} table(s) "
+            f"by {field} to {len(cfg.table_names())} table(s) "
             f"({len(cfg.tables)} value(s)); else {cfg.default}"
         )
 
@@ -182,6 +194,14 @@ class TopicNameRoute:
             values[str(i)] = sanitize(F.regexp_extract(topic, pattern, i))
         matched = F.when(topic.rlike(pattern), F.array(_fill(cfg.table, values)))
         return _settle(batch, matched, cfg.default, topic, F.lit("topic"))
+
+
+def _describe_field(field: str) -> str:
+    if is_variant_path(field):
+        parsed = parse_variant_path(field)
+        read = f"try_variant_get({parsed.column}, '{parsed.json_path}', 'string')"
+        return f"variant path {field} ({read})"
+    return f"field {field}"
 
 
 def _fill(template: str, values: dict[str, Column]) -> Column:

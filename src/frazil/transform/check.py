@@ -33,6 +33,7 @@ from frazil.config.transforms import (
     transform_name,
 )
 from frazil.config.types import TypeSyntaxError, to_spark_ddl
+from frazil.config.variant_paths import is_variant_path, parse_variant_path
 from frazil.transform.fields import (
     Field,
     Fields,
@@ -292,8 +293,10 @@ def column_problems(
         if ident not in known:
             missing(f"identifier_fields[{j}]", ident)
     path = getattr(pipeline.route, "field", None)
-    if isinstance(path, str) and path.split(".")[0] not in known:
-        missing("route.field", path.split(".")[0], "in the records after decoding and transforms")
+    if isinstance(path, str):
+        root = route_root(path)
+        if root not in known:
+            missing("route.field", root, "in the records after decoding and transforms")
     write = pipeline.defaults.write
     if write.merges:
         named: list[tuple[str, str]] = [(f"write.key[{j}]", k) for j, k in enumerate(write.key)]
@@ -310,6 +313,12 @@ def column_problems(
             if column not in known:
                 missing(key, column)
     return problems
+
+
+def route_root(field: str) -> str:
+    """The top-level column a ``route.field`` reads: ``a`` of ``a.b`` and of ``a:b.c``."""
+    column = parse_variant_path(field).column if is_variant_path(field) else field
+    return column.split(".")[0]
 
 
 def static_problems(

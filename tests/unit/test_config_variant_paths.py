@@ -1,0 +1,99 @@
+"""Paths into a variant column in the config: ``route.field: payload:user.id`` parsed and
+read as Spark's JSON path; ``partition_by`` and ``sort_by`` refuse them with the derive to
+write instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from frazil.config import parse_config
+from frazil.config.routing import StaticRoute
+from frazil.config.variant_paths import VariantPath, parse_variant_path
+from frazil.errors import ConfigError
+from frazil.transform.check import column_problems, route_root
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "json_path"),
+    [
+        ("payload:country", "payload", "$.country"),
+        ("payload:user.id", "payload", "$.user.id"),
+        ("payload:items[0].sku", "payload", "$.items[0].sku"),
+        ("payload:['a key'].x", "payload", "$['a key'].x"),
+        ("payload:[2]", "payload", "$[2]"),
+        ("event.doc:kind", "event.doc", "$.kind"),
+    ],
+)
+def test_variant_paths_read_as_json_paths(text: str, column: str, json_path: str) -> None:
+    parsed = parse_variant_path(text)
+    assert (parsed.column, parsed.json_path, str(parsed)) == (column, json_path, text)
+
+
+@pytest.mark.parametrize(
+    "text", ["payload:", ":x", "payload:.x", "payload:a..b", "payload:a b", "pay load:x", "p:[x]"]
+)
+def test_what_is_not_a_variant_path(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a variant path"):
+        parse_variant_path(text)
+
+
+def _pipeline(**overrides: Any) -> dict[str, Any]:
+    return {"name": "hooks", "topics": ["hooks"], "variant": "payload", **overrides}
+
+
+def test_route_field_takes_a_variant_path() -> None:
+    route = {"field": "payload:user.country", "tables": {"DE": "db.de"}, "default": "skip"}
+    (pipeline,) = parse_config({"pipelines": [_pipeline(route=route)]}).pipelines
+    assert isinstance(pipeline.route, StaticRoute)
+    assert pipeline.route.field == "payload:user.country"
+    assert route_root(pipeline.route.field) == "payload"
+    assert column_problems(pipeline, ["payload"], index=0) == []
+    assert column_problems(pipeline, ["doc"], index=0) == [
+        (
+            "pipelines[0].route.field",
+            "column 'payload' is not in the records after decoding and transforms (columns: doc)",
+        )
+    ]
+
+
+def test_route_field_with_a_malformed_variant_path() -> None:
+    route = {"field": "payload:user..x", "table": "db.t_{value}"}
+    with pytest.raises(ConfigError) as info:
+        parse_config({"pipelines": [_pipeline(route=route)]})
+    assert info.value.problems == [
+        (
+            "pipelines[0].route.field",
+            "'payload:user..x' is not a variant path: write the variant column, ':' and the "
+            "path, e.g. payload:user.id, payload:items[0].sku or payload:['a key']",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "entry", "written", "leaf", "verb"),
+    [
+        ("partition_by", "payload:country", "payload:country", "country", "partition"),
+        ("partition_by", "days(payload:event.at)", "payload:event.at", "at", "partition"),
+        ("partition_by", "bucket(8, payload:user.id)", "payload:user.id", "id", "partition"),
+        ("sort_by", "payload:ts desc", "payload:ts", "ts", "sort"),
+    ],
+)
+def test_partition_and_sort_by_refuse_a_variant_path(
+    key: str, entry: str, written: str, leaf: str, verb: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"pipelines": [_pipeline(table="db.hooks", **{key: [entry]})]})
+    assert info.value.problems == [
+        (
+            f"pipelines[0].{key}[0]",
+            f"{key} names table columns, and {written!r} is a path into a variant, which "
+            f"Iceberg does not {verb} by: derive it into a column first (transforms: "
+            f'[{{derive: {{{leaf}: "{written}::string"}}}}]) and name that column',
+        )
+    ]
+
+
+def test_variant_path_str() -> None:
+    assert str(VariantPath("doc", "a[1]")) == "doc:a[1]"

@@ -213,18 +213,17 @@ def from_connect_schemas(schemas: list[Any]) -> Semantics:
     return Semantics(row, source)
 
 
-def connect_schema_of(values: list[str]) -> Any:
+def connect_schema_of(values: list[bytes]) -> tuple[Any, bytes] | None:
     """The embedded Connect schema of the first sampled JSON value that has one (a struct
-    with ``before`` or ``after``); None if none has."""
-    for text in values:
+    with ``before`` or ``after``), and that value; None if none has. A Schema Registry
+    wire-format header (magic byte 0 and a 4-byte id) is skipped."""
+    for data in values:
         try:
-            found = json.loads(text)
+            found = json.loads(data[5:] if data[:1] == b"\x00" else data)
         except ValueError:
             continue
-        if not isinstance(found, dict):
-            continue
-        if is_envelope_schema(schema := found.get("schema")):
-            return schema
+        if isinstance(found, dict) and is_envelope_schema(schema := found.get("schema")):
+            return schema, data
     return None
 
 

@@ -443,8 +443,6 @@ def _connect_schema(context: BuildContext) -> tuple[Any, bytes] | None:
     """The embedded Connect schema of the first sampled Debezium record that has one (JSON
     converter with ``schemas.enable=true``), read once at start, and that record's value;
     None without one."""
-    from frazil.decode.connect_types import is_envelope_schema
-
     if context.batch_options is None:
         return None
     reader = context.spark.read.format("kafka")
@@ -452,17 +450,7 @@ def _connect_schema(context: BuildContext) -> tuple[Any, bytes] | None:
         reader = reader.option(key, option)
     raw = reader.option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
     rows = raw.where(raw["value"].isNotNull()).limit(CONNECT_SAMPLE).select("value").collect()
-    for row in rows:
-        data = bytes(row[0])
-        # A Schema Registry wire-format header (magic byte 0 and a 4-byte id) is skipped.
-        text = data[5:] if data[:1] == b"\x00" else data
-        try:
-            found = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(found, dict) and is_envelope_schema(schema := found.get("schema")):
-            return schema, data
-    return None
+    return connect_types.connect_schema_of([bytes(row[0]) for row in rows])
 
 
 def _build_decoder(context: BuildContext, connect: Any = None) -> tuple[JsonDecoder, bool]:

@@ -74,9 +74,12 @@ def test_the_embedded_connect_schema_names_the_rows_and_the_sources_fields() -> 
 
 
 def test_the_first_sampled_value_with_an_envelope_schema_is_taken() -> None:
-    values = ["not json", json.dumps({"id": 1}), json.dumps({"schema": CONNECT, "payload": {}})]
-    assert connect_schema_of(values) == CONNECT
-    assert connect_schema_of([json.dumps({"schema": {"type": "struct", "fields": []}})]) is None
+    envelope = json.dumps({"schema": CONNECT, "payload": {}}).encode()
+    values = [b"not json", json.dumps({"id": 1}).encode(), b"\x00\x00\x00\x00\x07" + envelope]
+    assert connect_schema_of(values) == (CONNECT, values[2])
+    assert connect_schema_of([envelope]) == (CONNECT, envelope)
+    empty = json.dumps({"schema": {"type": "struct", "fields": []}}).encode()
+    assert connect_schema_of([empty]) is None
 
 
 #: The Avro converter's schema of the same envelope (connect.name, connect.parameters).

@@ -29,6 +29,33 @@ def _scrape(port: int) -> dict[str, float]:
     return values
 
 
+def _watch(
+    port: int, key: str, at_least: float, stop: threading.Event
+) -> tuple[threading.Thread, dict[str, float]]:
+    """A thread that scrapes until ``key`` reaches ``at_least``, scrapes once more after the
+    commits settled (into the dict returned), then stops the run."""
+    scraped: dict[str, float] = {}
+
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                values = _scrape(port)
+            except OSError:
+                time.sleep(0.5)
+                continue
+            if values.get(key, 0) >= at_least:
+                time.sleep(1.5)
+                scraped.update(_scrape(port))
+                break
+            time.sleep(0.5)
+        stop.set()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    return watcher, scraped
+
+
 def test_metrics_over_http_and_offsets_in_the_consumer_group(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:
@@ -40,25 +67,8 @@ def test_metrics_over_http_and_offsets_in_the_consumer_group(
         metrics={"port": port, "host": "127.0.0.1"},
     )
     stop = threading.Event()
-    scraped: dict[str, float] = {}
-
-    def watch() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                values = _scrape(port)
-            except OSError:
-                time.sleep(0.5)
-                continue
-            if values.get(f'frazil_records_written_total{{pipeline="{name}"}}', 0) >= 3_000:
-                time.sleep(1.5)  # a scrape after the commits settled
-                scraped.update(_scrape(port))
-                break
-            time.sleep(0.5)
-        stop.set()
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
+    written = f'frazil_records_written_total{{pipeline="{name}"}}'
+    watcher, scraped = _watch(port, written, 3_000, stop)
     run(config, spark=spark, stop_event=stop)
     watcher.join()
 
@@ -233,26 +243,8 @@ def test_dead_letter_metric_labels_stay_bounded_over_many_distinct_bad_values(
         metrics={"port": port, "host": "127.0.0.1"},
     )  # fmt: skip
     stop = threading.Event()
-    scraped: dict[str, float] = {}
     read = f'frazil_records_read_total{{pipeline="{name}"}}'
-
-    def watch() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                values_now = _scrape(port)
-            except OSError:
-                time.sleep(0.5)
-                continue
-            if values_now.get(read, 0) >= len(values):
-                time.sleep(1.5)
-                scraped.update(_scrape(port))
-                break
-            time.sleep(0.5)
-        stop.set()
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
+    watcher, scraped = _watch(port, read, len(values), stop)
     run(config, spark=spark, stop_event=stop)
     watcher.join()
 

@@ -6,17 +6,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
-from frazil.decode import connect_types
-from frazil.decode.connect_types import Semantics
+from frazil.decode.fixed import FixedShape
 from frazil.decode.registry import BuildContext, Decoded, Format, register
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column
     from pyspark.sql.types import StructType
 
 
 @dataclass(frozen=True)
-class PassThrough:
+class PassThrough(FixedShape):
     """The payload as text (UTF-8; bytes that are not, in hex) or as bytes."""
 
     name: str
@@ -28,24 +27,6 @@ class PassThrough:
         from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
         return StructType([StructField(self.name, BinaryType() if self.binary else StringType())])
-
-    @property
-    def scalar(self) -> bool:
-        """The payload itself, not a struct."""
-        return True
-
-    def version(self) -> object:
-        """Nothing is learned."""
-        return None
-
-    def semantics(self) -> Semantics:
-        """The payload says nothing of semantic types."""
-        return connect_types.NONE
-
-    def learn(self, raw: DataFrame, column: str) -> bool:
-        """Nothing is learned."""
-        del raw, column
-        return False
 
     def decode(self, data: Column) -> Decoded:
         """The payload; never an error (text that is not UTF-8 is quoted in hex after

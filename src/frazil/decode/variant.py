@@ -30,13 +30,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
-from frazil.decode import connect_types
-from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error
+from frazil.decode.fixed import FixedShape
 from frazil.decode.registry import BuildContext, Decoded
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column
     from pyspark.sql.types import StructType
 
 #: Reason of a value with nothing but whitespace in it (as the typed JSON decoders say).
@@ -82,7 +81,7 @@ def _text(data: Column) -> Column:
 
 
 @dataclass(frozen=True)
-class VariantDecoder:
+class VariantDecoder(FixedShape):
     """Each JSON value as one ``variant`` in :attr:`column`; a null value (a tombstone) is
     null, not an error.
 
@@ -102,24 +101,6 @@ class VariantDecoder:
         from pyspark.sql.types import StructField, StructType, VariantType
 
         return StructType([StructField(self.column, VariantType())])
-
-    @property
-    def scalar(self) -> bool:
-        """The variant itself, not a struct."""
-        return True
-
-    def version(self) -> object:
-        """Nothing is learned: every shape fits."""
-        return None
-
-    def semantics(self) -> Semantics:
-        """The values say nothing of semantic types."""
-        return connect_types.NONE
-
-    def learn(self, raw: DataFrame, column: str) -> bool:
-        """Nothing is learned."""
-        del raw, column
-        return False
 
     def decode(self, data: Column) -> Decoded:
         """The variant, parsed only within the limits, and the reason of a value that is

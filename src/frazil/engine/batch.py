@@ -32,9 +32,11 @@ from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.dead_sender import DeadLetterSender
 from frazil.engine.ledger import BatchStats, TableLedger
 from frazil.engine.live_plan import LivePlan
+from frazil.engine.outcomes import Bad, Written, Wrote
 from frazil.engine.routed_commit import RoutedCommitter
-from frazil.engine.routed_job import RoutedJob
+from frazil.engine.routed_job import Outcome, RoutedJob
 from frazil.engine.table_write import ObservedMetrics, TableWriter
+from frazil.engine.threads import each_outcome
 from frazil.engine.window import BatchCursor, BatchWindow
 from frazil.errors import CommitError, FrazilError, StaleMarker, TableRolledBack
 from frazil.progress import markers
@@ -101,6 +103,9 @@ class BatchHandler:
     _routed_job: RoutedJob = field(init=False)
     _routed_commit: RoutedCommitter = field(init=False)
     _cached: CachedWrite = field(init=False)
+    #: The dead-letter senders of the one-table way and of the cached way.
+    _dead: DeadLetterSender | None = field(init=False, default=None)
+    _dead_cached: DeadLetterSender | None = field(init=False, default=None)
 
     @classmethod
     def build(
@@ -144,29 +149,30 @@ class BatchHandler:
         spark = self.tables.spark
         adapter = ColumnAdapter(spark, self.ledger)
         metrics = ObservedMetrics()
-
-        def writer(cached: bool) -> TableWriter:
-            dead = (
-                None
-                if self.dead_letters is None
-                else DeadLetterSender(self.dead_letters, spark, self.live, adapter, cached)
+        if self.dead_letters is not None:
+            self._dead, self._dead_cached = (
+                DeadLetterSender(self.dead_letters, spark, self.live, adapter, cached)
+                for cached in (False, True)
             )
-            return TableWriter(spark, self.pipeline, self.live, adapter, self.ledger, metrics, dead)
 
-        self._single = writer(cached=False)
-        cached = writer(cached=True)
+        def writer() -> TableWriter:
+            return TableWriter(
+                spark,
+                self.pipeline,
+                self.live,
+                adapter,
+                self.ledger,
+                metrics,
+                dead_letters=self.dead_letters is not None,
+            )
+
+        self._single = writer()
         self._routed_job = RoutedJob(
             spark, self.pipeline, self.live, self.tables, self.ledger, adapter
         )
         self._routed_commit = RoutedCommitter(spark, self.pipeline, self.tables, self.ledger)
         self._cached = CachedWrite(
-            self.pipeline.name,
-            self.pipeline.value.format,
-            self.live,
-            self.tables,
-            self.ledger,
-            cached,
-            metrics,
+            self.pipeline.name, self.live, self.tables, self.ledger, writer(), metrics
         )
 
     # -- lifecycle with the runner ------------------------------------------------------
@@ -315,14 +321,16 @@ class BatchHandler:
         5. **Bad records.** A record marked with an error fails its write's job, so nothing
            of it is committed. If a decoder can learn from the batch (a new schema id, a new
            JSON field), the batch is planned again and written again; otherwise, with a
-           dead-letter queue, its failing records go there (a table's own after it commits;
-           in the cached way, records failing before routing before any table commits), or,
+           dead-letter queue, its failing records leave the writes (in the cached way,
+           records failing before routing go to the queue before any table commits), or,
            without one, the first ones are named (stage, topic, partition, offset) and the
            pipeline stops.
-        6. **Record commits, idle markers.** Each commit is kept for the table's next
-           marker and reported; routed tables without records get a marker now and then. The
-           catalog refuses a commit whose table got another marker of the pipeline since step
-           2 (another run, a rollback): nothing of it is committed and the batch is planned
+        6. **Dead letters, record commits, idle markers.** Each way hands back what each
+           table's commit holds: once the tables committed, their failing records go to the
+           dead-letter queue, then each commit is kept for the table's next marker and
+           reported; routed tables without records get a marker now and then. The catalog
+           refuses a commit whose table got another marker of the pipeline since step 2
+           (another run, a rollback): nothing of it is committed and the batch is planned
            again (:meth:`_handle_again_if_moved`).
         7. **Remember the window**: the next batch starts at its end.
         """
@@ -339,41 +347,42 @@ class BatchHandler:
         }
         self.ledger.check_moved(states)
         if self._skippable(planned, states):
-            # Normal after a stop (Spark plans the batch the tables already hold again):
-            # nothing for an operator to do.
-            log.info(
-                "%s: batch %d is already in its tables, skipping", self.pipeline.name, batch_id
-            )
-            self.stats.skipped_batches += 1
-            self.cursor.skipped(batch_id, planned)
-            self.ledger.emit(BatchSkipped(self.pipeline.name, batch_id))
+            self._skip(batch_id, planned)
             return
         # 3. window
         window = self.cursor.open(
             batch, batch_id, planned, started, self._query_id or "", topic_ids
         )
-        # 4.-6. write one of three ways; bad records and commits inside each way
-        if not self.cached:
-            self._write_single(window, states)
-        else:
-            outcome = self._routed_job.write(window, states)
-            written = (
-                None if outcome is None else self._routed_commit.commit(window, outcome, states)
-            )
-            if written is None:
-                written = self._write_cached(window, states)
-            self.ledger.mark_idle(window, states, written)
+        # 4.-5. write one of three ways, planned again as long as the decoders learn
+        wrote = self._write(window, states)
+        # 6. failing records to the dead-letter queue, commits recorded, idle markers
+        self._record(window, wrote)
+        self.ledger.mark_idle(window, states, set(wrote.tables))
         # 7. remember the window
+        self._done(window)
+
+    def _skip(self, batch_id: int, planned: TopicOffsets) -> None:
+        """Step 2's skip: the batch is wholly in its tables already."""
+        # Normal after a stop (Spark plans the batch the tables already hold again): nothing
+        # for an operator to do.
+        log.info("%s: batch %d is already in its tables, skipping", self.pipeline.name, batch_id)
+        self.stats.skipped_batches += 1
+        self.cursor.skipped(batch_id, planned)
+        self.ledger.emit(BatchSkipped(self.pipeline.name, batch_id))
+
+    def _done(self, window: BatchWindow) -> None:
+        """Step 7: the window remembered (the next batch starts at its end), the batch
+        counted and reported."""
         self.cursor.done(window)
         self.stats.batches += 1
-        self.stats.last_batch_id = batch_id
+        self.stats.last_batch_id = window.batch_id
         # One event for the whole batch, after its tables' commits: `frazil run` prints a line
         # per batch (not per table) and follows the backlog with it.
         self.ledger.emit(
             BatchDone(
                 self.pipeline.name,
-                batch_id,
-                time.monotonic() - started,
+                window.batch_id,
+                time.monotonic() - window.started,
                 offsets=window.planned,
                 read=_covered(window.start, window.planned),
             )
@@ -394,7 +403,24 @@ class BatchHandler:
             and all(markers.covered(s.marker, planned) for s in states.values())
         )
 
-    def _write_single(self, window: BatchWindow, states: dict[str, markers.TableState]) -> None:
+    def _write(self, window: BatchWindow, states: dict[str, markers.TableState]) -> Wrote:
+        """Steps 4 and 5: the batch written one of three ways (one table; the routed job and
+        its commits; the cached way), what each table's commit holds handed back."""
+        if not self.cached:
+            return self._write_single(window, states)
+        job = self._routed_job.write(window, states)
+        if isinstance(job, Outcome):
+            done = self._routed_commit.commit(window, job, states)
+            if isinstance(done, Wrote):
+                return done
+            if done.wrote is not None:
+                # Tables it created before it found it could not go on: they join the
+                # pipeline's, and the cached way finds the batch in them.
+                self._record(window, done.wrote)
+                states = self.ledger.states()
+        return self._write_cached(window, states)
+
+    def _write_single(self, window: BatchWindow, states: dict[str, markers.TableState]) -> Wrote:
         """One table: decode, check and append in a single Spark job, observed as it runs.
 
         With a dead-letter queue, records a decoder may learn from (a new schema id, new JSON
@@ -405,34 +431,108 @@ class BatchHandler:
         attempt, learn = 0, True
         while True:
             frame = self.live.plan.run(window.batch)
-            try:
-                self._single.write(window, frame, target, states[name], None, learn=learn)
-                return
-            except BadRecords as bad:
-                if self.live.learn(window.batch, window.batch_id, attempt):
-                    # Nothing was committed: plan and write the batch again with what was
-                    # learned.
-                    attempt += 1
-                    continue
-                if self.dead_letters is not None and learn:
-                    attempt, learn = attempt + 1, False
-                    continue
-                raise rejected(
-                    bad.rows,
-                    self.pipeline.name,
-                    self.pipeline.value.format,
-                    window.batch_id,
-                    no_dlq=self.dead_letters is None,
-                ) from None
+            written = self._single.write(window, frame, target, states[name], None, learn=learn)
+            if isinstance(written, Written):
+                return Wrote({name: written})
+            if not self._learned(window, written, attempt):
+                if not learn:
+                    raise self._rejected(written.rows, window)
+                learn = False  # nothing more to learn: the records go to the queue
+            attempt += 1
 
-    def _write_cached(self, window: BatchWindow, states: dict[str, markers.TableState]) -> set[str]:
+    def _write_cached(self, window: BatchWindow, states: dict[str, markers.TableState]) -> Wrote:
         """The cached way, planned again as long as the decoders learn from the batch."""
         attempt = 0
         while True:
-            written = self._cached.write(window, states, attempt)
-            if written is not None:
-                return written
-            attempt += 1
+            batch = self._cached.decode(window)
+            try:
+                if batch.bad is not None and self._learned(window, batch.bad, attempt):
+                    batch.release()
+                    attempt += 1
+                    continue
+                if batch.bad is not None:
+                    # Records failing before routing, before any table commits: a crash
+                    # afterwards replays the batch, and the dead-letter table's marker keeps
+                    # its records once.
+                    assert self._dead_cached is not None
+                    self._dead_cached.send_unrouted(window, batch.frame)
+            except BaseException:
+                batch.release()
+                raise
+            return self._cached.write(window, batch, states)
+
+    def _learned(self, window: BatchWindow, bad: Bad, attempt: int) -> bool:
+        """Step 5: whether a decoder learned from the batch's marked records (nothing was
+        committed: the batch is planned and written again). Otherwise, with a dead-letter
+        queue, they go there; without one, the pipeline stops, naming the first ones.
+
+        Raises:
+            PipelineError: Nothing was learned and there is no dead-letter queue.
+        """
+        if bad.may_learn and self.live.learn(window.batch, window.batch_id, attempt):
+            return True
+        if self.dead_letters is None:
+            raise self._rejected(bad.rows, window)
+        return False
+
+    def _rejected(self, rows: DataFrame, window: BatchWindow) -> FrazilError:
+        """The error that stops the batch, naming its first marked records."""
+        return rejected(
+            rows,
+            self.pipeline.name,
+            self.pipeline.value.format,
+            window.batch_id,
+            no_dlq=self.dead_letters is None,
+        )
+
+    def _record(self, window: BatchWindow, wrote: Wrote) -> None:
+        """Step 6: each table's failing records to the dead-letter queue once it committed
+        (the tables' at once), then each commit kept for the table's next marker and
+        reported; then a table's write that failed stops the batch.
+
+        Raises:
+            Exception: A table's write failed (a marked record: the rejection naming it), or
+                its dead letters could not be sent (its commit is not recorded).
+        """
+        try:
+            filtered = wrote.filtered + sum(w.filtered for w in wrote.tables.values())
+            self.ledger.count(unmatched=wrote.unmatched, filtered=filtered)
+            failing = [(n, w) for n, w in wrote.tables.items() if w.failing is not None]
+            sender = self._dead_cached if self.cached else self._dead
+
+            def send(item: tuple[str, Written]) -> None:
+                assert sender is not None and item[1].failing is not None
+                sender.send(window, item[1].target, item[1].failing)
+
+            errors = {
+                name: error
+                for (name, _), error in zip(failing, _failures(failing, send), strict=True)
+                if error is not None
+            }
+            for name, written in wrote.tables.items():
+                if written.marker is not None and name not in errors:
+                    self.ledger.committed(window, name, written)
+        finally:
+            wrote.release()
+        failure = wrote.failure or next(iter(errors.values()), None)
+        if isinstance(failure, BadRecords):
+            raise self._rejected(failure.rows, window) from None
+        if failure is not None:
+            raise failure
+
+
+def _failures(
+    items: list[tuple[str, Written]], call: Callable[[tuple[str, Written]], None]
+) -> list[BaseException | None]:
+    """Each item's failure of ``call``, or None: the items at once (:func:`each_outcome`),
+    but one inline (one table's dead letters go from the handler's thread, as its write)."""
+    if len(items) != 1:
+        return [error for _, error in each_outcome(items, call)]
+    try:
+        call(items[0])
+    except Exception as exc:
+        return [exc]
+    return [None]
 
 
 def _covered(start: TopicOffsets | None, end: TopicOffsets) -> int | None:

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
-from frazil.engine.bad_records import BadRecords, learnable, rejected
+from frazil.engine.bad_records import BadRecords, learnable
 from frazil.engine.cached_table import CachedTable, with_values, with_values_columns
 from frazil.engine.ledger import TableLedger
 from frazil.engine.live_plan import LivePlan
+from frazil.engine.outcomes import Bad, Written, Wrote
 from frazil.engine.table_write import ObservedMetrics, TableWriter
 from frazil.engine.threads import Pause, each, each_outcome
 from frazil.engine.window import BatchWindow, Partition
-from frazil.errors import PipelineError
 from frazil.progress import markers
 from frazil.sink.tables import TableSet, Target
 
@@ -38,6 +38,23 @@ class _Summary:
     tables: dict[str, CachedTable]
 
 
+@dataclass(frozen=True)
+class CachedBatch:
+    """A batch decoded into a cache, and what its aggregation found."""
+
+    #: One row per record and table (records failing before routing: one row).
+    frame: DataFrame
+    summary: _Summary
+    #: The batch's user columns (the tables it meets first are created with them).
+    user: StructType
+    #: Its marked records, if any (nothing of the batch is committed yet).
+    bad: Bad | None
+
+    def release(self) -> None:
+        """Let the cache go."""
+        self.frame.unpersist()
+
+
 @dataclass
 class CachedWrite:
     """Decodes a batch once into a cache, then writes its tables concurrently.
@@ -48,37 +65,23 @@ class CachedWrite:
 
     Attributes:
         pipeline: The pipeline's name.
-        value_format: The format its values are decoded as (for a rejection's message).
         live: The live plan.
         tables: Creates and adopts the tables the batch meets first.
-        ledger: The pipeline's tables and the run's counts.
+        ledger: The pipeline's tables (a table the batch meets first joins them).
         writer: Writes each table's rows.
         metrics: The observed metrics' expressions (timestamps per table).
     """
 
     pipeline: str
-    value_format: str
     live: LivePlan
     tables: TableSet
     ledger: TableLedger
     writer: TableWriter
     metrics: ObservedMetrics
 
-    def write(
-        self, window: BatchWindow, states: dict[str, markers.TableState], attempt: int
-    ) -> set[str] | None:
-        """Write the batch to its tables, each in one commit carrying its marker.
-
-        Returns:
-            The tables written; None if the decoders learned from the batch and it is to be
-            planned and written again (nothing was committed).
-
-        Raises:
-            PipelineError: The batch holds records that fail, without a dead-letter queue
-                (a :class:`~frazil.errors.DecodeError` if they all fail to decode).
-            Exception: A table's write or commit failed otherwise (the first, in table
-                order; the other tables' writes are waited for).
-        """
+    def decode(self, window: BatchWindow) -> CachedBatch:
+        """Decode the batch into a cache, and aggregate it in one job (which fills it): its
+        marked and unmatched records, and each table's records, columns and timestamps."""
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
@@ -91,60 +94,63 @@ class CachedWrite:
         )
         try:
             summary = _summarise(frame, self.metrics.columns(window.partitions)[1:], window)
-            if summary.bad:
-                # The writer's dead-letter sender: failing records go there, or stop the batch.
-                dead = self.writer.dead
-                may_learn = summary.learnable or dead is None
-                if may_learn and self.live.learn(window.batch, window.batch_id, attempt):
-                    return None
-                if dead is None:
-                    raise self._rejected(frame, window)
-                # Before any table commits: a crash afterwards replays the batch, and the
-                # dead-letter table's marker keeps its records once.
-                dead.send_unrouted(window, frame)
-            self.ledger.count(unmatched=summary.unmatched, filtered=summary.filtered)
-            self._create_all(window, states, summary, c.user_schema(planned.schema))
-            names = list(summary.tables)
-            pause = Pause()
-
-            def write(name: str) -> None:
-                pause.before_write(name)
-                self.writer.write(
-                    window,
-                    frame,
-                    self.ledger.targets[name],
-                    states[name],
-                    summary.tables[name],
-                )
-
-            errors = [error for _, error in each_outcome(names, write)]
-            first = next((e for e in errors if e is not None), None)
-            if isinstance(first, BadRecords):
-                raise self._rejected(first.rows, window)
-            if first is not None:
-                raise first
-            return set(names)
-        finally:
+        except BaseException:
             frame.unpersist()
+            raise
+        # Without a dead-letter queue, any marked record may teach a decoder before the
+        # batch stops; with one, only those a decoder may learn from are tried first.
+        may_learn = bool(summary.learnable) or not self.writer.dead_letters
+        bad = Bad(frame, may_learn) if summary.bad else None
+        return CachedBatch(frame, summary, c.user_schema(planned.schema), bad)
 
-    def _rejected(self, rows: DataFrame, window: BatchWindow) -> PipelineError:
-        return rejected(
-            rows, self.pipeline, self.value_format, window.batch_id, self.writer.dead is None
+    def write(
+        self, window: BatchWindow, batch: CachedBatch, states: dict[str, markers.TableState]
+    ) -> Wrote:
+        """Write the cached batch to its tables concurrently, each in one commit carrying
+        its marker, the tables it meets first created (or adopted) before.
+
+        Returns:
+            Each table's commit, the cache (kept until its failing records are sent) and
+            the first failure in table order, if a table's write failed (the other tables'
+            writes are waited for; a marked record as :class:`BadRecords`).
+        """
+        try:
+            summary = batch.summary
+            states = {**states, **self._create_all(window, summary, batch.user)}
+        except BaseException:
+            batch.release()
+            raise
+        names = list(summary.tables)
+        pause = Pause()
+
+        def write(name: str) -> Written:
+            pause.before_write(name)
+            written = self.writer.write(
+                window, batch.frame, self.ledger.targets[name], states[name], summary.tables[name]
+            )
+            if isinstance(written, Bad):
+                raise BadRecords(written.rows)
+            return written
+
+        results = each_outcome(names, write)
+        first = next((e for _, e in results if e is not None), None)
+        return Wrote(
+            {name: w for name, (w, _) in zip(names, results, strict=True) if w is not None},
+            unmatched=summary.unmatched,
+            filtered=summary.filtered,
+            failure=first,
+            cache=batch.frame,
         )
 
     def _create_all(
-        self,
-        window: BatchWindow,
-        states: dict[str, markers.TableState],
-        summary: _Summary,
-        user: StructType,
-    ) -> None:
+        self, window: BatchWindow, summary: _Summary, user: StructType
+    ) -> dict[str, markers.TableState]:
         """Create (or adopt) the batch's new tables concurrently (each is a few catalog round
         trips and a marker commit, mostly waiting: bench/routing created 20 in 0.8 s instead
-        of 1.3)."""
+        of 1.3); they join the pipeline's tables: their states."""
         new = [n for n in summary.tables if n not in self.ledger.targets]
         if not new:
-            return
+            return {}
 
         def create(name: str) -> Target:
             # The new table gets a marker without data at the batch's start before any table
@@ -164,9 +170,9 @@ class CachedWrite:
 
         # The first one alone: it also creates the namespace, which others likely share.
         made = [create(new[0]), *each(new[1:], create)]
-        for name, target in zip(new, made, strict=True):
-            self.ledger.targets[name] = target
-            states[name] = markers.find_marker(target.table, self.pipeline)
+        return {
+            name: self.ledger.join(name, target) for name, target in zip(new, made, strict=True)
+        }
 
 
 def _summarise(frame: DataFrame, stamps: list[Column], window: BatchWindow) -> _Summary:

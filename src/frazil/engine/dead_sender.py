@@ -12,10 +12,12 @@ from frazil import columns as c
 from frazil.engine import dead_capture
 from frazil.engine.adapt import ColumnAdapter
 from frazil.engine.bad_records import own_error
-from frazil.engine.cached_table import CachedTable, of_table
+from frazil.engine.cached_table import of_table
 from frazil.engine.live_plan import LivePlan
+from frazil.engine.outcomes import FailingRecords
 from frazil.engine.threads import pause_before_dead_letters
 from frazil.engine.window import BatchWindow
+from frazil.progress import markers
 from frazil.sink.dead_letters.queue import DeadLetters
 from frazil.sink.evolution import TableView
 from frazil.sink.tables import Target
@@ -61,28 +63,22 @@ class DeadLetterSender:
             basis=window.basis,
         )
 
-    def send(
-        self,
-        window: BatchWindow,
-        frame: DataFrame,
-        target: Target,
-        counted: CachedTable | None,
-        seen: dead_capture.Failing | None,
-        *,
-        committed: TableView | None = None,
-    ) -> None:
-        """Send a table's failing records of the batch to the dead-letter queue.
+    def send(self, window: BatchWindow, target: Target, failing: FailingRecords) -> None:
+        """Send a table's failing records of the batch to the dead-letter queue, once the
+        table committed.
 
-        ``seen`` lists them as the write found them: where they are (topic, partition,
-        offset) and, for those it carried (:func:`dead_capture.observed`), their raw record;
-        the others are read and decoded again. None (a replayed batch) looks at the whole
-        batch, its records checked against ``committed`` where given: the table's schema
-        when the batch was committed (the records that commit left out fail, whatever the
+        ``failing.seen`` lists them as the write found them: where they are (topic,
+        partition, offset) and, for those it carried (:func:`dead_capture.observed`), their
+        raw record; the others are read and decoded again. None (a replayed batch) looks at
+        the whole batch, its records checked against the table's schema when the batch was
+        committed, where that is known (the records that commit left out fail, whatever the
         table became since).
         """
         from pyspark.sql import functions as F
 
+        frame, counted, seen = failing.frame, failing.counted, failing.seen
         pause_before_dead_letters()
+        committed = self._committed_view(target, window) if seen is None else None
         schema = self.live.plan.schema_of(window.batch)
         with_values = counted.with_values if counted else None
         columns = (
@@ -131,6 +127,22 @@ class DeadLetterSender:
             target.name,
             time.monotonic() - started,
         )
+
+    def _committed_view(self, target: Target, window: BatchWindow) -> TableView | None:
+        """The table's schema when it committed the batch (the oldest of the pipeline's
+        markers that cover the batch), or None if that is not known (nothing to go by but
+        the table as it is)."""
+        snapshot_id = markers.committed_in(
+            target.table, self.live.pipeline, window.planned, window.topic_ids
+        )
+        if snapshot_id is None:
+            return None
+        java = target.table.java
+        schema_id = java.snapshot(snapshot_id).schemaId()
+        schema = None if schema_id is None else java.schemas().get(schema_id)
+        if schema is None:
+            return None
+        return TableView.read(self.spark, java, schema)
 
     def _read_again(
         self,

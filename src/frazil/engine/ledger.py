@@ -8,8 +8,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
+from frazil.engine.outcomes import Written
 from frazil.engine.threads import each
 from frazil.engine.window import BatchWindow, Partition
 from frazil.errors import StaleMarker, TableRolledBack
@@ -171,16 +171,20 @@ class TableLedger:
             self.stats.evolutions.extend(f"{table}: {change}" for change in changes)
         self.emit(SchemaEvolved(self.pipeline, table, batch_id, changes))
 
-    def committed(
-        self,
-        window: BatchWindow,
-        target: Target,
-        marker: markers.Marker,
-        records: int,
-        stamps: dict[Partition, Any],
-        written_bytes: int,
-    ) -> None:
-        """Keep what a table's commit observed for its next marker, and report the commit."""
+    def join(self, name: str, target: Target) -> markers.TableState:
+        """A table the batch met first joins the pipeline's (created or adopted): its state."""
+        with self._lock:
+            self.targets[name] = target
+        return markers.find_marker(target.table, self.pipeline)
+
+    def committed(self, window: BatchWindow, name: str, written: Written) -> None:
+        """Keep what a table's commit observed for its next marker, and report the commit (a
+        table the commit created joins the pipeline's)."""
+        target, marker = written.target, written.marker
+        assert marker is not None
+        records, stamps = written.records, written.timestamps
+        with self._lock:  # tables' commits are recorded at once
+            self.targets.setdefault(name, target)
         target.pending = {
             tp: markers.PartitionStats(int(ts)) for tp, ts in stamps.items() if ts is not None
         }
@@ -210,7 +214,7 @@ class TableLedger:
                 seconds=time.monotonic() - window.started,
                 offsets=marker.offsets,
                 max_timestamps={tp: int(ts) for tp, ts in stamps.items() if ts is not None},
-                bytes_written=written_bytes,
+                bytes_written=written.bytes,
             )
         )
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.ledger import TableLedger
+from frazil.engine.outcomes import NotThisWay, Written, Wrote
 from frazil.engine.routed_job import Outcome
 from frazil.engine.threads import Pause, each_outcome
 from frazil.engine.window import BatchWindow
@@ -35,10 +36,8 @@ class _Refit(Exception):
     """A new table would not get the columns' ids its files were written with."""
 
 
-#: A table committed: its marker, and for a new table, the table opened and its state.
-_Committed = tuple[markers.Marker, tuple[Target, markers.TableState] | None]
 #: Each table's commit, in the tables' order: what was committed, or the failure.
-_Results = list[tuple[_Committed | None, BaseException | None]]
+_Results = list[tuple[Written | None, BaseException | None]]
 
 
 @dataclass
@@ -68,13 +67,14 @@ class RoutedCommitter:
 
     def commit(
         self, window: BatchWindow, outcome: Outcome, states: dict[str, markers.TableState]
-    ) -> set[str] | None:
+    ) -> Wrote | NotThisWay:
         """Commit each table's files of the job with its marker.
 
         Returns:
-            The tables committed; None if nothing was committed and the general way is to
-            write the batch (a new table would not get the columns' ids its files were
-            written with).
+            Each table committed (with the first failure, if a commit failed: the others'
+            files that nothing committed are deleted); or, should a new table not get the
+            columns' ids its files were written with, the batch for the general way, with
+            the tables committed before that was found.
         """
         began = time.monotonic()
         spark = self.spark
@@ -84,10 +84,9 @@ class RoutedCommitter:
         # tables commit, so that a crash in between leaves every known table before the
         # batch, and a restart from the tables' markers (without the checkpoint) reads the
         # batch again rather than starting past the rows of a table never created.
-        committed: dict[str, markers.Marker] = {}
-        opened: dict[str, tuple[Target, markers.TableState]] = {}
+        committed: dict[str, Written] = {}
 
-        def commit(name: str) -> _Committed:
+        def commit(name: str) -> Written:
             return self._commit_one(window, name, outcome, states, pause)
 
         known = [n for n in outcome.tables if n not in new]
@@ -107,11 +106,8 @@ class RoutedCommitter:
                     errors[name] = error
                     continue
                 assert result is not None
-                committed[name], found = result
-                if found is not None:
-                    opened[name] = found
+                committed[name] = result
             if errors:
-                self._record_commits(window, outcome, committed, states, opened)
                 # Files are deleted only where nothing was committed for certain: a failed
                 # commit may have gone through (Iceberg keeps its files in that case too).
                 untouched = [
@@ -122,12 +118,8 @@ class RoutedCommitter:
                 outcome.delete(spark, untouched)
                 first = next(iter(errors.values()))
                 if not isinstance(first, _Refit):
-                    raise first
-                for name, target in self.ledger.targets.items():
-                    states[name] = markers.find_marker(target.table, self.pipeline.name)
-                return None
-        self._record_commits(window, outcome, committed, states, opened)
-        self.ledger.count(unmatched=outcome.unmatched, filtered=outcome.filtered)
+                    return Wrote(committed, failure=first)
+                return NotThisWay(f"table {first} would not get its columns' ids", Wrote(committed))
         log.debug(
             "%s: batch %d written to %d table(s) in one job (%.2f s; commits %.2f s)",
             self.pipeline.name,
@@ -136,7 +128,7 @@ class RoutedCommitter:
             outcome.seconds,
             time.monotonic() - began,
         )
-        return set(committed)
+        return Wrote(committed, unmatched=outcome.unmatched, filtered=outcome.filtered)
 
     def _commits_at_once(self) -> bool:
         """Whether the catalog commits the known tables in one transaction (REST, unless
@@ -193,7 +185,10 @@ class RoutedCommitter:
             stale = stale_marker(exc)
             error: BaseException = exc if stale is None else stale
             return [(None, error) for _ in names]
-        committed: _Results = [((marker, None), None) for marker in made]
+        committed: _Results = [
+            (self._written(outcome, name, marker), None)
+            for name, marker in zip(names, made, strict=True)
+        ]
         return _check_interleavings(self.ledger, names, committed, states)
 
     def _markers(
@@ -239,7 +234,10 @@ class RoutedCommitter:
         failures = jvm.dev.frazil.spark.RoutedCommits.appendEach(
             outcome.java, handles.java_tables(), json.dumps(commits)
         )
-        out: _Results = [((marker, None), None) for marker in made]
+        out: _Results = [
+            (self._written(outcome, name, marker), None)
+            for name, marker in zip(names, made, strict=True)
+        ]
         if len(failures):
             for index, failure in failures.items():
                 # As py4j raises a Java exception: its text (with the Java stack) names it.
@@ -248,27 +246,6 @@ class RoutedCommitter:
                 out[int(index)] = (None, error if stale is None else stale)
         return out
 
-    def _record_commits(
-        self,
-        window: BatchWindow,
-        outcome: Outcome,
-        committed: dict[str, markers.Marker],
-        states: dict[str, markers.TableState],
-        opened: dict[str, tuple[Target, markers.TableState]],
-    ) -> None:
-        """Keep and report the job's commits (new tables join the pipeline's, as the commit
-        opened them)."""
-        targets = self.ledger.targets
-        for name, marker in committed.items():
-            if name not in targets:
-                target, state = opened.get(name) or self.ledger.open(name)
-                targets[name] = target
-                states[name] = state
-            written = outcome.tables[name]
-            self.ledger.committed(
-                window, targets[name], marker, written.records, written.timestamps, written.bytes
-            )
-
     def _commit_one(
         self,
         window: BatchWindow,
@@ -276,10 +253,10 @@ class RoutedCommitter:
         outcome: Outcome,
         states: dict[str, markers.TableState],
         pause: Pause,
-    ) -> _Committed:
-        """Commit one table's files of the job (creating the table if new): its marker, and
-        for a new table, the table opened and its state (read here, alongside the other
-        tables' commits)."""
+    ) -> Written:
+        """Commit one table's files of the job (creating the table if new): what it
+        committed, and for a new table, the table opened and its state (read here, alongside
+        the other tables' commits)."""
         pause.before_write(name)
         jvm = self.spark.sparkContext._jvm
         assert jvm is not None
@@ -305,7 +282,7 @@ class RoutedCommitter:
                 raise stale from None
             # No other run's commit in between: checked for all the batch's tables at once
             # once they are committed (:func:`_check_interleavings`).
-            return marker, None
+            return self._written(outcome, name, marker)
         summary = jvm.java.util.HashMap()
         for key, value in marker.to_summary().items():
             summary.put(key, value)
@@ -329,7 +306,27 @@ class RoutedCommitter:
         log.info("%s: created table %s", self.pipeline.name, name)
         # Should opening it fail, the table is committed all the same: the error is raised
         # (its files stay), the known tables commit nothing, and the restart reads it anew.
-        return marker, self.ledger.open(name)
+        opened, state = self.ledger.open(name)
+        return self._written(outcome, name, marker, opened, state)
+
+    def _written(
+        self,
+        outcome: Outcome,
+        name: str,
+        marker: markers.Marker,
+        target: Target | None = None,
+        opened: markers.TableState | None = None,
+    ) -> Written:
+        """What a table's commit holds (``target``: a new table, as its commit opened it)."""
+        written = outcome.tables[name]
+        return Written(
+            self.ledger.targets[name] if target is None else target,
+            marker,
+            written.records,
+            written.timestamps,
+            written.bytes,
+            opened=opened,
+        )
 
 
 def _check_interleavings(
@@ -345,7 +342,11 @@ def _check_interleavings(
     if not done:
         return results
     tables = [ledger.targets[names[i]].table for i in done]
-    made = [results[i][0][0] for i in done]  # type: ignore[index]
+    made: list[markers.Marker] = []
+    for i in done:
+        result = results[i][0]
+        assert result is not None and result.marker is not None
+        made.append(result.marker)
     try:
         found: list[BaseException | None] = list(
             markers.check_no_interleavings(

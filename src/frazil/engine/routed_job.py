@@ -32,6 +32,7 @@ from frazil.engine import routed_layout
 from frazil.engine.adapt import ColumnAdapter
 from frazil.engine.ledger import TableLedger
 from frazil.engine.live_plan import LivePlan
+from frazil.engine.outcomes import NotThisWay
 from frazil.engine.routed_layout import Layout, Template
 from frazil.engine.threads import each
 from frazil.engine.window import BatchWindow
@@ -164,16 +165,18 @@ class RoutedJob:
     #: The template of new tables, per namespace and batch shape (the latest).
     _templates: dict[tuple[str, str], Template | None] = field(default_factory=dict)
 
-    def write(self, window: BatchWindow, states: dict[str, markers.TableState]) -> Outcome | None:
+    def write(
+        self, window: BatchWindow, states: dict[str, markers.TableState]
+    ) -> Outcome | NotThisWay:
         """Write the batch's data files in one job, to be committed.
 
         Returns:
-            What the job wrote, every record written or counted; None if nothing is left
-            written and the general way is to write the batch (a replay, a table to adopt,
-            a failing record, a column to add, a table with settings of its own).
+            What the job wrote, every record written or counted; or, nothing left written,
+            why the general way is to write the batch (a replay, a table to adopt, a failing
+            record, a column to add, a table with settings of its own).
         """
         if self.pipeline.defaults.write.merges:
-            return None
+            return NotThisWay("changes are merged")
         for name in self.ledger.targets:
             state = states[name]
             if (
@@ -181,22 +184,23 @@ class RoutedJob:
                 or not window.starts_at(state.marker)
                 or markers.covered(state.marker, window.planned)
             ):
-                return None  # a replay, or a table to adopt: the general way filters
+                # A replay, or a table to adopt: the general way filters.
+                return NotThisWay(f"table {name} does not start at the batch")
         began = time.monotonic()
         planned = self.live.plan.run(window.batch)
         layout = self._layout(planned.schema)
         if layout is None:
-            return None
+            return NotThisWay("a table the job cannot write as it is")
         spark = self.spark
         tables = [self.ledger.targets[n].table.java for n in layout.names]
         frame = layout.frame(planned, max(1, spark.sparkContext.defaultParallelism))
         if not layout.fits(frame):
-            return None
+            return NotThisWay("the batch does not fit the job's layout")
         try:
             outcome = run(spark, frame, layout, tables)
         except Exception as exc:  # nothing is committed: the general way names the failure
             log.debug("%s: the one job failed (%s)", self.pipeline.name, str(exc)[:300])
-            return None
+            return NotThisWay("the job failed")
         outcome = dataclasses.replace(outcome, seconds=time.monotonic() - began)
         new = [n for n, t in outcome.tables.items() if t.created]
         try:
@@ -216,7 +220,7 @@ class RoutedJob:
                 outcome.deferred,
                 len(outcome.refused),
             )
-            return None
+            return NotThisWay("records the job cannot write alone")
         return outcome
 
     def _layout(self, schema: StructType) -> Layout | None:

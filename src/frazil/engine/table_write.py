@@ -19,12 +19,12 @@ from frazil.engine.bad_records import (
     own_error,
 )
 from frazil.engine.cached_table import CachedTable, of_table
-from frazil.engine.dead_sender import DeadLetterSender
 from frazil.engine.ledger import TableLedger
 from frazil.engine.live_plan import LivePlan
+from frazil.engine.outcomes import Bad, FailingRecords, Written
 from frazil.engine.window import BatchWindow, Partition
 from frazil.progress import markers
-from frazil.sink.evolution import TableView, WriteColumns
+from frazil.sink.evolution import WriteColumns
 from frazil.sink.iceberg import append_rows
 from frazil.sink.merge import merge_rows
 from frazil.sink.tables import Target
@@ -90,13 +90,14 @@ class _Selection:
 
 @dataclass
 class TableWriter:
-    """Writes one table's rows of a batch in one commit carrying its marker.
+    """Writes one table's rows of a batch in one commit carrying its marker, and hands back
+    what the commit holds (:class:`~frazil.engine.outcomes.Written`).
 
     The marker must be in the commit's summary, so it is built before the data is read:
     offsets from the planned range; largest timestamps from the batches observed before (a
     correct lower bound for valid-through, made exact by the next commit or at stop). A
     record marked with an error makes the write's job fail before Iceberg commits anything
-    (:class:`~frazil.engine.bad_records.BadRecords`), unless a dead-letter queue takes it.
+    (:class:`~frazil.engine.outcomes.Bad`), unless a dead-letter queue takes it.
 
     The rows are selected one of four ways: **observed** (one table, no dead letters:
     counts, timestamps and skipped records observed in the write's own pass, an append's or
@@ -109,9 +110,10 @@ class TableWriter:
         pipeline: The pipeline.
         live: The live plan (the batch's schema).
         columns: Fits the batch to the table.
-        ledger: Records each commit.
+        ledger: The tables' states (what the run's last commit observed, for the marker).
         metrics: The observed metrics' expressions.
-        dead: The dead-letter sender; None: failing records stop the pipeline.
+        dead_letters: Whether failing records go to a dead-letter queue (else they stop the
+            pipeline).
     """
 
     spark: SparkSession
@@ -120,7 +122,7 @@ class TableWriter:
     columns: ColumnAdapter
     ledger: TableLedger
     metrics: ObservedMetrics
-    dead: DeadLetterSender | None = None
+    dead_letters: bool = False
     _budget: int | None = None
 
     def write(
@@ -132,9 +134,8 @@ class TableWriter:
         counted: CachedTable | None,
         *,
         learn: bool = False,
-    ) -> None:
-        """Append (or merge) the table's rows of the batch in one commit carrying its marker,
-        then send its failing records to the dead-letter queue and record the commit.
+    ) -> Written | Bad:
+        """Append (or merge) the table's rows of the batch in one commit carrying its marker.
 
         Args:
             window: The batch.
@@ -147,9 +148,26 @@ class TableWriter:
             learn: With a dead-letter queue, whether records a decoder may learn from still
                 fail the write (so that the table evolves rather than the queue filling).
 
-        Raises:
-            BadRecords: A record marked with an error met the write; nothing was committed.
+        Returns:
+            What the commit holds, its failing records among it (nothing committed if the
+            table holds the batch already); or, a record marked with an error having met the
+            write, the rows it read (nothing committed).
         """
+        try:
+            return self._write(window, frame, target, state, counted, learn)
+        except BadRecords as bad:
+            return Bad(bad.rows)
+
+    def _write(
+        self,
+        window: BatchWindow,
+        frame: DataFrame,
+        target: Target,
+        state: markers.TableState,
+        counted: CachedTable | None,
+        learn: bool,
+    ) -> Written:
+        """:meth:`write`, a marked record raising :class:`BadRecords`."""
         from pyspark.sql import functions as F
 
         state = window.current(state)  # a topic created again: the old one's offsets are gone
@@ -157,17 +175,15 @@ class TableWriter:
             state.marker, self.pipeline.name, self.ledger.observed(target, state)
         )
         if state.marker is not None and marker.offsets == state.marker.offsets:
-            if self.dead is not None:
-                # A replay: the table has the batch, the dead-letter queue may not (the run
-                # stopped in between). Its dead letters are the records that commit left
-                # out: decoded with what the decoders can learn (a record the crashed run
-                # had learned to read is in the table), checked against the table's schema
-                # of that commit (not one made looser or stricter since).
-                if learn:
-                    self._learn_first(frame, target, counted)
-                committed = self._committed_view(target, window)
-                self.dead.send(window, frame, target, counted, None, committed=committed)
-            return  # nothing new for this table
+            if not self.dead_letters:
+                return Written(target, None)  # nothing new for this table
+            # A replay: the table has the batch, the dead-letter queue may not (the run
+            # stopped in between). Its dead letters are the records that commit left out:
+            # decoded with what the decoders can learn (a record the crashed run had learned
+            # to read is in the table), checked against the table's schema of that commit.
+            if learn:
+                self._learn_first(frame, target, counted)
+            return Written(target, None, failing=FailingRecords(frame, counted, None))
         merging = target.settings.write.merges
         wanted = F.col(c.OP).isin(*c.WRITTEN_OPS)
         if merging and counted is None:
@@ -193,11 +209,11 @@ class TableWriter:
         dropped = (F.col(c.OP) == F.lit(c.OP_SKIP)) & F.col(c.ERROR).isNull()
         if keep is not None:
             dropped = dropped & keep
-        if self.dead is None and counted is None:
+        if not self.dead_letters and counted is None:
             # One pass: observed as the rows stream into the append, or into the MERGE's
             # collapse per key (which reads its source once).
             chosen = self._observed(window, frame, wanted, dropped)
-        elif self.dead is None:
+        elif not self.dead_letters:
             chosen = _Selection(frame.where(wanted))
         elif merging:
             chosen = self._merge_with_dead_letters(frame, target, counted, columns, keep)
@@ -210,7 +226,7 @@ class TableWriter:
             # A table's rows of the batch in as few tasks (and files) as its size needs:
             # the other tables' writes keep the other cores busy.
             rows = rows.coalesce(max(1, -(-counted.records // ROWS_PER_WRITE_TASK)))
-        if observation is None and not merging and (counted is None or self.dead is not None):
+        if observation is None and not merging and (counted is None or self.dead_letters):
             # One table: counts and timestamps are observed as the rows stream by.
             observation = _observation("frazil")
             rows = rows.observe(observation, *self.metrics.columns(window.partitions))
@@ -218,7 +234,7 @@ class TableWriter:
         # each costs an analysis through py4j).
         self._commit(target, rows, columns, marker, merging, frame, wanted)
         markers.check_no_interleaving(target.table, state, marker)
-        self._after_commit(window, frame, target, counted, marker, chosen, observation)
+        return self._written(window, frame, target, counted, marker, chosen, observation)
 
     def _learn_first(self, frame: DataFrame, target: Target, counted: CachedTable | None) -> None:
         """Raise :class:`BadRecords` if the batch's records for ``target`` hold some a
@@ -229,22 +245,6 @@ class TableWriter:
         teaching = mine.where(F.col(c.OP).isin(*c.WRITTEN_OPS) & learnable(F.col(c.ERROR)))
         if not teaching.isEmpty():
             raise BadRecords(teaching)
-
-    def _committed_view(self, target: Target, window: BatchWindow) -> TableView | None:
-        """The table's schema when it committed the batch (the oldest of the pipeline's
-        markers that cover the batch), or None if that is not known (nothing to go by but
-        the table as it is)."""
-        snapshot_id = markers.committed_in(
-            target.table, self.pipeline.name, window.planned, window.topic_ids
-        )
-        if snapshot_id is None:
-            return None
-        java = target.table.java
-        schema_id = java.snapshot(snapshot_id).schemaId()
-        schema = None if schema_id is None else java.schemas().get(schema_id)
-        if schema is None:
-            return None
-        return TableView.read(self.spark, java, schema)
 
     def _observed(
         self, window: BatchWindow, frame: DataFrame, wanted: Column, dropped: Column
@@ -350,7 +350,7 @@ class TableWriter:
         """
         from pyspark.sql import functions as F
 
-        table_columns = columns.table if self.dead is not None else columns.guarded(failure())
+        table_columns = columns.table if self.dead_letters else columns.guarded(failure())
         options = {"check-nullability": "false"} if target.view and target.view.required else {}
         try:
             if merging:
@@ -370,7 +370,7 @@ class TableWriter:
                 raise
             raise BadRecords(frame.where(wanted).select(*columns.rows())) from None
 
-    def _after_commit(
+    def _written(
         self,
         window: BatchWindow,
         frame: DataFrame,
@@ -379,9 +379,9 @@ class TableWriter:
         marker: markers.Marker,
         chosen: _Selection,
         observation: Observation | None,
-    ) -> None:
-        """Count what the write dropped, send its failing records to the dead-letter queue,
-        and record the commit."""
+    ) -> Written:
+        """What the commit holds: its rows' counts and timestamps, what the write dropped,
+        its failing records."""
         written_bytes = target.table.current_total("added-files-size")
         failing = chosen.failing
         found = (
@@ -389,21 +389,15 @@ class TableWriter:
             if failing is None
             else dead_capture.Failing.observed(self.spark.sparkContext._jvm, failing)
         )
+        filtered = 0
         if counted is None:
             filtered = (
                 dead_capture.observed_count(failing, "dropped")
                 if failing is not None
                 else int((observation.get if observation is not None else {}).get("dropped") or 0)
             )
-            self.ledger.count(filtered=filtered)
-        if found is not None:
-            assert self.dead is not None
-            self.dead.send(window, frame, target, counted, found)
         if chosen.failing_at:
-            assert self.dead is not None
-            self.dead.send(
-                window, frame, target, counted, dead_capture.Failing.at(chosen.failing_at)
-            )
+            found = dead_capture.Failing.at(chosen.failing_at)
         if observation is not None:
             seen = observation.get
             records = int(seen.get("records") or 0)
@@ -411,7 +405,15 @@ class TableWriter:
         else:
             assert counted is not None
             records, stamps = counted.records, dict(counted.timestamps)
-        self.ledger.committed(window, target, marker, records, stamps, written_bytes)
+        return Written(
+            target,
+            marker,
+            records,
+            stamps,
+            written_bytes,
+            failing=None if found is None else FailingRecords(frame, counted, found),
+            filtered=filtered,
+        )
 
     def _carry_budget(self) -> int:
         """Bytes of failing records a batch's write may carry to the driver."""

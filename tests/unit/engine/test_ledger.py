@@ -4,6 +4,7 @@ for the next marker, counts and events."""
 from __future__ import annotations
 
 from frazil.engine.ledger import TableLedger
+from frazil.engine.outcomes import Written
 from frazil.engine.window import BatchWindow
 from frazil.progress.events import CommitEvent, Event, SchemaEvolved
 from frazil.progress.markers import Marker, PartitionStats, TableState
@@ -36,7 +37,9 @@ def test_a_commit_keeps_its_observations_for_the_next_marker_and_reports_it() ->
     ledger = _ledger(events, target)
     window = _window()
     marker = window.marker(None, "p", {})
-    ledger.committed(window, target, marker, 4, {("t", 0): 1_000, ("t", 1): None}, 2048)
+    ledger.committed(
+        window, target.name, Written(target, marker, 4, {("t", 0): 1_000, ("t", 1): None}, 2048)
+    )
     assert target.last is marker
     assert target.pending == {("t", 0): PartitionStats(1_000)}
     assert target.lagging == {("t", 1)}
@@ -54,7 +57,7 @@ def test_observations_carry_over_only_while_the_run_made_the_newest_marker() -> 
     ledger = _ledger([], target)
     window = _window()
     marker = window.marker(None, "p", {})
-    ledger.committed(window, target, marker, 1, {("t", 0): 7}, 0)
+    ledger.committed(window, target.name, Written(target, marker, 1, {("t", 0): 7}))
     ours = TableState(marker, 1, 1)
     theirs = TableState(Marker("p", {"t": {0: 10}}), 2, 1)
     assert ledger.ours(ours, target) and not ledger.ours(theirs, target)
@@ -98,9 +101,9 @@ def test_commits_report_the_valid_through_the_table_records_and_rows_per_table()
         planned_at_ms=1_000_000,
     )
     first = window.marker(None, "p", {})
-    ledger.committed(window, a, first, 3, {("t", 0): 999_000}, 0)
+    ledger.committed(window, a.name, Written(a, first, 3, {("t", 0): 999_000}))
     later = Marker("p", {"t": {0: 10}}, valid_through_ms=first.valid_through_ms + 500)  # type: ignore[operator]
-    ledger.committed(window, b, later, 2, {("t", 0): 999_500}, 0)
+    ledger.committed(window, b.name, Written(b, later, 2, {("t", 0): 999_500}))
     assert [e.valid_through_ms for e in events if isinstance(e, CommitEvent)] == [
         first.valid_through_ms,
         later.valid_through_ms,

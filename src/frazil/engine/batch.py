@@ -1,18 +1,18 @@
 """The micro-batch handler that Spark calls through ``foreachBatch``.
 
-The handler keeps the run's lifecycle and chooses how each batch is written; each role it
+The handler keeps the run's lifecycle and takes each batch through its steps; each role it
 hands out lives in a module of its own (see docs/architecture.md, "One micro-batch"):
 
 * :mod:`~frazil.engine.window` — the batch window and the markers its commits carry;
 * :mod:`~frazil.engine.ledger` — the pipeline's tables, commits, counts, events, idle markers;
 * :mod:`~frazil.engine.live_plan` — the plan, rebuilt when a batch teaches the decoders;
-* :mod:`~frazil.engine.table_write` — one table's rows of a batch in one commit;
-* :mod:`~frazil.engine.routed_job` — a routed batch's files for all of its tables in one
-  Spark job, and :mod:`~frazil.engine.routed_commit` — their commits;
-* :mod:`~frazil.engine.cached_write` — the cached way (routed batches the one job leaves,
-  upsert/CDC routed or with a dead-letter queue);
-* :mod:`~frazil.engine.dead_sender` — failing records to the dead-letter queue;
-* :mod:`~frazil.engine.bad_records` — the rejection that stops a batch.
+* :mod:`~frazil.engine.batch_write` — the batch written one of three ways, its bad records
+  learned from or rejected, its dead letters sent and its commits recorded; the ways:
+  :mod:`~frazil.engine.table_write` (one table's rows in one commit),
+  :mod:`~frazil.engine.routed_job` with :mod:`~frazil.engine.routed_commit` (a routed
+  batch's files for all of its tables in one Spark job, and their commits) and
+  :mod:`~frazil.engine.cached_write` (the cached way), each handing back
+  :mod:`~frazil.engine.outcomes`.
 """
 
 from __future__ import annotations
@@ -25,18 +25,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from frazil.config.pipeline import PipelineConfig
-from frazil.engine.adapt import ColumnAdapter
-from frazil.engine.bad_records import BadRecords, rejected
-from frazil.engine.cached_write import CachedWrite
+from frazil.engine.batch_write import BatchWriter
 from frazil.engine.checkpoint import Checkpoint
-from frazil.engine.dead_sender import DeadLetterSender
 from frazil.engine.ledger import BatchStats, TableLedger
 from frazil.engine.live_plan import LivePlan
-from frazil.engine.outcomes import Bad, Written, Wrote
-from frazil.engine.routed_commit import RoutedCommitter
-from frazil.engine.routed_job import Outcome, RoutedJob
-from frazil.engine.table_write import ObservedMetrics, TableWriter
-from frazil.engine.threads import each_outcome
 from frazil.engine.window import BatchCursor, BatchWindow
 from frazil.errors import CommitError, FrazilError, StaleMarker, TableRolledBack
 from frazil.progress import markers
@@ -99,13 +91,7 @@ class BatchHandler:
     _query_id: str | None = None
     _query_id_set: threading.Event = field(default_factory=threading.Event)
     _busy: threading.Lock = field(default_factory=threading.Lock)
-    _single: TableWriter = field(init=False)
-    _routed_job: RoutedJob = field(init=False)
-    _routed_commit: RoutedCommitter = field(init=False)
-    _cached: CachedWrite = field(init=False)
-    #: The dead-letter senders of the one-table way and of the cached way.
-    _dead: DeadLetterSender | None = field(init=False, default=None)
-    _dead_cached: DeadLetterSender | None = field(init=False, default=None)
+    _writer: BatchWriter = field(init=False)
 
     @classmethod
     def build(
@@ -146,33 +132,8 @@ class BatchHandler:
         )
 
     def __post_init__(self) -> None:
-        spark = self.tables.spark
-        adapter = ColumnAdapter(spark, self.ledger)
-        metrics = ObservedMetrics()
-        if self.dead_letters is not None:
-            self._dead, self._dead_cached = (
-                DeadLetterSender(self.dead_letters, spark, self.live, adapter, cached)
-                for cached in (False, True)
-            )
-
-        def writer() -> TableWriter:
-            return TableWriter(
-                spark,
-                self.pipeline,
-                self.live,
-                adapter,
-                self.ledger,
-                metrics,
-                dead_letters=self.dead_letters is not None,
-            )
-
-        self._single = writer()
-        self._routed_job = RoutedJob(
-            spark, self.pipeline, self.live, self.tables, self.ledger, adapter
-        )
-        self._routed_commit = RoutedCommitter(spark, self.pipeline, self.tables, self.ledger)
-        self._cached = CachedWrite(
-            self.pipeline.name, self.live, self.tables, self.ledger, writer(), metrics
+        self._writer = BatchWriter(
+            self.pipeline, self.live, self.tables, self.ledger, self.dead_letters
         )
 
     # -- lifecycle with the runner ------------------------------------------------------
@@ -282,17 +243,6 @@ class BatchHandler:
         """Whether records fan out to several tables."""
         return not self.live.plan.single
 
-    @property
-    def cached(self) -> bool:
-        """Whether batches are decoded once into a cache before their tables are written:
-        with several tables, and for upsert/CDC with a dead-letter queue, whose failing
-        records are found in the cache before the MERGE. One table's MERGE without one takes
-        the one pass, as an append does: its source (the batch, collapsed per key) is read
-        once and observed as it streams by."""
-        return self.routed or (
-            self.pipeline.defaults.write.merges and self.dead_letters is not None
-        )
-
     def _handle(self, batch: DataFrame, batch_id: int) -> None:
         """One micro-batch, in order:
 
@@ -310,14 +260,13 @@ class BatchHandler:
            partitions it leaves behind; each table's marker is built from it before any data
            is read (offsets from the planned range, valid-through from what earlier batches
            observed).
-        4. **Write, one of three ways.** One table: one pass that decodes, checks and
-           appends (or merges) in a single Spark job, observed as it runs. Several tables:
-           the one job writes all of them when it can; otherwise, as for upsert/CDC, the
-           cached way decodes the batch once and writes its tables concurrently from the
-           cache. Before a table is written, its columns are matched to the batch's by
-           field id (the table evolves in a commit of its own if needed) and rows below its
-           marker are dropped (the offset filter). Each table gets one commit whose summary
-           carries its marker.
+        4. **Write, one of three ways** (:class:`~frazil.engine.batch_write.BatchWriter`).
+           One table: one pass that decodes, checks and appends (or merges), observed as it
+           runs. Several: the one job writes all of them when it can; otherwise, as for
+           upsert/CDC, the cached way writes them concurrently from the batch decoded once.
+           Each table's columns are matched to the batch's by field id (the table evolves in
+           a commit of its own if needed), rows below its marker are dropped (the offset
+           filter), and it gets one commit whose summary carries its marker.
         5. **Bad records.** A record marked with an error fails its write's job, so nothing
            of it is committed. If a decoder can learn from the batch (a new schema id, a new
            JSON field), the batch is planned again and written again; otherwise, with a
@@ -341,38 +290,57 @@ class BatchHandler:
         planned = self.cursor.planned(batch_id)
         topic_ids = self.cursor.topic_ids(self.pipeline.name, planned)
         # 2. table states (without the old offsets of topics created again) and the skip
-        states = {
-            name: markers.current_state(state, topic_ids)
-            for name, state in self.ledger.states().items()
-        }
-        self.ledger.check_moved(states)
-        if self._skippable(planned, states):
-            self._skip(batch_id, planned)
+        states = self._states(topic_ids)
+        if self._skipped(batch_id, planned, states):
             return
         # 3. window
         window = self.cursor.open(
             batch, batch_id, planned, started, self._query_id or "", topic_ids
         )
-        # 4.-5. write one of three ways, planned again as long as the decoders learn
-        wrote = self._write(window, states)
-        # 6. failing records to the dead-letter queue, commits recorded, idle markers
-        self._record(window, wrote)
+        # 4.-5. write one of three ways; bad records teach the decoders, or leave, or stop it
+        wrote = self._writer.write(window, states)
+        # 6. dead letters after the commits, the commits recorded, idle markers
+        self._writer.record(window, wrote)
         self.ledger.mark_idle(window, states, set(wrote.tables))
         # 7. remember the window
         self._done(window)
 
-    def _skip(self, batch_id: int, planned: TopicOffsets) -> None:
-        """Step 2's skip: the batch is wholly in its tables already."""
+    def _states(self, topic_ids: dict[str, str]) -> dict[str, markers.TableState]:
+        """Step 2: the tables' states, held against what the run saw of them before."""
+        states = {
+            name: markers.current_state(state, topic_ids)
+            for name, state in self.ledger.states().items()
+        }
+        self.ledger.check_moved(states)
+        return states
+
+    def _skipped(
+        self, batch_id: int, planned: TopicOffsets, states: dict[str, markers.TableState]
+    ) -> bool:
+        """Step 2's skip: whether the batch is wholly in its tables already (then skipped).
+
+        Only one table can vouch for a whole batch: a routed batch may hold records for a
+        table not known yet (created by the batch that crashed), so it is always read, and
+        each table's write skips what its own marker covers. A batch in dead-letter mode is
+        read too: its dead letters follow the commit (docs/exactly-once.md).
+        """
+        if (
+            self.routed
+            or self.dead_letters is not None
+            or not planned
+            or not all(markers.covered(s.marker, planned) for s in states.values())
+        ):
+            return False
         # Normal after a stop (Spark plans the batch the tables already hold again): nothing
         # for an operator to do.
         log.info("%s: batch %d is already in its tables, skipping", self.pipeline.name, batch_id)
         self.stats.skipped_batches += 1
         self.cursor.skipped(batch_id, planned)
         self.ledger.emit(BatchSkipped(self.pipeline.name, batch_id))
+        return True
 
     def _done(self, window: BatchWindow) -> None:
-        """Step 7: the window remembered (the next batch starts at its end), the batch
-        counted and reported."""
+        """Step 7: the window remembered (the next batch starts at its end), and reported."""
         self.cursor.done(window)
         self.stats.batches += 1
         self.stats.last_batch_id = window.batch_id
@@ -387,152 +355,6 @@ class BatchHandler:
                 read=_covered(window.start, window.planned),
             )
         )
-
-    def _skippable(self, planned: TopicOffsets, states: dict[str, markers.TableState]) -> bool:
-        """Whether the batch is wholly in its tables already.
-
-        Only one table can vouch for a whole batch: a routed batch may hold records for a
-        table not known yet (created by the batch that crashed), so it is always read, and
-        each table's write skips what its own marker covers. A batch in dead-letter mode is
-        read too: its dead letters follow the commit (docs/exactly-once.md).
-        """
-        return (
-            not self.routed
-            and self.dead_letters is None
-            and bool(planned)
-            and all(markers.covered(s.marker, planned) for s in states.values())
-        )
-
-    def _write(self, window: BatchWindow, states: dict[str, markers.TableState]) -> Wrote:
-        """Steps 4 and 5: the batch written one of three ways (one table; the routed job and
-        its commits; the cached way), what each table's commit holds handed back."""
-        if not self.cached:
-            return self._write_single(window, states)
-        job = self._routed_job.write(window, states)
-        if isinstance(job, Outcome):
-            done = self._routed_commit.commit(window, job, states)
-            if isinstance(done, Wrote):
-                return done
-            if done.wrote is not None:
-                # Tables it created before it found it could not go on: they join the
-                # pipeline's, and the cached way finds the batch in them.
-                self._record(window, done.wrote)
-                states = self.ledger.states()
-        return self._write_cached(window, states)
-
-    def _write_single(self, window: BatchWindow, states: dict[str, markers.TableState]) -> Wrote:
-        """One table: decode, check and append in a single Spark job, observed as it runs.
-
-        With a dead-letter queue, records a decoder may learn from (a new schema id, new JSON
-        fields) still stop the first attempt, so that the table evolves rather than their
-        records going to the queue; once nothing more can be learned, they go there too.
-        """
-        name, target = next(iter(self.targets.items()))
-        attempt, learn = 0, True
-        while True:
-            frame = self.live.plan.run(window.batch)
-            written = self._single.write(window, frame, target, states[name], None, learn=learn)
-            if isinstance(written, Written):
-                return Wrote({name: written})
-            if not self._learned(window, written, attempt):
-                if not learn:
-                    raise self._rejected(written.rows, window)
-                learn = False  # nothing more to learn: the records go to the queue
-            attempt += 1
-
-    def _write_cached(self, window: BatchWindow, states: dict[str, markers.TableState]) -> Wrote:
-        """The cached way, planned again as long as the decoders learn from the batch."""
-        attempt = 0
-        while True:
-            batch = self._cached.decode(window)
-            try:
-                if batch.bad is not None and self._learned(window, batch.bad, attempt):
-                    batch.release()
-                    attempt += 1
-                    continue
-                if batch.bad is not None:
-                    # Records failing before routing, before any table commits: a crash
-                    # afterwards replays the batch, and the dead-letter table's marker keeps
-                    # its records once.
-                    assert self._dead_cached is not None
-                    self._dead_cached.send_unrouted(window, batch.frame)
-            except BaseException:
-                batch.release()
-                raise
-            return self._cached.write(window, batch, states)
-
-    def _learned(self, window: BatchWindow, bad: Bad, attempt: int) -> bool:
-        """Step 5: whether a decoder learned from the batch's marked records (nothing was
-        committed: the batch is planned and written again). Otherwise, with a dead-letter
-        queue, they go there; without one, the pipeline stops, naming the first ones.
-
-        Raises:
-            PipelineError: Nothing was learned and there is no dead-letter queue.
-        """
-        if bad.may_learn and self.live.learn(window.batch, window.batch_id, attempt):
-            return True
-        if self.dead_letters is None:
-            raise self._rejected(bad.rows, window)
-        return False
-
-    def _rejected(self, rows: DataFrame, window: BatchWindow) -> FrazilError:
-        """The error that stops the batch, naming its first marked records."""
-        return rejected(
-            rows,
-            self.pipeline.name,
-            self.pipeline.value.format,
-            window.batch_id,
-            no_dlq=self.dead_letters is None,
-        )
-
-    def _record(self, window: BatchWindow, wrote: Wrote) -> None:
-        """Step 6: each table's failing records to the dead-letter queue once it committed
-        (the tables' at once), then each commit kept for the table's next marker and
-        reported; then a table's write that failed stops the batch.
-
-        Raises:
-            Exception: A table's write failed (a marked record: the rejection naming it), or
-                its dead letters could not be sent (its commit is not recorded).
-        """
-        try:
-            filtered = wrote.filtered + sum(w.filtered for w in wrote.tables.values())
-            self.ledger.count(unmatched=wrote.unmatched, filtered=filtered)
-            failing = [(n, w) for n, w in wrote.tables.items() if w.failing is not None]
-            sender = self._dead_cached if self.cached else self._dead
-
-            def send(item: tuple[str, Written]) -> None:
-                assert sender is not None and item[1].failing is not None
-                sender.send(window, item[1].target, item[1].failing)
-
-            errors = {
-                name: error
-                for (name, _), error in zip(failing, _failures(failing, send), strict=True)
-                if error is not None
-            }
-            for name, written in wrote.tables.items():
-                if written.marker is not None and name not in errors:
-                    self.ledger.committed(window, name, written)
-        finally:
-            wrote.release()
-        failure = wrote.failure or next(iter(errors.values()), None)
-        if isinstance(failure, BadRecords):
-            raise self._rejected(failure.rows, window) from None
-        if failure is not None:
-            raise failure
-
-
-def _failures(
-    items: list[tuple[str, Written]], call: Callable[[tuple[str, Written]], None]
-) -> list[BaseException | None]:
-    """Each item's failure of ``call``, or None: the items at once (:func:`each_outcome`),
-    but one inline (one table's dead letters go from the handler's thread, as its write)."""
-    if len(items) != 1:
-        return [error for _, error in each_outcome(items, call)]
-    try:
-        call(items[0])
-    except Exception as exc:
-        return [exc]
-    return [None]
 
 
 def _covered(start: TopicOffsets | None, end: TopicOffsets) -> int | None:

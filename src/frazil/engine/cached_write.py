@@ -13,7 +13,8 @@ from frazil.engine.cached_table import CachedTable, with_values, with_values_col
 from frazil.engine.ledger import TableLedger
 from frazil.engine.live_plan import LivePlan
 from frazil.engine.outcomes import Bad, Written, Wrote
-from frazil.engine.table_write import ObservedMetrics, TableWriter
+from frazil.engine.table_rows import ObservedMetrics
+from frazil.engine.table_write import TableWriter
 from frazil.engine.threads import Pause, each, each_outcome
 from frazil.engine.window import BatchWindow, Partition
 from frazil.progress import markers

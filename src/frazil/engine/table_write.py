@@ -1,28 +1,33 @@
 """The table writer: one table's rows of a micro-batch, appended or merged in one Iceberg
-commit that carries the table's marker, and what follows the commit."""
+commit that carries the table's marker, and what the commit holds handed back."""
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.config.pipeline import PipelineConfig
-from frazil.engine import dead_capture
+from frazil.engine import dead_capture, table_rows
 from frazil.engine.adapt import ColumnAdapter
 from frazil.engine.bad_records import (
     BadRecords,
     failure,
     is_bad_record_failure,
     learnable,
-    own_error,
 )
 from frazil.engine.cached_table import CachedTable, of_table
 from frazil.engine.ledger import TableLedger
 from frazil.engine.live_plan import LivePlan
 from frazil.engine.outcomes import Bad, FailingRecords, Written
-from frazil.engine.window import BatchWindow, Partition
+from frazil.engine.table_rows import (
+    ObservedMetrics,
+    Selection,
+    merge_with_dead_letters,
+    observed,
+    with_dead_letters,
+)
+from frazil.engine.window import BatchWindow
 from frazil.progress import markers
 from frazil.sink.evolution import WriteColumns
 from frazil.sink.iceberg import append_rows
@@ -34,58 +39,6 @@ if TYPE_CHECKING:
 
 #: Rows one task writes to one routed table, at most (fewer tasks, fewer small files).
 ROWS_PER_WRITE_TASK = 250_000
-
-
-@dataclass
-class ObservedMetrics:
-    """What a batch's write observes as its rows stream by: records and the largest Kafka
-    timestamp per partition (column expressions built once per partition set: each costs
-    py4j round trips)."""
-
-    _cache: dict[tuple[object, ...], list[Column]] = field(default_factory=dict)
-
-    def columns(self, partitions: tuple[Partition, ...], *, flagged: bool = False) -> list[Column]:
-        """``records`` and ``ts_<i>`` (the largest timestamp of ``partitions[i]``).
-
-        ``flagged``: observed before the write's filter, on rows flagged
-        :data:`~frazil.columns.WANTED` (written) and :data:`~frazil.columns.DROPPED` (skipped
-        as configured, counted as ``dropped``).
-        """
-        from pyspark.sql import functions as F
-
-        key = ("metrics", partitions, flagged)
-        cached = self._cache.get(key)
-        if cached is None:
-            wanted = F.col(c.WANTED) if flagged else F.lit(True)
-            cached = [
-                F.count(F.when(wanted, F.lit(1))).alias("records"),
-                *[
-                    F.max(
-                        F.when(
-                            wanted & (F.col(c.TOPIC) == t) & (F.col(c.PARTITION) == p),
-                            F.col(c.TIMESTAMP_MS),
-                        )
-                    ).alias(f"ts_{i}")
-                    for i, (t, p) in enumerate(partitions)
-                ],
-            ]
-            if flagged:
-                cached.append(F.count(F.when(F.col(c.DROPPED), F.lit(1))).alias("dropped"))
-            self._cache[key] = cached
-        return list(cached)
-
-
-@dataclass(frozen=True)
-class _Selection:
-    """The rows a table's write takes, and what the write observes of them."""
-
-    rows: DataFrame
-    #: Counts and timestamps, observed as the rows stream by (None: the cached way's counts).
-    observation: Observation | None = None
-    #: Failing records observed in the write's pass (dead letters of a one-pass write).
-    failing: Observation | None = None
-    #: Failing records found in the cache before a MERGE (a MERGE with dead letters).
-    failing_at: list[Any] | None = None
 
 
 @dataclass
@@ -212,14 +165,14 @@ class TableWriter:
         if not self.dead_letters and counted is None:
             # One pass: observed as the rows stream into the append, or into the MERGE's
             # collapse per key (which reads its source once).
-            chosen = self._observed(window, frame, wanted, dropped)
+            chosen = observed(self.metrics, window, frame, wanted, dropped)
         elif not self.dead_letters:
-            chosen = _Selection(frame.where(wanted))
+            chosen = Selection(frame.where(wanted))
         elif merging:
-            chosen = self._merge_with_dead_letters(frame, target, counted, columns, keep)
+            chosen = merge_with_dead_letters(frame, target, counted, columns, keep)
         else:
-            chosen = self._with_dead_letters(
-                window, frame, target, counted, columns, keep, dropped, learn
+            chosen = with_dead_letters(
+                window, frame, target, counted, columns, keep, dropped, learn, self._carry_budget
             )
         rows, observation = chosen.rows, chosen.observation
         if counted is not None and not merging:
@@ -228,7 +181,7 @@ class TableWriter:
             rows = rows.coalesce(max(1, -(-counted.records // ROWS_PER_WRITE_TASK)))
         if observation is None and not merging and (counted is None or self.dead_letters):
             # One table: counts and timestamps are observed as the rows stream by.
-            observation = _observation("frazil")
+            observation = table_rows.new_observation("frazil")
             rows = rows.observe(observation, *self.metrics.columns(window.partitions))
         # The routed batch's aggregation counted them already (one Dataset less per table:
         # each costs an analysis through py4j).
@@ -245,93 +198,6 @@ class TableWriter:
         teaching = mine.where(F.col(c.OP).isin(*c.WRITTEN_OPS) & learnable(F.col(c.ERROR)))
         if not teaching.isEmpty():
             raise BadRecords(teaching)
-
-    def _observed(
-        self, window: BatchWindow, frame: DataFrame, wanted: Column, dropped: Column
-    ) -> _Selection:
-        """One table without dead letters: everything observed in the write's own pass."""
-        from pyspark.sql import functions as F
-
-        # Observed before the filter, so that the skipped records are counted in the same
-        # pass; records and timestamps count the written ones only.
-        observation = _observation("frazil")
-        rows = (
-            frame.select("*", wanted.alias(c.WANTED), dropped.alias(c.DROPPED))
-            .observe(observation, *self.metrics.columns(window.partitions, flagged=True))
-            .where(F.col(c.WANTED))
-        )
-        return _Selection(rows, observation=observation)
-
-    def _merge_with_dead_letters(
-        self,
-        frame: DataFrame,
-        target: Target,
-        counted: CachedTable | None,
-        columns: WriteColumns,
-        keep: Column | None,
-    ) -> _Selection:
-        """A MERGE with dead letters: find the failing records in the cache first (the
-        MERGE itself takes only the changes that pass)."""
-        from pyspark.sql import functions as F
-
-        error = columns.error
-        own = own_error(error, True)
-        written = frame.where(of_table(target.name, counted)).where(
-            F.col(c.OP).isin(*c.WRITTEN_OPS)
-        )
-        failing_at = [
-            tuple(r)
-            for r in written.where(own.isNotNull())
-            .select(c.TOPIC, c.PARTITION, c.OFFSET, own["stage"], own["reason"])
-            .collect()
-        ]
-        rows = written.where(error.isNull() if keep is None else error.isNull() & keep)
-        return _Selection(rows, failing_at=failing_at)
-
-    def _with_dead_letters(
-        self,
-        window: BatchWindow,
-        frame: DataFrame,
-        target: Target,
-        counted: CachedTable | None,
-        columns: WriteColumns,
-        keep: Column | None,
-        dropped: Column,
-        learn: bool,
-    ) -> _Selection:
-        """Failing records leave the write for the dead-letter queue; they are observed in
-        the same pass, with their raw bytes where these fit (engine/dead_capture.py)."""
-        from pyspark.sql import functions as F
-
-        error = columns.error
-        mine = frame if counted is None else frame.where(of_table(target.name, counted))
-        own = own_error(error, counted is not None)
-        failing = _observation("frazil_dead")
-        limit = (
-            # A routed batch is cached: its failing records are read from the cache.
-            0
-            if counted is not None
-            else dead_capture.carry_limit(
-                self._carry_budget(),
-                # Not from the table's marker: a re-planned batch may start below it.
-                dead_capture.records_upper_bound(window.planned, window.start),
-            )
-        )
-        written_op = F.col(c.OP).isin(*c.WRITTEN_OPS)
-        own_written = F.when(written_op, own)
-        appended = mine.observe(
-            failing,
-            F.count(own_written).alias("bad"),
-            dead_capture.observed(own_written, limit, c.HEADERS in frame.columns).alias("at"),
-            F.count(F.when(dropped, F.lit(1)) if counted is None else F.lit(None)).alias("dropped"),
-        ).where(written_op)
-        good = (
-            F.when(learnable(error), failure()).otherwise(error.isNull())
-            if learn
-            else (error.isNull())
-        )
-        rows = appended.where(good if keep is None else good & keep)
-        return _Selection(rows, failing=failing)
 
     def _commit(
         self,
@@ -377,7 +243,7 @@ class TableWriter:
         target: Target,
         counted: CachedTable | None,
         marker: markers.Marker,
-        chosen: _Selection,
+        chosen: Selection,
         observation: Observation | None,
     ) -> Written:
         """What the commit holds: its rows' counts and timestamps, what the write dropped,
@@ -420,9 +286,3 @@ class TableWriter:
         if self._budget is None:
             self._budget = dead_capture.driver_budget(self.spark)
         return self._budget
-
-
-def _observation(prefix: str) -> Observation:
-    from pyspark.sql import Observation
-
-    return Observation(f"{prefix}_{uuid.uuid4().hex}")

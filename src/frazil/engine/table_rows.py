@@ -1,0 +1,164 @@
+"""The rows a table's write takes, and what it observes of them as they stream by: one of
+four selections (see :class:`~frazil.engine.table_write.TableWriter`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from frazil import columns as c
+from frazil.engine import dead_capture
+from frazil.engine.bad_records import failure, learnable, own_error
+from frazil.engine.cached_table import CachedTable, of_table
+from frazil.engine.window import BatchWindow, Partition
+from frazil.sink.evolution import WriteColumns
+from frazil.sink.tables import Target
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, Observation
+
+
+@dataclass
+class ObservedMetrics:
+    """What a batch's write observes as its rows stream by: records and the largest Kafka
+    timestamp per partition (column expressions built once per partition set: each costs
+    py4j round trips)."""
+
+    _cache: dict[tuple[object, ...], list[Column]] = field(default_factory=dict)
+
+    def columns(self, partitions: tuple[Partition, ...], *, flagged: bool = False) -> list[Column]:
+        """``records`` and ``ts_<i>`` (the largest timestamp of ``partitions[i]``).
+
+        ``flagged``: observed before the write's filter, on rows flagged
+        :data:`~frazil.columns.WANTED` (written) and :data:`~frazil.columns.DROPPED` (skipped
+        as configured, counted as ``dropped``).
+        """
+        from pyspark.sql import functions as F
+
+        key = ("metrics", partitions, flagged)
+        cached = self._cache.get(key)
+        if cached is None:
+            wanted = F.col(c.WANTED) if flagged else F.lit(True)
+            cached = [
+                F.count(F.when(wanted, F.lit(1))).alias("records"),
+                *[
+                    F.max(
+                        F.when(
+                            wanted & (F.col(c.TOPIC) == t) & (F.col(c.PARTITION) == p),
+                            F.col(c.TIMESTAMP_MS),
+                        )
+                    ).alias(f"ts_{i}")
+                    for i, (t, p) in enumerate(partitions)
+                ],
+            ]
+            if flagged:
+                cached.append(F.count(F.when(F.col(c.DROPPED), F.lit(1))).alias("dropped"))
+            self._cache[key] = cached
+        return list(cached)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The rows a table's write takes, and what the write observes of them."""
+
+    rows: DataFrame
+    #: Counts and timestamps, observed as the rows stream by (None: the cached way's counts).
+    observation: Observation | None = None
+    #: Failing records observed in the write's pass (dead letters of a one-pass write).
+    failing: Observation | None = None
+    #: Failing records found in the cache before a MERGE (a MERGE with dead letters).
+    failing_at: list[Any] | None = None
+
+
+def observed(
+    metrics: ObservedMetrics, window: BatchWindow, frame: DataFrame, wanted: Column, dropped: Column
+) -> Selection:
+    """One table without dead letters: everything observed in the write's own pass."""
+    from pyspark.sql import functions as F
+
+    # Observed before the filter, so that the skipped records are counted in the same
+    # pass; records and timestamps count the written ones only.
+    observation = new_observation("frazil")
+    rows = (
+        frame.select("*", wanted.alias(c.WANTED), dropped.alias(c.DROPPED))
+        .observe(observation, *metrics.columns(window.partitions, flagged=True))
+        .where(F.col(c.WANTED))
+    )
+    return Selection(rows, observation=observation)
+
+
+def merge_with_dead_letters(
+    frame: DataFrame,
+    target: Target,
+    counted: CachedTable | None,
+    columns: WriteColumns,
+    keep: Column | None,
+) -> Selection:
+    """A MERGE with dead letters: find the failing records in the cache first (the
+    MERGE itself takes only the changes that pass)."""
+    from pyspark.sql import functions as F
+
+    error = columns.error
+    own = own_error(error, True)
+    written = frame.where(of_table(target.name, counted)).where(F.col(c.OP).isin(*c.WRITTEN_OPS))
+    failing_at = [
+        tuple(r)
+        for r in written.where(own.isNotNull())
+        .select(c.TOPIC, c.PARTITION, c.OFFSET, own["stage"], own["reason"])
+        .collect()
+    ]
+    rows = written.where(error.isNull() if keep is None else error.isNull() & keep)
+    return Selection(rows, failing_at=failing_at)
+
+
+def with_dead_letters(
+    window: BatchWindow,
+    frame: DataFrame,
+    target: Target,
+    counted: CachedTable | None,
+    columns: WriteColumns,
+    keep: Column | None,
+    dropped: Column,
+    learn: bool,
+    budget: Callable[[], int],
+) -> Selection:
+    """Failing records leave the write for the dead-letter queue; they are observed in
+    the same pass, with their raw bytes where these fit (engine/dead_capture.py)."""
+    from pyspark.sql import functions as F
+
+    error = columns.error
+    mine = frame if counted is None else frame.where(of_table(target.name, counted))
+    own = own_error(error, counted is not None)
+    failing = new_observation("frazil_dead")
+    limit = (
+        # A routed batch is cached: its failing records are read from the cache.
+        0
+        if counted is not None
+        else dead_capture.carry_limit(
+            budget(),
+            # Not from the table's marker: a re-planned batch may start below it.
+            dead_capture.records_upper_bound(window.planned, window.start),
+        )
+    )
+    written_op = F.col(c.OP).isin(*c.WRITTEN_OPS)
+    own_written = F.when(written_op, own)
+    appended = mine.observe(
+        failing,
+        F.count(own_written).alias("bad"),
+        dead_capture.observed(own_written, limit, c.HEADERS in frame.columns).alias("at"),
+        F.count(F.when(dropped, F.lit(1)) if counted is None else F.lit(None)).alias("dropped"),
+    ).where(written_op)
+    good = (
+        F.when(learnable(error), failure()).otherwise(error.isNull()) if learn else (error.isNull())
+    )
+    rows = appended.where(good if keep is None else good & keep)
+    return Selection(rows, failing=failing)
+
+
+def new_observation(prefix: str) -> Observation:
+    """A new observation of a write (a unique name)."""
+    from pyspark.sql import Observation
+
+    return Observation(f"{prefix}_{uuid.uuid4().hex}")

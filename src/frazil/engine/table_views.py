@@ -46,9 +46,9 @@ class CatalogViews:
 
 
 class JavaCatalogViews:
-    """Tables read through Iceberg's catalog API in the session's JVM, built from the config
-    as Spark's catalog is (same properties, same Java tables and type conversion), in a
-    session without Spark's catalog (:func:`~frazil.engine.session.build_analysis_spark`).
+    """Tables read (each once) through Iceberg's catalog API in the session's JVM, built from
+    the config as Spark's catalog is (same properties, same Java tables and type conversion),
+    in a session without Spark's catalog (:func:`~frazil.engine.session.build_analysis_spark`).
     An embedded catalog whose file does not exist yet has no tables (and is not created)."""
 
     def __init__(self, spark: SparkSession, config: FrazilConfig) -> None:
@@ -61,6 +61,7 @@ class JavaCatalogViews:
 
         self._spark = spark
         self._catalog: Any = None
+        self._read: dict[str, TableView | None] = {}
         jvm = spark.sparkContext._jvm
         assert jvm is not None
         uri = config.catalog.resolved_uri()
@@ -77,10 +78,12 @@ class JavaCatalogViews:
         self._identifier = jvm.org.apache.iceberg.catalog.TableIdentifier
 
     def view(self, name: str) -> TableView | None:
-        """The table through the catalog, or None if it does not exist."""
+        """The table through the catalog (read once), or None if it does not exist."""
         if self._catalog is None:
             return None
-        identifier = self._identifier.parse(name)
-        if not self._catalog.tableExists(identifier):
-            return None
-        return TableView.read(self._spark, self._catalog.loadTable(identifier))
+        if name not in self._read:
+            identifier = self._identifier.parse(name)
+            exists = self._catalog.tableExists(identifier)
+            table = self._catalog.loadTable(identifier) if exists else None
+            self._read[name] = None if table is None else TableView.read(self._spark, table)
+        return self._read[name]

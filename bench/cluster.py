@@ -96,7 +96,7 @@ def run_frazil(
     watch.start()
     started_ms = int(time.time() * 1000)
     process = subprocess.Popen(
-        [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(path), "--until-caught-up"],
+        [sys.executable, "-m", "frazil.cli.entry", "run", "-c", str(path), "--until-caught-up"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,

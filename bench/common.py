@@ -160,7 +160,7 @@ def start_frazil_run(config: Path) -> subprocess.Popen[str]:
     """``frazil run --until-caught-up`` on ``config`` as a subprocess of this interpreter's
     frazil; its stderr is kept (read it with ``communicate``) to report a failed run."""
     return subprocess.Popen(
-        [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(config), "--until-caught-up"],
+        [sys.executable, "-m", "frazil.cli.entry", "run", "-c", str(config), "--until-caught-up"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -171,7 +171,7 @@ def start_frazil(*args: str) -> subprocess.Popen[bytes]:
     """A ``frazil`` command as a subprocess of this interpreter's frazil, output discarded, in
     a session of its own: a Ctrl-C at the terminal is the benchmark's, not the command's."""
     return subprocess.Popen(
-        [sys.executable, "-m", "frazil.cli.main", *args],
+        [sys.executable, "-m", "frazil.cli.entry", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,

@@ -105,7 +105,7 @@ def _job_command(job: str, work: Path, broker: LocalBroker, topic: str, trigger:
                 }
             )
         )
-        return [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(config_path)]
+        return [sys.executable, "-m", "frazil.cli.entry", "run", "-c", str(config_path)]
     seconds = parse_duration(trigger)
     return [
         sys.executable, "-m", "bench.baseline_job", "--bootstrap", broker.bootstrap,
@@ -116,7 +116,7 @@ def _job_command(job: str, work: Path, broker: LocalBroker, topic: str, trigger:
 
 def _produce(broker: LocalBroker, topic: str, count: int, rate: int) -> None:
     subprocess.run(
-        [sys.executable, "-m", "frazil.cli.main", "generate", "-t", topic, "-n", str(count),
+        [sys.executable, "-m", "frazil.cli.entry", "generate", "-t", topic, "-n", str(count),
          "-r", str(rate), "-b", broker.bootstrap, "--output", "json"],
         check=True,
         stdout=subprocess.DEVNULL,

@@ -36,6 +36,7 @@ def python_workers(roots: set[int]) -> set[int]:
 ROLES = (
     (b"CoarseGrainedExecutorBackend", "executors"),
     (b"SparkSubmit", "driver JVM"),
+    (b"frazil.cli.entry", "frazil (Python)"),
     (b"frazil.cli.main", "frazil (Python)"),
     (b"s3proxy", "s3proxy"),
     (b"RESTCatalogServer", "REST catalog"),

@@ -126,7 +126,7 @@ def run_frazil(work: Path, bootstrap: str, topic: str, recording: Path) -> None:
     path = work / "frazil.yaml"
     path.write_text(yaml.safe_dump(config))
     subprocess.run(
-        [sys.executable, "-m", "frazil.cli.main", "run", "-c", str(path), "--until-caught-up"],
+        [sys.executable, "-m", "frazil.cli.entry", "run", "-c", str(path), "--until-caught-up"],
         capture_output=True, check=True, text=True, timeout=1800,
     )  # fmt: skip
 

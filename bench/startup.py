@@ -51,7 +51,7 @@ def run_once(work: Path, bootstrap: str, topic: str, cds: bool) -> dict[str, Any
         [
             sys.executable,
             "-m",
-            "frazil.cli.main",
+            "frazil.cli.entry",
             "-v",
             "run",
             "-c",

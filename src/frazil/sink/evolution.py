@@ -134,17 +134,9 @@ class TableView:
     def read(cls, spark: SparkSession, table: Any, schema: Any = None) -> TableView:
         """Read the view of a Java ``Table`` (refreshed by the caller): of its current schema,
         or of ``schema``, one of its former ones (a Java ``Schema``)."""
-        mapping = table.properties().get(NAME_MAPPING)
-        return cls._of(
-            spark,
-            table.schema() if schema is None else schema,
-            None if mapping is None else str(mapping),
-        )
-
-    @classmethod
-    def _of(cls, spark: SparkSession, schema: Any, mapping: str | None) -> TableView:
         jvm = spark.sparkContext._jvm
         assert jvm is not None
+        schema = table.schema() if schema is None else schema
         # One JSON document rather than a py4j round trip per column.
         parsed = json.loads(str(jvm.org.apache.iceberg.SchemaParser.toJson(schema)))
         ids = {str(f["name"]): int(f["id"]) for f in parsed["fields"]}
@@ -155,8 +147,9 @@ class TableView:
             else frozenset()
         )
         names: dict[str, int] = {}
+        mapping = table.properties().get(NAME_MAPPING)
         if mapping is not None:
-            for entry in json.loads(mapping):
+            for entry in json.loads(str(mapping)):
                 if "field-id" in entry:
                     for name in entry.get("names", []):
                         names[str(name)] = int(entry["field-id"])
@@ -168,7 +161,7 @@ class TableView:
             ids,
             names,
             required,
-            mapping,
+            None if mapping is None else str(mapping),
             identifiers,
         )
 

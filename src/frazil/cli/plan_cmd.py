@@ -65,7 +65,8 @@ def plan(
     from frazil.engine.explain import explain
     from frazil.engine.reachable import check_services
     from frazil.engine.runner import check_registry, check_topics
-    from frazil.engine.session import SparkStart, build_analysis_spark, build_spark
+    from frazil.engine.session import build_spark
+    from frazil.engine.spark_start import SparkStart, build_analysis_spark
     from frazil.engine.table_views import JavaCatalogViews, TableViews
 
     loaded = load_config(config, checks=config_problems)

@@ -221,7 +221,8 @@ def run(
     with fence.hold(config.state_dir, [p.name for p in selected]) as run_fence:
         starting = None
         if spark is None:
-            from frazil.engine.session import SparkStart, build_spark
+            from frazil.engine.session import build_spark
+            from frazil.engine.spark_start import SparkStart
 
             token = run_fence.token
             starting = SparkStart(lambda: build_spark(config, run_token=token))

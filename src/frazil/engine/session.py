@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -362,7 +361,7 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
             # SQLite creates its file but not the folder around it.
             Path(local_path(config.catalog.warehouse)).mkdir(parents=True, exist_ok=True)
         settings = spark_conf(config, spark_jars(), run_token)
-        builder, launched = _launch(config, settings)
+        builder, launched = launch_session(config, settings)
     except BaseException:
         if rest_check is not None:
             rest_check.result()  # a refused credential is the first thing to report
@@ -374,7 +373,7 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
             if launched:
                 stop_jvm()
             raise
-    spark = _attach(builder)
+    spark = attach_session(builder)
     _open_embedded_catalog(spark, config)
     opening = _open_rest_catalog(spark, config)
     # Credentials the store refuses, or a missing bucket, stop here, before any query.
@@ -384,36 +383,9 @@ def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSess
     return spark
 
 
-def build_analysis_spark(config: FrazilConfig) -> SparkSession:
-    """A session that only resolves pipelines' plans and samples their topics (``frazil
-    plan``, which reads the tables' metadata with PyIceberg): one local core whatever the
-    master, no Iceberg catalog, no object store; about a second sooner than
-    :func:`build_spark`.
-    """
-    from frazil.jvm.classpath import spark_jars
-
-    builder, _ = _launch(config, spark_conf(config, spark_jars(), analysis=True))
-    # A declared schema's first parse is cold (~0.12 s: the DDL parser and its JSON
-    # rendering): warmed on a thread of its own while the session starts.
-    threading.Thread(target=_warm_parser, name="frazil-parser-warm-up", daemon=True).start()
-    return _attach(builder)
-
-
-def _warm_parser() -> None:
-    from pyspark import SparkContext
-
-    jvm = SparkContext._jvm
-    try:
-        if jvm is not None:
-            # What PySpark's StructType.fromDDL calls.
-            jvm.org.apache.spark.sql.api.python.PythonSQLUtils.ddlToJson(
-                "a int, b decimal(10,2), c array<string>, d timestamp"
-            )
-    except Exception:  # the warm-up is a bonus; the first schema parses it cold
-        return
-
-
-def _launch(config: FrazilConfig, settings: dict[str, str]) -> tuple[SparkSession.Builder, bool]:
+def launch_session(
+    config: FrazilConfig, settings: dict[str, str]
+) -> tuple[SparkSession.Builder, bool]:
     """The session's builder, its driver JVM started; and whether it was started here."""
     from pyspark.sql import SparkSession
 
@@ -437,7 +409,8 @@ def _spark_home() -> str:
     return str(Path(pyspark.__file__).parent)
 
 
-def _attach(builder: SparkSession.Builder) -> SparkSession:
+def attach_session(builder: SparkSession.Builder) -> SparkSession:
+    """The session on the started JVM, Spark's and the query contexts' logging quieted."""
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     _quiet_query_context_loggers()
@@ -541,41 +514,3 @@ def _python() -> str:
     import sys
 
     return sys.executable
-
-
-class SparkStart:
-    """A session built (``build``: :func:`build_spark`, :func:`build_analysis_spark`) on a
-    daemon thread of its own while the caller checks Kafka, the registry and the catalog:
-    the JVM's start is most of a command's first seconds, the checks mostly waiting. A check
-    that fails is reported at once; the JVM goes with the process."""
-
-    def __init__(self, build: Callable[[], SparkSession]) -> None:
-        self._build = build
-        self._spark: SparkSession | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="frazil-spark-start", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._spark = self._build()
-        except BaseException as exc:  # re-raised in the caller's thread
-            self._error = exc
-
-    def result(self) -> SparkSession:
-        """The session, once started, made the calling thread's active one.
-
-        Raises:
-            BaseException: Whatever starting it raised.
-        """
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        spark = self._spark
-        assert spark is not None
-        # Active in the thread that built it only (PySpark pins a JVM thread to each Python
-        # thread): the caller's thread looks catalogs up on its own active session.
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
-        return spark

@@ -48,7 +48,7 @@ class CatalogViews:
 class JavaCatalogViews:
     """Tables read (each once) through Iceberg's catalog API in the session's JVM, built from
     the config as Spark's catalog is (same properties, same Java tables and type conversion),
-    in a session without Spark's catalog (:func:`~frazil.engine.session.build_analysis_spark`).
+    in a session without Spark's catalog (:func:`~frazil.engine.spark_start.build_analysis_spark`).
     An embedded catalog whose file does not exist yet has no tables (and is not created)."""
 
     def __init__(self, spark: SparkSession, config: FrazilConfig) -> None:

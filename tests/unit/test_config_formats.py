@@ -241,22 +241,22 @@ def test_a_variant_config_dumps_and_reads_back() -> None:
         ({"variant": "doc", "format": "string"},
          ("pipelines[0]", "'variant' lands JSON values; format string is not JSON")),
         (
-            {"variant": "doc", "schema": {"a": "int"}},
+            {"variant": "Doc", "schema": {"a": "int", "doc": "string"}},
             ("pipelines[0]",
-             "set 'schema' or 'variant', not both: 'variant' lands each value whole, without a "
-             "schema"),
+             "variant column 'Doc' is also a field 'schema' declares ('doc'); name the column "
+             "of the rest otherwise"),
         ),
         (
             {"variant": "doc", "schema_file": "x.json"},
             ("pipelines[0]",
-             "set 'schema_file' or 'variant', not both: 'variant' lands each value whole, "
-             "without a schema"),
+             "set 'schema_file' or 'variant', not both: 'variant' lands each value whole, or "
+             "with 'schema', the fields it declares in columns and the rest in the variant"),
         ),
         (
             {"variant": "doc", "timestamp_format": "yyyy"},
             ("pipelines[0]",
-             "set 'timestamp_format' or 'variant', not both: 'variant' lands each value whole, "
-             "without a schema"),
+             "'timestamp_format' applies to declared columns: 'variant' without 'schema' lands "
+             "each value whole, timestamps as the text they are"),
         ),
         (
             {"variant": "doc", "table_properties": {"format-version": "2"}},
@@ -277,6 +277,12 @@ def test_variant_settings_are_checked(
     pipeline: dict[str, object], problem: tuple[str, str]
 ) -> None:
     assert _problems({"pipelines": [_pipeline(**pipeline)]}) == [problem]
+
+
+def test_variant_with_a_schema_keeps_the_rest() -> None:
+    typed = _pipeline(variant="rest", schema={"id": "bigint"}, timestamp_format="yyyy")
+    (pipeline,) = parse_config({"pipelines": [typed]}).pipelines
+    assert pipeline.value.source() == "declared" and pipeline.value.variant == "rest"
 
 
 def test_variant_takes_a_json_key_and_its_decoder() -> None:

@@ -100,6 +100,8 @@ def _schema_source(pipeline: PipelineConfig) -> str:
     value = pipeline.value
     source = value.source()
     if source == "declared" and value.schema_ is not None:
+        if value.variant is not None:
+            return f"{len(value.schema_)} fields, the rest in the variant column {value.variant!r}"
         return f"{len(value.schema_)} fields"
     if source == "file" and value.schema_file is not None:
         return f"from {Path(value.schema_file).name}"

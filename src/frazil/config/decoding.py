@@ -107,7 +107,9 @@ class Decoding(Frozen):
             (``key_column``, default ``key``); for a value only as one scalar (``string``,
             ``bytes``, an Avro schema that is not a record), named ``value``.
         variant: JSON values: the column each whole value lands in as one Spark/Iceberg
-            ``variant``, whatever its shape (no schema); None to decode into typed columns.
+            ``variant``, whatever its shape (no schema); with ``schema``, the column of
+            everything the declared columns do not hold (undeclared fields, values that do
+            not read as their type); None to decode into typed columns only.
         variant_max_depth: With ``variant``: values nested deeper (objects and arrays) are
             dead letters; None for :data:`DEFAULT_VARIANT_MAX_DEPTH`.
         variant_max_bytes: With ``variant``: values longer than this (bytes of JSON text) are
@@ -181,10 +183,10 @@ class Decoding(Frozen):
         landed whole in a variant column: no schema)."""
         if self.format in ("string", "bytes"):
             return "none"
-        if self.variant is not None:
-            return "variant"
         if self.schema_ is not None:
             return "declared"
+        if self.variant is not None:
+            return "variant"
         if self.schema_file is not None:
             return "file"
         if self.format == "json" and self.subject is None:
@@ -243,14 +245,22 @@ def check_variant(part: Decoding) -> None:
         return
     if part.format != "json":
         raise ValueError(f"'variant' lands JSON values; format {part.format} is not JSON")
-    for key, given in (
-        ("schema", part.schema_),
-        ("schema_file", part.schema_file),
-        ("subject", part.subject),
-        ("timestamp_format", part.timestamp_format),
-    ):
+    for key, given in (("schema_file", part.schema_file), ("subject", part.subject)):
         if given is not None:
             raise ValueError(
-                f"set '{key}' or 'variant', not both: 'variant' lands each value whole, "
-                "without a schema"
+                f"set '{key}' or 'variant', not both: 'variant' lands each value whole, or "
+                "with 'schema', the fields it declares in columns and the rest in the variant"
             )
+    if part.schema_ is None:
+        if part.timestamp_format is not None:
+            raise ValueError(
+                "'timestamp_format' applies to declared columns: 'variant' without 'schema' "
+                "lands each value whole, timestamps as the text they are"
+            )
+        return
+    taken = {name.lower(): name for name in part.schema_}
+    if part.variant.lower() in taken:
+        raise ValueError(
+            f"variant column {part.variant!r} is also a field 'schema' declares "
+            f"({taken[part.variant.lower()]!r}); name the column of the rest otherwise"
+        )

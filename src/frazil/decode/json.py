@@ -26,7 +26,7 @@ from frazil import columns as c
 from frazil.config.decoding import DEFAULT_JSON_DECODER, JsonDecoderName
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.types import to_spark_ddl
-from frazil.decode import connect_types, variant, wire
+from frazil.decode import connect_types, variant, variant_rest, wire
 from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error
 from frazil.decode.json_reasons import mismatch_reason, unknown_fields
@@ -410,9 +410,20 @@ def frazil_column(
 
 
 def _build(context: BuildContext) -> Decoder:
-    if context.decoding.variant is not None:
-        # Landed whole: no schema to read, infer or learn.
-        return variant.build(context)
+    part = context.decoding
+    if part.variant is not None:
+        whole = variant.build(context)
+        if part.schema_ is None:
+            # Landed whole: no schema to read, infer or learn.
+            return whole
+        engine, timestamp_format = context.pipeline.value.json_decoder, part.timestamp_format
+
+        def reader(schema: StructType, strict: bool) -> Decoder:
+            return JsonDecoder(schema, timestamp_format, strict=strict, engine=engine)
+
+        return variant_rest.TypedRestDecoder(
+            schema_from_fields(part.schema_), part.variant, whole, reader
+        )
     connect = None
     if context.pipeline.defaults.write.debezium and context.part == "value":
         connect = _connect_schema(context)

@@ -1,0 +1,170 @@
+"""Declared JSON columns plus one ``variant`` column for the rest (``schema`` with ``variant``).
+
+Each record's declared fields land in their typed columns; everything else of the record lands
+in the variant column, so nothing is lost and nothing is a dead letter for its shape or types:
+
+- the fields the schema does not declare, at the top level, as they are;
+- a declared field whose value does not read as its type (``"12 EUR"`` for a ``bigint``,
+  ``"yesterday"`` for a ``timestamp``), or that holds fields its declared struct does not (at
+  any depth, in lists and maps too): its whole value, under its own name, and the typed column
+  is null for that record. A declared name found in the variant column is the sign of it:
+  ``WHERE variant_get(rest, '$.amount') IS NOT NULL``;
+- a value that is JSON but not an object (an array, a string, a number): whole, the typed
+  columns null.
+
+A declared field whose value is missing or ``null`` is null in its column and not in the
+variant column; the variant column is null when the record had nothing else. A value reads as
+its type exactly as the typed JSON decoder reads it (the same decoder, ``json_decoder``: the
+same tokens per type, timestamps, ``timestamp_format``, decimals rounded half-up). Values that
+are not JSON or pass a limit (``variant_max_depth``, ``variant_max_bytes``) are dead letters
+with the reasons of :mod:`frazil.decode.variant`.
+
+Each record is decoded once into the declared columns; only a record that does not read whole
+(a type mismatch, or with a nested declared struct, fields it does not declare) has each of its
+declared fields read again on its own, to tell which ones fit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from frazil import columns as c
+from frazil.decode import connect_types
+from frazil.decode.connect_types import Semantics
+from frazil.decode.registry import Decoded, Decoder
+from frazil.decode.variant import VariantDecoder
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType, StructField, StructType
+
+#: The typed JSON decoder of a struct: ``strict`` marks fields the struct does not declare.
+Reader = Callable[["StructType", bool], Decoder]
+
+
+@dataclass(frozen=True)
+class TypedRestDecoder:
+    """Declared fields into typed columns, the rest of each JSON value into a ``variant``.
+
+    Attributes:
+        declared: The declared fields (``schema``).
+        column: The variant column of the rest (``variant``).
+        whole: Parses each value whole into a variant, within the limits.
+        reader: The typed JSON decoder (``json_decoder``, ``timestamp_format``).
+    """
+
+    declared: StructType
+    column: str
+    whole: VariantDecoder
+    reader: Reader
+
+    @property
+    def schema(self) -> StructType:
+        """The declared fields, then the variant column."""
+        from pyspark.sql.types import StructField, StructType, VariantType
+
+        return StructType([*self.declared.fields, StructField(self.column, VariantType())])
+
+    @property
+    def scalar(self) -> bool:
+        """A struct of the declared fields and the variant."""
+        return False
+
+    def version(self) -> object:
+        """Nothing is learned: what the schema does not declare lands in the variant."""
+        return None
+
+    def semantics(self) -> Semantics:
+        """The values say nothing of semantic types."""
+        return connect_types.NONE
+
+    def learn(self, raw: DataFrame, column: str) -> bool:
+        """Nothing is learned."""
+        del raw, column
+        return False
+
+    def decode(self, data: Column) -> Decoded:
+        """The typed fields and the rest; the error of a value that is not JSON or passes a
+        limit."""
+        from pyspark.sql import functions as F
+
+        parsed = self.whole.decode(data)
+        variant = parsed.value
+        # The value's top-level fields, each a variant; null for an array or a scalar.
+        entries = F.try_variant_get(variant, "$", "map<string,variant>")
+        at_once = self._reader(self.declared).decode(data)
+        assert at_once.fields is not None
+        # Frazil's decoder marks a record whose fields all read; with a nested declared
+        # struct it also marks fields that struct does not declare (they must not be lost).
+        whole_reads = at_once.error.isNull()
+        fields: dict[str, Column] = {}
+        misfits: list[Column] = []
+        for field in self.declared.fields:
+            raw = F.element_at(entries, F.lit(field.name))
+            reads = self._field_alone(field, raw, strict=False)
+            assert reads.fields is not None
+            # A nested struct's value that reads fills its column even with fields the struct
+            # does not declare; the whole value is kept in the rest too.
+            whole = reads
+            if _holds_struct(field.dataType):
+                whole = self._field_alone(field, raw, strict=True)
+            fields[field.name] = F.when(whole_reads, at_once.fields[field.name]).when(
+                reads.error.isNull(), reads.fields[field.name]
+            )
+            misfits.append(
+                F.when(~whole_reads & raw.isNotNull() & whole.error.isNotNull(), F.lit(field.name))
+            )
+        fields[self.column] = _rest(variant, entries, self.declared, misfits)
+        value = F.when(data.isNotNull(), F.struct(*[col.alias(n) for n, col in fields.items()]))
+        return Decoded(value=value, error=parsed.error.cast(c.ERROR_DDL), fields=fields)
+
+    def _reader(self, schema: StructType) -> Decoder:
+        # strict: a field a nested struct does not declare is an error, so the record is
+        # read field by field and that value kept whole; a flat schema only meets top-level
+        # fields of its own, which the rest takes by name.
+        return self.reader(schema, _nests(schema))
+
+    def _field_alone(self, field: StructField, raw: Column, *, strict: bool) -> Decoded:
+        """``field`` read from a JSON object holding only its value (``raw``, a variant);
+        ``strict``: fields a struct in it does not declare are errors."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        text = F.concat(F.lit("{" + json.dumps(field.name) + ":"), F.to_json(raw), F.lit("}"))
+        return self.reader(StructType([field]), strict).decode(F.encode(text, "UTF-8"))
+
+
+def _rest(variant: Column, entries: Column, declared: StructType, misfits: list[Column]) -> Column:
+    """The variant of what the typed columns do not hold: undeclared fields and misfits, or
+    the whole value when it is not an object; null when nothing is left."""
+    from pyspark.sql import functions as F
+
+    names = F.array(*[F.lit(f.name) for f in declared.fields])
+    kept = F.filter(F.array(*misfits), lambda name: name.isNotNull())
+    left = F.map_filter(
+        entries, lambda key, _value: ~F.array_contains(names, key) | F.array_contains(kept, key)
+    )
+    return F.when(entries.isNull(), variant).when(
+        F.size(left) > F.lit(0), F.to_variant_object(left)
+    )
+
+
+def _nests(schema: StructType) -> bool:
+    """Whether a struct is declared below the top level (in a struct, a list or a map)."""
+    return any(_holds_struct(f.dataType) for f in schema.fields)
+
+
+def _holds_struct(data_type: DataType) -> bool:
+    """Whether ``data_type`` is or holds a struct (in a list, a map)."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, StructType):
+        return True
+    if isinstance(data_type, ArrayType):
+        return _holds_struct(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return _holds_struct(data_type.valueType)
+    return False

@@ -174,6 +174,7 @@ def run(
                 on_stopping=on_stopping,
                 metrics_port=metrics_port,
                 confirm_reset=confirm_reset,
+                config_path=Path(config),
             )
     except StoppedNow:
         _print_stopped_now(committed)

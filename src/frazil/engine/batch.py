@@ -260,7 +260,9 @@ class BatchHandler:
            partitions it leaves behind; each table's marker is built from it before any data
            is read (offsets from the planned range, valid-through from what earlier batches
            observed).
-        4. **Write, one of three ways** (:class:`~frazil.engine.batch_write.BatchWriter`).
+        4. **Write, one of three ways** (:class:`~frazil.engine.batch_write.BatchWriter`),
+           by the live plan, which first takes in the columns the config file promoted
+           since the last batch (:mod:`~frazil.engine.promotion`).
            One table: one pass that decodes, checks and appends (or merges), observed as it
            runs. Several: the one job writes all of them when it can; otherwise, as for
            upsert/CDC, the cached way writes them concurrently from the batch decoded once.
@@ -297,7 +299,9 @@ class BatchHandler:
         window = self.cursor.open(
             batch, batch_id, planned, started, self._query_id or "", topic_ids
         )
-        # 4.-5. write one of three ways; bad records teach the decoders, or leave, or stop it
+        # 4.-5. write one of three ways (with the columns the config file promoted since the
+        # last batch); bad records teach the decoders, or leave, or stop it
+        self.live.take_promotions()
         wrote = self._writer.write(window, states)
         # 6. dead letters after the commits, the commits recorded, idle markers
         self._writer.record(window, wrote)

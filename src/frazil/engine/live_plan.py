@@ -33,11 +33,23 @@ class LivePlan:
         plan: The current plan.
         replan: Rebuilds the plan once decoders learned a new shape (new columns through the
             chain); None keeps the plan as it is.
+        follow: The plan and its ``replan`` built again from the config file when it promoted
+            columns since the last call (:mod:`~frazil.engine.promotion`); None when it did
+            not. None: the config file is not followed.
     """
 
     pipeline: str
     plan: BatchPlan
     replan: Callable[[], BatchPlan] | None = None
+    follow: Callable[[], tuple[BatchPlan, Callable[[], BatchPlan]] | None] | None = None
+
+    def take_promotions(self) -> None:
+        """Take in the columns the config file promoted since the last batch, if any."""
+        if self.follow is None:
+            return
+        rebuilt = self.follow()
+        if rebuilt is not None:
+            self.plan, self.replan = rebuilt
 
     def learn(self, batch: DataFrame, batch_id: int, attempt: int) -> bool:
         """Let the decoders learn from a batch with marked records; replan if they did.

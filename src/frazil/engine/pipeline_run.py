@@ -8,20 +8,24 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from frazil.config.loader import load_config
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.batch import BatchHandler
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.live_plan import LivePlan
 from frazil.engine.pipeline import build_pipeline
+from frazil.engine.plan import BatchPlan
+from frazil.engine.promotion import ConfigWatch
 from frazil.engine.report import PipelineReport, combine_reports, table_report
 from frazil.engine.restarts import RestartBudget
 from frazil.engine.start_point import StartPoint
 from frazil.engine.threads import each
 from frazil.engine.warm_up import WARM_UP_TRIGGER, WarmUp
-from frazil.errors import KafkaError, TopicRecreated, first_line
+from frazil.errors import FrazilError, KafkaError, TopicRecreated, first_line
 from frazil.progress.events import Event
 from frazil.progress.start import TableReset
 from frazil.route.patterns import check_java_patterns
@@ -29,6 +33,7 @@ from frazil.sink.dead_letters.queue import DeadLetters
 from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import TopicOffsets, read_stream, source_options
+from frazil.transform.check import config_problems
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,6 +54,8 @@ class PipelineRun:
     admin: JvmKafkaAdmin
     until_caught_up: bool
     on_event: Callable[[Event], None] | None
+    #: The config file, followed for promoted columns between batches; None: not followed.
+    config_path: Path | None = None
     handler: BatchHandler = field(init=False)
     query: StreamingQuery | None = None
     restarts: int = 0
@@ -74,7 +81,12 @@ class PipelineRun:
         checkpoint = Checkpoint(self.spark, self.config.checkpoint_for(pipeline))
         self.handler = BatchHandler.build(
             pipeline,
-            LivePlan(pipeline.name, built.plan, replan=lambda: built.replan(self.spark)),
+            LivePlan(
+                pipeline.name,
+                built.plan,
+                replan=lambda: built.replan(self.spark),
+                follow=self._follower(),
+            ),
             tables,
             checkpoint,
             # Only a rate-limited read can leave partitions behind their end offset.
@@ -93,6 +105,42 @@ class PipelineRun:
             checkpoint,
         )
         self.warm_up = WarmUp(pipeline, self.admin, checkpoint)
+
+    def _follower(self) -> Callable[[], tuple[BatchPlan, Callable[[], BatchPlan]] | None] | None:
+        """The live plan's follower of :attr:`config_path`: the pipeline built again from the
+        file when it promoted columns."""
+        if self.config_path is None:
+            return None
+        watch = ConfigWatch(
+            self.config_path,
+            self.pipeline,
+            lambda path: load_config(path, checks=config_problems),
+        )
+
+        def follow() -> tuple[BatchPlan, Callable[[], BatchPlan]] | None:
+            promotion = watch.poll()
+            if promotion is None:
+                return None
+            try:
+                built = build_pipeline(self.spark, promotion.config, promotion.pipeline)
+            except FrazilError as exc:
+                log.warning(
+                    "%s: the columns %s promoted do not build (%s); the run goes on without them",
+                    self.pipeline.name,
+                    ", ".join(promotion.columns),
+                    first_line(exc),
+                )
+                return None
+            watch.accept(promotion)
+            log.info(
+                "%s: promoted to columns from %s: %s (new records fill them)",
+                self.pipeline.name,
+                self.config_path,
+                ", ".join(promotion.columns),
+            )
+            return built.plan, lambda: built.replan(self.spark)
+
+        return follow
 
     @property
     def start_reason(self) -> str:

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -187,6 +188,7 @@ def run(
     stop_event: threading.Event | None = None,
     metrics_port: int | None = None,
     confirm_reset: Callable[[list[TableReset]], bool] | None = None,
+    config_path: Path | None = None,
 ) -> list[PipelineReport]:
     """Run pipelines until caught up, or until SIGINT/SIGTERM (or ``stop_event``).
 
@@ -200,6 +202,9 @@ def run(
         confirm_reset: Asked before ``reset_offsets`` changes a table that holds data of its
             pipeline (rows and a marker), with what each table holds and what the reset
             does to it; it answers whether to go on, or raises. None: no one is asked.
+        config_path: The file ``config`` was loaded from, checked before each batch for
+            columns promoted while the pipelines run (:mod:`~frazil.engine.promotion`);
+            None: not followed.
 
     Returns:
         One report per pipeline, read back from its table.
@@ -250,7 +255,7 @@ def run(
                 try:
                     for pipeline in selected:
                         pipeline_run = PipelineRun(
-                            spark, config, pipeline, admin, until_caught_up, observed
+                            spark, config, pipeline, admin, until_caught_up, observed, config_path
                         )
                         pipeline_run.handler.stops = (stop, signals.stop)
                         runs.append(pipeline_run)

@@ -339,10 +339,14 @@ def test_plan_shows_the_variant_column_without_creating_the_table(
     from frazil.engine.explain import explain
 
     topic, table = f"variant-plan-{unique}", f"db.variant_plan_{unique}"
-    _produce(kafka_bootstrap, topic, [b'{"a": 1}', b"[2]"])
+    _produce(kafka_bootstrap, topic, [b'{"a": 1, "geo": {"cc": "DE"}}', b"[2]"])
     config = make_config(
-        [{"name": f"vp_{unique}", "topics": [topic], "table": table, "variant": "doc",
-          "kafka_metadata": ["partition"]}]
+        [{"name": f"vp_{unique}", "topics": [topic], "variant": "doc",
+          "kafka_metadata": ["partition"],
+          "transforms": [{"derive": {"cc": "doc:geo.cc::string",
+                                     "zip": "try_variant_get(doc, '$.geo.zip', 'string')"}},
+                         {"filter": "doc:a IS NOT NULL OR doc:missing IS NULL"}],
+          "route": {"field": "doc:geo.country", "tables": {"DE": table}, "default": "skip"}}]
     )  # fmt: skip
 
     (explained,) = explain(spark, config, [])
@@ -351,6 +355,16 @@ def test_plan_shows_the_variant_column_without_creating_the_table(
     assert explained.source_schema.simpleString() == "struct<doc:variant,_kafka_partition:int>"
     assert explained.table_exists is False
     assert not spark.catalog.tableExists(f"lake.{table}")
+    # Paths no sampled record has are reported, not refused; those some record has are not.
+    assert list(explained.warnings) == [
+        f"{where}: no record of the 2 sampled from the start of the topics has doc path "
+        f"{path!r} (records without it read null there)"
+        for where, path in [
+            ("route.field", "$.geo.country"),
+            ("transforms[0].derive.zip", "$.geo.zip"),
+            ("transforms[1].filter", "$.missing"),
+        ]
+    ]
 
 
 def test_maintenance_compacts_a_variant_table(

@@ -22,6 +22,8 @@ _INDEX = r"\[\d+\]"
 _FIRST = rf"(?:{_NAME}|{_KEY}|{_INDEX})"
 _NEXT = rf"(?:\.{_NAME}|{_KEY}|{_INDEX})"
 _COLUMN = rf"{_NAME}(?:\.{_NAME})*"
+#: The steps of a path after ``column:``, as a regular expression (no groups).
+VARIANT_PATH_STEPS = rf"{_FIRST}{_NEXT}*"
 _VARIANT_PATH = re.compile(rf"^({_COLUMN}):({_FIRST}{_NEXT}*)$")
 
 

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from frazil import columns as c
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
+from frazil.engine.path_check import absent_paths
 from frazil.engine.pipeline import build_pipeline
+from frazil.engine.shape import batch_options
 from frazil.engine.table_views import CatalogViews, TableViews
 from frazil.sink.evolution import compare
 
@@ -100,7 +102,10 @@ def explain(
                 ),
                 table_schema=shape.table_schema,
                 steps=tuple(plan.describe()),
-                warnings=tuple(conflicts(views, pipeline, shape.table_schema)),
+                warnings=(
+                    *conflicts(views, pipeline, shape.table_schema),
+                    *absent_paths(spark, pipeline, shape.value, batch_options(config, pipeline)),
+                ),
             )
         )
     return result

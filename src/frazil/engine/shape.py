@@ -57,7 +57,8 @@ class PipelineShape:
         return StructType([f for f in self.chain.schema.fields if f.name not in self.consumed])
 
 
-def _batch_options(config: FrazilConfig, pipeline: PipelineConfig) -> dict[str, str]:
+def batch_options(config: FrazilConfig, pipeline: PipelineConfig) -> dict[str, str]:
+    """The Kafka source's options for a batch read of the pipeline's topics."""
     return {
         k: v
         for k, v in source_options(config, pipeline).items()
@@ -112,14 +113,14 @@ def resolve_shape(
             pipeline,
             "value",
             table_schema=_existing_value_fields(pipeline, views),
-            batch_options=_batch_options(config, pipeline),
+            batch_options=batch_options(config, pipeline),
         )
     )
     key: Decoder | None = None
     if pipeline.key is not None:
         key = build_decoder(
             BuildContext(
-                spark, config, pipeline, "key", batch_options=_batch_options(config, pipeline)
+                spark, config, pipeline, "key", batch_options=batch_options(config, pipeline)
             )
         )
     source = source_schema(pipeline, value, key)

@@ -400,3 +400,45 @@ def test_maintenance_compacts_a_variant_table(
         spark.sql(f"SELECT to_json(doc) FROM lake.{table}").collect(), key=lambda r: r[0]
     )
     assert after == before and len(after) == 15
+
+
+def test_partitioned_by_paths_into_the_variant(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """``partition_by`` names paths: each is derived into a column of its own (null where a
+    record has no value there), and the table is partitioned by it."""
+    topic, table = f"variant-part-{unique}", f"db.variant_part_{unique}"
+    values = [
+        {"at": "2026-11-28T10:00:00Z", "geo": {"country": "DE"}},
+        {"at": "2026-11-29T10:00:00Z", "geo": {"country": "FR"}},
+        {"at": "2026-11-29T11:00:00Z", "geo": {"country": "DE"}},
+        {"at": "not a time"},
+        [1, 2],
+    ]
+    _produce(kafka_bootstrap, topic, [json.dumps(v).encode() for v in values])
+    config = make_config(
+        [{"name": f"vpart_{unique}", "topics": [topic], "table": table, "variant": "doc",
+          "partition_by": ["days(doc:at::timestamp)", "doc:geo.country"]}]
+    )  # fmt: skip
+
+    run(config, until_caught_up=True, spark=spark)
+
+    full = f"lake.{table}"
+    assert [f.name for f in spark.table(full).schema] == ["doc", "doc_at", "doc_geo_country"]
+    spec = spark.sql(f"DESCRIBE TABLE EXTENDED {full}").collect()
+    partitioning = [r["data_type"] for r in spec if r["col_name"].startswith("Part ")]
+    assert partitioning == ["days(doc_at)", "doc_geo_country"]
+    rows = spark.sql(
+        f"SELECT CAST(doc_at AS STRING) AS at, doc_geo_country AS cc FROM {full}"
+    ).collect()
+    assert sorted((r["at"] or "", r["cc"] or "") for r in rows) == sorted(
+        [
+            ("2026-11-28 10:00:00", "DE"),
+            ("2026-11-29 10:00:00", "FR"),
+            ("2026-11-29 11:00:00", "DE"),
+            ("", ""),
+            ("", ""),
+        ]
+    )
+    files = spark.sql(f"SELECT DISTINCT partition FROM {full}.files").collect()
+    assert len(files) == 4  # the three (day, country) pairs, and the records without them

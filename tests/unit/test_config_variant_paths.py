@@ -1,6 +1,6 @@
 """Paths into a variant column in the config: ``route.field: payload:user.id`` parsed and
-read as Spark's JSON path; ``partition_by`` and ``sort_by`` refuse them with the derive to
-write instead."""
+read as Spark's JSON path; ``partition_by`` derives a column of a path; ``sort_by`` refuses
+them with the derive to write instead."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from frazil.config import parse_config
+from frazil.config.partitioning import PartitionField
 from frazil.config.routing import StaticRoute
 from frazil.config.variant_paths import VariantPath, parse_variant_path
 from frazil.errors import ConfigError
@@ -72,15 +73,50 @@ def test_route_field_with_a_malformed_variant_path() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "entry", "written", "leaf", "verb"),
+    ("entry", "field"),
     [
-        ("partition_by", "payload:country", "payload:country", "country", "partition"),
-        ("partition_by", "days(payload:event.at)", "payload:event.at", "at", "partition"),
-        ("partition_by", "bucket(8, payload:user.id)", "payload:user.id", "id", "partition"),
-        ("sort_by", "payload:ts desc", "payload:ts", "ts", "sort"),
+        ("payload:country",
+         PartitionField("identity", "payload_country", None,
+                        "try_variant_get(payload, '$.country', 'string')", "payload:country")),
+        ("days(payload:event.at::timestamp)",
+         PartitionField("days", "payload_event_at", None,
+                        "try_variant_get(payload, '$.event.at', 'timestamp')", "payload:event.at")),
+        ("bucket(8, payload:user.id::bigint)",
+         PartitionField("bucket", "payload_user_id", 8,
+                        "try_variant_get(payload, '$.user.id', 'bigint')", "payload:user.id")),
+        ("truncate(2, payload:['a key'][0])",
+         PartitionField("truncate", "payload_a_key_0", 2,
+                        "try_variant_get(payload, '$[\\'a key\\'][0]', 'string')",
+                        "payload:['a key'][0]")),
     ],
+)  # fmt: skip
+def test_partition_by_a_variant_path_derives_a_column(entry: str, field: PartitionField) -> None:
+    (pipeline,) = parse_config(
+        {"pipelines": [_pipeline(table="db.hooks", partition_by=[entry])]}
+    ).pipelines
+    assert pipeline.defaults.partition_fields() == [field]
+    assert field.reads == "payload"
+    assert pipeline.partition_paths() == [("partition_by[0]", field)]
+
+
+def test_a_malformed_partition_path_says_how_to_write_one() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"pipelines": [_pipeline(table="db.t", partition_by=["payload:a..b"])]})
+    assert info.value.problems == [
+        (
+            "pipelines[0].partition_by[0]",
+            "cannot parse partition transform 'payload:a..b': a path into a variant is written "
+            "column:path, with the type it is read as after '::' (string unless given), e.g. "
+            "payload:geo.country, days(payload:at::timestamp), bucket(16, payload:user.id)",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "entry", "written", "leaf", "verb"),
+    [("sort_by", "payload:ts desc", "payload:ts", "ts", "sort")],
 )
-def test_partition_and_sort_by_refuse_a_variant_path(
+def test_sort_by_refuses_a_variant_path(
     key: str, entry: str, written: str, leaf: str, verb: str
 ) -> None:
     with pytest.raises(ConfigError) as info:

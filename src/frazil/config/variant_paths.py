@@ -6,9 +6,10 @@
 (Spark's ``try_variant_get(column, '$.path', 'string')``, in the JVM); a record without the
 path reads null, which the route treats as matching no table.
 
-``partition_by`` and ``sort_by`` name table columns, and Iceberg neither partitions nor sorts
-by a variant: a path is derived into a column first (``derive: {country:
-"payload:country::string"}``), then named.
+``partition_by`` takes a path (with ``::type``), derived into a column of its own after the
+transforms (:mod:`frazil.config.partitioning`): Iceberg partitions by columns, not by paths
+inside a variant. ``sort_by`` names columns only: a path is derived into a column first
+(``derive: {country: "payload:country::string"}``), then named.
 """
 
 from __future__ import annotations

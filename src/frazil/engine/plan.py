@@ -302,11 +302,15 @@ def build_plan(
             lambda batch: add_metadata(batch, pipeline),
         )
     )
-    if chain is not None and pipeline.transforms:
+    if chain is not None and chain.steps:
+        derived = len(chain.steps) - len(pipeline.transforms)
         steps.append(
             Step(
                 "transform",
-                f"{len(pipeline.transforms)} declared transform(s)",
+                f"{len(pipeline.transforms)} declared transform(s)"
+                + (
+                    f", {derived} partition column(s) derived from variant paths" if derived else ""
+                ),
                 chain.apply,
             )
         )

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.config.pipeline import PipelineConfig
-from frazil.config.transforms import Transform, transform_name
+from frazil.config.transforms import Derive, Transform, transform_name
 from frazil.errors import ConfigError, PipelineError
 from frazil.transform import sql
 from frazil.transform.fields import PathError, field_from_spark
@@ -126,7 +126,15 @@ def build_chain(
     schemas: list[StructType] = []
     with sql.quiet():
         for index, transform in enumerate(pipeline.transforms):
-            step, current = _build(spark, jvm, pipeline, index, transform, current)
+            key = f"transforms[{index}].{transform_name(transform)}"
+            step, current = _build(spark, jvm, pipeline, key, transform, current)
+            steps.append(step)
+            schemas.append(current)
+        # Partition columns of paths into a variant: derived last, as a derive step would.
+        for key, field in pipeline.partition_paths():
+            assert field.source is not None
+            derive = Derive(derive={field.column: field.source})
+            step, current = _build(spark, jvm, pipeline, key, derive, current)
             steps.append(step)
             schemas.append(current)
     return TransformChain(
@@ -142,12 +150,12 @@ def _build(
     spark: SparkSession,
     jvm: sql.Jvm,
     pipeline: PipelineConfig,
-    index: int,
+    key: str,
     transform: Transform,
     current: StructType,
 ) -> tuple[Step, StructType]:
-    """One transform's step and the columns after it, checked over ``current``."""
-    key = f"transforms[{index}].{transform_name(transform)}"
+    """One transform's step and the columns after it, checked over ``current``; ``key``
+    names it in errors (``transforms[2].derive``)."""
     frame = spark.createDataFrame([], current)
     context = Context(
         jvm=jvm,

@@ -276,15 +276,18 @@ def column_problems(
         problems.append((prefix + key, f"column {column!r} is not {where} (columns: {listed})"))
 
     for j, field in enumerate(pipeline.defaults.partition_fields()):
-        root = field.column.split(".")[0]
+        root = field.reads.split(".")[0]
         if root not in known:
             missing(f"partition_by[{j}]", root)
     for name, own in pipeline.tables.items():
-        for key, entries in (("partition_by", own.partition_by), ("sort_by", own.sort_by)):
-            for j, entry in enumerate(entries):
-                root = entry.split("(")[-1].split(",")[-1].strip(" )").split()[0].split(".")[0]
-                if root not in known:
-                    missing(f"tables.{name}.{key}[{j}]", root)
+        for j, field in enumerate(own.partition_fields()):
+            root = field.reads.split(".")[0]
+            if root not in known:
+                missing(f"tables.{name}.partition_by[{j}]", root)
+        for j, entry in enumerate(own.sort_by):
+            root = entry.split()[0].split(".")[0]
+            if root not in known:
+                missing(f"tables.{name}.sort_by[{j}]", root)
     for j, entry in enumerate(pipeline.defaults.sort_by):
         root = entry.split()[0].split(".")[0]
         if root not in known:

@@ -38,7 +38,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from frazil.engine.runner import run
 from frazil.generate.payments import generate_payments
 from frazil.local.broker_cluster import LocalKafkaCluster
-from frazil.local.daemon import port_taken
+from frazil.local.host import port_taken
 from frazil.observe.groups import read_group_offsets
 from tests.integration.helpers import payments_pipeline, table_ids
 from tests.integration.test_kill9 import FrazilProcess

@@ -36,7 +36,7 @@ from pyiceberg.catalog import load_catalog
 from frazil.generate.payments import generate_payments
 from frazil.generate.producer import ensure_topic, produce_events
 from frazil.local import stack as local_stack
-from frazil.local.daemon import http_get
+from frazil.local.host import http_get
 from frazil.procs import processes
 from tests.integration.helpers import end_offsets, payments_pipeline
 from tests.integration.stack import SessionStack

@@ -26,7 +26,9 @@ from typing import Any
 from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, kafka_classpath
 from frazil.local.broker_config import BrokerConfig, Quorum
-from frazil.local.daemon import Daemon, Launched, LegacyPidFile, Running, tree_size
+from frazil.local.daemon import Daemon, Launched
+from frazil.local.host import tree_size
+from frazil.local.pid_record import LegacyPidFile, Running
 
 _NAME = "the local Kafka broker"
 _PORT_HINT = "another broker? pick other ports with --port/--controller-port"

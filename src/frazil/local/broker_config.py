@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from frazil.errors import ServiceError
-from frazil.local.daemon import write_private
+from frazil.local.host import write_private
 from frazil.local.properties import escape_property
 from frazil.local.secure import SecureListeners
 

@@ -22,14 +22,9 @@ from typing import Any
 
 from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, s3proxy_jar
-from frazil.local.daemon import (
-    Daemon,
-    cds_archive,
-    cds_options,
-    http_get,
-    tree_size,
-    write_private,
-)
+from frazil.local.cds import cds_archive, cds_options
+from frazil.local.daemon import Daemon
+from frazil.local.host import http_get, tree_size, write_private
 
 #: The local object store's access key (its only identity). Local development only.
 ACCESS_KEY = "frazil"

@@ -18,7 +18,7 @@ default compatibility level is ``NONE`` (Confluent's is ``BACKWARD``). See
 ``tests/integration/test_local_registry.py``, which pins these down.
 
 The first start of a given Java runtime and Apicurio jar also writes a class-data-sharing
-archive when the registry stops (:func:`frazil.local.daemon.cds_archive`); later starts map
+archive when the registry stops (:func:`frazil.local.cds.cds_archive`); later starts map
 it and answer in about half the time. ``FRAZIL_CDS=0`` starts without it.
 """
 
@@ -32,14 +32,10 @@ from frazil.errors import ServiceError
 from frazil.jvm.apps import ensure_app
 from frazil.jvm.fetch import java_executable
 from frazil.jvm.pins import SCHEMA_REGISTRY_APP
-from frazil.local.daemon import (
-    Daemon,
-    LegacyPidFile,
-    cds_archive,
-    cds_options,
-    http_get,
-    tree_size,
-)
+from frazil.local.cds import cds_archive, cds_options
+from frazil.local.daemon import Daemon
+from frazil.local.host import http_get, tree_size
+from frazil.local.pid_record import LegacyPidFile
 
 #: The Confluent-compatible API's path under the registry's root.
 CCOMPAT_PATH = "/apis/ccompat/v7"
@@ -195,7 +191,7 @@ class LocalRegistry:
             java: The ``java`` launcher.
             jar: Apicurio's runner jar.
             cds_options: JVM options for class-data sharing (see
-                :func:`~frazil.local.daemon.cds_options`).
+                :func:`~frazil.local.cds.cds_options`).
 
         Raises:
             ServiceError: If the data folder's path cannot be put in an H2 database URL.

@@ -32,7 +32,9 @@ from typing import Any
 from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, rest_catalog_classpath
 from frazil.local import object_store
-from frazil.local.daemon import Daemon, cds_archive, cds_options, http_get
+from frazil.local.cds import cds_archive, cds_options
+from frazil.local.daemon import Daemon
+from frazil.local.host import http_get
 from frazil.local.rest_launcher import MAIN_CLASS, launcher_jar
 
 DEFAULT_PORT = 8181

@@ -32,7 +32,9 @@ from typing import Any
 
 from frazil.errors import ServiceError
 from frazil.jvm.fetch import java_executable, pyspark_jars_dir
-from frazil.local.daemon import Daemon, cds_archive, cds_options, http_get
+from frazil.local.cds import cds_archive, cds_options
+from frazil.local.daemon import Daemon
+from frazil.local.host import http_get
 
 DEFAULT_MASTER_PORT = 7077
 DEFAULT_MASTER_UI_PORT = 8090

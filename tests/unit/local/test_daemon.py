@@ -1,4 +1,5 @@
-"""frazil.local.daemon with small shell processes standing in for the servers (no JVM)."""
+"""frazil.local.daemon (its pid record, class-data archives, port check) with small shell
+processes standing in for the servers (no JVM)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,10 @@ from pathlib import Path
 import pytest
 
 from frazil.errors import ServiceError
-from frazil.local.daemon import (
-    Daemon,
-    Launched,
-    LegacyPidFile,
-    _settle_archive,
-    cds_archive,
-    cds_options,
-    port_taken,
-)
+from frazil.local.cds import cds_archive, cds_options, settle_archive
+from frazil.local.daemon import Daemon, Launched
+from frazil.local.host import port_taken
+from frazil.local.pid_record import LegacyPidFile
 from tests.conftest import free_ports
 
 NAME = "the test service"
@@ -183,7 +179,7 @@ def test_class_data_archive_is_written_once_then_mapped(tmp_path: Path) -> None:
     old = tmp_path / "cds" / "svc-old.jsa"
     old.write_bytes(b"old")
     partial.write_bytes(b"archive")
-    _settle_archive(partial, keep=True)
+    settle_archive(partial, keep=True)
     assert archive.read_bytes() == b"archive"
     assert not old.exists() and not partial.exists()
     options, partial = cds_options(archive)
@@ -192,7 +188,7 @@ def test_class_data_archive_is_written_once_then_mapped(tmp_path: Path) -> None:
     _, partial = cds_options(tmp_path / "cds" / "svc-4567.jsa")
     assert partial is not None
     partial.write_bytes(b"half")
-    _settle_archive(partial, keep=False)
+    settle_archive(partial, keep=False)
     assert not partial.exists()
     assert not (tmp_path / "cds" / "svc-4567.jsa").exists()
 

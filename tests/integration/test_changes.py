@@ -718,7 +718,7 @@ def test_debezium_json_inferred_takes_the_embedded_schema_not_sampled_values(
     """A topic that starts with creates (``before`` null in every sampled record) and only
     later holds deletes: the envelope's shape comes from the embedded Connect schema, in its
     field order and types (``int32`` an ``int``), so a delete's ``before`` is a row."""
-    from frazil.decode.json import INFER_SAMPLE
+    from frazil.decode.json_infer import INFER_SAMPLE
 
     topic, table, name = f"dbzi-{unique}", f"db.dbzi_{unique}", f"zi_{unique}"
     ensure_topic(kafka_bootstrap, topic, partitions=1)

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from frazil.decode.json import NEW_FIELDS, JsonDecoder, frazil_reads, schema_from_fields
+from frazil.decode.json import NEW_FIELDS, JsonDecoder, frazil_reads
+from frazil.decode.json_infer import schema_from_fields
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,8 @@ import pytest
 
 from frazil import columns as c
 from frazil.config import parse_config
-from frazil.decode.json import JsonDecoder, schema_from_config
+from frazil.decode.json import JsonDecoder
+from frazil.decode.json_infer import schema_from_config
 from frazil.decode.registry import get_format
 from frazil.engine.plan import build_plan
 from frazil.errors import ConfigError

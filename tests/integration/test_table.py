@@ -43,7 +43,7 @@ def _pipeline(table: str, partition_by: list[str], **extra: Any) -> Any:
 def test_table_is_created_with_specs_types_and_properties(spark: Any, unique: str) -> None:
     from pyspark.sql.types import StructType
 
-    from frazil.decode.json import schema_from_config
+    from frazil.decode.json_infer import schema_from_config
 
     pipeline = _pipeline(
         f"deep_{unique}.ns.events",
@@ -102,7 +102,7 @@ def test_an_existing_table_is_given_a_name_mapping(spark: Any, unique: str) -> N
 
 
 def test_sort_order_identifier_fields_and_format_version(spark: Any, unique: str) -> None:
-    from frazil.decode.json import schema_from_config
+    from frazil.decode.json_infer import schema_from_config
 
     pipeline = _pipeline(
         f"db.sorted_{unique}",

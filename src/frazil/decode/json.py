@@ -8,7 +8,8 @@ same values into the same rows (tests compare them on every type); a schema with
 frazil decoder does not read (intervals, variants) is decoded by ``from_json``.
 
 The schema is declared (``schema:``), read from a JSON Schema (``schema_file`` or the
-registry's ``subject``), or inferred from a sample of the topics. Values in the Schema
+registry's ``subject``), or inferred from a sample of the topics (declared and inferred
+schemas: :mod:`frazil.decode.json_infer`). Values in the Schema
 Registry wire format (confluent-kafka's ``JSONSerializer``: magic byte 0 and a 4-byte schema
 id before the document) decode the same as plain JSON: a JSON document never starts with a
 zero byte, so the header is recognised and skipped whatever the schema source.
@@ -24,16 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.config.decoding import DEFAULT_JSON_DECODER, JsonDecoderName
-from frazil.config.pipeline import PipelineConfig
-from frazil.config.types import to_spark_ddl
 from frazil.decode import connect_types, variant, variant_rest, wire
 from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error
+from frazil.decode.json_infer import INFER_SAMPLE, infer_schema, json_text, schema_from_fields
 from frazil.decode.json_reasons import mismatch_reason, unknown_fields
 from frazil.decode.json_schema import json_schema_to_spark
 from frazil.decode.registry import BuildContext, Decoded, Decoder, Format, register
 from frazil.decode.shapes import in_record_order, merge_fields
-from frazil.errors import ConfigError, PipelineError
+from frazil.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -43,92 +43,8 @@ if TYPE_CHECKING:
 _CORRUPT = c.JSON_CORRUPT
 #: Characters of a bad value quoted in its error detail.
 _QUOTED_CHARS = 200
-#: Records sampled to infer a schema.
-INFER_SAMPLE = 1000
-
-
-def schema_from_fields(fields: dict[str, str]) -> StructType:
-    """Declared ``name: type`` fields as a Spark ``StructType`` (all fields nullable)."""
-    from pyspark.sql.types import StructType
-
-    ddl = ", ".join(f"`{name}` {to_spark_ddl(t)}" for name, t in fields.items())
-    schema = StructType.fromDDL(ddl)
-    assert isinstance(schema, StructType)
-    return schema
-
-
-def schema_from_config(pipeline: PipelineConfig) -> StructType:
-    """The declared ``schema:`` as a Spark ``StructType`` (all fields nullable)."""
-    assert pipeline.value.schema_ is not None
-    return schema_from_fields(pipeline.value.schema_)
-
-
-def _text(data: Column) -> Column:
-    """The JSON text of a value, without a Schema Registry wire-format header."""
-    from pyspark.sql import functions as F
-
-    # startswith compares in place; substring would copy a byte array per record.
-    header = F.startswith(data, F.lit(b"\x00"))
-    return F.when(header, F.substring(data, 6, 2**31 - 1)).otherwise(data).cast("string")
-
-
-def sample_values(
-    spark: SparkSession, batch_options: dict[str, str], sample: int, column: str = "value"
-) -> list[str]:
-    """The JSON text of up to ``sample`` non-null records at the start of the topics."""
-    from pyspark.sql import functions as F
-
-    reader = spark.read.format("kafka")
-    for key, value in batch_options.items():
-        reader = reader.option(key, value)
-    raw = reader.option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
-    return [
-        row[0]
-        for row in raw.select(_text(F.col(column)))
-        .where(F.col(column).isNotNull())
-        .limit(sample)
-        .collect()
-    ]
-
-
 #: Records sampled for a Debezium envelope's embedded Connect schema (its semantic types).
 CONNECT_SAMPLE = 20
-
-
-def infer_schema(
-    spark: SparkSession,
-    batch_options: dict[str, str],
-    pipeline: PipelineConfig,
-    sample: int = INFER_SAMPLE,
-    column: str = "value",
-) -> StructType:
-    """Infer a schema from up to ``sample`` records at the start of the topics.
-
-    Raises:
-        PipelineError: The topics hold no records to infer from.
-    """
-    from pyspark.sql.types import StructType
-
-    values = sample_values(spark, batch_options, sample, column)
-    what = "key_schema" if column == "key" else "schema"
-    if not values:
-        raise PipelineError(
-            f"pipeline {pipeline.name!r}: cannot infer a schema because its topics hold no "
-            f"records yet; declare pipelines[].{what} in the config"
-        )
-    options = {"inferTimestamp": "true", "prefersDecimal": "false"}
-    if pipeline.value.timestamp_format:
-        options["timestampFormat"] = pipeline.value.timestamp_format
-    inferred = spark.read.options(**options).json(spark.sparkContext.parallelize(values, 1))
-    fields = [f for f in inferred.schema.fields if f.name != "_corrupt_record"]
-    if not fields:
-        raise PipelineError(
-            f"pipeline {pipeline.name!r}: the sampled records are not JSON objects; "
-            f"declare pipelines[].{what} in the config"
-        )
-    return in_record_order(StructType(fields), values)
-
-
 #: Reason of a record holding fields the (inferred) schema does not have yet; the decoder
 #: learns them from the batch (:meth:`JsonDecoder.learn`).
 NEW_FIELDS = "fields not in the schema yet"
@@ -199,7 +115,7 @@ class JsonDecoder:
             return True
         if not self.evolving:
             return False
-        text = _text(F.col(column))
+        text = json_text(F.col(column))
         wanted = F.col(column).isNotNull() & unknown_fields(text, self.schema)
         if self.watch_schemas:
             # Fields are learned from envelopes whose schema Connect reads, in its types;
@@ -310,7 +226,7 @@ class JsonDecoder:
         result = frazil_column(data, self.schema, self.timestamp_format, self._unknown_reason())
         reason = result["error"]
         detail = F.when(reason == F.lit(EMPTY), F.lit("")).otherwise(
-            F.substring(_text(data), 1, _QUOTED_CHARS)
+            F.substring(json_text(data), 1, _QUOTED_CHARS)
         )
         error = F.when(reason.isNotNull(), decode_error(reason, detail))
         decoded = result["data"]
@@ -326,7 +242,7 @@ class JsonDecoder:
         options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
         if self.timestamp_format:
             options["timestampFormat"] = self.timestamp_format
-        text = _text(data)
+        text = json_text(data)
         parsed = F.from_json(text, with_corrupt, options)
         corrupt = parsed[_CORRUPT]
         # Only evaluated for bad records: tells a broken document from a type mismatch.

@@ -1,0 +1,100 @@
+"""A JSON pipeline's schema when no JSON Schema states it: its declared ``name: type``
+fields, or one inferred from a sample of its topics' values.
+
+The sample is read as text (:func:`json_text`: without a Schema Registry wire-format header),
+as :mod:`frazil.decode.json`'s decoders read each record.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from frazil.config.pipeline import PipelineConfig
+from frazil.config.types import to_spark_ddl
+from frazil.decode.shapes import in_record_order
+from frazil.errors import PipelineError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+    from pyspark.sql.types import StructType
+
+#: Records sampled to infer a schema.
+INFER_SAMPLE = 1000
+
+
+def schema_from_fields(fields: dict[str, str]) -> StructType:
+    """Declared ``name: type`` fields as a Spark ``StructType`` (all fields nullable)."""
+    from pyspark.sql.types import StructType
+
+    ddl = ", ".join(f"`{name}` {to_spark_ddl(t)}" for name, t in fields.items())
+    schema = StructType.fromDDL(ddl)
+    assert isinstance(schema, StructType)
+    return schema
+
+
+def schema_from_config(pipeline: PipelineConfig) -> StructType:
+    """The declared ``schema:`` as a Spark ``StructType`` (all fields nullable)."""
+    assert pipeline.value.schema_ is not None
+    return schema_from_fields(pipeline.value.schema_)
+
+
+def json_text(data: Column) -> Column:
+    """The JSON text of a value, without a Schema Registry wire-format header."""
+    from pyspark.sql import functions as F
+
+    # startswith compares in place; substring would copy a byte array per record.
+    header = F.startswith(data, F.lit(b"\x00"))
+    return F.when(header, F.substring(data, 6, 2**31 - 1)).otherwise(data).cast("string")
+
+
+def sample_values(
+    spark: SparkSession, batch_options: dict[str, str], sample: int, column: str = "value"
+) -> list[str]:
+    """The JSON text of up to ``sample`` non-null records at the start of the topics."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("kafka")
+    for key, value in batch_options.items():
+        reader = reader.option(key, value)
+    raw = reader.option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
+    return [
+        row[0]
+        for row in raw.select(json_text(F.col(column)))
+        .where(F.col(column).isNotNull())
+        .limit(sample)
+        .collect()
+    ]
+
+
+def infer_schema(
+    spark: SparkSession,
+    batch_options: dict[str, str],
+    pipeline: PipelineConfig,
+    sample: int = INFER_SAMPLE,
+    column: str = "value",
+) -> StructType:
+    """Infer a schema from up to ``sample`` records at the start of the topics.
+
+    Raises:
+        PipelineError: The topics hold no records to infer from.
+    """
+    from pyspark.sql.types import StructType
+
+    values = sample_values(spark, batch_options, sample, column)
+    what = "key_schema" if column == "key" else "schema"
+    if not values:
+        raise PipelineError(
+            f"pipeline {pipeline.name!r}: cannot infer a schema because its topics hold no "
+            f"records yet; declare pipelines[].{what} in the config"
+        )
+    options = {"inferTimestamp": "true", "prefersDecimal": "false"}
+    if pipeline.value.timestamp_format:
+        options["timestampFormat"] = pipeline.value.timestamp_format
+    inferred = spark.read.options(**options).json(spark.sparkContext.parallelize(values, 1))
+    fields = [f for f in inferred.schema.fields if f.name != "_corrupt_record"]
+    if not fields:
+        raise PipelineError(
+            f"pipeline {pipeline.name!r}: the sampled records are not JSON objects; "
+            f"declare pipelines[].{what} in the config"
+        )
+    return in_record_order(StructType(fields), values)

@@ -34,8 +34,9 @@ from tests.integration.rest_server import rest_server
 from bench.common import WORK_DIR, start_broker, write_result
 from bench.routing import KINDS, routed_factory
 from frazil.config import parse_config
+from frazil.engine.catalog_conf import catalog_spark_conf
 from frazil.engine.runner import run
-from frazil.engine.session import build_spark, catalog_spark_conf
+from frazil.engine.session import build_spark
 from frazil.generate.payments import PAYMENTS_SCHEMA
 from frazil.generate.producer import ensure_topic, produce_events
 

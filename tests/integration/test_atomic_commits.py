@@ -207,7 +207,7 @@ def test_a_conflicting_commit_on_one_table_fails_the_whole_transaction(
     import pyarrow as pa
 
     from frazil.config.models import CatalogConfig
-    from frazil.engine.session import catalog_spark_conf
+    from frazil.engine.catalog_conf import catalog_spark_conf
     from frazil.sink.iceberg import iceberg_catalog
 
     jvm = spark.sparkContext._jvm

@@ -52,7 +52,7 @@ class JavaCatalogViews:
     An embedded catalog whose file does not exist yet has no tables (and is not created)."""
 
     def __init__(self, spark: SparkSession, config: FrazilConfig) -> None:
-        from frazil.engine.session import (
+        from frazil.engine.catalog_conf import (
             SQLITE_URI,
             embedded_catalog_lock,
             iceberg_catalog_properties,

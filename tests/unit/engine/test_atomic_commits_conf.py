@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from frazil.config.models import CatalogConfig
-from frazil.engine.session import ATOMIC_COMMITS, catalog_spark_conf
+from frazil.engine.catalog_conf import ATOMIC_COMMITS, catalog_spark_conf
 
 REST = {"type": "rest", "uri": "http://127.0.0.1:8181", "warehouse": "s3://frazil/warehouse"}
 

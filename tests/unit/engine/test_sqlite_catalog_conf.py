@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from frazil.config.models import CatalogConfig
-from frazil.engine.session import catalog_spark_conf
+from frazil.engine.catalog_conf import catalog_spark_conf
 
 KEY = "spark.sql.catalog.lake.jdbc.journal_mode"
 

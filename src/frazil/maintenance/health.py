@@ -206,9 +206,11 @@ def score(health: TableHealth, policy: ResolvedPolicy) -> TableHealth:
     )
     if small_in_needy and health.data_files:
         points -= min(40.0, 40.0 * small_in_needy / health.data_files + 10.0)
+        crowded = sum(1 for p in needy if p.small_files >= compaction.min_small_files)
         reasons.append(
             f"{small_in_needy} small data files (below {_mb(health.small_below_bytes)}) in "
-            f"{sum(1 for p in needy if p.small_files >= compaction.min_small_files)} partition(s)"
+            f"{crowded} partition(s) with {compaction.min_small_files} or more "
+            "(maintenance.compaction.min_small_files)"
         )
     if health.delete_files >= policy.deletes.min_delete_files:
         points -= min(25.0, 25.0 * health.delete_files / max(1, health.data_files) + 5.0)

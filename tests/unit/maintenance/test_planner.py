@@ -52,7 +52,10 @@ def test_small_files_in_a_partition_lower_the_score_and_plan_compaction() -> Non
     scored = score(_health(), policy)
     assert scored.partitions_to_compact == 1  # b has 2 small files, below min_small_files 5
     assert scored.score < 100
-    assert scored.reasons == ("8 small data files (below 96.0 MiB) in 1 partition(s)",)
+    assert scored.reasons == (
+        "8 small data files (below 96.0 MiB) in 1 partition(s) with 5 or more "
+        "(maintenance.compaction.min_small_files)",
+    )
     assert [p.action for p in plan(scored, policy, NOW)] == ["compaction"]
 
 

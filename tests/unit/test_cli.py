@@ -106,3 +106,18 @@ def test_missing_config_is_a_clear_error() -> None:
     assert result.returncode == 1
     assert "cannot read config file /nonexistent/frazil.yaml" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_validate_says_where_bad_records_go(tmp_path: Path) -> None:
+    config = tmp_path / "dead.yaml"
+    config.write_text(
+        "pipelines:\n"
+        "  - {name: a, topics: [a], table: db.a,\n"
+        "     errors: {tolerance: all, dlq_table: db.a_dead, dlq_topic: a-dead}}\n"
+        "  - {name: b, topics: [b], table: db.b}\n"
+    )
+    result = frazil("validate", "-c", str(config))
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "dead letters to table db.a_dead and topic a-dead;" in text
+    assert "a bad record stops the pipeline (errors.tolerance: none);" in text

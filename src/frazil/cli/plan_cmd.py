@@ -109,6 +109,7 @@ def plan(
             console.print(f"  {i}. [bold]{t.name}[/]: {t.description}", highlight=False)
         console.print(_schema_tree("table columns", e.table_schema))
         console.print("steps: " + " → ".join(name for name, _ in e.steps), highlight=False)
+        console.print(f"bad records: {e.bad_records}", highlight=False)
         for warning in e.warnings:
             console.print(f"[yellow]warning[/]: {warning}", highlight=False)
         console.print()

@@ -64,7 +64,8 @@ def validate(
             f"  [bold]{pipeline.name}[/]: {source} → "
             f"{_target(pipeline)} "
             f"({partitions}); {pipeline.value.format}, schema {schema}; {mode}{transforms}; "
-            f"trigger {pipeline.trigger}; checkpoint {mask_value(loaded.checkpoint_for(pipeline))}",
+            f"{pipeline.errors.describe()}; trigger {pipeline.trigger}; "
+            f"checkpoint {mask_value(loaded.checkpoint_for(pipeline))}",
             highlight=False,
         )
     storage_line = _storage_line(loaded)

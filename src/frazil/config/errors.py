@@ -62,3 +62,14 @@ class ErrorsConfig(BaseModel):
     def dead_letters(self) -> bool:
         """Whether failing records go to a dead-letter queue (rather than stop the run)."""
         return self.tolerance == "all"
+
+    def describe(self) -> str:
+        """Where a record that cannot be written goes, in words (``frazil validate`` and
+        ``frazil plan``)."""
+        places = [
+            *([f"table {self.dlq_table}"] if self.dlq_table else []),
+            *([f"topic {self.dlq_topic}"] if self.dlq_topic else []),
+        ]
+        if self.dead_letters and places:
+            return f"dead letters to {' and '.join(places)}"
+        return "a bad record stops the pipeline (errors.tolerance: none)"

@@ -48,8 +48,11 @@ class PipelineExplanation:
     transforms: tuple[TransformStep, ...]
     table_schema: StructType
     steps: tuple[tuple[str, str], ...]
-    #: The columns an existing table cannot take, in the run's words (:func:`conflicts`).
+    #: The columns an existing table cannot take, in the run's words (:func:`conflicts`), and
+    #: the variant paths no sampled record has.
     warnings: tuple[str, ...] = ()
+    #: Where a record that cannot be written goes (the dead-letter queue, or the stop).
+    bad_records: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form (``--output json``); schemas as Spark's JSON schema."""
@@ -68,6 +71,7 @@ class PipelineExplanation:
             "table_schema": self.table_schema.jsonValue(),
             "steps": [{"step": name, "does": does} for name, does in self.steps],
             "warnings": list(self.warnings),
+            "bad_records": self.bad_records,
         }
 
 
@@ -102,6 +106,7 @@ def explain(
                 ),
                 table_schema=shape.table_schema,
                 steps=tuple(plan.describe()),
+                bad_records=pipeline.errors.describe(),
                 warnings=(
                     *conflicts(views, pipeline, shape.table_schema),
                     *absent_paths(spark, pipeline, shape.value, batch_options(config, pipeline)),

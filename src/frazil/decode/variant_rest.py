@@ -20,7 +20,8 @@ are not JSON or pass a limit (``variant_max_depth``, ``variant_max_bytes``) are 
 with the reasons of :mod:`frazil.decode.variant`.
 
 Each record is decoded once into the declared columns; only a record that does not read whole
-(a type mismatch, or with a nested declared struct, fields it does not declare) has each of its
+(a type mismatch; with a struct declared anywhere, also any field the schema does not declare,
+at any depth: the JSON decoder marks unknown fields at every depth alike) has each of its
 declared fields read again on its own, to tell which ones fit.
 """
 

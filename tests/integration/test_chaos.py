@@ -45,7 +45,7 @@ from frazil.config import load_config
 from frazil.engine.replay import replay
 from frazil.generate.producer import ensure_topic
 from frazil.maintenance.passes import config_tables, run_pass
-from frazil.progress import markers
+from frazil.progress import table_markers
 from frazil.sink.iceberg import IcebergTable
 from tests.integration.helpers import drain
 from tests.integration.test_kill9 import FrazilProcess
@@ -147,7 +147,7 @@ def _stopped_at(spark: Any, tables: Any, name: str) -> set[str]:
     return {
         json.dumps(m.offsets if m else None, sort_keys=True)
         for m in (
-            markers.find_marker(IcebergTable(spark, f"lake.{t}"), name).marker for t in tables
+            table_markers.find_marker(IcebergTable(spark, f"lake.{t}"), name).marker for t in tables
         )
     }
 

@@ -17,7 +17,7 @@ from frazil.engine import dead_capture
 from frazil.engine.runner import run
 from frazil.generate.producer import ensure_topic
 from frazil.observe.catalog import pyiceberg_catalog
-from frazil.progress import markers
+from frazil.progress import offset_rules
 from tests.integration.helpers import payments_pipeline, table_ids
 
 GOOD = {
@@ -385,7 +385,7 @@ def test_a_batch_sent_again_counts_only_the_dead_letters_it_added(
     )  # fmt: skip
     bad = _failing_rows(spark, topic, 0)
     seen = [(topic, 0, o, "decode", "no") for o in range(3)] if observed else None
-    basis = markers.Basis({topic: {0: 3}}, batch_id=0, query_id="q")
+    basis = offset_rules.Basis({topic: {0: 3}}, batch_id=0, query_id="q")
 
     first = DeadLetters.open(spark, config, config.pipelines[0])
     assert first is not None
@@ -487,13 +487,13 @@ def test_a_later_batchs_dead_letters_sent_first_by_another_run_hide_nothing(
         if not cut_in:
             cut_in.append(True)
             run_b.write(bad(3), F.col(c.DEAD_ERROR),
-                        basis=markers.Basis({topic: {0: 6}}, batch_id=7, query_id="b"),
+                        basis=offset_rules.Basis({topic: {0: 6}}, batch_id=7, query_id="b"),
                         seen=seen(3))  # fmt: skip
         real_append(rows, table, summary)
 
     monkeypatch.setattr(dead_letter_queue, "append_rows", append_after_b)
     run_a.write(bad(0), F.col(c.DEAD_ERROR),
-                basis=markers.Basis({topic: {0: 3}}, batch_id=3, query_id="a"),
+                basis=offset_rules.Basis({topic: {0: 3}}, batch_id=3, query_id="a"),
                 seen=seen(0))  # fmt: skip
 
     offsets = sorted(r[0] for r in spark.sql(f"SELECT offset FROM lake.{dlq_table}").collect())
@@ -504,6 +504,6 @@ def test_a_later_batchs_dead_letters_sent_first_by_another_run_hide_nothing(
     again = DeadLetters.open(spark, config, config.pipelines[0])
     assert again is not None
     again.write(bad(0), F.col(c.DEAD_ERROR),
-                basis=markers.Basis({topic: {0: 3}}, batch_id=3, query_id="a"),
+                basis=offset_rules.Basis({topic: {0: 3}}, batch_id=3, query_id="a"),
                 seen=seen(0))  # fmt: skip
     assert again.total == 0 and spark.table(f"lake.{dlq_table}").count() == 6

@@ -22,7 +22,7 @@ from frazil.engine.runner import run
 from frazil.errors import PipelineError
 from frazil.generate.producer import ensure_topic
 from frazil.progress.events import CommitEvent
-from frazil.progress.markers import CAUGHT_UP_SLACK_MS
+from frazil.progress.offset_rules import CAUGHT_UP_SLACK_MS
 from tests.integration.helpers import (
     end_offsets,
     frazil_snapshots,
@@ -252,48 +252,48 @@ def test_deleted_topic_under_a_pattern_keeps_its_offsets_and_breaks_nothing(
 def test_a_commit_of_another_run_in_between_is_detected(spark: Any, unique: str) -> None:
     """Two runs writing one pipeline's table at the same moment stop instead of going on."""
     from frazil.errors import CommitError
-    from frazil.progress import markers
+    from frazil.progress import markers, table_markers
     from frazil.sink.iceberg import IcebergTable, IcebergTables
 
     name = f"lake.db.race_{unique}"
     spark.sql(f"CREATE TABLE {name} (id string) USING iceberg")
     table = IcebergTable(spark, name)
     pipeline = f"race_{unique}"
-    base = markers.find_marker(table, pipeline)
+    base = table_markers.find_marker(table, pipeline)
     theirs = markers.Marker(pipeline=pipeline, offsets={"t": {0: 10}})
     ours = markers.Marker(pipeline=pipeline, offsets={"t": {0: 10}})
     table.commit_summary_only(theirs.to_summary())
     table.commit_summary_only(ours.to_summary())
 
     with pytest.raises(CommitError, match=r"got a commit of the same pipeline from another run"):
-        markers.check_no_interleaving(table, base, ours)
+        table_markers.check_no_interleaving(table, base, ours)
 
     # Without another commit in between, the check passes.
-    later = markers.find_marker(table, pipeline)
+    later = table_markers.find_marker(table, pipeline)
     assert later.marker is not None and later.marker.commit_id == ours.commit_id
     mine = markers.Marker(pipeline=pipeline, offsets={"t": {0: 12}})
     table.commit_summary_only(mine.to_summary())
-    markers.check_no_interleaving(table, later, mine)
+    table_markers.check_no_interleaving(table, later, mine)
 
     # Another run's commit above ours came after it (a run that took over as ours
     # committed): not an interleaving, in the rules' walk and in the JVM's for many tables.
-    base = markers.find_marker(table, pipeline)
+    base = table_markers.find_marker(table, pipeline)
     ours = markers.Marker(pipeline=pipeline, offsets={"t": {0: 14}})
     table.commit_summary_only(ours.to_summary())
     table.commit_summary_only(
         markers.Marker(pipeline=pipeline, offsets={"t": {0: 16}}).to_summary()
     )
-    markers.check_no_interleaving(table, base, ours)
+    table_markers.check_no_interleaving(table, base, ours)
     together = IcebergTables(spark, [table])
-    assert markers.check_no_interleavings(together, [table], [base], [ours]) == [None]
+    assert table_markers.check_no_interleavings(together, [table], [base], [ours]) == [None]
     # The same two commits the other way round are one.
-    base = markers.find_marker(table, pipeline)
+    base = table_markers.find_marker(table, pipeline)
     table.commit_summary_only(
         markers.Marker(pipeline=pipeline, offsets={"t": {0: 18}}).to_summary()
     )
     ours = markers.Marker(pipeline=pipeline, offsets={"t": {0: 20}})
     table.commit_summary_only(ours.to_summary())
     with pytest.raises(CommitError, match=r"from another run"):
-        markers.check_no_interleaving(table, base, ours)
-    [error] = markers.check_no_interleavings(together, [table], [base], [ours])
+        table_markers.check_no_interleaving(table, base, ours)
+    [error] = table_markers.check_no_interleavings(together, [table], [base], [ours])
     assert error is not None and "from another run" in str(error)

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from frazil.engine.runner import run
 from frazil.generate.producer import ensure_topic
 from frazil.maintenance.passes import config_tables, measure, run_pass
-from frazil.progress import markers
+from frazil.progress import table_markers
 from frazil.sink.iceberg import IcebergTable
 from tests.integration.helpers import payments_pipeline, produce_payments, table_ids
 
@@ -73,7 +73,7 @@ def test_optimize_compacts_and_expires_and_the_marker_survives_a_lost_checkpoint
     # The pipeline's newest marker is still in the ancestry: with the checkpoint gone, the
     # next run resumes from the table and adds each new record once.
     handle = IcebergTable(spark, f"lake.{table}")
-    assert markers.find_marker(handle, name).marker is not None
+    assert table_markers.find_marker(handle, name).marker is not None
     shutil.rmtree(Path(config.checkpoint_for(config.pipelines[0])))
     ids += produce_payments(kafka_bootstrap, topic, 300, seed=999)
     run(config, until_caught_up=True, spark=spark)
@@ -252,7 +252,7 @@ def test_a_renamed_pipelines_old_marker_does_not_pin_expiry(
     assert report.after.snapshots < before.snapshots - 4
     assert sorted(table_ids(spark, table)) == sorted(ids)
     handle = IcebergTable(spark, f"lake.{table}")
-    assert markers.find_marker(handle, new).marker is not None
+    assert table_markers.find_marker(handle, new).marker is not None
 
 
 def test_a_compaction_stops_between_slices_once_a_merge_lost_to_it(

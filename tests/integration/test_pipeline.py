@@ -21,7 +21,7 @@ from frazil.engine.runner import run
 from frazil.errors import DecodeError, KafkaError, PipelineError
 from frazil.generate.producer import ensure_topic
 from frazil.progress.events import BatchStarted, CommitEvent
-from frazil.progress.markers import CAUGHT_UP_SLACK_MS
+from frazil.progress.offset_rules import CAUGHT_UP_SLACK_MS
 from frazil.source.kafka import list_partitions
 from tests.integration.helpers import (
     end_offsets,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from frazil.engine.runner import run
-from frazil.progress import markers
+from frazil.progress import table_markers
 from frazil.sink.iceberg import IcebergTable, IcebergTables
 from tests.integration.test_routing import columns, produce_json, rows
 
@@ -124,15 +124,15 @@ def test_new_and_known_tables_in_one_job_and_what_goes_the_general_way(
     # pipeline after its newest marker but that marker's own.
     tables = [IcebergTable(spark, f"lake.one_{u}.t_{k}") for k in ("pay", "user", "count")]
     together = IcebergTables(spark, tables)
-    states = markers.find_markers(together, name)
-    assert states == [markers.find_marker(t, name) for t in tables]
+    states = table_markers.find_markers(together, name)
+    assert states == [table_markers.find_marker(t, name) for t in tables]
     assert all(s.marker is not None and s.snapshot_id is not None for s in states)
-    assert markers.find_markers(together, "another pipeline")[0].marker is None
+    assert table_markers.find_markers(together, "another pipeline")[0].marker is None
     made = [s.marker for s in states if s.marker is not None]
     before = [replace(s, snapshot_id=None) for s in states]
-    assert markers.check_no_interleavings(together, tables, states, made) == [None] * 3
+    assert table_markers.check_no_interleavings(together, tables, states, made) == [None] * 3
     # From the start of its history, t_pay holds other commits of the pipeline (each run's).
-    error = markers.check_no_interleavings(together, tables[:1], before[:1], made[:1])[0]
+    error = table_markers.check_no_interleavings(together, tables[:1], before[:1], made[:1])[0]
     assert error is not None and "from another run" in str(error)
 
 

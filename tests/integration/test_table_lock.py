@@ -22,7 +22,7 @@ from confluent_kafka import Producer
 from frazil.engine.runner import run
 from frazil.errors import StaleMarker
 from frazil.generate.producer import ensure_topic
-from frazil.progress import markers
+from frazil.progress import markers, offset_rules, table_markers
 from frazil.progress.events import CommitEvent
 from frazil.sink.iceberg import IcebergTable, append_rows, iceberg_catalog
 from frazil.sink.merge import merge_rows
@@ -32,7 +32,9 @@ pytestmark = pytest.mark.integration
 
 
 def _marker(pipeline: str, previous: markers.Marker | None, end: int) -> markers.Marker:
-    return markers.next_marker(previous, pipeline, markers.Basis({"t": {0: end}}, batch_id=end))
+    return offset_rules.next_marker(
+        previous, pipeline, offset_rules.Basis({"t": {0: end}}, batch_id=end)
+    )
 
 
 def test_the_catalog_refuses_a_commit_planned_on_a_stale_marker(spark: Any, unique: str) -> None:
@@ -68,7 +70,7 @@ def test_the_catalog_refuses_a_commit_planned_on_a_stale_marker(spark: Any, uniq
     with pytest.raises(StaleMarker):
         merge_rows(changes, f"lake.{table}", ["id"], None, late.to_summary())
     assert sorted(table_ids(spark, table)) == [1, 1, 2, 3]
-    state = markers.find_marker(handle, name)
+    state = table_markers.find_marker(handle, name)
     assert state.marker is not None and state.marker.commit_id == second.commit_id
     # A rollback takes the table's marker back: a batch planned after the newer one is refused.
     first_snapshot = next(

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from frazil.engine.runner import run
 from frazil.generate.producer import ensure_topic
 from frazil.observe.metrics import kafka_latest
-from frazil.progress.markers import CAUGHT_UP_SLACK_MS
+from frazil.progress.offset_rules import CAUGHT_UP_SLACK_MS
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import admin_config
 from tests.integration.helpers import (

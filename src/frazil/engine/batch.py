@@ -31,7 +31,7 @@ from frazil.engine.ledger import BatchStats, TableLedger
 from frazil.engine.live_plan import LivePlan
 from frazil.engine.window import BatchCursor, BatchWindow
 from frazil.errors import CommitError, FrazilError, StaleMarker, TableRolledBack
-from frazil.progress import markers
+from frazil.progress import offset_rules, table_markers
 from frazil.progress.events import BatchDone, BatchSkipped, BatchStarted, Event
 from frazil.sink.dead_letters.queue import DeadLetters
 from frazil.sink.tables import TableSet, Target
@@ -309,17 +309,17 @@ class BatchHandler:
         # 7. remember the window
         self._done(window)
 
-    def _states(self, topic_ids: dict[str, str]) -> dict[str, markers.TableState]:
+    def _states(self, topic_ids: dict[str, str]) -> dict[str, table_markers.TableState]:
         """Step 2: the tables' states, held against what the run saw of them before."""
         states = {
-            name: markers.current_state(state, topic_ids)
+            name: table_markers.current_state(state, topic_ids)
             for name, state in self.ledger.states().items()
         }
         self.ledger.check_moved(states)
         return states
 
     def _skipped(
-        self, batch_id: int, planned: TopicOffsets, states: dict[str, markers.TableState]
+        self, batch_id: int, planned: TopicOffsets, states: dict[str, table_markers.TableState]
     ) -> bool:
         """Step 2's skip: whether the batch is wholly in its tables already (then skipped).
 
@@ -332,7 +332,7 @@ class BatchHandler:
             self.routed
             or self.dead_letters is not None
             or not planned
-            or not all(markers.covered(s.marker, planned) for s in states.values())
+            or not all(offset_rules.covered(s.marker, planned) for s in states.values())
         ):
             return False
         # Normal after a stop (Spark plans the batch the tables already hold again): nothing

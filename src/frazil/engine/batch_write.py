@@ -34,7 +34,7 @@ from frazil.engine.table_write import TableWriter
 from frazil.engine.threads import each_outcome
 from frazil.engine.window import BatchWindow
 from frazil.errors import FrazilError
-from frazil.progress import markers
+from frazil.progress import table_markers
 from frazil.sink.dead_letters.queue import DeadLetters
 from frazil.sink.tables import TableSet
 
@@ -109,7 +109,7 @@ class BatchWriter:
             self.pipeline.defaults.write.merges and self.dead_letters is not None
         )
 
-    def write(self, window: BatchWindow, states: dict[str, markers.TableState]) -> Wrote:
+    def write(self, window: BatchWindow, states: dict[str, table_markers.TableState]) -> Wrote:
         """Steps 4 and 5: the batch written one of three ways (one table; the routed job and
         its commits; the cached way), what each table's commit holds handed back."""
         if not self.cached:
@@ -126,7 +126,9 @@ class BatchWriter:
                 states = self.ledger.states()
         return self._write_cached(window, states)
 
-    def _write_single(self, window: BatchWindow, states: dict[str, markers.TableState]) -> Wrote:
+    def _write_single(
+        self, window: BatchWindow, states: dict[str, table_markers.TableState]
+    ) -> Wrote:
         """One table: decode, check and append in a single Spark job, observed as it runs.
 
         With a dead-letter queue, records a decoder may learn from (a new schema id, new JSON
@@ -146,7 +148,9 @@ class BatchWriter:
                 learn = False  # nothing more to learn: the records go to the queue
             attempt += 1
 
-    def _write_cached(self, window: BatchWindow, states: dict[str, markers.TableState]) -> Wrote:
+    def _write_cached(
+        self, window: BatchWindow, states: dict[str, table_markers.TableState]
+    ) -> Wrote:
         """The cached way, planned again as long as the decoders learn from the batch."""
         attempt = 0
         while True:

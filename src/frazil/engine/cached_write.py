@@ -17,7 +17,7 @@ from frazil.engine.table_rows import ObservedMetrics
 from frazil.engine.table_write import TableWriter
 from frazil.engine.threads import Pause, each, each_outcome
 from frazil.engine.window import BatchWindow, Partition
-from frazil.progress import markers
+from frazil.progress import table_markers
 from frazil.sink.tables import TableSet, Target
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class CachedWrite:
         return CachedBatch(frame, summary, c.user_schema(planned.schema), bad)
 
     def write(
-        self, window: BatchWindow, batch: CachedBatch, states: dict[str, markers.TableState]
+        self, window: BatchWindow, batch: CachedBatch, states: dict[str, table_markers.TableState]
     ) -> Wrote:
         """Write the cached batch to its tables concurrently, each in one commit carrying
         its marker, the tables it meets first created (or adopted) before.
@@ -145,7 +145,7 @@ class CachedWrite:
 
     def _create_all(
         self, window: BatchWindow, summary: _Summary, user: StructType
-    ) -> dict[str, markers.TableState]:
+    ) -> dict[str, table_markers.TableState]:
         """Create (or adopt) the batch's new tables concurrently (each is a few catalog round
         trips and a marker commit, mostly waiting: bench/routing created 20 in 0.8 s instead
         of 1.3); they join the pipeline's tables: their states."""

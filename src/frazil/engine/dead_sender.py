@@ -17,7 +17,7 @@ from frazil.engine.live_plan import LivePlan
 from frazil.engine.outcomes import FailingRecords
 from frazil.engine.threads import pause_before_dead_letters
 from frazil.engine.window import BatchWindow
-from frazil.progress import markers
+from frazil.progress import table_markers
 from frazil.sink.dead_letters.queue import DeadLetters
 from frazil.sink.evolution import TableView
 from frazil.sink.tables import Target
@@ -132,7 +132,7 @@ class DeadLetterSender:
         """The table's schema when it committed the batch (the oldest of the pipeline's
         markers that cover the batch), or None if that is not known (nothing to go by but
         the table as it is)."""
-        snapshot_id = markers.committed_in(
+        snapshot_id = table_markers.committed_in(
             target.table, self.live.pipeline, window.planned, window.topic_ids
         )
         if snapshot_id is None:

@@ -13,7 +13,7 @@ from frazil.engine.outcomes import Written
 from frazil.engine.threads import each
 from frazil.engine.window import BatchWindow, Partition
 from frazil.errors import StaleMarker, TableRolledBack
-from frazil.progress import markers
+from frazil.progress import markers, offset_rules, table_markers
 from frazil.progress.events import CommitEvent, Event, SchemaEvolved
 from frazil.progress.freshness import pipeline_valid_through
 from frazil.sink.iceberg import IcebergTables
@@ -67,7 +67,7 @@ class TableLedger:
     on_event: Callable[[Event], None] | None = None
     stats: BatchStats = field(default_factory=BatchStats)
     #: The pipeline's ``valid_through_slack`` (ms), for the stop's final markers.
-    slack_ms: int = markers.CAUGHT_UP_SLACK_MS
+    slack_ms: int = offset_rules.CAUGHT_UP_SLACK_MS
     _lock: threading.Lock = field(default_factory=threading.Lock)
     #: The tables' handles read at once, and the tables they were built for.
     _handles: tuple[tuple[int, ...], IcebergTables] | None = field(default=None, repr=False)
@@ -88,15 +88,15 @@ class TableLedger:
             self._handles = (key, IcebergTables(spark, tables))
         return self._handles[1]
 
-    def states(self) -> dict[str, markers.TableState]:
+    def states(self) -> dict[str, table_markers.TableState]:
         """Each table's state (its newest marker), all tables read at once in the JVM."""
         names = list(self.targets)
         if not names:
             return {}
-        found = markers.find_markers(self.handles(), self.pipeline)
+        found = table_markers.find_markers(self.handles(), self.pipeline)
         return dict(zip(names, found, strict=True))
 
-    def check_moved(self, states: dict[str, markers.TableState]) -> None:
+    def check_moved(self, states: dict[str, table_markers.TableState]) -> None:
         """Compare each table's marker with what the run saw last, and remember it.
 
         A marker behind it (the table rolled back while the run went on) stops the batch: the
@@ -137,13 +137,13 @@ class TableLedger:
         for target in self.targets.values():
             target.seen = None
 
-    def open(self, name: str) -> tuple[Target, markers.TableState]:
+    def open(self, name: str) -> tuple[Target, table_markers.TableState]:
         """A table of the pipeline's, opened, and its state."""
         assert self.tables is not None
         target = self.tables.target(name)
-        return target, markers.find_marker(target.table, self.pipeline)
+        return target, table_markers.find_marker(target.table, self.pipeline)
 
-    def ours(self, state: markers.TableState, target: Target) -> bool:
+    def ours(self, state: table_markers.TableState, target: Target) -> bool:
         """Whether the table's newest marker of the pipeline is the one this run committed
         last."""
         return (
@@ -153,8 +153,8 @@ class TableLedger:
         )
 
     def observed(
-        self, target: Target, state: markers.TableState | None
-    ) -> dict[Partition, markers.PartitionStats]:
+        self, target: Target, state: table_markers.TableState | None
+    ) -> dict[Partition, offset_rules.PartitionStats]:
         """What this run's last commit to the table observed, for its next marker (nothing
         if another commit of the pipeline came in between)."""
         return target.pending if state is not None and self.ours(state, target) else {}
@@ -171,11 +171,11 @@ class TableLedger:
             self.stats.evolutions.extend(f"{table}: {change}" for change in changes)
         self.emit(SchemaEvolved(self.pipeline, table, batch_id, changes))
 
-    def join(self, name: str, target: Target) -> markers.TableState:
+    def join(self, name: str, target: Target) -> table_markers.TableState:
         """A table the batch met first joins the pipeline's (created or adopted): its state."""
         with self._lock:
             self.targets[name] = target
-        return markers.find_marker(target.table, self.pipeline)
+        return table_markers.find_marker(target.table, self.pipeline)
 
     def committed(self, window: BatchWindow, name: str, written: Written) -> None:
         """Keep what a table's commit observed for its next marker, and report the commit (a
@@ -186,7 +186,7 @@ class TableLedger:
         with self._lock:  # tables' commits are recorded at once
             self.targets.setdefault(name, target)
         target.pending = {
-            tp: markers.PartitionStats(int(ts)) for tp, ts in stamps.items() if ts is not None
+            tp: offset_rules.PartitionStats(int(ts)) for tp, ts in stamps.items() if ts is not None
         }
         target.last = target.seen = marker
         target.committed_at = time.monotonic()
@@ -219,7 +219,7 @@ class TableLedger:
         )
 
     def mark_idle(
-        self, window: BatchWindow, states: dict[str, markers.TableState], written: set[str]
+        self, window: BatchWindow, states: dict[str, table_markers.TableState], written: set[str]
     ) -> None:
         """Give tables without records in this batch a marker now and then."""
         now = time.monotonic()
@@ -229,11 +229,11 @@ class TableLedger:
             if target.committed_at is not None and now - target.committed_at < IDLE_MARKER_SECONDS:
                 continue
             state = states.get(name)
-            if state is None or markers.covered(window.current(state).marker, window.planned):
+            if state is None or offset_rules.covered(window.current(state).marker, window.planned):
                 continue
             self._commit_marker_only(target, window.marker(state.marker, self.pipeline, {}))
 
-    def finish(self, last: markers.Basis | None, routed: bool, query_id: str) -> None:
+    def finish(self, last: offset_rules.Basis | None, routed: bool, query_id: str) -> None:
         """Record what the last batches observed (exact valid-through) in a marker of its own.
 
         Called once the query has stopped. It commits no data, and only if this run's marker
@@ -252,13 +252,13 @@ class TableLedger:
         each(list(self.targets.values()), finish_one)
 
     def _finish_one(
-        self, target: Target, last: markers.Basis | None, routed: bool, query_id: str
+        self, target: Target, last: offset_rules.Basis | None, routed: bool, query_id: str
     ) -> None:
         """:meth:`finish` for one table."""
         mine = target.last
         # Markers keep partitions the last batch did not plan: it is "covered", not "equal".
         if routed and last is not None and not _holds(mine, last):
-            state = markers.find_marker(target.table, self.pipeline)
+            state = table_markers.find_marker(target.table, self.pipeline)
             seen = target.seen if target.seen is not None else mine
             if markers.behind(state.marker, seen):
                 # Rolled back since the run last looked (while idle, or found by the batch
@@ -275,17 +275,17 @@ class TableLedger:
             if not _holds(state.marker, last):
                 self._commit_marker_only(
                     target,
-                    markers.next_marker(
+                    offset_rules.next_marker(
                         state.marker, self.pipeline, replace(last, query_id=query_id)
                     ),
                 )
             return
         if mine is None or not target.pending:
             return
-        state = markers.find_marker(target.table, self.pipeline)
+        state = table_markers.find_marker(target.table, self.pipeline)
         if not self.ours(state, target):
             return
-        again = markers.Basis(
+        again = offset_rules.Basis(
             planned=mine.offsets,
             batch_id=mine.batch_id,
             lagging=target.lagging,
@@ -293,7 +293,7 @@ class TableLedger:
             planned_at_ms=target.planned_at_ms,
             slack_ms=self.slack_ms,
         )
-        final = markers.next_marker(mine, mine.pipeline, again, target.pending)
+        final = offset_rules.next_marker(mine, mine.pipeline, again, target.pending)
         if (final.max_timestamps, final.valid_through_ms) == (
             mine.max_timestamps,
             mine.valid_through_ms,
@@ -319,6 +319,6 @@ class TableLedger:
         )
 
 
-def _holds(marker: markers.Marker | None, last: markers.Basis) -> bool:
+def _holds(marker: markers.Marker | None, last: offset_rules.Basis) -> bool:
     """Whether a marker already holds the last batch (its topics under the same ids)."""
-    return markers.covered(markers.current_topics(marker, last.topic_ids), last.planned)
+    return offset_rules.covered(markers.current_topics(marker, last.topic_ids), last.planned)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from frazil.engine.cached_table import CachedTable
     from frazil.engine.dead_capture import Failing
     from frazil.engine.window import Partition
-    from frazil.progress import markers
+    from frazil.progress import markers, table_markers
     from frazil.sink.tables import Target
 
 
@@ -52,7 +52,7 @@ class Written:
     filtered: int = 0
     #: A table new to the pipeline: its state, as the commit that created it left it (the
     #: table joins the pipeline's when the commit is recorded).
-    opened: markers.TableState | None = None
+    opened: table_markers.TableState | None = None
 
 
 @dataclass(frozen=True)

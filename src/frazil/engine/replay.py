@@ -39,7 +39,7 @@ from frazil.engine.pipeline import build_pipeline
 from frazil.engine.plan import select
 from frazil.engine.replay_state import ReplayClaim, ReplayProgress, ReplayState
 from frazil.errors import ConfigError, PipelineError
-from frazil.progress import markers
+from frazil.progress import markers, offset_rules, table_markers
 from frazil.route.rules import route_error
 from frazil.sink.dead_letters.format import TARGET_TABLE, dead_letter_columns, upgrade_dlq_table
 from frazil.sink.iceberg import IcebergTable, append_rows
@@ -389,15 +389,15 @@ def _create(
         PipelineError: The table exists with rows but no marker of the pipeline.
     """
 
-    def start(state: markers.TableState) -> markers.Marker | None:
-        others = [markers.find_marker(t.table, pipeline.name).marker for t in known.values()]
+    def start(state: table_markers.TableState) -> markers.Marker | None:
+        others = [table_markers.find_marker(t.table, pipeline.name).marker for t in known.values()]
         merged = markers.merge_markers(others, lowest=True)
         if merged is None:
             return None
-        basis = markers.Basis(
+        basis = offset_rules.Basis(
             planned=merged.offsets, batch_id=merged.batch_id, query_id=merged.query_id
         )
-        return markers.next_marker(None, pipeline.name, basis)
+        return offset_rules.next_marker(None, pipeline.name, basis)
 
     return tables.adopt(name, user, with_values, start, sender="the replay routes records")
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from frazil.errors import PipelineError, StaleMarker
 from frazil.procs import pid_alive
-from frazil.progress import markers
+from frazil.progress import markers, table_markers
 from frazil.sink.iceberg import IcebergTable
 
 log = logging.getLogger(__name__)
@@ -426,7 +426,7 @@ def fence_marker(table: IcebergTable, pipeline: str) -> markers.Marker:
     """A marker of ``pipeline``'s replays, planned after the table's newest one: the catalog
     refuses it once another replay committed in between (``MarkedOperations``)."""
     name = pipeline + REPLAY_MARKER
-    newest = markers.find_marker(table, name).marker
+    newest = table_markers.find_marker(table, name).marker
     return markers.Marker(
         pipeline=name,
         offsets={},

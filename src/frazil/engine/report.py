@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.ledger import BatchStats
 from frazil.progress.freshness import freshness_ms, pipeline_valid_through
-from frazil.progress.markers import PIPELINE, Marker, find_marker, format_ms
+from frazil.progress.markers import PIPELINE, Marker, format_ms
+from frazil.progress.table_markers import find_marker
 from frazil.sink.iceberg import IcebergTable
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from frazil.engine.outcomes import NotThisWay, Written, Wrote
 from frazil.engine.routed_job import Outcome
 from frazil.engine.threads import Pause, each_outcome
 from frazil.engine.window import BatchWindow
-from frazil.progress import markers
+from frazil.progress import markers, table_markers
 from frazil.sink.evolution import NAME_MAPPING
 from frazil.sink.iceberg import IcebergTables, iceberg_catalog, identifier, stale_marker
 from frazil.sink.tables import TableSet, Target
@@ -66,7 +66,7 @@ class RoutedCommitter:
     _at_once: bool | None = None
 
     def commit(
-        self, window: BatchWindow, outcome: Outcome, states: dict[str, markers.TableState]
+        self, window: BatchWindow, outcome: Outcome, states: dict[str, table_markers.TableState]
     ) -> Wrote | NotThisWay:
         """Commit each table's files of the job with its marker.
 
@@ -148,7 +148,7 @@ class RoutedCommitter:
         window: BatchWindow,
         names: list[str],
         outcome: Outcome,
-        states: dict[str, markers.TableState],
+        states: dict[str, table_markers.TableState],
         pause: Pause,
     ) -> _Results | None:
         """Commit known tables' files in one catalog transaction, each snapshot carrying its
@@ -195,7 +195,7 @@ class RoutedCommitter:
         self,
         window: BatchWindow,
         names: list[str],
-        states: dict[str, markers.TableState],
+        states: dict[str, table_markers.TableState],
         handles: IcebergTables,
     ) -> tuple[list[markers.Marker], list[list[object]]]:
         """Each table's marker for this batch, and what the JVM's commit of all of them
@@ -216,7 +216,7 @@ class RoutedCommitter:
         window: BatchWindow,
         names: list[str],
         outcome: Outcome,
-        states: dict[str, markers.TableState],
+        states: dict[str, table_markers.TableState],
     ) -> _Results:
         """Commit known tables' files each in a commit of its own carrying its marker, as
         :meth:`_commit_one` does, all in one call to the JVM (which runs several at once):
@@ -251,7 +251,7 @@ class RoutedCommitter:
         window: BatchWindow,
         name: str,
         outcome: Outcome,
-        states: dict[str, markers.TableState],
+        states: dict[str, table_markers.TableState],
         pause: Pause,
     ) -> Written:
         """Commit one table's files of the job (creating the table if new): what it
@@ -315,7 +315,7 @@ class RoutedCommitter:
         name: str,
         marker: markers.Marker,
         target: Target | None = None,
-        opened: markers.TableState | None = None,
+        opened: table_markers.TableState | None = None,
     ) -> Written:
         """What a table's commit holds (``target``: a new table, as its commit opened it)."""
         written = outcome.tables[name]
@@ -333,11 +333,11 @@ def _check_interleavings(
     ledger: TableLedger,
     names: list[str],
     results: _Results,
-    states: dict[str, markers.TableState],
+    states: dict[str, table_markers.TableState],
 ) -> _Results:
     """After known tables' commits: each committed table's result, or the error if
     another run of the pipeline committed to it in between
-    (:func:`~frazil.progress.markers.check_no_interleaving`, all tables read at once)."""
+    (:func:`~frazil.progress.table_markers.check_no_interleaving`, all tables read at once)."""
     done = [i for i, (result, error) in enumerate(results) if error is None]
     if not done:
         return results
@@ -349,7 +349,7 @@ def _check_interleavings(
         made.append(result.marker)
     try:
         found: list[BaseException | None] = list(
-            markers.check_no_interleavings(
+            table_markers.check_no_interleavings(
                 ledger.handles(), tables, [states[names[i]] for i in done], made
             )
         )

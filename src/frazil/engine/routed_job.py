@@ -36,7 +36,7 @@ from frazil.engine.outcomes import NotThisWay
 from frazil.engine.routed_layout import Layout, Template
 from frazil.engine.threads import each
 from frazil.engine.window import BatchWindow
-from frazil.progress import markers
+from frazil.progress import offset_rules, table_markers
 from frazil.sink.evolution import WriteColumns
 from frazil.sink.tables import TableSet
 
@@ -166,7 +166,7 @@ class RoutedJob:
     _templates: dict[tuple[str, str], Template | None] = field(default_factory=dict)
 
     def write(
-        self, window: BatchWindow, states: dict[str, markers.TableState]
+        self, window: BatchWindow, states: dict[str, table_markers.TableState]
     ) -> Outcome | NotThisWay:
         """Write the batch's data files in one job, to be committed.
 
@@ -182,7 +182,7 @@ class RoutedJob:
             if (
                 state.marker is None
                 or not window.starts_at(state.marker)
-                or markers.covered(state.marker, window.planned)
+                or offset_rules.covered(state.marker, window.planned)
             ):
                 # A replay, or a table to adopt: the general way filters.
                 return NotThisWay(f"table {name} does not start at the batch")

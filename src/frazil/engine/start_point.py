@@ -12,7 +12,7 @@ from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.checkpoint import Checkpoint
 from frazil.maintenance.expiry import RETIRES, to_retire
-from frazil.progress import markers
+from frazil.progress import markers, table_markers
 from frazil.progress.start import (
     TableReset,
     decide_start,
@@ -95,10 +95,12 @@ class StartPoint:
         partitions, _, states = self._current_states()
         return resume_offsets(self._resume_marker(states), partitions)
 
-    def _states(self) -> list[markers.TableState]:
-        return [markers.find_marker(t.table, self.pipeline.name) for t in self.targets.values()]
+    def _states(self) -> list[table_markers.TableState]:
+        return [
+            table_markers.find_marker(t.table, self.pipeline.name) for t in self.targets.values()
+        ]
 
-    def _recreated(self, states: list[markers.TableState]) -> list[tuple[str, str, str]]:
+    def _recreated(self, states: list[table_markers.TableState]) -> list[tuple[str, str, str]]:
         """Topics the tables' markers recorded under another id than Kafka's now (deleted and
         created again), each said at WARNING once."""
         found = sorted(
@@ -115,7 +117,7 @@ class StartPoint:
             )
         return found
 
-    def _state(self, states: list[markers.TableState]) -> markers.TableState:
+    def _state(self, states: list[table_markers.TableState]) -> table_markers.TableState:
         """The tables' state for deciding where to start: one table's own; for several, where
         every table is complete (a checkpoint beyond it is ahead of some table — one rolled
         back, say — whose records would never come back: the run starts from the tables)."""
@@ -125,26 +127,30 @@ class StartPoint:
             if state.marker is None and state.total_records > 0:
                 # The same refusal as for one table (decide_start), naming this table.
                 decide_start(self.pipeline.name, target.name, state, None, False)
-        return markers.TableState(
+        return table_markers.TableState(
             markers.merge_markers([s.marker for s in states], lowest=True),
             None,
             sum(s.total_records for s in states),
         )
 
-    def _resume_marker(self, states: list[markers.TableState]) -> markers.Marker | None:
+    def _resume_marker(self, states: list[table_markers.TableState]) -> markers.Marker | None:
         """Where a restart from the tables starts: where every table is complete."""
         return markers.merge_markers([s.marker for s in states], lowest=True)
 
     def _current_states(
         self,
-    ) -> tuple[dict[str, list[int]], list[str], list[markers.TableState]]:
+    ) -> tuple[dict[str, list[int]], list[str], list[table_markers.TableState]]:
         """Kafka's partitions and topic ids now (kept in :attr:`topic_ids`), the topics
         created again since the tables' markers (said at WARNING), and the tables' states as
         they stand for Kafka's topics now (the old offsets of those topics left out)."""
         partitions, self.topic_ids = self.admin.describe(self.pipeline)
         states = self._states()
         recreated = [t for t, _, _ in self._recreated(states)]
-        return partitions, recreated, [markers.current_state(s, self.topic_ids) for s in states]
+        return (
+            partitions,
+            recreated,
+            [table_markers.current_state(s, self.topic_ids) for s in states],
+        )
 
     def _reset_offsets(self, spec_text: str) -> TopicOffsets:
         """Where ``--reset-offsets`` makes the pipeline continue, per partition Kafka has now."""
@@ -173,7 +179,7 @@ class StartPoint:
         self._previewed = (spec_text, offsets)
         found = []
         for target in self._reset_targets().values():
-            state = markers.find_marker(target.table, self.pipeline.name)
+            state = table_markers.find_marker(target.table, self.pipeline.name)
             found.append(
                 TableReset(
                     target.name,

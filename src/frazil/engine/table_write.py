@@ -28,7 +28,7 @@ from frazil.engine.table_rows import (
     with_dead_letters,
 )
 from frazil.engine.window import BatchWindow
-from frazil.progress import markers
+from frazil.progress import markers, offset_rules, table_markers
 from frazil.sink.evolution import WriteColumns
 from frazil.sink.iceberg import append_rows
 from frazil.sink.merge import merge_rows
@@ -83,7 +83,7 @@ class TableWriter:
         window: BatchWindow,
         frame: DataFrame,
         target: Target,
-        state: markers.TableState,
+        state: table_markers.TableState,
         counted: CachedTable | None,
         *,
         learn: bool = False,
@@ -116,7 +116,7 @@ class TableWriter:
         window: BatchWindow,
         frame: DataFrame,
         target: Target,
-        state: markers.TableState,
+        state: table_markers.TableState,
         counted: CachedTable | None,
         learn: bool,
     ) -> Written:
@@ -147,7 +147,7 @@ class TableWriter:
         keep = (
             None
             if window.starts_at(state.marker)
-            else markers.offset_filter(state.marker, window.planned)
+            else offset_rules.offset_filter(state.marker, window.planned)
         )
         if keep is not None:
             wanted = wanted & keep
@@ -186,7 +186,7 @@ class TableWriter:
         # The routed batch's aggregation counted them already (one Dataset less per table:
         # each costs an analysis through py4j).
         self._commit(target, rows, columns, marker, merging, frame, wanted)
-        markers.check_no_interleaving(target.table, state, marker)
+        table_markers.check_no_interleaving(target.table, state, marker)
         return self._written(window, frame, target, counted, marker, chosen, observation)
 
     def _learn_first(self, frame: DataFrame, target: Target, counted: CachedTable | None) -> None:

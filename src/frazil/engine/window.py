@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from frazil.engine.checkpoint import Checkpoint
 from frazil.errors import PipelineError, TopicRecreated
-from frazil.progress import markers
+from frazil.progress import markers, offset_rules, table_markers
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import TopicOffsets
 
@@ -49,7 +49,7 @@ class BatchWindow:
     planned_at_ms: int | None = None
     topic_ids: dict[str, str] = field(default_factory=dict)
     #: The pipeline's ``valid_through_slack`` (ms).
-    slack_ms: int = markers.CAUGHT_UP_SLACK_MS
+    slack_ms: int = offset_rules.CAUGHT_UP_SLACK_MS
 
     @property
     def partitions(self) -> tuple[Partition, ...]:
@@ -57,9 +57,9 @@ class BatchWindow:
         return tuple((t, p) for t, parts in sorted(self.planned.items()) for p in sorted(parts))
 
     @property
-    def basis(self) -> markers.Basis:
+    def basis(self) -> offset_rules.Basis:
         """What this batch's markers are made from."""
-        return markers.Basis(
+        return offset_rules.Basis(
             planned=self.planned,
             batch_id=self.batch_id,
             lagging=self.lagging,
@@ -73,31 +73,31 @@ class BatchWindow:
         self,
         previous: markers.Marker | None,
         pipeline: str,
-        stats: dict[Partition, markers.PartitionStats],
+        stats: dict[Partition, offset_rules.PartitionStats],
     ) -> markers.Marker:
         """The marker of a commit of this batch: its planned offsets over ``previous``, and
         valid-through from ``stats``, what earlier commits observed (a correct lower bound,
         made exact by the next commit or at stop)."""
-        return markers.next_marker(previous, pipeline, self.basis, stats)
+        return offset_rules.next_marker(previous, pipeline, self.basis, stats)
 
     def start_marker(self, previous: markers.Marker | None, pipeline: str) -> markers.Marker:
         """A marker saying a table holds everything of the pipeline before this batch."""
-        before = markers.Basis(
+        before = offset_rules.Basis(
             planned=self.start or {},
             batch_id=self.batch_id - 1,
             query_id=self.query_id,
             topic_ids=self.topic_ids,
         )
-        return markers.next_marker(previous, pipeline, before)
+        return offset_rules.next_marker(previous, pipeline, before)
 
     def starts_at(self, marker: markers.Marker | None) -> bool:
         """Whether the batch holds nothing below ``marker`` (the offset filter is left out)."""
-        return markers.starts_at_or_after(self.start, marker, self.planned)
+        return offset_rules.starts_at_or_after(self.start, marker, self.planned)
 
-    def current(self, state: markers.TableState) -> markers.TableState:
+    def current(self, state: table_markers.TableState) -> table_markers.TableState:
         """A table's state as it stands for this batch's topics: the offsets of a topic the
         table recorded under another id (the old topic of a name created again) left out."""
-        return markers.current_state(state, self.topic_ids)
+        return table_markers.current_state(state, self.topic_ids)
 
 
 @dataclass
@@ -127,7 +127,7 @@ class BatchCursor:
     #: The topic ids of the last batch written.
     _previous_ids: dict[str, str] = field(default_factory=dict)
     #: The pipeline's ``valid_through_slack`` (ms), for every window's markers.
-    slack_ms: int = markers.CAUGHT_UP_SLACK_MS
+    slack_ms: int = offset_rules.CAUGHT_UP_SLACK_MS
 
     def new_query(self, topic_ids: dict[str, str] | None = None) -> None:
         """Batch ids start again at 0 in a new checkpoint: the old ones say nothing of it.
@@ -201,12 +201,12 @@ class BatchCursor:
         self._previous_ids = window.topic_ids
 
     @property
-    def last(self) -> markers.Basis | None:
+    def last(self) -> offset_rules.Basis | None:
         """What the last batch handled in this query knew, if any: a routed table without
         records in it still gets its offsets when the run ends."""
         if self._previous is None:
             return None
-        return markers.Basis(
+        return offset_rules.Basis(
             planned=self._previous[1],
             batch_id=self._previous[0],
             lagging=self._previous_lagging,

@@ -1,7 +1,7 @@
 """Which snapshots exactly-once recovery still needs, so that expiry never removes them.
 
 A pipeline resumes from its newest marker, found by walking the table's current ancestry
-(:func:`frazil.progress.markers.find_marker`). Expiring that snapshot, or any snapshot between
+(:func:`frazil.progress.table_markers.find_marker`). Expiring that snapshot, or any snapshot between
 it and the current one, would break the walk: the table would look as if no run had ever
 written it. So expiry keeps every snapshot from the oldest of the newest marker snapshots (one
 per marker name: each pipeline, each dead-letter source) onwards.

@@ -26,7 +26,7 @@ from frazil.maintenance.facts import pyiceberg_facts, summary_of
 from frazil.maintenance.health import TableHealth, health_of
 from frazil.maintenance.passes import TableRef, TableReport, pick, policy_of
 from frazil.maintenance.planner import plan
-from frazil.progress import markers
+from frazil.progress import table_markers
 from frazil.progress.rows import live_rows
 
 
@@ -119,7 +119,7 @@ class _View:
 
 class CatalogTable:
     """A table loaded with PyIceberg, as the marker rules read it
-    (:class:`frazil.progress.markers.MarkedTable`)."""
+    (:class:`frazil.progress.table_markers.MarkedTable`)."""
 
     def __init__(self, table: Any, name: str) -> None:
         self._table = table
@@ -179,7 +179,7 @@ def pipeline_tables(catalog: Any, pipeline: PipelineConfig) -> list[str]:
         table = load(catalog, name)
         if table is None:
             continue
-        if markers.find_marker(CatalogTable(table, name), pipeline.name).marker is not None:
+        if table_markers.find_marker(CatalogTable(table, name), pipeline.name).marker is not None:
             found.append(name)
     return found
 

@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass, replace
 
 from frazil.errors import ConfigError, PipelineError
-from frazil.progress.markers import EARLIEST, LATEST, Marker, TableState
+from frazil.progress.markers import EARLIEST, LATEST, Marker
+from frazil.progress.table_markers import TableState
 from frazil.source.kafka import TopicOffsets
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from frazil.errors import StaleMarker
-from frazil.progress import markers
+from frazil.progress import table_markers
 from frazil.progress.rows import TOTAL_POSITION_DELETES, TOTAL_RECORDS
 
 if TYPE_CHECKING:
@@ -235,8 +235,9 @@ class IcebergTables:
             self._java = java
         return self._java
 
-    def states(self, pipeline: str, max_walk: int) -> list[markers.RawState]:
-        """Each table refreshed, and its state (see :class:`frazil.progress.markers.RawState`)."""
+    def states(self, pipeline: str, max_walk: int) -> list[table_markers.RawState]:
+        """Each table refreshed, and its state (see
+        :class:`frazil.progress.table_markers.RawState`)."""
         if not self.tables:
             return []
         raw = json.loads(
@@ -247,7 +248,7 @@ class IcebergTables:
             )
         )
         return [
-            markers.RawState(
+            table_markers.RawState(
                 None if r["snapshot_id"] is None else int(r["snapshot_id"]),
                 int(r["total_records"]),
                 None if r["marker"] is None else {str(k): str(v) for k, v in r["marker"].items()},
@@ -271,13 +272,13 @@ class IcebergTables:
 
     def interleaved(
         self,
-        tables: Sequence[markers.MarkedTable],
+        tables: Sequence[table_markers.MarkedTable],
         bases: list[int | None],
         pipeline: str,
         commit_ids: list[str],
         max_walk: int,
     ) -> list[int | None]:
-        """See :meth:`frazil.progress.markers.MarkedTables.interleaved` (``tables``: some of
+        """See :meth:`frazil.progress.table_markers.MarkedTables.interleaved` (``tables``: some of
         these tables)."""
         if not tables:
             return []

@@ -19,7 +19,7 @@ from frazil.config.pipeline import PipelineConfig
 from frazil.config.routing import template_pattern
 from frazil.config.table_settings import ResolvedTable
 from frazil.errors import PipelineError
-from frazil.progress import markers
+from frazil.progress import markers, offset_rules, table_markers
 from frazil.route.rules import Route
 from frazil.sink.evolution import TableView
 from frazil.sink.iceberg import IcebergTable, iceberg_catalog, namespace
@@ -40,9 +40,9 @@ class Target:
     settings: ResolvedTable
     last: markers.Marker | None = None
     #: Largest timestamps observed by the last commit, not yet in a marker.
-    pending: dict[tuple[str, int], markers.PartitionStats] = field(default_factory=dict)
+    pending: dict[tuple[str, int], offset_rules.PartitionStats] = field(default_factory=dict)
     lagging: set[tuple[str, int]] = field(default_factory=set)
-    #: When the batch of the last commit was planned (epoch ms; see ``markers.valid_through``).
+    #: When the batch of the last commit was planned (epoch ms; see ``offset_rules.valid_through``).
     planned_at_ms: int | None = None
     #: The table's columns, re-read when its schema id changes.
     view: TableView | None = None
@@ -112,7 +112,7 @@ class TableSet:
         name: str,
         user: StructType,
         with_values: set[str],
-        start: Callable[[markers.TableState], markers.Marker | None],
+        start: Callable[[table_markers.TableState], markers.Marker | None],
         *,
         sender: str,
         hint: str = "",
@@ -138,7 +138,7 @@ class TableSet:
             target = self.target(name)
         else:
             target = self.create_routed(name, user, with_values)
-        state = markers.find_marker(target.table, self.pipeline.name)
+        state = table_markers.find_marker(target.table, self.pipeline.name)
         if state.marker is None and state.total_records > 0:
             raise PipelineError(
                 f"pipeline {self.pipeline.name!r}: {sender} to table {name}, which holds "
@@ -175,7 +175,7 @@ class TableSet:
             if name in found:
                 continue
             target = self.target(name)
-            if markers.find_marker(target.table, self.pipeline.name).marker is not None:
+            if table_markers.find_marker(target.table, self.pipeline.name).marker is not None:
                 found[name] = target
         return found
 

@@ -7,7 +7,9 @@ from frazil.engine.ledger import TableLedger
 from frazil.engine.outcomes import Written
 from frazil.engine.window import BatchWindow
 from frazil.progress.events import CommitEvent, Event, SchemaEvolved
-from frazil.progress.markers import Marker, PartitionStats, TableState
+from frazil.progress.markers import Marker
+from frazil.progress.offset_rules import PartitionStats
+from frazil.progress.table_markers import TableState
 from frazil.sink.tables import Target
 
 

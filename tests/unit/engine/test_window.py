@@ -8,8 +8,9 @@ import pytest
 
 from frazil.engine.window import BatchCursor, BatchWindow
 from frazil.errors import PipelineError
-from frazil.progress import markers
-from frazil.progress.markers import Marker, PartitionStats
+from frazil.progress import offset_rules
+from frazil.progress.markers import Marker
+from frazil.progress.offset_rules import PartitionStats
 
 #: When the offset log says a batch was planned: a minute apart, batch 0 at this instant.
 PLANNED_AT_0 = 1_800_000_000_000
@@ -119,7 +120,7 @@ def test_valid_through_counts_from_when_spark_planned_the_batch() -> None:
     assert window.planned_at_ms == planned_at
     fresh = planned_at - 1_000
     marker = window.marker(None, "p", {("t", 0): PartitionStats(fresh)})
-    assert marker.valid_through_ms == planned_at - markers.CAUGHT_UP_SLACK_MS
+    assert marker.valid_through_ms == planned_at - offset_rules.CAUGHT_UP_SLACK_MS
     cursor = _cursor({6: {"t": {0: 20, 1: 4}}})
     cursor.done(_window(cursor, 6))
     assert cursor.last is not None and cursor.last.planned_at_ms == planned_at
@@ -167,7 +168,7 @@ def test_a_topic_created_again_under_the_query_stops_the_batch() -> None:
 
 
 def test_a_window_leaves_out_the_old_offsets_of_a_topic_created_again() -> None:
-    from frazil.progress.markers import TableState
+    from frazil.progress.table_markers import TableState
 
     window = BatchWindow(
         batch=None,  # type: ignore[arg-type]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from frazil.progress import markers
-from frazil.progress.markers import Marker, PartitionStats
+from frazil.progress import markers, offset_rules, table_markers
+from frazil.progress.markers import Marker
+from frazil.progress.offset_rules import PartitionStats
 
 
 def _marker(offsets: dict[str, dict[int, int]], **extra: object) -> Marker:
@@ -34,17 +35,17 @@ def test_format_ms() -> None:
 
 def test_covered_only_when_every_planned_partition_is_in_the_table() -> None:
     marker = _marker({"t": {0: 10, 1: 5}})
-    assert markers.covered(marker, {"t": {0: 10, 1: 5}})
-    assert markers.covered(marker, {"t": {0: 3}})
-    assert not markers.covered(marker, {"t": {0: 10, 1: 6}})
-    assert not markers.covered(marker, {"t": {0: 10, 2: 1}})  # a partition it never saw
-    assert not markers.covered(None, {"t": {0: 1}})
-    assert not markers.covered(marker, {})
+    assert offset_rules.covered(marker, {"t": {0: 10, 1: 5}})
+    assert offset_rules.covered(marker, {"t": {0: 3}})
+    assert not offset_rules.covered(marker, {"t": {0: 10, 1: 6}})
+    assert not offset_rules.covered(marker, {"t": {0: 10, 2: 1}})  # a partition it never saw
+    assert not offset_rules.covered(None, {"t": {0: 1}})
+    assert not offset_rules.covered(marker, {})
 
 
 #: When the batches below were planned (epoch ms), and the slack a caught-up partition gets.
 T = 1_800_000_000_000
-SLACK = markers.CAUGHT_UP_SLACK_MS
+SLACK = offset_rules.CAUGHT_UP_SLACK_MS
 
 
 def test_next_marker_covers_idle_partitions_never_goes_back_and_keeps_unplanned_ones() -> None:
@@ -54,10 +55,10 @@ def test_next_marker_covers_idle_partitions_never_goes_back_and_keeps_unplanned_
         valid_through_ms=T - 2 * SLACK,
     )
     # An old checkpoint replays partition 1 below the marker; partition 2 is idle but planned.
-    marker = markers.next_marker(
+    marker = offset_rules.next_marker(
         previous,
         "p",
-        markers.Basis({"t": {0: 120, 1: 40, 2: 0}}, batch_id=7, query_id="q", planned_at_ms=T),
+        offset_rules.Basis({"t": {0: 120, 1: 40, 2: 0}}, batch_id=7, query_id="q", planned_at_ms=T),
         {("t", 0): PartitionStats(T - 1_000)},
     )
     # A topic the batch did not plan (deleted, or left out by a narrowed pattern) keeps its
@@ -89,21 +90,21 @@ def test_a_topic_id_round_trips_and_a_topic_created_again_starts_over() -> None:
     assert current is not None
     assert current.offsets == {"u": {0: 7}} and current.topic_ids == {"u": "u-id"}
     assert markers.current_topics(previous, {"t": "old-id"}) is previous
-    marker = markers.next_marker(
+    marker = offset_rules.next_marker(
         previous,
         "p",
-        markers.Basis({"t": {0: 1200, 1: 800}}, batch_id=1, topic_ids={"t": "new-id"}),
+        offset_rules.Basis({"t": {0: 1200, 1: 800}}, batch_id=1, topic_ids={"t": "new-id"}),
         {("t", 0): PartitionStats(50)},
     )
     assert marker.offsets == {"t": {0: 1200, 1: 800}, "u": {0: 7}}
     assert marker.max_timestamps == {"t": {0: 50}, "u": {0: 900}}
     assert marker.topic_ids == {"t": "new-id", "u": "u-id"}
     # The old offsets no longer cover the new topic's batch.
-    assert markers.covered(previous, {"t": {0: 1200, 1: 800}})
-    assert not markers.covered(current, {"t": {0: 1200, 1: 800}})
-    state = markers.TableState(previous, 3, 10)
-    assert markers.current_state(state, ids).marker == current
-    assert markers.current_state(state, {"t": "old-id"}) is state
+    assert offset_rules.covered(previous, {"t": {0: 1200, 1: 800}})
+    assert not offset_rules.covered(current, {"t": {0: 1200, 1: 800}})
+    state = table_markers.TableState(previous, 3, 10)
+    assert table_markers.current_state(state, ids).marker == current
+    assert table_markers.current_state(state, {"t": "old-id"}) is state
 
 
 def test_merged_markers_keep_the_topic_ids() -> None:
@@ -118,22 +119,24 @@ def test_valid_through_is_the_minimum_over_partitions_even_when_all_are_read_to_
     stamps = {"t": {0: T - 1_000, 1: T - 2_000}}
     # Both read to their end: partition 1 has nothing after T-2s yet, but a record stamped
     # before T-1s could still come (producers batch and retry): the minimum, as the sink.
-    assert markers.valid_through(None, stamps, planned, set(), T) == T - 2_000
+    assert offset_rules.valid_through(None, stamps, planned, set(), T) == T - 2_000
     # Partition 1 lags: nothing after its largest committed timestamp is known to be in.
-    assert markers.valid_through(None, stamps, planned, {("t", 1)}, T) == T - 2_000
-    assert markers.valid_through(None, stamps, planned, {("t", 0), ("t", 1)}, T) == T - 2_000
+    assert offset_rules.valid_through(None, stamps, planned, {("t", 1)}, T) == T - 2_000
+    assert offset_rules.valid_through(None, stamps, planned, {("t", 0), ("t", 1)}, T) == T - 2_000
 
 
 def test_an_idle_partition_read_to_its_end_holds_the_mark_back_by_the_slack_only() -> None:
     planned = {"t": {0: 10, 1: 99, 2: 0}}
     # Partition 1's newest record is three hours old, partition 2 never had one.
     stamps = {"t": {0: T - 1_000, 1: T - 3 * 3_600_000}}
-    assert markers.valid_through(None, stamps, planned, set(), T) == T - SLACK
+    assert offset_rules.valid_through(None, stamps, planned, set(), T) == T - SLACK
     # Lagging, partition 1 holds it back to its newest committed record, however old.
-    assert markers.valid_through(None, stamps, planned, {("t", 1)}, T) == T - 3 * 3_600_000
+    assert offset_rules.valid_through(None, stamps, planned, {("t", 1)}, T) == T - 3 * 3_600_000
     # A lagging partition with nothing committed yet keeps the previous mark.
-    assert markers.valid_through(T - SLACK * 2, stamps, planned, {("t", 2)}, T) == T - SLACK * 2
-    assert markers.valid_through(None, stamps, planned, {("t", 2)}, T) is None
+    assert (
+        offset_rules.valid_through(T - SLACK * 2, stamps, planned, {("t", 2)}, T) == T - SLACK * 2
+    )
+    assert offset_rules.valid_through(None, stamps, planned, {("t", 2)}, T) is None
 
 
 def test_the_slack_is_the_pipelines_setting() -> None:
@@ -142,12 +145,14 @@ def test_the_slack_is_the_pipelines_setting() -> None:
     planned = {"t": {0: 10, 1: 99}}
     stamps = {"t": {0: T - 1_000, 1: T - 3 * 3_600_000}}
     # Read to their end when planned: every record stamped before then is in.
-    assert markers.valid_through(None, stamps, planned, set(), T, slack_ms=0) == T
-    assert markers.valid_through(None, stamps, planned, set(), T, slack_ms=600_000) == T - 600_000
-    marker = markers.next_marker(
+    assert offset_rules.valid_through(None, stamps, planned, set(), T, slack_ms=0) == T
+    assert (
+        offset_rules.valid_through(None, stamps, planned, set(), T, slack_ms=600_000) == T - 600_000
+    )
+    marker = offset_rules.next_marker(
         None,
         "p",
-        markers.Basis(planned, batch_id=0, planned_at_ms=T, slack_ms=0),
+        offset_rules.Basis(planned, batch_id=0, planned_at_ms=T, slack_ms=0),
         {("t", 0): PartitionStats(T - 1_000)},
     )
     assert marker.valid_through_ms == T
@@ -156,51 +161,53 @@ def test_the_slack_is_the_pipelines_setting() -> None:
 def test_a_producer_clock_ahead_never_makes_the_mark_claim_the_future() -> None:
     planned = {"t": {0: 10, 1: 99}}
     ahead = {"t": {0: T + 3_600_000, 1: T + 3_500_000}}
-    assert markers.valid_through(None, ahead, planned, set(), T) == T
-    assert markers.valid_through(None, ahead, planned, {("t", 0), ("t", 1)}, T) == T
+    assert offset_rules.valid_through(None, ahead, planned, set(), T) == T
+    assert offset_rules.valid_through(None, ahead, planned, {("t", 0), ("t", 1)}, T) == T
     # One partition ahead, the other right: the right one decides.
     skewed = {"t": {0: T + 3_600_000, 1: T - 500}}
-    assert markers.valid_through(None, skewed, planned, set(), T) == T - 500
+    assert offset_rules.valid_through(None, skewed, planned, set(), T) == T - 500
 
 
 def test_valid_through_never_moves_back_and_stays_without_a_planning_time() -> None:
     planned = {"t": {0: 10, 1: 99}}
     stamps = {"t": {0: T - 1_000, 1: T - 2_000}}
-    assert markers.valid_through(T - 500, stamps, planned, set(), T) == T - 500
+    assert offset_rules.valid_through(T - 500, stamps, planned, set(), T) == T - 500
     # A start or reset marker does not know when its offsets were Kafka's latest.
-    assert markers.valid_through(T - 9_000, stamps, planned, set()) == T - 9_000
-    assert markers.valid_through(None, stamps, planned, set()) is None
-    assert markers.valid_through(None, {}, {}, set(), T) is None
+    assert offset_rules.valid_through(T - 9_000, stamps, planned, set()) == T - 9_000
+    assert offset_rules.valid_through(None, stamps, planned, set()) is None
+    assert offset_rules.valid_through(None, {}, {}, set(), T) is None
 
 
 def test_offset_filter_needs_a_marker() -> None:
-    assert markers.offset_filter(None) is None
-    assert markers.offset_filter(_marker({})) is None
+    assert offset_rules.offset_filter(None) is None
+    assert offset_rules.offset_filter(_marker({})) is None
 
 
 def test_filter_is_needed_only_when_a_batch_may_start_below_the_marker() -> None:
     marker = _marker({"t": {0: 10, 1: 5}})
-    assert markers.starts_at_or_after({"t": {0: 10, 1: 5}}, marker)
-    assert markers.starts_at_or_after({"t": {0: 12, 1: 5, 2: 0}}, marker)
-    assert not markers.starts_at_or_after({"t": {0: 9, 1: 5}}, marker)
-    assert not markers.starts_at_or_after({"t": {0: 10}}, marker)  # partition 1 unknown
-    assert not markers.starts_at_or_after(None, marker)
-    assert markers.starts_at_or_after(None, None)
+    assert offset_rules.starts_at_or_after({"t": {0: 10, 1: 5}}, marker)
+    assert offset_rules.starts_at_or_after({"t": {0: 12, 1: 5, 2: 0}}, marker)
+    assert not offset_rules.starts_at_or_after({"t": {0: 9, 1: 5}}, marker)
+    assert not offset_rules.starts_at_or_after({"t": {0: 10}}, marker)  # partition 1 unknown
+    assert not offset_rules.starts_at_or_after(None, marker)
+    assert offset_rules.starts_at_or_after(None, None)
     # Partitions the batch does not plan (kept in the marker) hold none of its rows.
     kept = _marker({"t": {0: 10}, "gone": {0: 99}})
-    assert not markers.starts_at_or_after({"t": {0: 10}}, kept)
-    assert markers.starts_at_or_after({"t": {0: 10}}, kept, {"t": {0: 20}})
-    assert not markers.starts_at_or_after({"t": {0: 10}}, kept, {"t": {0: 20}, "gone": {0: 99}})
+    assert not offset_rules.starts_at_or_after({"t": {0: 10}}, kept)
+    assert offset_rules.starts_at_or_after({"t": {0: 10}}, kept, {"t": {0: 20}})
+    assert not offset_rules.starts_at_or_after(
+        {"t": {0: 10}}, kept, {"t": {0: 20}, "gone": {0: 99}}
+    )
 
 
 class _Tables:
-    """Tables read at once, as the JVM hands them back (markers.MarkedTables)."""
+    """Tables read at once, as the JVM hands them back (table_markers.MarkedTables)."""
 
-    def __init__(self, raw: list[markers.RawState], found: list[int | None]) -> None:
+    def __init__(self, raw: list[table_markers.RawState], found: list[int | None]) -> None:
         self.raw, self.found = raw, found
         self.asked: list[tuple[list[int | None], str, list[str]]] = []
 
-    def states(self, pipeline: str, max_walk: int) -> list[markers.RawState]:
+    def states(self, pipeline: str, max_walk: int) -> list[table_markers.RawState]:
         return self.raw
 
     def interleaved(
@@ -224,20 +231,20 @@ def test_states_read_at_once_become_markers_and_interleavings_name_their_table()
     marker = Marker(pipeline="p", offsets={"t": {0: 5}}, batch_id=2, commit_id="c2")
     tables = _Tables(
         [
-            markers.RawState(11, 5, marker.to_summary()),
-            markers.RawState(None, 0, None),
+            table_markers.RawState(11, 5, marker.to_summary()),
+            table_markers.RawState(None, 0, None),
             # Entries of a snapshot without offsets are no marker.
-            markers.RawState(12, 1, {"frazil.pipeline": "p"}),
+            table_markers.RawState(12, 1, {"frazil.pipeline": "p"}),
         ],
         [None, 7],
     )
-    states = markers.find_markers(tables, "p")
+    states = table_markers.find_markers(tables, "p")
     assert states == [
-        markers.TableState(marker, 11, 5),
-        markers.TableState(None, None, 0),
-        markers.TableState(None, 12, 1),
+        table_markers.TableState(marker, 11, 5),
+        table_markers.TableState(None, None, 0),
+        table_markers.TableState(None, 12, 1),
     ]
-    errors = markers.check_no_interleavings(
+    errors = table_markers.check_no_interleavings(
         tables,
         [_Named("lake.db.a"), _Named("lake.db.b")],  # type: ignore[list-item]
         states[:2],
@@ -282,8 +289,8 @@ def test_the_commit_that_took_a_batch_is_the_oldest_marker_covering_it() -> None
             (1, old_topic),  # the topic's earlier life: its offsets are not the batch's
         ]
     )
-    assert markers.committed_in(history, "p", {"t": {0: 50}}, ids) == 3  # type: ignore[arg-type]
-    assert markers.committed_in(history, "p", {"t": {0: 60}}, ids) == 5  # type: ignore[arg-type]
-    assert markers.committed_in(history, "p", {"t": {0: 15}}, ids) == 2  # type: ignore[arg-type]
-    assert markers.committed_in(history, "p", {"t": {0: 95}}, ids) is None  # type: ignore[arg-type]
-    assert markers.committed_in(history, "q", {"t": {0: 15}}, ids) is None  # type: ignore[arg-type]
+    assert table_markers.committed_in(history, "p", {"t": {0: 50}}, ids) == 3  # type: ignore[arg-type]
+    assert table_markers.committed_in(history, "p", {"t": {0: 60}}, ids) == 5  # type: ignore[arg-type]
+    assert table_markers.committed_in(history, "p", {"t": {0: 15}}, ids) == 2  # type: ignore[arg-type]
+    assert table_markers.committed_in(history, "p", {"t": {0: 95}}, ids) is None  # type: ignore[arg-type]
+    assert table_markers.committed_in(history, "q", {"t": {0: 15}}, ids) is None  # type: ignore[arg-type]

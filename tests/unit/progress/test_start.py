@@ -6,7 +6,7 @@ import pytest
 
 from frazil.errors import ConfigError, PipelineError
 from frazil.progress import markers
-from frazil.progress.markers import Marker, TableState
+from frazil.progress.markers import Marker
 from frazil.progress.start import (
     Start,
     ahead_of,
@@ -16,6 +16,7 @@ from frazil.progress.start import (
     resolve_reset,
     resume_offsets,
 )
+from frazil.progress.table_markers import TableState
 
 
 def _marker(offsets: dict[str, dict[int, int]], **extra: object) -> Marker:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.errors import PipelineError, StaleMarker
-from frazil.progress import markers
+from frazil.progress import markers, offset_rules, table_markers
 from frazil.reasons import reason_kind
 from frazil.sink.dead_letters.format import (
     ERROR_CLASSES,
@@ -93,7 +93,7 @@ class DeadLetters:
         bad: DataFrame,
         error: Column,
         *,
-        basis: markers.Basis,
+        basis: offset_rules.Basis,
         seen: list[tuple[str, int, int, str, str]] | None = None,
         source: str = "",
         table: str | None = None,
@@ -162,7 +162,7 @@ class DeadLetters:
         rows: Callable[[], list[Any]],
         has_headers: bool,
         *,
-        basis: markers.Basis,
+        basis: offset_rules.Basis,
         seen: list[tuple[str, int, int, str, str]],
         source: str = "",
         table: str | None = None,
@@ -279,7 +279,7 @@ class DeadLetters:
             if not seen:
                 return {}  # a replayed batch whose dead letters the table has
         below = markers.Marker(pipeline=batch.name, offsets=first) if first is not None else None
-        keep = markers.offset_filter(below if first is not None else state.marker)
+        keep = offset_rules.offset_filter(below if first is not None else state.marker)
         kept = rows if keep is None else rows.where(keep)
         if present:
             held = self.table.spark.createDataFrame(
@@ -340,16 +340,16 @@ class DeadLetters:
         )
         return present
 
-    def _next_marker(self, batch: _Batch) -> tuple[markers.TableState, markers.Marker]:
+    def _next_marker(self, batch: _Batch) -> tuple[table_markers.TableState, markers.Marker]:
         """The dead-letter table's marker of ``batch.name`` now (without the offsets of topics
         created again since, see :func:`~frazil.progress.markers.current_topics`), and the one
         this batch commits."""
         assert self.table is not None
         self.table.refresh()
-        state = markers.find_marker(self.table, batch.name)
+        state = table_markers.find_marker(self.table, batch.name)
         state = replace(state, marker=markers.current_topics(state.marker, batch.basis.topic_ids))
-        dead = replace(batch.basis, planned_at_ms=None, slack_ms=markers.CAUGHT_UP_SLACK_MS)
-        return state, markers.next_marker(state.marker, batch.name, dead)
+        dead = replace(batch.basis, planned_at_ms=None, slack_ms=offset_rules.CAUGHT_UP_SLACK_MS)
+        return state, offset_rules.next_marker(state.marker, batch.name, dead)
 
 
 #: A failing record's position, stage and reason.
@@ -362,7 +362,7 @@ class _Batch:
     (its markers' basis), and the table the records failed for."""
 
     name: str
-    basis: markers.Basis
+    basis: offset_rules.Basis
     table: str | None
 
 
@@ -396,7 +396,7 @@ def _uncovered(
     covered: TopicOffsets, seen: list[tuple[str, int, int, str, str]]
 ) -> list[tuple[str, int, int, str, str]]:
     """The records of ``seen`` at or above the offsets ``covered`` (not written yet), as
-    :func:`frazil.progress.markers.offset_filter` keeps them."""
+    :func:`frazil.progress.offset_rules.offset_filter` keeps them."""
     return [s for s in seen if s[2] >= covered.get(s[0], {}).get(s[1], 0)]
 
 

@@ -1,5 +1,6 @@
 """Column adaptation: a batch's columns matched to a table's by field id, the table evolved
-first if the batch needs it (:mod:`frazil.sink.evolution`)."""
+first if the batch needs it (:mod:`frazil.sink.evolution`), the rows conformed to its shape
+(:mod:`frazil.sink.conform`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.engine.ledger import TableLedger
-from frazil.sink.evolution import NAME_MAPPING, TableView, WriteColumns, compare, evolve
-from frazil.sink.evolution import write_columns as conformed_columns
+from frazil.sink.conform import WriteColumns
+from frazil.sink.conform import write_columns as conformed_columns
+from frazil.sink.evolution import NAME_MAPPING, TableView, compare, evolve
 from frazil.sink.tables import Target
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from frazil.engine.routed_layout import Layout, Template
 from frazil.engine.threads import each
 from frazil.engine.window import BatchWindow
 from frazil.progress import offset_rules, table_markers
-from frazil.sink.evolution import WriteColumns
+from frazil.sink.conform import WriteColumns
 from frazil.sink.tables import TableSet
 
 if TYPE_CHECKING:

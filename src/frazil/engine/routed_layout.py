@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from frazil import columns as c
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.table_settings import ResolvedTable
-from frazil.sink.evolution import TableView, WriteColumns, compare, spark_schema, write_columns
+from frazil.sink.conform import WriteColumns, write_columns
+from frazil.sink.evolution import TableView, compare, spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -13,7 +13,7 @@ from frazil.engine import dead_capture
 from frazil.engine.bad_records import failure, learnable, own_error
 from frazil.engine.cached_table import CachedTable, of_table
 from frazil.engine.window import BatchWindow, Partition
-from frazil.sink.evolution import WriteColumns
+from frazil.sink.conform import WriteColumns
 from frazil.sink.tables import Target
 
 if TYPE_CHECKING:

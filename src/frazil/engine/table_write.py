@@ -29,7 +29,7 @@ from frazil.engine.table_rows import (
 )
 from frazil.engine.window import BatchWindow
 from frazil.progress import markers, offset_rules, table_markers
-from frazil.sink.evolution import WriteColumns
+from frazil.sink.conform import WriteColumns
 from frazil.sink.iceberg import append_rows
 from frazil.sink.merge import merge_rows
 from frazil.sink.tables import Target

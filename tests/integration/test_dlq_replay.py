@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from frazil.engine import replay as replay_module
+from frazil.engine import replay_rows
 from frazil.engine.replay import replay
 from frazil.engine.runner import run
 from frazil.errors import PipelineError
@@ -89,7 +89,7 @@ def test_an_interrupted_replay_is_finished_not_repeated(
     def crash(*_args: Any, **_kwargs: Any) -> None:
         raise RuntimeError("killed between the writes and the delete")
 
-    monkeypatch.setattr(replay_module, "_delete", crash)
+    monkeypatch.setattr(replay_rows, "delete", crash)
     with pytest.raises(RuntimeError):
         replay(spark, config, pipeline)
     monkeypatch.undo()

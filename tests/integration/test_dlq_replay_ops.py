@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Producer
 
 from frazil.engine import replay as replay_module
+from frazil.engine import replay_rows
 from frazil.engine.replay import replay
 from frazil.engine.runner import run
 from frazil.errors import PipelineError
@@ -56,7 +57,7 @@ def test_an_interrupted_replay_survives_snapshot_expiry_of_both_tables(
     def crash(*_args: Any, **_kwargs: Any) -> None:
         raise RuntimeError("killed between the writes and the delete")
 
-    monkeypatch.setattr(replay_module, "_delete", crash)
+    monkeypatch.setattr(replay_rows, "delete", crash)
     with pytest.raises(RuntimeError):
         replay(spark, config, pipeline)
     monkeypatch.undo()
@@ -120,12 +121,12 @@ def test_a_delete_next_to_a_dead_letter_append_goes_through(
         return True
 
     gated = F.udf(gate, BooleanType())
-    delete = replay_module._delete
+    delete = replay_rows.delete
 
     def held(spark_: Any, name: str, source: Any, pipeline_name: str) -> None:
         delete(spark_, name, source.where(gated(F.lit(1))), pipeline_name)
 
-    monkeypatch.setattr(replay_module, "_delete", held)
+    monkeypatch.setattr(replay_rows, "delete", held)
     outcome: list[Any] = []
 
     def replaying() -> None:

@@ -9,6 +9,9 @@ pipeline's plan:
 2. records that fail again are appended to the dead-letter table with their new reason;
 3. the replayed records are deleted from the dead-letter table.
 
+The dead-letter table's rows (read, sent back, deleted) are handled in
+:mod:`frazil.engine.replay_rows`.
+
 A replay is named by the dead-letter snapshot it read and its filters (``R``). What it did
 so far is kept where snapshot expiry cannot remove it (:mod:`frazil.engine.replay_state`):
 its progress in a property of the dead-letter table, the snapshot it reads under a tag. Each
@@ -23,8 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING
 from frazil import columns as c
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
+from frazil.engine import replay_rows
 from frazil.engine.adapt import ColumnAdapter
 from frazil.engine.cached_table import with_values, with_values_columns
 from frazil.engine.ledger import TableLedger
@@ -61,10 +63,6 @@ FAILED = "frazil.dlq-replay-failed."
 DONE = "frazil.dlq-replay-done."
 #: The step of the send-back of records that failed again (the others: ``table <name>``).
 SENT_BACK = "dead letters"
-#: Attempts of the delete when it loses to a concurrent commit (a run's dead letters).
-DELETE_ATTEMPTS = 6
-DELETE_BACKOFF_S = 0.5
-_CONFLICTS = ("ValidationException", "CommitFailedException")
 
 
 @dataclass(frozen=True)
@@ -150,7 +148,7 @@ def _replay(
             return ReplayReport(pipeline.name, 0, 0, 0, False)
         snapshot = current
         replay_id = _name(snapshot, stage, since, fingerprint)
-    source = _read(spark, dead.name, snapshot, pipeline.name, stage, since).cache()
+    source = replay_rows.read(spark, dead.name, snapshot, pipeline.name, stage, since).cache()
     try:
         replayed = source.count()
         if replayed == 0 and not resumed:
@@ -163,7 +161,7 @@ def _replay(
         written, failed = _run(spark, config, pipeline, source, dead, progress)
         claim.renew()
         # Rows that failed before the replay began; the ones it sent back are newer.
-        _delete(spark, dead.name, source, pipeline.name)
+        replay_rows.delete(spark, dead.name, source, pipeline.name)
         claim.close(state)
         if state.legacy:
             # Older frazil looks for this marker; without it, it would take the replay as open.
@@ -211,25 +209,6 @@ def _open_replay(dead: IcebergTable, pipeline: str) -> str | None:
         if started is not None:
             return started
     return None
-
-
-def _read(
-    spark: SparkSession,
-    name: str,
-    snapshot: int,
-    pipeline: str,
-    stage: str | None,
-    since: datetime | None,
-) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    rows = spark.read.option("versionAsOf", str(snapshot)).table(name)
-    rows = rows.where(F.col("pipeline") == pipeline)
-    if stage is not None:
-        rows = rows.where(F.col("stage") == stage)
-    if since is not None:
-        rows = rows.where(F.col("failed_at") >= F.lit(since))
-    return rows
 
 
 def _run(
@@ -301,7 +280,7 @@ def _run(
         back = failing[0]
         for part in failing[1:]:
             back = back.unionByName(part)
-        back = _first_failure(back, source).cache()
+        back = replay_rows.first_failure(back, source).cache()
         try:
             failed = back.count()
             if failed and not progress.done(SENT_BACK, dead, FAILED + pipeline.name):
@@ -402,27 +381,6 @@ def _create(
     return tables.adopt(name, user, with_values, start, sender="the replay routes records")
 
 
-#: How much later than the row it replaces a record sent back by a replay is stamped.
-SENT_BACK_AFTER = "INTERVAL 1 MICROSECOND"
-
-
-def _first_failure(back: DataFrame, source: DataFrame) -> DataFrame:
-    """The sent-back rows with the failure time of the rows they replace: ``failed_at``
-    stays when a record first failed (``frazil dlq show``'s "first failed"), not the replay's
-    time. One microsecond later, so that the replay's delete, which matches position and
-    failure time exactly, tells the row it replaces from the one it sent back."""
-    from pyspark.sql import functions as F
-
-    keys = ["topic", "partition", "offset"]
-    first = source.groupBy(*keys).agg(F.min("failed_at").alias("_first_failed_at"))
-    stamped = F.coalesce(
-        F.col("_first_failed_at") + F.expr(SENT_BACK_AFTER), F.col("failed_at")
-    ).alias("failed_at")
-    return back.join(first, keys, "left").select(
-        *[stamped if name == "failed_at" else F.col(name) for name in back.columns]
-    )
-
-
 def _write_table(
     pipeline: PipelineConfig,
     adapter: ColumnAdapter,
@@ -456,54 +414,3 @@ def _write_table(
         *dead_letter_columns(pipeline.name, columns.error, True, target.name)
     )
     return written, bad
-
-
-def _delete(spark: SparkSession, name: str, source: DataFrame, pipeline: str) -> None:
-    """Delete the replayed rows, matched exactly (position and failure time), so rows the
-    replay sent back, and later dead letters of the same records, stay."""
-    view = f"frazil_replayed_{uuid.uuid4().hex}"
-    source.select("pipeline", "topic", "partition", "offset", "failed_at").createOrReplaceTempView(
-        view
-    )
-    statement = (
-        f"MERGE INTO {name} t USING {view} s ON t.pipeline = s.pipeline "
-        "AND t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset "
-        "AND t.failed_at = s.failed_at WHEN MATCHED THEN DELETE"
-    )
-    try:
-        delay = DELETE_BACKOFF_S
-        for attempt in range(1, DELETE_ATTEMPTS + 1):
-            try:
-                spark.sql(statement)
-                return
-            except Exception as exc:  # py4j wraps Spark's error
-                text = str(exc)
-                if attempt < DELETE_ATTEMPTS and any(n in text for n in _CONFLICTS):
-                    # A run's dead letters (or maintenance) committed while the MERGE ran;
-                    # nothing was deleted. The exact match makes running it again on the new
-                    # snapshot safe.
-                    log.info(
-                        "%s: deleting the replayed dead letters from %s lost to a concurrent "
-                        "commit; retrying (attempt %d of %d)",
-                        pipeline,
-                        name,
-                        attempt + 1,
-                        DELETE_ATTEMPTS,
-                    )
-                    time.sleep(delay)
-                    delay *= 2
-                    continue
-                raise PipelineError(
-                    f"pipeline {pipeline!r}: could not delete the replayed dead letters from "
-                    f"{name}: {_cause(text)}. The replay stays open: run `frazil dlq "
-                    "replay` again to finish it (what it wrote is not written again)"
-                ) from None
-    finally:
-        spark.catalog.dropTempView(view)
-
-
-def _cause(text: str) -> str:
-    """The JVM's own exception line of a py4j error (its first line only names the call)."""
-    lines = [line.strip().lstrip(": ") for line in text.strip().splitlines()]
-    found = next((line for line in lines if "Exception" in line or "Error" in line), None)
-    return (found or (lines[0] if lines else "unknown error"))[:300]

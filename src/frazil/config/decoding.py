@@ -14,11 +14,12 @@ from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_core import InitErrorDetails
 
 from frazil.columns import INTERNAL_PREFIX, METADATA_PREFIX
 from frazil.config.base import IDENT, Frozen
 from frazil.config.maintenance import parse_size
-from frazil.config.types import check_field_types
+from frazil.config.types import check_field_types, field_problems
 
 #: Value and key formats. ``string``/``bytes`` pass the payload through as one column.
 FormatName = Literal["json", "avro", "protobuf", "string", "bytes"]
@@ -264,3 +265,40 @@ def check_variant(part: Decoding) -> None:
             f"variant column {part.variant!r} is also a field 'schema' declares "
             f"({taken[part.variant.lower()]!r}); name the column of the rest otherwise"
         )
+
+
+def each_field_problem(
+    errors: list[InitErrorDetails], data: dict[Any, Any]
+) -> list[InitErrorDetails]:
+    """A declared schema's problems one per field, at ``schema.<field>``, rather than the
+    first one at ``schema``: every wrong type is reported in one run (the pipeline's
+    validation errors, with its raw ``data``)."""
+    out: list[InitErrorDetails] = []
+    for error in errors:
+        loc = error["loc"]
+        fields = data.get(loc[0]) if len(loc) == 1 and isinstance(loc[0], str) else None
+        if (
+            not loc
+            or loc[0] not in ("schema", "schema_", "key_schema")
+            or not isinstance(fields, dict)
+        ):
+            out.append(error)
+            continue
+        named = {k: v for k, v in fields.items() if isinstance(k, str) and isinstance(v, str)}
+        each = field_problems(named, check_field_name)
+        out += [
+            InitErrorDetails(
+                type="value_error", loc=(loc[0], name), input=named[name], ctx={"error": reason}
+            )
+            for name, reason in each
+        ]
+        if not each:
+            out.append(error)
+            continue
+        try:
+            check_case_collisions(named)
+        except ValueError as exc:
+            out.append(
+                InitErrorDetails(type="value_error", loc=loc, input=fields, ctx={"error": exc})
+            )
+    return out

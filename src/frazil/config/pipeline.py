@@ -28,12 +28,7 @@ from pydantic_core import ErrorDetails, InitErrorDetails
 
 from frazil.columns import METADATA_PREFIX
 from frazil.config.base import IDENT, Frozen, check_regex
-from frazil.config.decoding import (
-    Decoding,
-    check_case_collisions,
-    check_field_name,
-    check_schema_source,
-)
+from frazil.config.decoding import Decoding, check_schema_source, each_field_problem
 from frazil.config.durations import parse_duration
 from frazil.config.errors import ErrorsConfig
 from frazil.config.flat_keys import (
@@ -54,7 +49,6 @@ from frazil.config.routing import (
 )
 from frazil.config.table_settings import INHERITED, ResolvedTable, TableSettings
 from frazil.config.transforms import TransformEntry
-from frazil.config.types import field_problems
 from frazil.config.writes import TableWrite, WriteConfig
 
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
@@ -150,40 +144,6 @@ def _partition_column_errors(
     return errors
 
 
-def _each_field(errors: list[InitErrorDetails], data: dict[Any, Any]) -> list[InitErrorDetails]:
-    """A declared schema's problems one per field, at ``schema.<field>``, rather than the
-    first one at ``schema``: every wrong type is reported in one run."""
-    out: list[InitErrorDetails] = []
-    for error in errors:
-        loc = error["loc"]
-        fields = data.get(loc[0]) if len(loc) == 1 and isinstance(loc[0], str) else None
-        if (
-            not loc
-            or loc[0] not in ("schema", "schema_", "key_schema")
-            or not isinstance(fields, dict)
-        ):
-            out.append(error)
-            continue
-        named = {k: v for k, v in fields.items() if isinstance(k, str) and isinstance(v, str)}
-        each = field_problems(named, check_field_name)
-        out += [
-            InitErrorDetails(
-                type="value_error", loc=(loc[0], name), input=named[name], ctx={"error": reason}
-            )
-            for name, reason in each
-        ]
-        if not each:
-            out.append(error)
-            continue
-        try:
-            check_case_collisions(named)
-        except ValueError as exc:
-            out.append(
-                InitErrorDetails(type="value_error", loc=loc, input=fields, ctx={"error": exc})
-            )
-    return out
-
-
 #: ``first_batch_max_offsets`` unless set: a batch a cold JVM (JIT not warmed, first Iceberg
 #: commit) decodes and commits in a second or two, where a first batch of 500k records took
 #: 6-9 s (docs/benchmarks.md, 2026-11-22).
@@ -257,7 +217,7 @@ class PipelineConfig(Frozen):
                 Decoding.model_validate(key)
             except ValidationError as exc:
                 found += [{**error, "loc": ("key", *error["loc"])} for error in exc.errors()]
-        errors = _each_field(as_written(found, data, misplaced), data)
+        errors = each_field_problem(as_written(found, data, misplaced), data)
         errors += _partition_column_errors(data, errors)
         if errors:
             raise ValidationError.from_exception_data(cls.__name__, as_reported(errors, data))

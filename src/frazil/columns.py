@@ -42,6 +42,8 @@ ERROR = "__frazil_error"
 #: The decoded Kafka key (``key_format``) for the write mode, whatever transforms do to the
 #: key's own column (tombstones delete by it).
 DECODED_KEY = "__frazil_decoded_key"
+#: A packed decoder's value and error as one struct, unpacked over a select of its own.
+PACKED = "__frazil_packed"
 TABLE = "__frazil_table"
 OP = "__frazil_op"
 

@@ -87,20 +87,54 @@ class TypedRestDecoder:
         del raw, column
         return False
 
+    #: Decoded as one struct, its error inside (as :data:`frazil.columns.ERROR`), in a select
+    #: of its own; the next takes the columns out of it (see :meth:`decode`).
+    packed = True
+
     def decode(self, data: Column) -> Decoded:
-        """The typed fields and the rest; the error of a value that is not JSON or passes a
-        limit."""
+        """The typed fields and the rest, and the error of a value that is not JSON or passes
+        a limit, as one struct.
+
+        The record's parts are bound once each (:func:`_let`): Spark shares no work between
+        the branches of the columns' conditions, so each use of the variant, its fields or
+        the typed row would parse the record again. The error rides in the struct, since
+        apart it would parse the value again too; the plan computes the struct in a select
+        of its own and takes the columns out of it in the next (:attr:`packed`).
+        """
         from pyspark.sql import functions as F
 
         parsed = self.whole.decode(data)
-        variant = parsed.value
-        # The value's top-level fields, each a variant; null for an array or a scalar.
-        entries = F.try_variant_get(variant, "$", "map<string,variant>")
         at_once = self._reader(self.declared).decode(data)
-        assert at_once.fields is not None
+        bound = F.struct(
+            parsed.value.alias("variant"),
+            parsed.error.cast(c.ERROR_DDL).alias("error"),
+            at_once.value.alias("typed"),
+            at_once.error.isNull().alias("reads"),
+        )
+
+        def split(x: Column) -> Column:
+            # The value's top-level fields, each a variant; null for an array or a scalar.
+            entries = F.try_variant_get(x["variant"], "$", "map<string,variant>")
+            return _let(entries, lambda e: F.struct(*self._columns(x, e)))
+
+        value = F.when(data.isNotNull(), _let(bound, split))
+        return Decoded(value=value, error=value[c.ERROR])
+
+    def _columns(self, bound: Column, entries: Column) -> list[Column]:
+        """The declared fields, the rest and the error, named, of one record's parts."""
+        fields = self._split(bound, entries)
+        return [
+            *[col.alias(n) for n, col in fields.items()],
+            bound["error"].alias(c.ERROR),
+        ]
+
+    def _split(self, bound: Column, entries: Column) -> dict[str, Column]:
+        """The declared fields and the rest, of one record's parts."""
+        from pyspark.sql import functions as F
+
         # Frazil's decoder marks a record whose fields all read; with a nested declared
         # struct it also marks fields that struct does not declare (they must not be lost).
-        whole_reads = at_once.error.isNull()
+        whole_reads = bound["reads"]
         fields: dict[str, Column] = {}
         misfits: list[Column] = []
         for field in self.declared.fields:
@@ -112,15 +146,17 @@ class TypedRestDecoder:
             whole = reads
             if _holds_struct(field.dataType):
                 whole = self._field_alone(field, raw, strict=True)
-            fields[field.name] = F.when(whole_reads, at_once.fields[field.name]).when(
+            fields[field.name] = F.when(whole_reads, bound["typed"][field.name]).when(
                 reads.error.isNull(), reads.fields[field.name]
             )
             misfits.append(
-                F.when(~whole_reads & raw.isNotNull() & whole.error.isNotNull(), F.lit(field.name))
+                F.when(
+                    raw.isNotNull() & whole.error.isNotNull(),
+                    F.struct(F.lit(field.name).alias("key"), raw.alias("value")),
+                )
             )
-        fields[self.column] = _rest(variant, entries, self.declared, misfits)
-        value = F.when(data.isNotNull(), F.struct(*[col.alias(n) for n, col in fields.items()]))
-        return Decoded(value=value, error=parsed.error.cast(c.ERROR_DDL), fields=fields)
+        fields[self.column] = _rest(bound["variant"], entries, self.declared, whole_reads, misfits)
+        return fields
 
     def _reader(self, schema: StructType) -> Decoder:
         # strict: a field a nested struct does not declare is an error, so the record is
@@ -138,19 +174,44 @@ class TypedRestDecoder:
         return self.reader(StructType([field]), strict).decode(F.encode(text, "UTF-8"))
 
 
-def _rest(variant: Column, entries: Column, declared: StructType, misfits: list[Column]) -> Column:
+def _rest(
+    variant: Column,
+    entries: Column,
+    declared: StructType,
+    whole_reads: Column,
+    misfits: list[Column],
+) -> Column:
     """The variant of what the typed columns do not hold: undeclared fields and misfits, or
-    the whole value when it is not an object; null when nothing is left."""
+    the whole value when it is not an object; null when nothing is left.
+
+    A record that reads whole only sheds its declared fields (a lambda over literals: the
+    misfits' expressions are not evaluated per field of every record); the others get their
+    misfits' values back under their names.
+    """
     from pyspark.sql import functions as F
 
     names = F.array(*[F.lit(f.name) for f in declared.fields])
-    kept = F.filter(F.array(*misfits), lambda name: name.isNotNull())
-    left = F.map_filter(
-        entries, lambda key, _value: ~F.array_contains(names, key) | F.array_contains(kept, key)
+    undeclared = F.map_filter(entries, lambda key, _value: ~F.array_contains(names, key))
+    # Whether any field is undeclared, without filtering the map a second time.
+    present = sum(
+        (F.map_contains_key(entries, F.lit(f.name)).cast("int") for f in declared.fields),
+        F.lit(0),
     )
-    return F.when(entries.isNull(), variant).when(
-        F.size(left) > F.lit(0), F.to_variant_object(left)
+    kept = F.map_from_entries(F.filter(F.array(*misfits), lambda entry: entry.isNotNull()))
+    everything = F.map_concat(undeclared, kept)
+    return (
+        F.when(entries.isNull(), variant)
+        .when(whole_reads, F.when(F.size(entries) > present, F.to_variant_object(undeclared)))
+        .when(F.size(everything) > F.lit(0), F.to_variant_object(everything))
     )
+
+
+def _let(bound: Column, body: Callable[[Column], Column]) -> Column:
+    """``body`` of ``bound``, with ``bound`` computed once per record: a lambda's argument is
+    computed once, where an expression named in many places may be computed in each."""
+    from pyspark.sql import functions as F
+
+    return F.transform(F.array(bound), body)[0]
 
 
 def _nests(schema: StructType) -> bool:

@@ -170,6 +170,11 @@ def decode_value(decoder: Decoder, batch: Projection) -> Projection:
 
     decoded = decoder.decode(batch[c.VALUE])
     result = dict(batch)
+    if getattr(decoder, "packed", False):
+        # One struct (the error inside) whose parts must be computed once: a select of its
+        # own; the next step takes the columns out of it.
+        result[c.PACKED] = decoded.value
+        return result
     if decoder.scalar:
         result[decoder.schema.fields[0].name] = decoded.value
     else:
@@ -178,6 +183,18 @@ def decode_value(decoder: Decoder, batch: Projection) -> Projection:
                 decoded.fields[f.name] if decoded.fields is not None else decoded.value[f.name]
             )
     result[c.ERROR] = F.coalesce(batch[c.ERROR], decoded.error)
+    return result
+
+
+def unpack_value(decoder: Decoder, batch: Projection) -> Projection:
+    """A packed decoder's fields and error out of the column :func:`decode_value` made."""
+    from pyspark.sql import functions as F
+
+    result = dict(batch)
+    packed = result.pop(c.PACKED)
+    for f in decoder.schema.fields:
+        result[f.name] = packed[f.name]
+    result[c.ERROR] = F.coalesce(batch[c.ERROR], packed[c.ERROR])
     return result
 
 
@@ -269,6 +286,15 @@ def build_plan(
             lambda batch: decode_value(decoder, batch),
         )
     ]
+    if getattr(decoder, "packed", False):
+        steps.append(
+            Step(
+                "unpack",
+                "the decoded struct's fields as columns",
+                lambda batch: unpack_value(decoder, batch),
+                materialized=True,
+            )
+        )
     write = pipeline.defaults.write
     if write.debezium:
         from frazil.decode.debezium import unwrap

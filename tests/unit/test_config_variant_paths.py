@@ -13,6 +13,7 @@ from frazil.config.partitioning import PartitionField
 from frazil.config.routing import StaticRoute
 from frazil.config.variant_paths import VariantPath, parse_variant_path
 from frazil.errors import ConfigError
+from frazil.transform.chain import partition_paths
 from frazil.transform.check import column_problems, route_root
 
 
@@ -96,7 +97,7 @@ def test_partition_by_a_variant_path_derives_a_column(entry: str, field: Partiti
     ).pipelines
     assert pipeline.defaults.partition_fields() == [field]
     assert field.reads == "payload"
-    assert pipeline.partition_paths() == [("partition_by[0]", field)]
+    assert partition_paths(pipeline) == [("partition_by[0]", field)]
 
 
 def test_a_malformed_partition_path_says_how_to_write_one() -> None:

@@ -39,7 +39,7 @@ from frazil.config.flat_keys import (
     gather,
     is_unknown_key,
 )
-from frazil.config.partitioning import PartitionField, parse_partition_field
+from frazil.config.partitioning import parse_partition_field
 from frazil.config.routing import (
     RouteConfig,
     StaticRoute,
@@ -411,23 +411,6 @@ class PipelineConfig(Frozen):
                 "identifier_fields must equal write.key (or be left out): an upsert or CDC "
                 "table is identified by its key"
             )
-
-    def partition_paths(self) -> list[tuple[str, PartitionField]]:
-        """The ``partition_by`` fields that read a path into a variant column, with their
-        config keys (the pipeline's, then each table's): each path is derived into a column
-        of its own after the transforms, once however many tables name it."""
-        named = [("partition_by", self.defaults.partition_fields())] + [
-            (f"tables.{name}.partition_by", own.partition_fields())
-            for name, own in self.tables.items()
-        ]
-        seen: set[str] = set()
-        found: list[tuple[str, PartitionField]] = []
-        for key, fields in named:
-            for j, field in enumerate(fields):
-                if field.source is not None and field.column not in seen:
-                    seen.add(field.column)
-                    found.append((f"{key}[{j}]", field))
-        return found
 
     def static_tables(self) -> list[str]:
         """The tables known from the config alone: ``table``, or those the route names."""

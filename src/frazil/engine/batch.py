@@ -71,11 +71,9 @@ class BatchHandler:
         dead_letters: Where failing records go (``errors.tolerance: all``); None: they stop
             the pipeline.
         error: The error that stopped the last batch, if any.
-        restart: Why the query must start again from the tables' markers (a table rolled
-            back while it ran); the runner does so.
+        restart: Why the query must start again from the tables' markers (a rollback).
         closing: Set once the run stops: no batch starts.
-        stops: Stop requests (SIGTERM, the caller's event): no batch starts once one is set,
-            even before the runner's wait loop has noticed it and set ``closing``.
+        stops: Stop requests (SIGTERM, the caller's event): no batch starts once one is set.
     """
 
     pipeline: PipelineConfig
@@ -261,8 +259,7 @@ class BatchHandler:
            is read (offsets from the planned range, valid-through from what earlier batches
            observed).
         4. **Write, one of three ways** (:class:`~frazil.engine.batch_write.BatchWriter`),
-           by the live plan, which first takes in the columns the config file promoted
-           since the last batch (:mod:`~frazil.engine.promotion`).
+           with the columns the config file promoted (:mod:`~frazil.engine.promotion`).
            One table: one pass that decodes, checks and appends (or merges), observed as it
            runs. Several: the one job writes all of them when it can; otherwise, as for
            upsert/CDC, the cached way writes them concurrently from the batch decoded once.
@@ -299,8 +296,7 @@ class BatchHandler:
         window = self.cursor.open(
             batch, batch_id, planned, started, self._query_id or "", topic_ids
         )
-        # 4.-5. write one of three ways (with the columns the config file promoted since the
-        # last batch); bad records teach the decoders, or leave, or stop it
+        # 4.-5. write one of three ways; bad records teach the decoders, or leave, or stop it
         self.live.take_promotions()
         wrote = self._writer.write(window, states)
         # 6. dead letters after the commits, the commits recorded, idle markers

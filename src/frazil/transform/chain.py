@@ -21,6 +21,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
+from frazil.config.partitioning import PartitionField
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.transforms import Derive, Transform, transform_name
 from frazil.errors import ConfigError, PipelineError
@@ -102,6 +103,24 @@ class TransformChain:
         ]
 
 
+def partition_paths(pipeline: PipelineConfig) -> list[tuple[str, PartitionField]]:
+    """The ``partition_by`` fields that read a path into a variant column, with their config
+    keys (the pipeline's, then each table's): each path is derived into a column of its own
+    after the transforms, once however many tables name it."""
+    named = [("partition_by", pipeline.defaults.partition_fields())] + [
+        (f"tables.{name}.partition_by", own.partition_fields())
+        for name, own in pipeline.tables.items()
+    ]
+    seen: set[str] = set()
+    found: list[tuple[str, PartitionField]] = []
+    for key, fields in named:
+        for j, field in enumerate(fields):
+            if field.source is not None and field.column not in seen:
+                seen.add(field.column)
+                found.append((f"{key}[{j}]", field))
+    return found
+
+
 def build_chain(
     spark: SparkSession, pipeline: PipelineConfig, schema: StructType
 ) -> TransformChain:
@@ -131,7 +150,7 @@ def build_chain(
             steps.append(step)
             schemas.append(current)
         # Partition columns of paths into a variant: derived last, as a derive step would.
-        for key, field in pipeline.partition_paths():
+        for key, field in partition_paths(pipeline):
             assert field.source is not None
             derive = Derive(derive={field.column: field.source})
             step, current = _build(spark, jvm, pipeline, key, derive, current)

@@ -23,14 +23,21 @@ from tests.integration.test_variant import _produce
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.parametrize("routed", [False, True], ids=["one table", "routed"])
 def test_a_path_promoted_to_a_column_while_running(
-    spark: Any, lake_dir: Path, kafka_bootstrap: str, unique: str, tmp_path: Path
+    spark: Any, lake_dir: Path, kafka_bootstrap: str, unique: str, tmp_path: Path, routed: bool
 ) -> None:
     topic, table, name = f"promote-{unique}", f"db.promote_{unique}", f"p_{unique}"
     pipeline: dict[str, Any] = {
         "name": name, "topics": [topic], "table": table, "trigger": "500ms",
         "schema": {"id": "bigint"}, "variant": "rest", "kafka_metadata": ["offset"],
     }  # fmt: skip
+    tables = [table]
+    if routed:  # by a path into the rest: each table gains the promoted columns
+        tables = [f"{table}_even", f"{table}_odd"]
+        del pipeline["table"]
+        by_parity = {"even": tables[0], "odd": tables[1]}
+        pipeline["route"] = {"field": "rest:parity", "tables": by_parity}
     data = {
         "catalog": {"warehouse": str(lake_dir / "warehouse")},
         "kafka": {"bootstrap_servers": kafka_bootstrap},
@@ -42,7 +49,10 @@ def test_a_path_promoted_to_a_column_while_running(
     os.utime(path, ns=(10**9, 10**9))
 
     def record(i: int) -> bytes:
-        return json.dumps({"id": i, "country": "DE", "geo": {"city": f"c{i}"}, "n": i}).encode()
+        value = {"id": i, "country": "DE", "geo": {"city": f"c{i}"}, "n": i}
+        if routed:
+            value["parity"] = "odd" if i % 2 else "even"
+        return json.dumps(value).encode()
 
     committed: list[int] = []
 
@@ -91,22 +101,26 @@ def test_a_path_promoted_to_a_column_while_running(
         runner.join(120)
     assert not failed and reports, failed or "the run did not end"
 
-    full = f"lake.{table}"
-    columns = [f.name for f in spark.table(full).schema]
-    assert columns == ["id", "rest", "_kafka_offset", "country", "city"]
-    rows = {
-        r["id"]: r
-        for r in spark.sql(f"SELECT id, country, city, to_json(rest) AS rest FROM {full}").collect()
-    }
+    rows: dict[int, Any] = {}
+    for each in tables:
+        full = f"lake.{each}"
+        columns = [f.name for f in spark.table(full).schema]
+        assert columns == ["id", "rest", "_kafka_offset", "country", "city"], each
+        query = f"SELECT id, country, city, to_json(rest) AS rest FROM {full}"
+        rows.update((r["id"], r) for r in spark.sql(query).collect())
     assert sorted(rows) == list(range(20))
     for i, r in rows.items():
         rest = json.loads(r["rest"])
+        rest.pop("parity", None)
         if i < 10:  # before: the whole rest, the new columns null
             assert (r["country"], r["city"]) == (None, None)
             assert rest == {"country": "DE", "geo": {"city": f"c{i}"}, "n": i}
         else:  # after: the promoted field out of the rest, the path derived
             assert (r["country"], r["city"]) == ("DE", f"c{i}")
             assert rest == {"geo": {"city": f"c{i}"}, "n": i}
+    if routed:
+        return
+    full = f"lake.{table}"
 
     # The backfill docs/formats.md gives: an Iceberg rewrite of the older rows.
     spark.sql(

@@ -134,3 +134,18 @@ def test_sort_by_refuses_a_variant_path(
 
 def test_variant_path_str() -> None:
     assert str(VariantPath("doc", "a[1]")) == "doc:a[1]"
+
+
+def test_the_rest_column_is_known_to_the_static_checks() -> None:
+    """With ``schema`` and ``variant``, the variant column of the rest is one of the columns a
+    route and the transforms may name."""
+    from frazil.transform.check import config_problems
+
+    data = {"pipelines": [{
+        "name": "p", "topics": ["t"], "schema": {"id": "bigint"}, "variant": "rest",
+        "route": {"field": "rest:kind", "tables": {"a": "db.a"}, "default": "db.b"},
+        "transforms": [{"derive": {"city": "try_variant_get(rest, '$.geo.city', 'string')"}}],
+        "partition_by": ["city"],
+    }]}  # fmt: skip
+    (pipeline,) = parse_config(data, checks=config_problems).pipelines
+    assert pipeline.value.variant == "rest"

@@ -66,14 +66,17 @@ UNKNOWN = "?"
 def declared_fields(pipeline: PipelineConfig) -> dict[str, str] | None:
     """The columns entering the transforms, name → type text, if the config declares them.
 
-    The value's ``schema`` fields, the key column (``key_format``), then the Kafka metadata
-    columns, in the order the plan adds them. None when the value schema is not declared
-    (inferred, a schema file, the registry): then only the start of ``frazil run`` can check.
+    The value's ``schema`` fields (and its ``variant`` column of the rest), the key column
+    (``key_format``), then the Kafka metadata columns, in the order the plan adds them. None
+    when the value schema is not declared (inferred, a schema file, the registry): then only
+    the start of ``frazil run`` can check.
     A type this function cannot tell (an Avro key) is :data:`UNKNOWN`.
     """
     if pipeline.value.schema_ is None:
         return None
     fields = dict(pipeline.value.schema_)
+    if pipeline.value.variant is not None:  # the rest of each value, after the declared fields
+        fields[pipeline.value.variant] = "variant"
     key = pipeline.key
     if key is not None:
         if key.format == "string":

@@ -24,6 +24,7 @@ from frazil.progress.markers import (
     MAX_TIMESTAMPS,
     OFFSETS,
     PIPELINE,
+    RUN_BY,
     VALID_THROUGH_MS,
 )
 from frazil.progress.rows import live_rows
@@ -137,15 +138,21 @@ def _walk(catalog: Any, name: str, pipeline: str) -> _Walk | None:
         )
     )
     stamps: list[int] = []
-    records = 0
+    added: list[int] = []
+    # The throughput is the newest run's: a window across two runs would average in the time
+    # between them.
+    run_by: str | None = None
+    window_open = True
     for snapshot in ancestors_of(current, metadata):
         found = summary_of(snapshot)
         if found.get(PIPELINE) != pipeline:
             continue
-        stamps.append(int(snapshot.timestamp_ms))
-        if 1 < len(stamps) <= RECENT_COMMITS + 1:
-            # The oldest commit of the window opens it: its records are before it.
-            records += int(found.get("added-records", 0))
+        if run_by is None:
+            run_by = found.get(RUN_BY, "")
+        window_open &= found.get(RUN_BY, "") == run_by and len(stamps) <= RECENT_COMMITS
+        if window_open:
+            stamps.append(int(snapshot.timestamp_ms))
+            added.append(int(found.get("added-records", 0)))
         status = walk.status
         if status.last_commit_ms is None and found.get(OFFSETS):
             status.last_commit_ms = int(snapshot.timestamp_ms)
@@ -158,11 +165,11 @@ def _walk(catalog: Any, name: str, pipeline: str) -> _Walk | None:
                 for topic, parts in json.loads(found[MAX_TIMESTAMPS]).items()
                 for p, ts in parts.items()
             }
-        if len(stamps) > RECENT_COMMITS and status.last_commit_ms is not None and walk.newest:
+        if not window_open and status.last_commit_ms is not None and walk.newest:
             break
     if len(stamps) >= 2 and stamps[0] != stamps[-1]:
-        window = stamps[: RECENT_COMMITS + 1]
-        walk.recent = records, (window[0] - window[-1]) / 1000
+        # The oldest commit of the window opens it: its records came before the window.
+        walk.recent = sum(added[:-1]), (stamps[0] - stamps[-1]) / 1000
     return walk
 
 

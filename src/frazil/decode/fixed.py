@@ -1,5 +1,5 @@
 """What decoders whose shape their config fixes have in common: nothing to learn from the
-records, no semantic types, one column rather than a struct."""
+records, no semantic types; most of them one column rather than a struct."""
 
 from __future__ import annotations
 
@@ -12,13 +12,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-class FixedShape:
-    """A decoder of one column whose type the config fixes (the payload as it is, a variant)."""
-
-    @property
-    def scalar(self) -> bool:
-        """The column itself, not a struct."""
-        return True
+class NothingLearned:
+    """A decoder whose shape the config fixes: the records teach it nothing."""
 
     def version(self) -> object:
         """Nothing is learned: every value has the one shape."""
@@ -32,3 +27,12 @@ class FixedShape:
         """Nothing is learned."""
         del raw, column
         return False
+
+
+class FixedShape(NothingLearned):
+    """A decoder of one column whose type the config fixes (the payload as it is, a variant)."""
+
+    @property
+    def scalar(self) -> bool:
+        """The column itself, not a struct."""
+        return True

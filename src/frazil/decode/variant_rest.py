@@ -33,13 +33,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
-from frazil.decode import connect_types
-from frazil.decode.connect_types import Semantics
+from frazil.decode.fixed import NothingLearned
 from frazil.decode.registry import Decoded, Decoder
 from frazil.decode.variant import VariantDecoder
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column
     from pyspark.sql.types import DataType, StructField, StructType
 
 #: The typed JSON decoder of a struct: ``strict`` marks fields the struct does not declare.
@@ -47,8 +46,9 @@ Reader = Callable[["StructType", bool], Decoder]
 
 
 @dataclass(frozen=True)
-class TypedRestDecoder:
-    """Declared fields into typed columns, the rest of each JSON value into a ``variant``.
+class TypedRestDecoder(NothingLearned):
+    """Declared fields into typed columns, the rest of each JSON value into a ``variant``:
+    nothing is learned, what the schema does not declare lands in the variant.
 
     Attributes:
         declared: The declared fields (``schema``).
@@ -72,19 +72,6 @@ class TypedRestDecoder:
     @property
     def scalar(self) -> bool:
         """A struct of the declared fields and the variant."""
-        return False
-
-    def version(self) -> object:
-        """Nothing is learned: what the schema does not declare lands in the variant."""
-        return None
-
-    def semantics(self) -> Semantics:
-        """The values say nothing of semantic types."""
-        return connect_types.NONE
-
-    def learn(self, raw: DataFrame, column: str) -> bool:
-        """Nothing is learned."""
-        del raw, column
         return False
 
     #: Decoded as one struct, its error inside (as :data:`frazil.columns.ERROR`), in a select

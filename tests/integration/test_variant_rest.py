@@ -129,3 +129,26 @@ def _utc() -> Any:
     from datetime import timezone
 
     return timezone.utc
+
+
+def test_plan_checks_paths_into_the_rest(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    from frazil.engine.explain import explain
+
+    topic = f"rest-plan-{unique}"
+    _produce(kafka_bootstrap, topic, [b'{"id": 1, "geo": {"cc": "DE"}}'])
+    config = make_config(
+        [{"name": f"rp_{unique}", "topics": [topic], "table": f"db.rest_plan_{unique}",
+          "schema": {"id": "bigint"}, "variant": "rest",
+          "transforms": [{"derive": {"cc": "rest:geo.cc::string", "zip": "rest:geo.zip::string"}}],
+          "partition_by": ["rest:geo.cc"]}]
+    )  # fmt: skip
+
+    (explained,) = explain(spark, config, [])
+
+    assert [f.name for f in explained.table_schema] == ["id", "rest", "cc", "zip", "rest_geo_cc"]
+    assert list(explained.warnings) == [
+        "transforms[0].derive.zip: no record of the 1 sampled from the start of the topics has "
+        "rest path '$.geo.zip' (records without it read null there)"
+    ]

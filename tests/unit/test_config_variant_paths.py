@@ -149,3 +149,13 @@ def test_the_rest_column_is_known_to_the_static_checks() -> None:
     }]}  # fmt: skip
     (pipeline,) = parse_config(data, checks=config_problems).pipelines
     assert pipeline.value.variant == "rest"
+
+
+def test_partition_by_a_path_of_the_rest_without_transforms() -> None:
+    """The loader's own partition check (without transforms) knows the rest column too."""
+    data = {"pipelines": [{
+        "name": "p", "topics": ["t"], "table": "db.t", "schema": {"id": "bigint"},
+        "variant": "rest", "partition_by": ["days(rest:at::timestamp)"],
+    }]}  # fmt: skip
+    (pipeline,) = parse_config(data).pipelines
+    assert [f.column for f in pipeline.defaults.partition_fields()] == ["rest_at"]

@@ -113,6 +113,10 @@ def _partition_column_errors(
     heads = {loc[0] for loc in failed if loc}
     entries = data.get("partition_by")
     schema = data["schema"] if "schema" in data else data.get("schema_")
+    variant = data.get("variant")
+    if isinstance(schema, dict) and isinstance(variant, str):
+        # The variant column of the rest, whose paths partition_by may read.
+        schema = {**schema, variant: "variant"}
     if (
         heads & {"kafka_metadata", "transforms"}
         # A field whose type is wrong still names a column; a schema that is not a mapping

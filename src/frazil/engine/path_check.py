@@ -87,7 +87,10 @@ def absent_paths(
         .limit(sample)
     )
     decoded = decoder.decode(F.col("value"))
-    variant = decoded.value if decoded.fields is None else decoded.fields[column]
+    if decoder.scalar:  # the value whole in the variant
+        variant = decoded.value
+    else:  # declared columns plus the rest: the variant is one of the struct's fields
+        variant = decoded.value[column] if decoded.fields is None else decoded.fields[column]
     counts = raw.select(
         F.count(F.lit(1)).alias("records"),
         *[

@@ -132,7 +132,8 @@ class PipelineRun:
                 )
                 return None
             watch.accept(promotion)
-            log.info(
+            # As a table's evolution is: a change operators should see in the run's output.
+            log.warning(
                 "%s: promoted to columns from %s: %s (new records fill them)",
                 self.pipeline.name,
                 self.config_path,

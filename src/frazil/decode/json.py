@@ -34,6 +34,7 @@ from frazil.decode.json_schema import json_schema_to_spark
 from frazil.decode.registry import BuildContext, Decoded, Decoder, Format, register
 from frazil.decode.shapes import in_record_order, merge_fields
 from frazil.errors import ConfigError
+from frazil.source.kafka import read_topics
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -372,10 +373,7 @@ def _connect_schema(context: BuildContext) -> tuple[Any, bytes] | None:
     None without one."""
     if context.batch_options is None:
         return None
-    reader = context.spark.read.format("kafka")
-    for key, option in context.batch_options.items():
-        reader = reader.option(key, option)
-    raw = reader.option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
+    raw = read_topics(context.spark, context.batch_options)
     rows = raw.where(raw["value"].isNotNull()).limit(CONNECT_SAMPLE).select("value").collect()
     return connect_types.connect_schema_of([bytes(row[0]) for row in rows])
 

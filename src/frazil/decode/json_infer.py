@@ -13,6 +13,7 @@ from frazil.config.pipeline import PipelineConfig
 from frazil.config.types import to_spark_ddl
 from frazil.decode.shapes import in_record_order
 from frazil.errors import PipelineError
+from frazil.source.kafka import read_topics
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -53,10 +54,7 @@ def sample_values(
     """The JSON text of up to ``sample`` non-null records at the start of the topics."""
     from pyspark.sql import functions as F
 
-    reader = spark.read.format("kafka")
-    for key, value in batch_options.items():
-        reader = reader.option(key, value)
-    raw = reader.option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
+    raw = read_topics(spark, batch_options)
     return [
         row[0]
         for row in raw.select(json_text(F.col(column)))

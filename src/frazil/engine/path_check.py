@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.transforms import Derive, Filter
 from frazil.config.variant_paths import VARIANT_PATH_STEPS, is_variant_path, parse_variant_path
+from frazil.source.kafka import read_topics
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -76,16 +77,7 @@ def absent_paths(
     column = pipeline.value.variant
     if not paths or column is None:
         return []
-    reader = spark.read.format("kafka")
-    for key, option in batch_options.items():
-        reader = reader.option(key, option)
-    raw = (
-        reader.option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
-        .load()
-        .where(F.col("value").isNotNull())
-        .limit(sample)
-    )
+    raw = read_topics(spark, batch_options).where(F.col("value").isNotNull()).limit(sample)
     decoded = decoder.decode(F.col("value"))
     if decoder.scalar:  # the value whole in the variant
         variant = decoded.value

@@ -424,6 +424,18 @@ def list_partitions(
     }
 
 
+def read_topics(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+    """The topics' records as they are now, from the earliest offsets to the latest, as one
+    batch read (``options``: the source's, without a start or a rate limit)."""
+    reader = spark.read.format("kafka")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    frame: DataFrame = (
+        reader.option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
+    )
+    return frame
+
+
 def read_stream(spark: SparkSession, options: dict[str, str]) -> DataFrame:
     """The raw Kafka stream (key, value, topic, partition, offset, timestamp, ...)."""
     reader = spark.readStream.format("kafka")

@@ -6,6 +6,8 @@ message must say what went wrong and where (config key, topic/partition/offset, 
 
 from __future__ import annotations
 
+import re
+
 
 class FrazilError(Exception):
     """Root of all errors frazil raises deliberately."""
@@ -89,3 +91,30 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     (a bare ``TimeoutError`` has no text)."""
     text = str(exc).strip()
     return (text.splitlines()[0] if text else type(exc).__name__)[:limit]
+
+
+#: A double-quoted part of a line: Spark quotes the expressions and types an error is about.
+_QUOTED = re.compile(r'"([^"\n]*)"')
+
+
+def short_quotes(text: str, limit: int = 80) -> str:
+    """``text`` with each double-quoted part longer than ``limit`` cut to its start and ``…``.
+
+    Spark's analysis errors quote the expressions and types they name (``Cannot resolve
+    "try_variant_get(...)" due to data type mismatch: ... has the type "STRUCT<...>"``); over a
+    decoded record these are its whole expression tree and struct type, hundreds of
+    characters that push the sentence around them out of a one-line message.
+
+    Args:
+        text: A message line.
+        limit: The longest quoted part kept whole.
+
+    Returns:
+        The line, each long quoted part shortened (still within its quotes).
+    """
+
+    def cut(match: re.Match[str]) -> str:
+        inner = match[1]
+        return match[0] if len(inner) <= limit else f'"{inner[: limit - 1].rstrip()}…"'
+
+    return _QUOTED.sub(cut, text)

@@ -85,19 +85,23 @@ def test_sql_with_a_wrong_column_or_table_prints_sparks_first_line(
         [payments_pipeline(f"s_{unique}", f"s-{unique}", f"db.s_{unique}")],
     )
 
-    # Both in one process (one Spark driver JVM: CI time), each with its own exit and stderr.
-    column, table = (
-        short_error(done)
-        for done in in_one_process(
-            ["sql", "-c", str(config), "SELECT nope FROM VALUES (1) AS t(a)"],
-            ["sql", "-c", str(config), f"SELECT * FROM db.none_{unique}"],
-            env={"COLUMNS": "80"},
-        )
+    # All in one process (one Spark driver JVM: CI time), each with its own exit and stderr;
+    # --verbose last (it sets the process's FRAZIL_VERBOSE for the commands after it).
+    column_done, table_done, verbose = in_one_process(
+        ["sql", "-c", str(config), "SELECT nope FROM VALUES (1) AS t(a)"],
+        ["sql", "-c", str(config), f"SELECT * FROM db.none_{unique}"],
+        ["--verbose", "sql", "-c", str(config), "SELECT nope FROM VALUES (1) AS t(a)"],
+        env={"COLUMNS": "80"},
     )
+    column, table = short_error(column_done), short_error(table_done)
 
     assert "[UNRESOLVED_COLUMN.WITH_SUGGESTION]" in column and "`nope`" in column
     assert "line 1 pos 7" in column
     assert "[TABLE_OR_VIEW_NOT_FOUND]" in table and f"`none_{unique}`" in table
+    # --verbose: the stack trace, then the same line.
+    assert verbose.returncode == 1, verbose.stderr[-3000:]
+    assert "Traceback" in verbose.stderr, verbose.stderr[-3000:]
+    assert column.strip() in verbose.stderr, verbose.stderr[-3000:]
 
 
 def test_plan_on_a_missing_topic_fails_as_run_does(
@@ -303,3 +307,34 @@ def test_a_jvm_error_keeps_the_java_exceptions_line_and_its_root_cause(spark: An
     analysed = describe(analysis.value)
     assert analysed.startswith("[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column")
     assert analysed.endswith("SQLSTATE: 42703; line 1 pos 7") and "\n" not in analysed
+
+
+def test_under_verbose_a_spark_error_after_the_transforms_check_is_sparks_own(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `frazil --verbose` leaves PySpark's query-context loggers alone; the transforms' check
+    # (sql.quiet) then created them as plain loggers, and PySpark's logging of the next
+    # analysis error (with file=, line=) raised TypeError in place of the error itself.
+    import logging
+
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    from frazil.cli.failures import describe
+    from frazil.transform import sql
+
+    names = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+    manager = logging.Logger.manager
+    others = {k: v for k, v in manager.loggerDict.items() if k not in names}
+    monkeypatch.setattr(manager, "loggerDict", others)
+    with sql.quiet():
+        pass
+    record = F.struct(*[F.lit("x").alias(f"field_{i}") for i in range(40)])
+
+    with pytest.raises(AnalysisException) as caught:
+        spark.range(1).select(F.try_variant_get(record, "$.a", "string")).collect()
+
+    text = describe(caught.value)
+    assert text.startswith('[DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE] Cannot resolve "'), text
+    # The 40 fields' expression and type, quoted by Spark, cut short; the sentence kept.
+    assert "…" in text and "due to data type mismatch" in text and len(text) < 500, text

@@ -152,3 +152,40 @@ def test_plan_checks_paths_into_the_rest(
         "transforms[0].derive.zip: no record of the 1 sampled from the start of the topics has "
         "rest path '$.geo.zip' (records without it read null there)"
     ]
+
+
+def test_a_failing_path_check_names_the_config_keys_of_its_paths(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    from types import SimpleNamespace
+
+    from pyspark.sql import functions as F
+
+    from frazil.engine.path_check import absent_paths
+    from frazil.engine.shape import batch_options
+    from frazil.errors import PipelineError
+
+    topic = f"rest-plan-fail-{unique}"
+    _produce(kafka_bootstrap, topic, [b'{"id": 1, "geo": {"cc": "DE"}}'])
+    config = make_config(
+        [{"name": f"rf_{unique}", "topics": [topic], "table": f"db.rest_fail_{unique}",
+          "schema": {"id": "bigint"}, "variant": "rest",
+          "transforms": [{"derive": {"cc": "rest:geo.cc::string"}},
+                         {"filter": "rest:geo.zip::string IS NULL"}]}]
+    )  # fmt: skip
+    (pipeline,) = config.pipelines
+    # The check's earlier mistake: the whole decoded record given where its variant belongs.
+    record = F.struct(*[F.col("value").cast("string").alias(f"field_{i}") for i in range(30)])
+    wrong = SimpleNamespace(scalar=True, decode=lambda _: SimpleNamespace(value=record))
+
+    with pytest.raises(PipelineError) as caught:
+        absent_paths(spark, pipeline, wrong, batch_options(config, pipeline))  # type: ignore[arg-type]
+
+    text = str(caught.value)
+    assert text.startswith(
+        f"pipeline 'rf_{unique}': checking the rest paths of transforms[0].derive.cc, "
+        "transforms[1].filter on a sample of the topics failed: "
+        "[DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE] "
+    ), text
+    # Spark's quoted expressions (the record's 30 fields, twice) cut short; one line.
+    assert "…" in text and "\n" not in text and len(text) < 700, text

@@ -13,7 +13,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from frazil.cli.failures import _java_text, _strip_class, describe
-from frazil.errors import ConfigError, PipelineError
+from frazil.errors import ConfigError, PipelineError, short_quotes
 
 
 def test_frazil_errors_are_printed_as_they_are_written() -> None:
@@ -83,3 +83,60 @@ def test_the_py4j_text_gives_the_jvm_exception_line_when_the_jvm_is_gone() -> No
         "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column with name `nope` cannot be resolved. "
         "SQLSTATE: 42703; line 1 pos 7"
     )
+
+
+def _wide_struct_mismatch() -> str:
+    """Spark's message when try_variant_get is given a decoded record instead of its variant
+    column: the record's whole expression and struct type, quoted, twice."""
+    fields = ", ".join(f"field_{i}" for i in range(40))
+    types = ", ".join(f"field_{i}: STRING" for i in range(40))
+    expression = f"named_struct({fields}, rest, to_variant_object(from_json(value)))"
+    return (
+        "org.apache.spark.sql.catalyst.ExtendedAnalysisException: "
+        f'[DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE] Cannot resolve "try_variant_get('
+        f'{expression}, $.geo.cc)" due to data type mismatch: The first parameter requires the '
+        f'"VARIANT" type, however "{expression}" has the type "STRUCT<{types}>". '
+        "SQLSTATE: 42K09;"
+    )
+
+
+def test_long_expressions_in_a_spark_message_are_cut_short_the_sentence_kept() -> None:
+    line = _strip_class(_wide_struct_mismatch())
+
+    assert len(line) < 500
+    assert line.startswith(
+        '[DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE] Cannot resolve "try_variant_get(named_struct('
+        "field_0, field_1,"
+    )
+    assert '…" due to data type mismatch: The first parameter requires the "VARIANT" type, ' in (
+        line
+    )
+    assert line.endswith('…". SQLSTATE: 42K09')
+    assert '"STRUCT<field_0: STRING,' in line
+
+
+def test_short_quotes_keeps_short_quotes_and_text_outside_quotes() -> None:
+    assert short_quotes('requires the "VARIANT" type, not "INT"') == (
+        'requires the "VARIANT" type, not "INT"'
+    )
+    assert short_quotes('a "' + "x" * 100 + '" b', limit=10) == 'a "xxxxxxxxx…" b'
+    assert short_quotes('an unclosed "' + "x" * 100) == 'an unclosed "' + "x" * 100
+
+
+class _SparkError(Exception):
+    """A PySpark error as :func:`describe` sees one (no Java exception to ask)."""
+
+    __module__ = "pyspark.errors.exceptions.captured"
+
+    def __init__(self, desc: str) -> None:
+        super().__init__(desc)
+        self._desc = desc
+
+
+def test_a_pyspark_error_is_its_first_line_with_long_quotes_cut() -> None:
+    desc = _wide_struct_mismatch().split(": ", 1)[1] + "\n'Project [unresolvedalias(...)]\n"
+
+    text = describe(_SparkError(desc))
+
+    assert text.startswith("[DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE] Cannot resolve")
+    assert text.endswith("SQLSTATE: 42K09") and "\n" not in text and len(text) < 500

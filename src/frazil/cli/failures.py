@@ -3,8 +3,9 @@
 :class:`~frazil.errors.FrazilError` messages are written for people already. Errors from the
 libraries underneath are not: Spark's analysis errors carry the query plan, a Py4J error the
 whole Java stack, confluent-kafka a ``KafkaError{code=...}`` repr. :func:`describe` keeps the
-part a user acts on (the JVM exception's own first line, Kafka's reason) and drops the rest;
-``--verbose`` still shows the full stack trace.
+part a user acts on (the JVM exception's own first line, Kafka's reason) and drops the rest,
+and cuts short the long expressions and types a Spark message quotes (a decoded record's whole
+expression tree would fill the line); ``--verbose`` still shows the full stack trace.
 
 Library types are recognised by their module and class name, so this module imports neither
 PySpark nor confluent-kafka (an exception of theirs means they are loaded already).
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from frazil.errors import FrazilError, first_line
+from frazil.errors import FrazilError, first_line, short_quotes
 
 #: Longest line kept from a library's message (Spark's first lines can be long, but a line of a
 #: Java stack is not a message).
@@ -75,8 +76,10 @@ def describe(exc: BaseException) -> str:
 def _spark(exc: BaseException) -> str:
     """Spark's own message (``[UNRESOLVED_COLUMN...] ... line 1 pos 7``) without the plan."""
     desc = getattr(exc, "_desc", None)
-    text = desc if isinstance(desc, str) and desc.strip() else str(exc)
-    return _first(text).rstrip().removesuffix(";") or type(exc).__name__
+    text = (desc if isinstance(desc, str) and desc.strip() else str(exc)).strip()
+    # The quotes shortened before the line is cut: a cut would leave a long one unclosed.
+    line = short_quotes(text.splitlines()[0].rstrip().removesuffix(";")) if text else ""
+    return line[:_LIMIT] or type(exc).__name__
 
 
 def _java(exc: BaseException) -> str:
@@ -126,8 +129,9 @@ def _java_text(exc: BaseException) -> str:
 def _strip_class(line: str) -> str:
     """``org.apache.spark.sql.AnalysisException: [X] text`` → ``[X] text``: Spark's conditions
     name the problem already; other exceptions keep their short class name, which does."""
-    # Spark ends an analysis error's first line with ";" before the plan it leaves out here.
-    line = line.rstrip().removesuffix(";")
+    # Spark ends an analysis error's first line with ";" before the plan it leaves out here;
+    # the expressions it quotes can be a whole decoded record's (short_quotes).
+    line = short_quotes(line.rstrip().removesuffix(";"))
     head, sep, rest = line.partition(": ")
     if not sep or " " in head or "." not in head:
         return line

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.transforms import Derive, Filter
 from frazil.config.variant_paths import VARIANT_PATH_STEPS, is_variant_path, parse_variant_path
+from frazil.errors import PipelineError, first_line, short_quotes
 from frazil.source.kafka import read_topics
+from frazil.transform.sql import spark_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -83,13 +85,23 @@ def absent_paths(
         variant = decoded.value
     else:  # declared columns plus the rest: the variant is one of the struct's fields
         variant = decoded.value[column] if decoded.fields is None else decoded.fields[column]
-    counts = raw.select(
-        F.count(F.lit(1)).alias("records"),
-        *[
-            F.count_if(F.try_variant_get(variant, path, "variant").isNotNull()).alias(f"p{i}")
-            for i, (_, path) in enumerate(paths)
-        ],
-    ).first()
+    try:
+        counts = raw.select(
+            F.count(F.lit(1)).alias("records"),
+            *[
+                F.count_if(F.try_variant_get(variant, path, "variant").isNotNull()).alias(f"p{i}")
+                for i, (_, path) in enumerate(paths)
+            ],
+        ).first()
+    except spark_errors() as exc:
+        # Spark's message names an expression over the decoded record, not the config keys
+        # the paths come from: say which, with Spark's error class and first line.
+        keys = ", ".join(dict.fromkeys(where for where, _ in paths))
+        reason = short_quotes(first_line(exc, 10_000).rstrip().removesuffix(";"))[:500]
+        raise PipelineError(
+            f"pipeline {pipeline.name!r}: checking the {column} paths of {keys} on a sample of "
+            f"the topics failed: {reason}"
+        ) from exc
     assert counts is not None
     records = int(counts["records"])
     if not records:

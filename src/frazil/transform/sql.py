@@ -15,7 +15,6 @@ through py4j, as no public API offers them.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -287,8 +286,15 @@ def quiet() -> Iterator[None]:
     included, before raising it; while transforms are checked, such an error becomes the
     one-line :class:`~frazil.errors.ConfigError` instead.
     """
+    from pyspark.logger import PySparkLogger
+
+    # PySparkLogger.getLogger, not logging.getLogger: PySpark logs an error's query context
+    # through whatever logger has the name, with keyword arguments (``file=``, ``line=``)
+    # only a PySparkLogger takes. A plain Logger created here first (under --verbose nothing
+    # else creates them before) turned each later analysis error into "Logger._log() got an
+    # unexpected keyword argument 'file'", raised in place of Spark's own.
     loggers = [
-        logging.getLogger(n) for n in ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+        PySparkLogger.getLogger(n) for n in ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
     ]
     before = [logger.disabled for logger in loggers]
     for logger in loggers:

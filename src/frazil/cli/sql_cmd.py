@@ -23,14 +23,28 @@ def sql(
     limit: int = typer.Option(50, "--limit", help="Most rows to print."),
     output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
 ) -> None:
-    """Query the Iceberg tables with Spark SQL (the config's catalog is the default one)."""
+    """Query the Iceberg tables with Spark SQL (the config's catalog is the default one).
+
+    A statement without a result set (`UPDATE`, `DELETE`, `MERGE INTO`, `INSERT`, DDL) prints
+    `OK`, or `{"statement": "ok"}` with `-o json`.
+    """
     from frazil.engine.session import build_spark
 
     loaded = load_config(config)
     spark = build_spark(loaded)
-    result = spark.sql(statement)
-    rows = result.limit(limit).collect()
+    result = spark.sql(statement)  # runs a command (UPDATE, DDL…) here, at once
     names = result.columns
+    if not names:
+        # Spark's DML and DDL on Iceberg return no columns at all (a query without rows still
+        # has them): without a word the command looked as if nothing had run. How many rows
+        # changed is not said: Iceberg's snapshot summary counts the rows of the rewritten
+        # files (copy-on-write), not the rows the statement touched.
+        if output is OutputFormat.json:
+            console.print_json(json.dumps({"statement": "ok"}))
+        else:
+            console.print("OK (no result set)", highlight=False)
+        return
+    rows = result.limit(limit).collect()
     if output is OutputFormat.json:
         console.print_json(json.dumps([{n: row[n] for n in names} for row in rows], default=str))
         return

@@ -1,0 +1,48 @@
+"""``frazil sql`` on statements without a result set (DDL, INSERT, UPDATE, DELETE on Iceberg):
+it says they ran, in text and in JSON, where it printed nothing before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.helpers import in_one_process, payments_pipeline
+from tests.integration.test_cli_errors import write_config
+
+pytestmark = pytest.mark.integration
+
+
+def test_statements_without_a_result_set_say_ok(
+    lake_dir: Path, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    config = str(
+        write_config(
+            tmp_path / "c.yaml",
+            lake_dir,
+            kafka_bootstrap,
+            [payments_pipeline(f"q_{unique}", f"q-{unique}", f"db.q_{unique}")],
+        )
+    )
+    table = f"db.sql_ok_{unique}"
+
+    # One process, one Spark driver JVM (CI time); each command with its own exit and output.
+    done = in_one_process(
+        ["sql", "-c", config, f"CREATE TABLE {table} (id bigint, x int) USING iceberg"],
+        ["sql", "-c", config, f"INSERT INTO {table} VALUES (1, 0), (2, 0)"],
+        ["sql", "-c", config, f"UPDATE {table} SET x = 1 WHERE id = 1"],
+        ["sql", "-c", config, "-o", "json", f"DELETE FROM {table} WHERE id = 2"],
+        ["sql", "-c", config, f"SELECT id FROM {table} WHERE id < 0"],
+        ["sql", "-c", config, "-o", "json", f"SELECT id, x FROM {table}"],
+        env={"COLUMNS": "80"},
+    )
+
+    for result in done:
+        assert result.returncode == 0, result.stderr[-3000:]
+    create, insert, update, delete, empty, rows = (r.stdout for r in done)
+    assert create.strip() == insert.strip() == update.strip() == "OK (no result set)"
+    assert json.loads(delete) == {"statement": "ok"}
+    # A query without rows still has its columns: a table, not OK.
+    assert "OK" not in empty and "id" in empty
+    assert json.loads(rows) == [{"id": 1, "x": 1}]

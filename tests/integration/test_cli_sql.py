@@ -34,7 +34,7 @@ def test_statements_without_a_result_set_say_ok(
         ["sql", "-c", config, f"UPDATE {table} SET x = 1 WHERE id = 1"],
         ["sql", "-c", config, "-o", "json", f"DELETE FROM {table} WHERE id = 2"],
         ["sql", "-c", config, f"SELECT id FROM {table} WHERE id < 0"],
-        ["sql", "-c", config, "-o", "json", f"SELECT id, x FROM {table}"],
+        ["-o", "json", "sql", "-c", config, f"SELECT id, x FROM {table}"],
         env={"COLUMNS": "80"},
     )
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +122,42 @@ def test_validate_says_where_bad_records_go(tmp_path: Path) -> None:
     text = " ".join(result.stdout.split())
     assert "dead letters to table db.a_dead and topic a-dead;" in text
     assert "a bad record stops the pipeline (errors.tolerance: none);" in text
+
+
+def test_output_goes_before_the_command_too_and_the_commands_own_wins(tmp_path: Path) -> None:
+    before = frazil("-o", "json", "validate", "-c", str(EXAMPLE))
+    assert before.returncode == 0, before.stderr
+    assert json.loads(before.stdout)["valid"] is True
+    both = frazil("--output", "json", "validate", "-c", str(EXAMPLE), "-o", "text")
+    assert both.returncode == 0, both.stderr
+    assert "is valid: 1 pipeline(s)" in both.stdout
+    # A command of a group (`local status`), read from local state only.
+    state = ["--state-dir", str(tmp_path), "--port", "1", "--controller-port", "2"]
+    nested = frazil("-o", "json", "local", "status", *state)
+    assert nested.returncode == 0, nested.stderr
+    assert json.loads(nested.stdout)["running"] is False
+
+
+def test_every_commands_output_option_takes_the_one_before_the_command() -> None:
+    import typer
+
+    from frazil.cli.app import inherit_output
+    from frazil.cli.main import app
+
+    # Typer's click commands (Typer may bring a click of its own: no click types named here).
+    def commands(group: Any, path: str) -> list[tuple[str, Any]]:
+        found = [(path, group)]
+        for name, sub in getattr(group, "commands", {}).items():
+            found += commands(sub, f"{path} {name}")
+        return found
+
+    with_output = [
+        (path, command)
+        for path, command in commands(typer.main.get_command(app), "frazil")
+        if path != "frazil" and any("--output" in p.opts for p in command.params)
+    ]
+    assert len(with_output) >= 14
+    for path, command in with_output:
+        (option,) = [p for p in command.params if "--output" in p.opts]
+        assert option.callback is not None, path
+        assert option.callback.__wrapped__ is inherit_output, path  # type: ignore[attr-defined]

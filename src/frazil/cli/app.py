@@ -33,6 +33,35 @@ class OutputFormat(str, enum.Enum):
     json = "json"
 
 
+def inherit_output(
+    ctx: typer.Context, param: typer.CallbackParam, value: OutputFormat
+) -> OutputFormat:
+    """A command's ``-o/--output``: its own when given, else the one given before the command
+    (``frazil -o json tables``, as ``--verbose`` goes there), else its default.
+
+    Args:
+        ctx: The command's context; its root holds the options given before the command.
+        param: The command's ``--output`` option.
+        value: Its value: given after the command, or the default.
+
+    Returns:
+        The format the command prints in.
+    """
+    source = ctx.get_parameter_source(param.name or "output")
+    # By the source's name: Typer may bring a click of its own, with its own ParameterSource.
+    if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+        return value
+    given_before = ctx.find_root().params.get("output")
+    return given_before if isinstance(given_before, OutputFormat) else value
+
+
+#: The ``-o/--output`` option of a command that prints a result; ``frazil -o json COMMAND``
+#: sets it too (:func:`inherit_output`).
+OUTPUT_OPTION = typer.Option(
+    OutputFormat.text, "--output", "-o", help="text or json", callback=inherit_output
+)
+
+
 class _Globals:
     verbose: bool = False
     log_format: object = "text"
@@ -83,7 +112,15 @@ def _root(
     log_format: LogFormat = typer.Option(
         LogFormat.text, "--log-format", help="text, or json (one object per line) for shippers."
     ),
+    output: OutputFormat | None = typer.Option(
+        None,
+        "--output",
+        "-o",
+        help="text or json, as the command's own -o (which wins when both are given).",
+    ),
 ) -> None:
+    # ``output`` is not used here: each command's own -o reads it from this context
+    # (inherit_output), so that the one after the command wins.
     import os
     import time
 

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from frazil.cli.app import OutputFormat, app, console
+from frazil.cli.app import OUTPUT_OPTION, OutputFormat, app, console
 from frazil.config.loader import load_config
 from frazil.errors import ConfigError
 
@@ -30,7 +30,7 @@ def show(
         None, "--pipeline", "-p", help="Only this pipeline (repeatable). Default: all."
     ),
     examples: int = typer.Option(1, "--examples", help="Example records per stage and reason."),
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    output: OutputFormat = OUTPUT_OPTION,
 ) -> None:
     """Count dead letters by pipeline, stage and reason, with example records (read with
     PyIceberg, without starting Spark, where it opens the catalog)."""
@@ -244,7 +244,7 @@ def replay(
     since: datetime | None = typer.Option(
         None, "--since", help="Only dead letters that failed at or after this time (UTC, ISO-8601)."
     ),
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    output: OutputFormat = OUTPUT_OPTION,
 ) -> None:
     """Re-ingest a pipeline's dead letters (after a fix), exactly once.
 

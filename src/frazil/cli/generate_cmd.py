@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from frazil.cli.app import OutputFormat, app, console, err_console
+from frazil.cli.app import OutputFormat, app, console, err_console, inherit_output
 from frazil.generate.producer import ensure_topic, produce_events
 
 DEFAULT_BOOTSTRAP_SERVERS = "127.0.0.1:9092"
@@ -61,7 +61,9 @@ def generate(
     ] = None,
     output: Annotated[
         OutputFormat,
-        typer.Option("--output", "-o", help="Print the result as text or as JSON."),
+        typer.Option(
+            "--output", "-o", help="Print the result as text or as JSON.", callback=inherit_output
+        ),
     ] = OutputFormat.text,
 ) -> None:
     """Produce synthetic payment events to a Kafka topic, creating the topic if needed."""

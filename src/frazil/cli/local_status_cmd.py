@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from frazil import paths
-from frazil.cli.app import OutputFormat, console
+from frazil.cli.app import OutputFormat, console, inherit_output
 from frazil.cli.local_app import (
     ControllerPort,
     Port,
@@ -32,7 +32,8 @@ def status(
     state_dir: StateDir = None,
     registry_port: RegistryPort = 8081,
     output: Annotated[
-        OutputFormat, typer.Option("--output", "-o", help="Print as text or as JSON.")
+        OutputFormat,
+        typer.Option("--output", "-o", help="Print as text or as JSON.", callback=inherit_output),
     ] = OutputFormat.text,
 ) -> None:
     """Show whether the broker and each other local service runs, its address, pid and data."""

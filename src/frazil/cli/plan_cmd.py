@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.tree import Tree
 
-from frazil.cli.app import OutputFormat, app, console, err_console
+from frazil.cli.app import OUTPUT_OPTION, OutputFormat, app, console, err_console
 from frazil.config.loader import load_config
 from frazil.errors import ConfigError
 from frazil.transform.check import config_problems
@@ -54,7 +54,7 @@ def plan(
     pipeline: list[str] = typer.Option(
         None, "--pipeline", "-p", help="Only this pipeline (repeatable). Default: all."
     ),
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    output: OutputFormat = OUTPUT_OPTION,
 ) -> None:
     """Dry run: resolve each pipeline's source schema, transforms and table schema; no writes.
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from frazil.cli.app import OutputFormat, app, console, err_console
+from frazil.cli.app import OUTPUT_OPTION, OutputFormat, app, console, err_console
 from frazil.cli.render import print_hint, print_reports
 
 #: The first line of the config quickstart writes: a config that starts with it is quickstart's
@@ -52,7 +52,7 @@ def quickstart(
         "--controller-port",
         help="Port of the broker's KRaft controller [default: --port + 1].",
     ),
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    output: OutputFormat = OUTPUT_OPTION,
 ) -> None:
     """Start a local Kafka broker, produce sample payments, ingest them into Iceberg once.
 

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import typer
 
-from frazil.cli.app import GLOBALS, LogFormat, OutputFormat, app, console, err_console
+from frazil.cli.app import (
+    GLOBALS,
+    OUTPUT_OPTION,
+    LogFormat,
+    OutputFormat,
+    app,
+    console,
+    err_console,
+)
 from frazil.cli.render import print_reports, top
 from frazil.cli.run_view import BacklogBar, BatchLines, freshness, table_line
 from frazil.config.loader import load_config
@@ -49,7 +57,7 @@ def run(
         help="Go on with --reset-offsets on tables that hold data without asking (needed "
         "without a terminal, e.g. in CI).",
     ),
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    output: OutputFormat = OUTPUT_OPTION,
     metrics_port: int = typer.Option(
         None,
         "--metrics-port",

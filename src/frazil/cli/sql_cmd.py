@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from frazil.cli.app import OutputFormat, app, console
+from frazil.cli.app import OUTPUT_OPTION, OutputFormat, app, console
 from frazil.cli.render import print_records
 from frazil.config.loader import load_config
 
@@ -21,7 +21,7 @@ def sql(
     ),
     config: Path = typer.Option(..., "--config", "-c", help="Path to the frazil YAML config file."),
     limit: int = typer.Option(50, "--limit", help="Most rows to print."),
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    output: OutputFormat = OUTPUT_OPTION,
 ) -> None:
     """Query the Iceberg tables with Spark SQL (the config's catalog is the default one).
 

@@ -12,7 +12,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from frazil.cli.app import OutputFormat, app, console
+from frazil.cli.app import OUTPUT_OPTION, OutputFormat, app, console
 from frazil.config.loader import load_config
 from frazil.errors import ConfigError
 
@@ -86,7 +86,7 @@ def status(
     ),
     watch: bool = typer.Option(False, "--watch", "-w", help="Refresh every --interval seconds."),
     interval: float = typer.Option(2.0, "--interval", min=0.5, help="Seconds between refreshes."),
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    output: OutputFormat = OUTPUT_OPTION,
 ) -> None:
     """Each pipeline: running or not, lag per topic (records and seconds), throughput over
     recent commits, freshness, last commit, dead letters, table files and snapshots — read

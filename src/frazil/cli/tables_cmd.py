@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from frazil.cli.app import OutputFormat, app, console
+from frazil.cli.app import OUTPUT_OPTION, OutputFormat, app, console
 from frazil.cli.metadata_reads import metadata_catalog
 from frazil.cli.render import Column, fit_table
 from frazil.config.loader import load_config
@@ -46,7 +46,7 @@ def _when(ms: int | None) -> str:
 @app.command()
 def tables(
     config: Path = CONFIG_OPTION,
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    output: OutputFormat = OUTPUT_OPTION,
 ) -> None:
     """Health of every table the config's pipelines write: files, sizes, deletes, snapshots,
     manifests, metadata, last commit and maintenance, and a score with its reasons — read
@@ -95,7 +95,7 @@ def _score(value: int) -> str:
 def health(
     table: str = typer.Argument(..., help="The table, as the config names it (db.payments)."),
     config: Path = CONFIG_OPTION,
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    output: OutputFormat = OUTPUT_OPTION,
 ) -> None:
     """One table's health, partition by partition."""
     loaded = load_config(config)
@@ -146,7 +146,7 @@ def optimize(
     config: Path = CONFIG_OPTION,
     table: str | None = typer.Option(None, "--table", "-t", help="Only this table."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; change nothing."),
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    output: OutputFormat = OUTPUT_OPTION,
 ) -> None:
     """One maintenance pass: what each table's health and policy call for (compaction,
     delete-file and manifest rewrites, snapshot expiry, orphan removal, retention).
@@ -251,7 +251,7 @@ def _render(reports: list[Any], dry_run: bool, output: OutputFormat) -> None:
 def maintain(
     config: Path = CONFIG_OPTION,
     passes: int = typer.Option(0, "--passes", help="Stop after this many passes (0: run on)."),
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    output: OutputFormat = OUTPUT_OPTION,
 ) -> None:
     """Keep the tables healthy: a maintenance pass every maintenance.interval, as a Spark
     application of its own next to `frazil run`, until SIGINT/SIGTERM."""

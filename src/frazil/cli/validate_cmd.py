@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from frazil.cli.app import OutputFormat, app, console, err_console
+from frazil.cli.app import OUTPUT_OPTION, OutputFormat, app, console, err_console
 from frazil.config.loader import load_config, redacted
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
@@ -21,7 +21,7 @@ CONFIG_OPTION = typer.Option(..., "--config", "-c", help="Path to the frazil YAM
 @app.command()
 def validate(
     config: Path = CONFIG_OPTION,
-    output: OutputFormat = typer.Option(OutputFormat.text, "--output", "-o", help="text or json"),
+    output: OutputFormat = OUTPUT_OPTION,
 ) -> None:
     """Check a config file: every unknown key, wrong type, bad regex or partition transform,
     transforms that refer to fields the declared schema does not have, and columns that

@@ -50,7 +50,8 @@ def test_optimize_compacts_and_expires_and_the_marker_survives_a_lost_checkpoint
 
     (ref,) = config_tables(spark, config, only=table)
     before = measure(spark, config, ref)
-    assert before.data_files >= 8 and before.small_files == before.data_files
+    # A file per batch at least (a small batch is one task, docs/architecture.md).
+    assert before.data_files >= 4 and before.small_files == before.data_files
     assert before.score < 100 and any("small data files" in r for r in before.reasons)
     assert before.expirable_snapshots > 0
 

@@ -381,3 +381,37 @@ def test_second_run_of_a_running_pipeline_refuses_to_start(
             first.kill()
     # Once the first run has stopped, the pipeline runs again.
     assert run(config, until_caught_up=True, spark=spark)[0].records_ingested == 0
+
+
+def test_a_small_batch_over_many_partitions_is_written_as_few_files(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """Spark's Kafka source reads each partition as a task of its own, and each task wrote a
+    data file: a trickle over 8 partitions made 8 tiny files per commit. A batch below
+    ONE_TASK_RECORDS is one task and one file; a larger one as many as the cores."""
+    from frazil.engine.table_write import ONE_TASK_RECORDS
+
+    topic, table, name = f"few-{unique}", f"db.few_{unique}", f"f_{unique}"
+    ids = produce_payments(kafka_bootstrap, topic, 14_000, seed=61, partitions=8)
+    config = make_config(
+        [
+            payments_pipeline(
+                name, topic, table, partition_by=[], max_offsets_per_trigger=6_000,
+                first_batch_max_offsets=0,
+            )
+        ]
+    )  # fmt: skip
+
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert sorted(table_ids(spark, table)) == sorted(ids)
+    added = [
+        (int(s["added-records"]), int(s["added-data-files"]))
+        for s in frazil_snapshots(spark, table)
+        if int(s.get("added-data-files", "0")) > 0
+    ]
+    assert sum(records for records, _ in added) == reports[0].records_ingested == 14_000
+    cores = spark.sparkContext.defaultParallelism
+    # The query's first batch does not know where it starts: read as planned.
+    for records, files in added[1:]:
+        assert files == (1 if records < ONE_TASK_RECORDS else cores), added

@@ -234,7 +234,7 @@ def test_the_backlog_bar_keeps_log_lines_and_batch_lines_above_it() -> None:
 
 
 def test_a_batch_counts_the_kafka_records_between_its_start_and_end() -> None:
-    from frazil.engine.batch import _covered
+    from frazil.engine.window import covered as _covered
 
     start = {"t": {0: 5, 1: 10}}
     assert _covered(start, {"t": {0: 15, 1: 12}}) == 12

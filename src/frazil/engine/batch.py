@@ -352,18 +352,6 @@ class BatchHandler:
                 window.batch_id,
                 time.monotonic() - window.started,
                 offsets=window.planned,
-                read=_covered(window.start, window.planned),
+                read=window.records,
             )
         )
-
-
-def _covered(start: TopicOffsets | None, end: TopicOffsets) -> int | None:
-    """Kafka records between two offset maps (None without a start: not known; a partition
-    the start does not name counts nothing)."""
-    if start is None:
-        return None
-    return sum(
-        max(0, o - start.get(topic, {}).get(p, o))
-        for topic, parts in end.items()
-        for p, o in parts.items()
-    )

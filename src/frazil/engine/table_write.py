@@ -39,6 +39,33 @@ if TYPE_CHECKING:
 
 #: Rows one task writes to one routed table, at most (fewer tasks, fewer small files).
 ROWS_PER_WRITE_TASK = 250_000
+#: A one-table batch of fewer Kafka records is read, decoded and written by one task: one
+#: data file per commit, where a trickle over N partitions made N tiny ones.
+ONE_TASK_RECORDS = 5_000
+#: Records per task of a larger one-table batch read from more partitions than it needs
+#: tasks (every core busy all the same): a batch over 64 partitions wrote 64 files.
+RECORDS_PER_TASK = 50_000
+
+
+def write_tasks(records: int | None, ranges: int, cores: int) -> int | None:
+    """How many tasks (each a data file per table partition) a one-table append needs.
+
+    Spark's Kafka source reads each partition with records as a task of its own, so a small
+    batch over many partitions wrote as many small files, each with its Parquet writer, and
+    every later query opened them all until compaction.
+
+    Args:
+        records: The Kafka records the batch reads (None: not known).
+        ranges: The partitions it reads records of.
+        cores: The cores Spark runs tasks on.
+
+    Returns:
+        Fewer tasks than ``ranges`` to coalesce the batch into; None: read as planned.
+    """
+    if records is None:
+        return None
+    tasks = 1 if records < ONE_TASK_RECORDS else max(cores, -(-records // RECORDS_PER_TASK))
+    return tasks if tasks < ranges else None
 
 
 @dataclass
@@ -77,6 +104,7 @@ class TableWriter:
     metrics: ObservedMetrics
     dead_letters: bool = False
     _budget: int | None = None
+    _cores_known: int | None = None
 
     def write(
         self,
@@ -179,6 +207,10 @@ class TableWriter:
             # A table's rows of the batch in as few tasks (and files) as its size needs:
             # the other tables' writes keep the other cores busy.
             rows = rows.coalesce(max(1, -(-counted.records // ROWS_PER_WRITE_TASK)))
+        elif not merging:
+            tasks = write_tasks(window.records, window.ranges, self._cores())
+            if tasks is not None:
+                rows = rows.coalesce(tasks)
         if observation is None and not merging and (counted is None or self.dead_letters):
             # One table: counts and timestamps are observed as the rows stream by.
             observation = table_rows.new_observation("frazil")
@@ -280,6 +312,12 @@ class TableWriter:
             failing=None if found is None else FailingRecords(frame, counted, found),
             filtered=filtered,
         )
+
+    def _cores(self) -> int:
+        """Spark's default parallelism, asked once (a py4j call)."""
+        if self._cores_known is None:
+            self._cores_known = int(self.spark.sparkContext.defaultParallelism)
+        return self._cores_known
 
     def _carry_budget(self) -> int:
         """Bytes of failing records a batch's write may carry to the driver."""

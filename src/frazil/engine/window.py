@@ -52,6 +52,25 @@ class BatchWindow:
     slack_ms: int = offset_rules.CAUGHT_UP_SLACK_MS
 
     @property
+    def records(self) -> int | None:
+        """Kafka records the batch reads at most (None: its start is not known)."""
+        return covered(self.start, self.planned)
+
+    @property
+    def ranges(self) -> int:
+        """Partitions the batch reads records of (each a Spark task of the Kafka source's,
+        at least); every planned partition when the start is not known."""
+        if self.start is None:
+            return len(self.partitions)
+        start = self.start
+        return sum(
+            1
+            for topic, parts in self.planned.items()
+            for p, o in parts.items()
+            if o > start.get(topic, {}).get(p, o)
+        )
+
+    @property
     def partitions(self) -> tuple[Partition, ...]:
         """The planned partitions, sorted (the order of observed per-partition metrics)."""
         return tuple((t, p) for t, parts in sorted(self.planned.items()) for p in sorted(parts))
@@ -241,3 +260,15 @@ class BatchCursor:
             for partition, end in parts.items()
             if end < latest.get(topic, {}).get(partition, end)
         }
+
+
+def covered(start: TopicOffsets | None, end: TopicOffsets) -> int | None:
+    """Kafka records between two offset maps (None without a start: not known; a partition
+    the start does not name counts nothing)."""
+    if start is None:
+        return None
+    return sum(
+        max(0, o - start.get(topic, {}).get(p, o))
+        for topic, parts in end.items()
+        for p, o in parts.items()
+    )

@@ -188,3 +188,19 @@ def test_a_window_leaves_out_the_old_offsets_of_a_topic_created_again() -> None:
     )
     marker = window.marker(old.marker, "p", {})
     assert marker.offsets == {"t": {0: 300}} and marker.topic_ids == {"t": "new"}
+
+
+def _planned_window(start: dict[str, dict[int, int]] | None) -> BatchWindow:
+    planned = {"t": {0: 15, 1: 10, 2: 7}, "u": {0: 3}}
+    return BatchWindow(None, 4, planned, start, set(), 0.0, "q")  # type: ignore[arg-type]
+
+
+def test_a_window_counts_its_records_and_the_partitions_it_reads() -> None:
+    window = _planned_window({"t": {0: 5, 1: 10, 2: 7}, "u": {0: 0}})
+    assert window.records == 13
+    assert window.ranges == 2  # t/1 and t/2 are idle
+    # A partition the start does not name is not known to hold records.
+    assert _planned_window({"t": {0: 5}}).ranges == 1
+    unknown = _planned_window(None)
+    assert unknown.records is None
+    assert unknown.ranges == 4

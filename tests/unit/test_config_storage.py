@@ -306,6 +306,11 @@ def test_checkpoints_on_s3_are_written_in_place_unless_the_user_says_otherwise(
     assert key not in spark_conf(parse_config(local), [])
     local["pipelines"] = [{**_pipeline(), "checkpoint": "s3://frazil/cp/payments"}]
     assert spark_conf(parse_config(local), [])[key] == DIRECT_CHECKPOINTS
+    # In local mode, local checkpoints too: written through frazil's local file system,
+    # without Spark's FileContext and its processes.
+    embedded = {**local, "spark": {"master": "local[2]"}}
+    embedded["pipelines"] = [_pipeline()]
+    assert spark_conf(parse_config(embedded), [])[key] == DIRECT_CHECKPOINTS
     mine = _stack(spark={"master": "local[2]", "conf": {key: "my.Manager"}})
     assert spark_conf(parse_config(mine), [])[key] == "my.Manager"
 

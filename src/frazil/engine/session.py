@@ -119,9 +119,15 @@ def spark_conf(
         # Hadoop's FileSystem (the embedded warehouse's data and metadata) get their
         # permissions set without a `chmod` process per file (dev.frazil.hadoop.LocalFileSystem).
         conf["spark.hadoop.fs.file.impl"] = LOCAL_FILE_SYSTEM
-    if is_s3(config.state_dir) or any(is_s3(config.checkpoint_for(p)) for p in config.pipelines):
-        # Two log entries a batch, each a rename on S3 otherwise: ~0.3 s less per batch.
-        # Checkpoints elsewhere are written as Spark's own manager writes them.
+    if (
+        is_local(master)
+        or is_s3(config.state_dir)
+        or any(is_s3(config.checkpoint_for(p)) for p in config.pipelines)
+    ):
+        # Two log entries a batch. On S3 each a rename otherwise: ~0.3 s less per batch. On
+        # the local disk, Spark's FileContext runs `readlink` and `chmod` processes for each
+        # (some ten per entry): written through frazil's local file system instead. HDFS
+        # checkpoints are written as Spark's own manager writes them.
         conf["spark.sql.streaming.checkpointFileManagerClass"] = DIRECT_CHECKPOINTS
     if not analysis:
         conf.update(catalog_spark_conf(config.catalog))

@@ -28,7 +28,7 @@ from frazil.source.raw import to_contract
 from frazil.transform.metadata import add_metadata
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
     from frazil.transform.chain import TransformChain
@@ -66,6 +66,11 @@ class BatchPlan:
         default_factory=dict, compare=False, repr=False
     )
     _schemas: dict[tuple[object, ...], StructType] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    #: The last segment's columns aliased, per shape: an alias is a py4j round trip (and
+    #: PySpark asks for the active session with each), some 30 per micro-batch otherwise.
+    _selects: dict[tuple[object, ...], list[Column]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -127,8 +132,16 @@ class BatchPlan:
 
     def run(self, raw: DataFrame) -> DataFrame:
         """Apply every step to a batch of raw Kafka rows (lazily: nothing runs yet)."""
-        frame, projection = self.stage(raw)
-        return select(frame, projection)
+        *before, last = self._segments(raw)
+        frame = raw
+        for projection in before:
+            frame = _select_carrying(frame, projection)
+        key = self._key(raw)
+        aliased = self._selects.get(key)
+        if aliased is None:
+            aliased = [column.alias(name) for name, column in last.items()]
+            self._selects[key] = aliased
+        return frame.select(*aliased)
 
     def describe(self) -> list[tuple[str, str]]:
         """``(step, what it does)`` in order, for ``--dry-run``-style output and docs."""

@@ -110,6 +110,11 @@ def spark_conf(
         # A JSON object with a key twice lands in a variant column with the last value, as
         # from_json and frazil's JSON decoder read it, rather than being a dead letter.
         "spark.sql.variant.allowDuplicateKeys": "true",
+        # PySpark records the Python call site of every column expression for error context:
+        # about six py4j round trips per expression (the active session, a setting, the
+        # origin set and cleared), some 150 per micro-batch, for a context that names
+        # frazil's own lines. frazil names the record and the config key itself.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     if not analysis:
         conf["spark.sql.extensions"] = ICEBERG_EXTENSIONS

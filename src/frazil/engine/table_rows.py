@@ -27,6 +27,21 @@ class ObservedMetrics:
     py4j round trips)."""
 
     _cache: dict[tuple[object, ...], list[Column]] = field(default_factory=dict)
+    _flags: tuple[Column, Column, tuple[Column, Column, Column]] | None = None
+
+    def flags(self, wanted: Column, dropped: Column) -> tuple[Column, Column, Column]:
+        """``wanted`` and ``dropped`` as the flag columns, and the test of the first: built
+        again only when they are other expressions than the last batch's (an offset filter)."""
+        from pyspark.sql import functions as F
+
+        last = self._flags
+        if last is None or last[0] is not wanted or last[1] is not dropped:
+            last = self._flags = (
+                wanted,
+                dropped,
+                (wanted.alias(c.WANTED), dropped.alias(c.DROPPED), F.col(c.WANTED)),
+            )
+        return last[2]
 
     def columns(self, partitions: tuple[Partition, ...], *, flagged: bool = False) -> list[Column]:
         """``records`` and ``ts_<i>`` (the largest timestamp of ``partitions[i]``).
@@ -76,15 +91,15 @@ def observed(
     metrics: ObservedMetrics, window: BatchWindow, frame: DataFrame, wanted: Column, dropped: Column
 ) -> Selection:
     """One table without dead letters: everything observed in the write's own pass."""
-    from pyspark.sql import functions as F
 
     # Observed before the filter, so that the skipped records are counted in the same
     # pass; records and timestamps count the written ones only.
     observation = new_observation("frazil")
+    flag_wanted, flag_dropped, is_wanted = metrics.flags(wanted, dropped)
     rows = (
-        frame.select("*", wanted.alias(c.WANTED), dropped.alias(c.DROPPED))
+        frame.select("*", flag_wanted, flag_dropped)
         .observe(observation, *metrics.columns(window.partitions, flagged=True))
-        .where(F.col(c.WANTED))
+        .where(is_wanted)
     )
     return Selection(rows, observation=observation)
 

@@ -3,7 +3,8 @@ commit that carries the table's marker, and what the commit holds handed back.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
@@ -105,6 +106,12 @@ class TableWriter:
     dead_letters: bool = False
     _budget: int | None = None
     _cores_known: int | None = None
+    #: Column expressions that are the same for every batch, built once: each is a few py4j
+    #: round trips, and PySpark asks the JVM for the active session with every one.
+    _columns_once: dict[str, Column] = field(default_factory=dict)
+    #: The guarded columns of each write's columns (the adapter's, reused while the table and
+    #: the batch's shape stay): the object they were built from, and them.
+    _guards: dict[int, tuple[WriteColumns, list[Column]]] = field(default_factory=dict)
 
     def write(
         self,
@@ -166,12 +173,12 @@ class TableWriter:
                 self._learn_first(frame, target, counted)
             return Written(target, None, failing=FailingRecords(frame, counted, None))
         merging = target.settings.write.merges
-        wanted = F.col(c.OP).isin(*c.WRITTEN_OPS)
+        wanted = self._once("wanted", lambda: F.col(c.OP).isin(*c.WRITTEN_OPS))
         if merging and counted is None:
             # A change whose operation could not be decided (an unknown code) is marked and
             # has no operation: in the one pass it meets the write all the same, whose guard
             # stops the batch on it (the cached way finds it in its aggregation).
-            wanted = wanted | F.col(c.OP).isNull()
+            wanted = self._once("wanted_or_unknown", lambda: wanted | F.col(c.OP).isNull())
         keep = (
             None
             if window.starts_at(state.marker)
@@ -187,7 +194,9 @@ class TableWriter:
         )
         # Records dropped as configured (a filter, a skipped tombstone), counted once: a
         # routed or merging batch counts them in its aggregation.
-        dropped = (F.col(c.OP) == F.lit(c.OP_SKIP)) & F.col(c.ERROR).isNull()
+        dropped = self._once(
+            "dropped", lambda: (F.col(c.OP) == F.lit(c.OP_SKIP)) & F.col(c.ERROR).isNull()
+        )
         if keep is not None:
             dropped = dropped & keep
         if not self.dead_letters and counted is None:
@@ -248,7 +257,7 @@ class TableWriter:
         """
         from pyspark.sql import functions as F
 
-        table_columns = columns.table if self.dead_letters else columns.guarded(failure())
+        table_columns = columns.table if self.dead_letters else self._guarded(columns)
         options = {"check-nullability": "false"} if target.view and target.view.required else {}
         try:
             if merging:
@@ -312,6 +321,20 @@ class TableWriter:
             failing=None if found is None else FailingRecords(frame, counted, found),
             filtered=filtered,
         )
+
+    def _once(self, name: str, build: Callable[[], Column]) -> Column:
+        """The column expression ``name``, built by ``build`` the first time."""
+        column = self._columns_once.get(name)
+        if column is None:
+            column = self._columns_once[name] = build()
+        return column
+
+    def _guarded(self, columns: WriteColumns) -> list[Column]:
+        """``columns.guarded(failure())``, built once per write columns."""
+        known = self._guards.get(id(columns))
+        if known is None or known[0] is not columns:
+            known = self._guards[id(columns)] = (columns, columns.guarded(failure()))
+        return known[1]
 
     def _cores(self) -> int:
         """Spark's default parallelism, asked once (a py4j call)."""

@@ -8,7 +8,8 @@ Reported as p50 / p99 / max over the measured window, and over everything includ
 start. The jobs are measured one after the other in the same run, each on its own topic:
 `frazil run`, the minimal hand-written Structured Streaming job (bench/baseline_job.py) and
 Iceberg's Kafka Connect sink (``kafka-connect``: the peer harness in
-``../shared/peers/kafka-connect``, 2 tasks, 1 s commit interval, each record's Kafka timestamp
+``../shared/peers/kafka-connect``, 2 tasks, committing as often as frazil's trigger unless
+``--sink-commit-ms`` says otherwise, each record's Kafka timestamp
 added by Kafka Connect's own ``InsertField`` transform). Latencies are read the same way for
 every table, with PyIceberg: each data file's rows against the snapshot that added the file.
 
@@ -123,8 +124,11 @@ def _produce(broker: LocalBroker, topic: str, count: int, rate: int) -> None:
     )  # fmt: skip
 
 
-def _kafka_connect(work: Path, broker: LocalBroker, topic: str, count: int, rate: int) -> None:
-    """The sink through the peer harness, which returns once the table holds ``count`` rows."""
+def _kafka_connect(
+    work: Path, broker: LocalBroker, topic: str, count: int, rate: int, commit_ms: int
+) -> None:
+    """The sink through the peer harness, which returns once the table holds ``count`` rows;
+    it commits every ``commit_ms``."""
     from bench.vs_kafka_connect import PEER
 
     extra = work / "sink-extra.properties"
@@ -140,8 +144,9 @@ def _kafka_connect(work: Path, broker: LocalBroker, topic: str, count: int, rate
         "KC_EXPECTED_RECORDS": str(count),
         "KC_SINK_EXTRA": str(extra),
     }
+    command = [str(PEER / "run.sh"), broker.bootstrap, topic, "bench.fresh", str(work)]
     sink = subprocess.Popen(
-        [str(PEER / "run.sh"), broker.bootstrap, topic, "bench.fresh", str(work), "1000", "2"],
+        [*command, f"{commit_ms}", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -152,6 +157,13 @@ def _kafka_connect(work: Path, broker: LocalBroker, topic: str, count: int, rate
     _out, err = sink.communicate(timeout=600)
     if sink.returncode != 0:
         raise RuntimeError(f"kafka connect run failed:\n{err[-3000:]}")
+
+
+def sink_commit_ms(args: argparse.Namespace) -> int:
+    """The sink's commit interval: ``--sink-commit-ms``, else frazil's trigger (one cadence)."""
+    if args.sink_commit_ms is not None:
+        return int(args.sink_commit_ms)
+    return int(parse_duration(args.trigger) * 1000)
 
 
 def measure(job: str, broker: LocalBroker, args: argparse.Namespace) -> dict[str, Any]:
@@ -165,7 +177,7 @@ def measure(job: str, broker: LocalBroker, args: argparse.Namespace) -> dict[str
     if job == "kafka-connect":
         # Its warm-up window starts with production, as for the others.
         produce_started_ms += 12_000
-        _kafka_connect(work, broker, topic, count, args.rate)
+        _kafka_connect(work, broker, topic, count, args.rate, sink_commit_ms(args))
         catalog, warehouse = "iceberg", work
     else:
         process = subprocess.Popen(
@@ -203,6 +215,12 @@ def main() -> None:
     parser.add_argument("--trigger", default="1s")
     parser.add_argument("--warmup", type=int, default=15, help="seconds produced before")
     parser.add_argument("--jobs", default="frazil,baseline")
+    parser.add_argument(
+        "--sink-commit-ms",
+        type=int,
+        default=None,
+        help="the Kafka Connect sink's commit interval (default: the trigger's)",
+    )
     args = parser.parse_args()
     console = Console()
     broker = start_broker(f"freshness-{uuid.uuid4().hex[:6]}")
@@ -216,7 +234,8 @@ def main() -> None:
 
     out = Table(
         title=f"freshness: {args.rate:,} events/s for {args.seconds}s "
-        f"(+{args.warmup}s warm-up), trigger {args.trigger}"
+        f"(+{args.warmup}s warm-up), trigger {args.trigger}, sink commits every "
+        f"{sink_commit_ms(args)} ms"
     )
     for column in ("job", "window", "records", "p50", "p99", "max", "snapshots"):
         out.add_column(column, justify="right")
@@ -251,6 +270,7 @@ def main() -> None:
             "seconds": args.seconds,
             "warmup_seconds": args.warmup,
             "trigger": args.trigger,
+            "sink_commit_ms": sink_commit_ms(args),
             "goal_p99_ms": GOAL_P99_MS,
             "jobs": results,
             **summary,

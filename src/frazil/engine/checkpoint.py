@@ -87,6 +87,24 @@ class Checkpoint:
             del self._planned_at[next(iter(self._planned_at))]
         return _source_offsets(text, f"{self.location}/offsets/{batch_id}")
 
+    def initial_offsets(self) -> TopicOffsets | None:
+        """Where the query's Kafka source started (``sources/0/0``, which Spark's Kafka source
+        writes once, before batch 0): batch 0's start. None if absent or not readable."""
+        try:
+            text = self._read("sources", "0", "0")
+        except Exception:  # a hint only: the batch is then read as planned
+            return None
+        if text is None:
+            return None
+        # A leading NUL byte (Spark's old format's marker), "v1", then the offsets' JSON.
+        lines = [line for line in text.lstrip("\x00").splitlines() if line.strip()]
+        if len(lines) < 2 or not lines[0].startswith("v"):
+            return None
+        try:
+            return offsets_from_json(lines[1])
+        except (ValueError, TypeError, AttributeError):
+            return None
+
     def planned_at_ms(self, batch_id: int) -> int | None:
         """When Spark planned ``batch_id`` (epoch ms, the entry's ``batchTimestampMs``): the
         moment its end offsets were Kafka's latest. None if the entry does not say."""

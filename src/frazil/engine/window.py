@@ -50,19 +50,23 @@ class BatchWindow:
     topic_ids: dict[str, str] = field(default_factory=dict)
     #: The pipeline's ``valid_through_slack`` (ms).
     slack_ms: int = offset_rules.CAUGHT_UP_SLACK_MS
+    #: Where Spark's Kafka source read the batch from when :attr:`start` is not known (a
+    #: query's first batch: its initial offsets). Counts records only; the markers and the
+    #: offset filter go by :attr:`start`.
+    read_from: TopicOffsets | None = None
 
     @property
     def records(self) -> int | None:
         """Kafka records the batch reads at most (None: its start is not known)."""
-        return covered(self.start, self.planned)
+        return covered(self.start or self.read_from, self.planned)
 
     @property
     def ranges(self) -> int:
         """Partitions the batch reads records of (each a Spark task of the Kafka source's,
         at least); every planned partition when the start is not known."""
-        if self.start is None:
+        start = self.start or self.read_from
+        if start is None:
             return len(self.partitions)
-        start = self.start
         return sum(
             1
             for topic, parts in self.planned.items()
@@ -195,11 +199,15 @@ class BatchCursor:
         topic_ids: dict[str, str] | None = None,
     ) -> BatchWindow:
         """The window of a batch about to be written."""
+        start = self._start(batch_id)
         return BatchWindow(
             batch=batch,
             batch_id=batch_id,
             planned=planned,
-            start=self._start(batch_id),
+            start=start,
+            read_from=self.checkpoint.initial_offsets()
+            if start is None and batch_id == 0
+            else None,
             lagging=self._lagging(planned),
             started=started,
             query_id=query_id,

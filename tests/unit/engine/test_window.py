@@ -30,6 +30,11 @@ class _Log:
     def planned_at_ms(self, batch_id: int) -> int | None:
         return PLANNED_AT_0 + 60_000 * batch_id
 
+    def initial_offsets(self) -> dict[str, dict[int, int]] | None:
+        return self.initial
+
+    initial: dict[str, dict[int, int]] | None = None
+
 
 class _Admin:
     def __init__(self, latest: dict[str, dict[int, int]]) -> None:
@@ -204,3 +209,13 @@ def test_a_window_counts_its_records_and_the_partitions_it_reads() -> None:
     unknown = _planned_window(None)
     assert unknown.records is None
     assert unknown.ranges == 4
+
+
+def test_a_querys_first_batch_counts_its_records_from_the_sources_initial_offsets() -> None:
+    log = _Log({0: {"t": {0: 15, 1: 10}}})
+    log.initial = {"t": {0: 5, 1: 10}}
+    cursor = BatchCursor(log)  # type: ignore[arg-type]
+    window = cursor.open(None, 0, log.planned[0], 0.0, "q")  # type: ignore[arg-type]
+    # The markers and the offset filter still go by the start, which is not known.
+    assert window.start is None
+    assert window.records == 10 and window.ranges == 1

@@ -132,14 +132,11 @@ class BatchPlan:
 
     def run(self, raw: DataFrame) -> DataFrame:
         """Apply every step to a batch of raw Kafka rows (lazily: nothing runs yet)."""
-        *before, last = self._segments(raw)
-        frame = raw
-        for projection in before:
-            frame = _select_carrying(frame, projection)
+        frame, projection = self.stage(raw)
         key = self._key(raw)
         aliased = self._selects.get(key)
         if aliased is None:
-            aliased = [column.alias(name) for name, column in last.items()]
+            aliased = [column.alias(name) for name, column in projection.items()]
             self._selects[key] = aliased
         return frame.select(*aliased)
 

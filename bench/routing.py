@@ -164,6 +164,14 @@ def main() -> None:
         default=str(KINDS),
         help="table counts of the routed pipelines, comma-separated (e.g. 1,10,50,100)",
     )
+    parser.add_argument(
+        "--table-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an Iceberg table property of every table (repeatable), e.g. "
+        "write.parquet.compression-codec=snappy",
+    )
     parser.add_argument("--name", default="routing", help="result file: bench/results/<name>.json")
     parser.add_argument(
         "--jfr", type=Path, default=None, help="record each measured round with JFR in this folder"
@@ -210,6 +218,8 @@ def main() -> None:
             }
             if args.per_trigger:
                 pipeline["max_offsets_per_trigger"] = args.per_trigger
+            if args.table_property:
+                pipeline["table_properties"] = dict(p.split("=", 1) for p in args.table_property)
             if mode == "single":
                 pipeline["table"] = f"bench.{name}"
             else:

@@ -1,6 +1,6 @@
-"""A routed batch's tables commit in one REST catalog transaction.
+"""A routed batch's tables commit in one catalog transaction: REST and JDBC (SQLite).
 
-A concurrent reader polling two routed tables through the REST catalog never sees them at
+A concurrent reader polling two routed tables through the catalog never sees them at
 different batches; a kill -9 mid-stream leaves each batch in both tables or in neither, and
 the restart ends with every record once in each; a conflicting commit on one table fails the
 whole transaction, nothing committed to the other.
@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from frazil.config.models import CatalogConfig
 from tests.integration.rest_server import RestServer, rest_server
 from tests.integration.test_routing import produce_json
 
@@ -40,10 +41,45 @@ def rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestServer]:
         yield server
 
 
-def _catalog(rest: RestServer) -> Any:
-    from pyiceberg.catalog import load_catalog
+class Lake:
+    """A catalog the tests commit to: its frazil configuration and a PyIceberg reader."""
 
-    return load_catalog("rest_reader", type="rest", uri=rest.uri, warehouse=rest.warehouse)
+    def __init__(self, config: CatalogConfig) -> None:
+        self.config = config
+
+    def reader(self) -> Any:
+        if self.config.type == "rest":
+            from pyiceberg.catalog import load_catalog
+
+            assert self.config.uri is not None
+            return load_catalog(
+                "rest_reader", type="rest", uri=self.config.uri, warehouse=self.config.warehouse
+            )
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        # The embedded catalog's SQLite file: the JDBC catalog's rows, read by PyIceberg's.
+        path = self.config.resolved_uri().removeprefix("jdbc:sqlite:")
+        return SqlCatalog(
+            self.config.name,
+            uri=f"sqlite:///{path}",
+            warehouse=Path(self.config.warehouse).resolve().as_uri(),
+        )
+
+
+@pytest.fixture(params=["rest", "jdbc"])
+def lake(request: pytest.FixtureRequest, tmp_path: Path, unique: str) -> Lake:
+    if request.param == "rest":
+        server: RestServer = request.getfixturevalue("rest")
+        return Lake(
+            CatalogConfig(name="lake", type="rest", uri=server.uri, warehouse=server.warehouse)
+        )
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    return Lake(CatalogConfig(name=f"jdbc_{unique}", type="jdbc", warehouse=str(warehouse)))
+
+
+def _catalog(lake: Lake) -> Any:
+    return lake.reader()
 
 
 def _offsets(catalog: Any, table: str) -> dict[str, Any] | None:
@@ -63,9 +99,9 @@ class Reader(threading.Thread):
     """Polls two tables' markers: table a, table b, table a again. When both reads of a agree,
     b was read while a held that batch; a and b at different batches then is a torn view."""
 
-    def __init__(self, rest: RestServer, first: str, second: str) -> None:
+    def __init__(self, lake: Lake, first: str, second: str) -> None:
         super().__init__(daemon=True)
-        self.catalog = _catalog(rest)
+        self.catalog = _catalog(lake)
         self.first, self.second = first, second
         self.stop = threading.Event()
         self.reads = 0
@@ -90,13 +126,20 @@ class Reader(threading.Thread):
             self.error = exc
 
 
-def _config(tmp_path: Path, rest: RestServer, bootstrap: str, name: str, topic: str,
+def _config(tmp_path: Path, lake: Lake, bootstrap: str, name: str, topic: str,
             tables: list[str]) -> list[str]:  # fmt: skip
     path = tmp_path / "frazil.yaml"
+    catalog: dict[str, Any] = {
+        "name": lake.config.name,
+        "type": lake.config.type,
+        "warehouse": lake.config.warehouse,
+    }
+    if lake.config.uri:
+        catalog["uri"] = lake.config.uri
     path.write_text(
         yaml.safe_dump(
             {
-                "catalog": {"type": "rest", "uri": rest.uri, "warehouse": rest.warehouse},
+                "catalog": catalog,
                 "kafka": {"bootstrap_servers": bootstrap},
                 "state_dir": str(tmp_path / "state"),
                 "spark": {"driver_memory": "1g"},
@@ -137,11 +180,11 @@ def _run_to_the_end(command: list[str]) -> None:
 
 
 def test_a_reader_never_sees_two_routed_tables_at_different_batches_even_across_a_kill(
-    rest: RestServer, kafka_bootstrap: str, unique: str, tmp_path: Path
+    lake: Lake, kafka_bootstrap: str, unique: str, tmp_path: Path
 ) -> None:
     topic, name = f"atomic-{unique}", f"at_{unique}"
     first, second = f"at{unique}.a", f"at{unique}.b"
-    command = _config(tmp_path, rest, kafka_bootstrap, name, topic, [first, second])
+    command = _config(tmp_path, lake, kafka_bootstrap, name, topic, [first, second])
     total = 0
 
     def produce(count: int) -> None:
@@ -157,7 +200,7 @@ def test_a_reader_never_sees_two_routed_tables_at_different_batches_even_across_
         command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    catalog = _catalog(rest)
+    catalog = _catalog(lake)
     try:
         # The run's first batch creates the tables, each committed on its own (a creation
         # cannot join the multi-table commit, see docs/exactly-once.md); the reader starts
@@ -167,7 +210,7 @@ def test_a_reader_never_sees_two_routed_tables_at_different_batches_even_across_
             assert time.monotonic() < deadline, "the first batch did not reach both tables"
             assert proc.poll() is None, "frazil exited before its first batch"
             time.sleep(0.2)
-        reader = Reader(rest, first, second)
+        reader = Reader(lake, first, second)
         reader.start()
         deadline = time.monotonic() + 300
         while len(reader.seen) < 5:
@@ -199,25 +242,24 @@ def test_a_reader_never_sees_two_routed_tables_at_different_batches_even_across_
 
 
 def test_a_conflicting_commit_on_one_table_fails_the_whole_transaction(
-    spark: Any, rest: RestServer, unique: str
+    spark: Any, lake: Lake, unique: str
 ) -> None:
     """A commit of someone else to one table since the transaction's base fails the whole
     multi-table commit (nothing in the other table); so does a stale marker, before anything is
     sent; without either, both tables commit together."""
     import pyarrow as pa
 
-    from frazil.config.models import CatalogConfig
     from frazil.engine.catalog_conf import catalog_spark_conf
     from frazil.sink.iceberg import iceberg_catalog
 
     jvm = spark.sparkContext._jvm
-    name = f"rest_{unique}"
-    config = CatalogConfig(name=name, type="rest", uri=rest.uri, warehouse=rest.warehouse)
+    name = f"{lake.config.type}_{unique}"
+    config = lake.config.model_copy(update={"name": name})
     for key, value in catalog_spark_conf(config).items():
         spark.conf.set(key, value)
     catalog = iceberg_catalog(spark, name)
     assert jvm.dev.frazil.iceberg.MarkedCatalog.commitsTablesAtOnce(catalog)
-    reader = _catalog(rest)
+    reader = Lake(config).reader()
     namespace = f"cf{unique}"
     reader.create_namespace(namespace)
     names = [f"{namespace}.a", f"{namespace}.b"]

@@ -45,7 +45,8 @@ class CatalogConfig(Frozen):
     uri: str | None = Field(default=None, validate_default=True)
     properties: dict[str, str] = Field(default_factory=dict)
     #: Whether a routed batch's tables commit in one catalog transaction where the catalog can
-    #: (``rest``: the REST multi-table commit); other catalogs commit each table on its own.
+    #: (``rest``: the REST multi-table commit; ``jdbc``: one database transaction); the Hadoop
+    #: catalog commits each table on its own.
     atomic_commits: bool = True
 
     @field_validator("uri")

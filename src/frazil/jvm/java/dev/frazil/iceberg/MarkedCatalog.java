@@ -10,9 +10,11 @@ import java.util.Set;
 import org.apache.iceberg.BaseTable;
 import org.apache.iceberg.CatalogProperties;
 import org.apache.iceberg.CatalogUtil;
+import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.catalog.Namespace;
 import org.apache.iceberg.catalog.SupportsNamespaces;
@@ -21,6 +23,7 @@ import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.exceptions.NamespaceNotEmptyException;
 import org.apache.iceberg.exceptions.NoSuchNamespaceException;
 import org.apache.iceberg.hadoop.Configurable;
+import org.apache.iceberg.jdbc.JdbcCatalog;
 import org.apache.iceberg.rest.RESTCatalog;
 
 /**
@@ -32,20 +35,23 @@ import org.apache.iceberg.rest.RESTCatalog;
  * #DELEGATE_TYPE} (Iceberg's {@code type}: jdbc, rest, hadoop, hive) or {@link #DELEGATE_IMPL}
  * (a {@code catalog-impl}), all other properties passed on unchanged.
  *
- * <p>With a REST catalog, {@link #commitTables} commits several tables' changes in one catalog
- * transaction (the REST specification's multi-table commit), each table checked as {@link
- * MarkedOperations} checks its own commits; {@link #ATOMIC_COMMITS} {@code false} turns that off.
+ * <p>With a REST or a JDBC catalog, {@link #commitTables} commits several tables' changes in one
+ * catalog transaction (the REST specification's multi-table commit; for JDBC, one database
+ * transaction: {@link JdbcTablesCommit}), each table checked as {@link MarkedOperations} checks its
+ * own commits; {@link #ATOMIC_COMMITS} {@code false} turns that off.
  */
 public class MarkedCatalog implements Catalog, SupportsNamespaces, Configurable<Object>, Closeable {
   public static final String DELEGATE_TYPE = "frazil.delegate-type";
   public static final String DELEGATE_IMPL = "frazil.delegate-impl";
-  /** Whether a REST catalog's multi-table commit is used ({@code true}, the default). */
+  /** Whether multi-table commits are used ({@code true}, the default): REST and JDBC catalogs. */
   public static final String ATOMIC_COMMITS = "frazil.atomic-commits";
 
   protected Catalog delegate;
   private Object conf;
   private String name;
   private boolean atomicCommits;
+  /** A JDBC catalog's multi-table commits (null for other catalogs). */
+  private JdbcTablesCommit jdbcCommits;
 
   @Override
   public void setConf(Object conf) {
@@ -66,6 +72,9 @@ public class MarkedCatalog implements Catalog, SupportsNamespaces, Configurable<
       own.put(CatalogUtil.ICEBERG_CATALOG_TYPE, type);
     }
     this.delegate = CatalogUtil.buildIcebergCatalog(catalogName, own, conf);
+    if (atomicCommits && delegate instanceof JdbcCatalog) {
+      this.jdbcCommits = new JdbcTablesCommit(catalogName, own);
+    }
   }
 
   /** The catalog this one wraps. */
@@ -75,12 +84,20 @@ public class MarkedCatalog implements Catalog, SupportsNamespaces, Configurable<
 
   /**
    * Whether {@code catalog} commits several tables at once with {@link #commitTables}: a {@link
-   * MarkedCatalog} over a REST catalog, the multi-table commit not switched off.
+   * MarkedCatalog} over a REST or a JDBC catalog, the multi-table commit not switched off.
    */
   public static boolean commitsTablesAtOnce(Catalog catalog) {
-    return catalog instanceof MarkedCatalog
-        && ((MarkedCatalog) catalog).atomicCommits
-        && ((MarkedCatalog) catalog).delegate instanceof RESTCatalog;
+    if (!(catalog instanceof MarkedCatalog) || !((MarkedCatalog) catalog).atomicCommits) {
+      return false;
+    }
+    MarkedCatalog marked = (MarkedCatalog) catalog;
+    return marked.delegate instanceof RESTCatalog || marked.jdbcCommits != null;
+  }
+
+  /** {@link #commitTables(List, List, List, List)} with the tables loaded anew (JDBC). */
+  public void commitTables(
+      List<TableIdentifier> identifiers, List<TableMetadata> bases, List<TableMetadata> updated) {
+    commitTables(identifiers, null, bases, updated);
   }
 
   /**
@@ -88,29 +105,48 @@ public class MarkedCatalog implements Catalog, SupportsNamespaces, Configurable<
    *
    * <p>Each table's change is checked first as {@link MarkedOperations#commit} checks it (a
    * snapshot planned on a stale marker is refused with {@link StaleMarkerException}, nothing
-   * sent), then all go in one request to the REST catalog's {@code transactions/commit}, each
-   * with the requirements Iceberg derives from its base ({@link TableCommit#create}: the table's
-   * UUID, and its main branch still at {@code base}'s snapshot). A commit of anyone else to any of
-   * the tables since its base therefore fails the whole transaction ({@link
-   * org.apache.iceberg.exceptions.CommitFailedException}), and the marker checked against {@code
-   * base} is the table's newest when the transaction commits.
+   * sent). With a REST catalog all then go in one request to its {@code transactions/commit},
+   * each with the requirements Iceberg derives from its base ({@link TableCommit#create}: the
+   * table's UUID, and its main branch still at {@code base}'s snapshot). With a JDBC catalog each
+   * table's metadata file is written and all tables' rows swap to theirs in one database
+   * transaction, each only from {@code base}'s metadata location ({@link JdbcTablesCommit}). A
+   * commit of anyone else to any of the tables since its base therefore fails the whole
+   * transaction ({@link org.apache.iceberg.exceptions.CommitFailedException}), and the marker
+   * checked against {@code base} is the table's newest when the transaction commits.
    *
    * @param identifiers the tables
+   * @param tables the tables as loaded from this catalog, whose current metadata is {@code bases}
+   *     (same order; JDBC: set to the committed metadata after the commit); null to load them
    * @param bases each table's metadata the change was applied on
    * @param updated each table's metadata with the change (its {@code changes()} are sent)
    * @throws IllegalStateException if {@link #commitsTablesAtOnce} is false for this catalog
    */
   public void commitTables(
-      List<TableIdentifier> identifiers, List<TableMetadata> bases, List<TableMetadata> updated) {
+      List<TableIdentifier> identifiers,
+      List<Table> tables,
+      List<TableMetadata> bases,
+      List<TableMetadata> updated) {
     if (!commitsTablesAtOnce(this)) {
       throw new IllegalStateException("catalog " + name + " does not commit tables at once");
     }
-    List<TableCommit> commits = new ArrayList<>(identifiers.size());
     for (int i = 0; i < identifiers.size(); i++) {
       MarkedOperations.check(bases.get(i), updated.get(i), identifiers.get(i).toString());
-      commits.add(TableCommit.create(identifiers.get(i), bases.get(i), updated.get(i)));
     }
-    ((RESTCatalog) delegate).commitTransaction(commits);
+    if (delegate instanceof RESTCatalog) {
+      List<TableCommit> commits = new ArrayList<>(identifiers.size());
+      for (int i = 0; i < identifiers.size(); i++) {
+        commits.add(TableCommit.create(identifiers.get(i), bases.get(i), updated.get(i)));
+      }
+      ((RESTCatalog) delegate).commitTransaction(commits);
+      return;
+    }
+    List<TableOperations> ops = new ArrayList<>(identifiers.size());
+    for (int i = 0; i < identifiers.size(); i++) {
+      Table table = tables == null ? delegate.loadTable(identifiers.get(i)) : tables.get(i);
+      TableOperations o = ((HasTableOperations) table).operations();
+      ops.add(o instanceof MarkedOperations ? ((MarkedOperations) o).delegate() : o);
+    }
+    jdbcCommits.commit(identifiers, ops, bases, updated);
   }
 
   /** {@code table} with its commits checked ({@link MarkedOperations}); others unchanged. */
@@ -217,6 +253,9 @@ public class MarkedCatalog implements Catalog, SupportsNamespaces, Configurable<
 
   @Override
   public void close() throws IOException {
+    if (jdbcCommits != null) {
+      jdbcCommits.close();
+    }
     if (delegate instanceof Closeable) {
       ((Closeable) delegate).close();
     }

@@ -168,6 +168,11 @@ public final class MarkedOperations implements TableOperations {
     return value == null ? "" : value;
   }
 
+  /** The operations this one checks commits for. */
+  public TableOperations delegate() {
+    return ops;
+  }
+
   @Override
   public TableMetadata current() {
     return ops.current();

@@ -264,7 +264,7 @@ public final class RoutedCommits {
         updated.add(pair[1]);
       }
       try {
-        catalog.commitTables(identifiers, bases, updated);
+        catalog.commitTables(identifiers, tables, bases, updated);
         return;
       } catch (ValidationException e) {
         // Refused before the request was sent (a stale marker): nothing went in.

@@ -184,8 +184,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     counts = sorted({int(n) for n in args.tables.split(",")})
-    if not counts or counts[0] < 1 or counts[-1] > 100:
-        parser.error("--tables: counts from 1 to 100")
+    if not counts or counts[0] < 1 or counts[-1] > 1000:
+        parser.error("--tables: counts from 1 to 1000")
     console = Console()
     run_id = uuid.uuid4().hex[:6]
     work = WORK_DIR / f"routing-{run_id}"

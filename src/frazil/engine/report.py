@@ -11,7 +11,7 @@ from frazil.engine.ledger import BatchStats
 from frazil.progress.freshness import freshness_ms, pipeline_valid_through
 from frazil.progress.markers import PIPELINE, Marker, format_ms
 from frazil.progress.table_markers import find_marker
-from frazil.sink.iceberg import IcebergTable
+from frazil.sink.iceberg import IcebergTable, ReportFacts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -83,31 +83,22 @@ def table_report(
     marker: Marker | None = None,
     name: str | None = None,
     handle: IcebergTable | None = None,
+    facts: ReportFacts | None = None,
 ) -> PipelineReport:
     """Read the table's metadata and combine it with the run's counters.
 
     Args:
         marker: The pipeline's newest commit marker if the caller already knows it.
         handle: An open handle on the table (refreshed here), if the caller has one.
+        facts: The table's metadata as already read (:meth:`IcebergTables.report_facts`,
+            several tables in one round trip); read here otherwise.
     """
     if handle is None:
         handle = IcebergTable(spark, table)
-    else:
-        handle.refresh()
-    # Read from the table's metadata through Iceberg's API: Spark SQL over the metadata tables
-    # took seconds at the end of every run.
-    snapshots = handle.snapshot_count()
-    last_commit_ms = None
-    pipeline_commit_ms = None
-    for view in handle.ancestry():
-        if last_commit_ms is None:
-            last_commit_ms = view.timestamp_ms
-        # The snapshot that made the newest records visible, not a marker without data.
-        if view.get(PIPELINE) == pipeline.name and int(view.get("added-records") or 0) > 0:
-            pipeline_commit_ms = view.timestamp_ms
-            break
-    data_files = handle.current_total("total-data-files")
-    rows = handle.total_records()
+    if facts is None:
+        facts = read_facts(handle, pipeline.name)
+    snapshots, rows, data_files = facts.snapshots, facts.rows, facts.data_files
+    last_commit_ms, pipeline_commit_ms = facts.last_commit_ms, facts.pipeline_commit_ms
     if marker is None:
         marker = find_marker(handle, pipeline.name).marker
     valid_ms = marker.valid_through_ms if marker else None
@@ -139,6 +130,28 @@ def table_report(
         schema_changes=list(stats.evolutions),
         valid_through_ms=valid_ms,
         last_data_commit_ms=None if pipeline_commit_ms is None else int(pipeline_commit_ms),
+    )
+
+
+def read_facts(handle: IcebergTable, pipeline: str) -> ReportFacts:
+    """What a report reads of one table (refreshed here), through Iceberg's API: Spark SQL over
+    the metadata tables took seconds at the end of every run."""
+    handle.refresh()
+    last_commit_ms = None
+    pipeline_commit_ms = None
+    for view in handle.ancestry():
+        if last_commit_ms is None:
+            last_commit_ms = view.timestamp_ms
+        # The snapshot that made the newest records visible, not a marker without data.
+        if view.get(PIPELINE) == pipeline and int(view.get("added-records") or 0) > 0:
+            pipeline_commit_ms = view.timestamp_ms
+            break
+    return ReportFacts(
+        snapshots=handle.snapshot_count(),
+        last_commit_ms=last_commit_ms,
+        pipeline_commit_ms=pipeline_commit_ms,
+        data_files=handle.current_total("total-data-files"),
+        rows=handle.total_records(),
     )
 
 

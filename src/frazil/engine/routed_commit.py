@@ -18,7 +18,13 @@ from frazil.engine.threads import Pause, each_outcome
 from frazil.engine.window import BatchWindow
 from frazil.progress import markers, table_markers
 from frazil.sink.evolution import NAME_MAPPING
-from frazil.sink.iceberg import IcebergTables, iceberg_catalog, identifier, stale_marker
+from frazil.sink.iceberg import (
+    IcebergTables,
+    commits_tables_at_once,
+    iceberg_catalog,
+    identifier,
+    stale_marker,
+)
 from frazil.sink.tables import TableSet, Target
 
 if TYPE_CHECKING:
@@ -134,13 +140,7 @@ class RoutedCommitter:
         """Whether the catalog commits the known tables in one transaction (REST, unless
         ``catalog.atomic_commits`` is off): asked of the JVM's catalog once per run."""
         if self._at_once is None:
-            jvm = self.spark.sparkContext._jvm
-            assert jvm is not None
-            self._at_once = bool(
-                jvm.dev.frazil.iceberg.MarkedCatalog.commitsTablesAtOnce(
-                    iceberg_catalog(self.spark, self.tables.catalog)
-                )
-            )
+            self._at_once = commits_tables_at_once(self.spark, self.tables.catalog)
         return self._at_once
 
     def _commit_all(

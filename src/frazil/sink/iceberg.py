@@ -59,6 +59,16 @@ def iceberg_catalog(spark: SparkSession, catalog: str) -> Any:
     return plugin.icebergCatalog()
 
 
+def commits_tables_at_once(spark: SparkSession, catalog: str) -> bool:
+    """Whether Spark catalog ``catalog`` commits several tables in one transaction (REST and
+    JDBC, unless ``catalog.atomic_commits`` is off: ``MarkedCatalog.commitsTablesAtOnce``)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return bool(
+        jvm.dev.frazil.iceberg.MarkedCatalog.commitsTablesAtOnce(iceberg_catalog(spark, catalog))
+    )
+
+
 def activate(spark: SparkSession) -> None:
     """Make ``spark`` the active session of the calling thread's JVM thread (PySpark pins
     one to each Python thread). Spark looks catalogs up, and Iceberg's actions register
@@ -167,11 +177,11 @@ class IcebergTable:
 
     def commit_summary_only(self, summary: dict[str, str]) -> None:
         """Commit a snapshot that adds no data and carries ``summary`` (progress without rows)."""
-        append = self._table.newFastAppend()
-        for key, value in summary.items():
-            append = append.set(key, value)
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
         try:
-            append.commit()
+            # One round trip: the append's setters cost one per entry.
+            jvm.dev.frazil.spark.RoutedCommits.mark(self._table, json.dumps(summary))
         except Exception as exc:
             stale = stale_marker(exc)
             if stale is None:
@@ -198,6 +208,21 @@ def append_rows(
         if stale is None:
             raise
         raise stale from None
+
+
+@dataclass(frozen=True)
+class ReportFacts:
+    """What a run's report reads of a table (:meth:`IcebergTables.report_facts`)."""
+
+    #: Snapshots kept in the table's metadata (all branches, rolled back ones too).
+    snapshots: int
+    #: The current snapshot's time (epoch ms), None for a table without one.
+    last_commit_ms: int | None
+    #: The newest snapshot of the current ancestry that names the pipeline and added rows.
+    pipeline_commit_ms: int | None
+    data_files: int
+    #: Live rows of the current snapshot (:meth:`IcebergTable.total_records`).
+    rows: int
 
 
 class IcebergTables:
@@ -255,6 +280,35 @@ class IcebergTables:
             )
             for r in raw
         ]
+
+    def report_facts(self, pipeline: str) -> list[ReportFacts]:
+        """Each table refreshed, and what a run's report reads of it (one round trip)."""
+        if not self.tables:
+            return []
+        raw = json.loads(
+            str(self._jvm().dev.frazil.iceberg.TableStates.reports(self.java_tables(), pipeline))
+        )
+        return [
+            ReportFacts(
+                snapshots=int(r["snapshots"]),
+                last_commit_ms=None if r["last_commit_ms"] is None else int(r["last_commit_ms"]),
+                pipeline_commit_ms=(
+                    None if r["pipeline_commit_ms"] is None else int(r["pipeline_commit_ms"])
+                ),
+                data_files=int(r["data_files"]),
+                rows=int(r["rows"]),
+            )
+            for r in raw
+        ]
+
+    def mark_all(self, catalog: Any, marks: list[tuple[str, IcebergTable, dict[str, str]]]) -> None:
+        """Markers without data for some of these tables (``(name, table, summary)``, the name
+        as the catalog knows it: ``namespace.table``) in one transaction of ``catalog`` (a
+        catalog for which :func:`commits_tables_at_once` holds): all of them, or none."""
+        commits = [[self.index(table), name, summary] for name, table, summary in marks]
+        self._jvm().dev.frazil.spark.RoutedCommits.markAll(
+            catalog, self.java_tables(), json.dumps(commits)
+        )
 
     def column_versions(self, property_name: str) -> list[tuple[int, str | None]]:
         """Each table's schema id and the value of ``property_name`` (its name mapping), all

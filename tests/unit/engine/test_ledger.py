@@ -110,6 +110,6 @@ def test_commits_report_the_valid_through_the_table_records_and_rows_per_table()
         first.valid_through_ms,
         later.valid_through_ms,
     ]
-    assert ledger.stats.last_valid_through_ms == first.valid_through_ms
+    assert ledger.valid_through_ms() == first.valid_through_ms
     assert ledger.stats.rows_by_table == {"db.a": 3, "db.b": 2}
     assert ledger.stats.records == 5

@@ -8,6 +8,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
+import java.util.function.Function;
 import org.apache.iceberg.AppendFiles;
 import org.apache.iceberg.BaseTable;
 import org.apache.iceberg.BaseTransaction;
@@ -215,6 +216,51 @@ public final class RoutedCommits {
       List<Table> tables,
       List<Map<String, String>> summaries)
       throws InterruptedException {
+    commitAll(name -> result.written(name).files, catalog, names, tables, summaries);
+  }
+
+  /**
+   * Markers without data for several tables (a run's final markers at its stop), in one catalog
+   * transaction as {@link #appendAll} commits a batch: each table gets a snapshot adding no
+   * files and carrying its summary, all tables or none. {@code commits} is a JSON list of {@code
+   * [index into tables, table name, summary object]}.
+   */
+  public static void markAll(MarkedCatalog catalog, List<Table> tables, String commits)
+      throws IOException, InterruptedException {
+    List<List<Object>> parsed = JSON.readValue(commits, new TypeReference<List<List<Object>>>() {});
+    List<String> names = new ArrayList<>(parsed.size());
+    List<Table> chosen = new ArrayList<>(parsed.size());
+    List<Map<String, String>> summaries = new ArrayList<>(parsed.size());
+    for (List<Object> commit : parsed) {
+      chosen.add(tables.get(((Number) commit.get(0)).intValue()));
+      names.add((String) commit.get(1));
+      Map<String, String> summary = new LinkedHashMap<>();
+      for (Map.Entry<?, ?> e : ((Map<?, ?>) commit.get(2)).entrySet()) {
+        summary.put((String) e.getKey(), (String) e.getValue());
+      }
+      summaries.add(summary);
+    }
+    commitAll(name -> List.of(), catalog, names, chosen, summaries);
+  }
+
+  /**
+   * A marker without data: a snapshot of {@code table} adding no files, carrying {@code
+   * summary} (a JSON object of strings: one py4j argument, where a Java map or the append's
+   * setters cost a round trip per entry).
+   */
+  public static void mark(Table table, String summary) throws IOException {
+    AppendFiles append = table.newFastAppend();
+    summaryOf(summary).forEach(append::set);
+    append.commit();
+  }
+
+  private static void commitAll(
+      Function<String, List<DataFile>> filesOf,
+      MarkedCatalog catalog,
+      List<String> names,
+      List<Table> tables,
+      List<Map<String, String>> summaries)
+      throws InterruptedException {
     int retries = 0;
     long minWait = Long.MAX_VALUE;
     long maxWait = 0;
@@ -256,7 +302,11 @@ public final class RoutedCommits {
           .executeWith(n > 1 ? APPLY_POOL : null)
           .stopOnFailure()
           .throwFailureWhenFinished()
-          .run(i -> applied[i] = apply(result, names.get(i), tables.get(i), summaries.get(i), refresh));
+          .run(
+              i ->
+                  applied[i] =
+                      apply(filesOf.apply(names.get(i)), names.get(i), tables.get(i),
+                          summaries.get(i), refresh));
       List<TableMetadata> bases = new ArrayList<>(n);
       List<TableMetadata> updated = new ArrayList<>(n);
       for (TableMetadata[] pair : applied) {
@@ -270,7 +320,7 @@ public final class RoutedCommits {
         // Refused before the request was sent (a stale marker): nothing went in.
         for (int i = 0; i < names.size(); i++) {
           deleteUncommitted(bases.get(i), updated.get(i), tables.get(i).io(), e);
-          UncommittedFiles.delete(tables.get(i).io(), result.written(names.get(i)).files, e);
+          UncommittedFiles.delete(tables.get(i).io(), filesOf.apply(names.get(i)), e);
         }
         throw e;
       } catch (RuntimeException e) {
@@ -302,14 +352,20 @@ public final class RoutedCommits {
    * transaction. Returns the metadata it was applied on and the metadata with it.
    */
   private static TableMetadata[] apply(
-      Result result, String name, Table table, Map<String, String> summary, boolean refresh) {
+      List<DataFile> files,
+      String name,
+      Table table,
+      Map<String, String> summary,
+      boolean refresh) {
     TableOperations ops = ((BaseTable) table).operations();
     if (refresh) {
       ops.refresh();
     }
     Transaction txn = Transactions.newTransaction(name, ops);
-    AppendFiles append = txn.newAppend().scanManifestsWith(IN_THREAD);
-    for (DataFile f : result.written(name).files) {
+    // Without files, a fast append: nothing to merge, as a marker's own commit makes it.
+    AppendFiles append =
+        files.isEmpty() ? txn.newFastAppend() : txn.newAppend().scanManifestsWith(IN_THREAD);
+    for (DataFile f : files) {
       append.appendFile(f);
     }
     summary.forEach(append::set);

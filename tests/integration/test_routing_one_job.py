@@ -96,6 +96,27 @@ def test_new_and_known_tables_in_one_job_and_what_goes_the_general_way(
     assert rows(spark, f"one_{u}.t_pay", "id, amount") == [(1, 1.5), (3, 2.5), (5, 3.0)]
     assert rows(spark, f"one_{u}.t_count", "id, n") == [(6, 7)]
     assert columns(spark, f"one_{u}.t_count") == ["id", "kind", "n"]
+    # The known tables' appends carry a manifest written beforehand (OwnManifests): their
+    # snapshots' summaries count what Iceberg's own appends count, totals included (the
+    # newest snapshot with data: a marker without data follows at the run's end).
+    for table in (f"one_{u}.t_pay", f"one_{u}.t_user"):
+        newest = spark.sql(
+            f"SELECT snapshot_id, summary FROM lake.{table}.snapshots "
+            "WHERE summary['added-data-files'] IS NOT NULL ORDER BY committed_at DESC LIMIT 1"
+        ).collect()[0]
+        summary = newest["summary"]
+        added = spark.sql(
+            f"SELECT data_file.file_size_in_bytes AS file_size_in_bytes FROM lake.{table}.entries "
+            f"WHERE snapshot_id = {newest['snapshot_id']} AND status = 1"
+        ).collect()
+        files = spark.sql(f"SELECT file_size_in_bytes FROM lake.{table}.files").collect()
+        assert summary["added-data-files"] == str(len(added)) == "1"
+        assert summary["added-records"] == "1"
+        assert summary["added-files-size"] == str(sum(r["file_size_in_bytes"] for r in added))
+        assert summary["changed-partition-count"] == "1"
+        assert summary["total-data-files"] == str(len(files))
+        assert summary["total-files-size"] == str(sum(r["file_size_in_bytes"] for r in files))
+        assert summary["total-records"] == str(len(rows(spark, table, "id")))
 
     # 3. A pay record filling `who`, a column t_pay lacks: the job sends the batch the
     # general way, which adds the column first; nothing is written twice.

@@ -36,6 +36,7 @@ import org.apache.iceberg.util.Tasks;
 import org.apache.iceberg.util.ThreadPools;
 import dev.frazil.iceberg.MarkedCatalog;
 import dev.frazil.iceberg.MarkedOperations;
+import dev.frazil.iceberg.OwnManifests;
 import dev.frazil.spark.RoutedWrites.Result;
 import dev.frazil.spark.RoutedWrites.TableWritten;
 /**
@@ -96,13 +97,13 @@ public final class RoutedCommits {
   public static void append(Result result, Table table, String name, Map<String, String> summary) {
     AppendFiles append = table.newAppend().scanManifestsWith(IN_THREAD);
     List<DataFile> files = result.written(name).files;
-    for (DataFile f : files) {
-      append.appendFile(f);
-    }
+    TableOperations ops = ((HasTableOperations) table).operations();
+    List<ManifestFile> manifests = OwnManifests.add(ops, ops.current(), append, files);
     summary.forEach(append::set);
     try {
       append.commit();
     } catch (ValidationException e) {
+      OwnManifests.deleteUncommitted(table.io(), manifests, e);
       UncommittedFiles.delete(table.io(), files, e);
       throw e;
     }
@@ -365,9 +366,9 @@ public final class RoutedCommits {
     // Without files, a fast append: nothing to merge, as a marker's own commit makes it.
     AppendFiles append =
         files.isEmpty() ? txn.newFastAppend() : txn.newAppend().scanManifestsWith(IN_THREAD);
-    for (DataFile f : files) {
-      append.appendFile(f);
-    }
+    // Deleted with the attempt's manifest list should it not commit (deleteUncommitted: the
+    // list names them as this snapshot's).
+    OwnManifests.add(ops, ((BaseTransaction) txn).startMetadata(), append, files);
     summary.forEach(append::set);
     append.commit();
     return new TableMetadata[] {

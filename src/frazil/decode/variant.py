@@ -33,6 +33,7 @@ from frazil import columns as c
 from frazil.decode.errors import decode_error
 from frazil.decode.fixed import FixedShape
 from frazil.decode.registry import BuildContext, Decoded
+from frazil.jvm.classes import java_class
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -69,7 +70,9 @@ def json_depth(data: Column) -> Column:
 
     jvm = SparkSession.active().sparkContext._jvm
     assert jvm is not None
-    return ClassicColumn(jvm.dev.frazil.spark.JsonDepth.column(_to_java_column(data)))
+    return ClassicColumn(
+        java_class(jvm, "dev.frazil.spark.JsonDepth").column(_to_java_column(data))
+    )
 
 
 def _text(data: Column) -> Column:

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from frazil.errors import PipelineError
+from frazil.jvm.classes import java_class
 from frazil.source.kafka import TopicOffsets, offsets_from_json
 
 if TYPE_CHECKING:
@@ -33,13 +34,13 @@ class Checkpoint:
         assert jvm is not None
         self._jvm = jvm
         self.location = location.rstrip("/")
-        self._root = jvm.org.apache.hadoop.fs.Path(self.location)
+        self._root = java_class(jvm, "org.apache.hadoop.fs.Path")(self.location)
         self._fs: Any = self._root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
         #: ``batchTimestampMs`` of the offset log entries read last, by batch id.
         self._planned_at: dict[int, int | None] = {}
 
     def _path(self, *parts: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path("/".join([self.location, *parts]))
+        return java_class(self._jvm, "org.apache.hadoop.fs.Path")("/".join([self.location, *parts]))
 
     def _batch_ids(self, log: str) -> list[int]:
         folder = self._path(log)
@@ -57,7 +58,9 @@ class Checkpoint:
             return None
         stream = self._fs.open(path)
         try:
-            text: str = self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+            text: str = java_class(self._jvm, "org.apache.commons.io.IOUtils").toString(
+                stream, "UTF-8"
+            )
         finally:
             stream.close()
         return text
@@ -129,7 +132,9 @@ class Checkpoint:
         if not self._fs.exists(self._root):
             return None
         target = f"{self.location}.superseded-{int(time.time() * 1000)}"
-        if not self._fs.rename(self._root, self._jvm.org.apache.hadoop.fs.Path(target)):
+        if not self._fs.rename(
+            self._root, java_class(self._jvm, "org.apache.hadoop.fs.Path")(target)
+        ):
             raise PipelineError(f"could not move checkpoint {self.location} aside to {target}")
         return target
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
+from frazil.jvm.classes import java_class
 from frazil.source.kafka import TopicOffsets
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ class Failing:
         positions: list[Position] = []
         missing: list[Position] = []
         for topic, partition, offset, stage, reason, carried in json.loads(
-            jvm.dev.frazil.spark.DeadLetterFiles.positions(records)
+            java_class(jvm, "dev.frazil.spark.DeadLetterFiles").positions(records)
         ):
             at = (str(topic), int(partition), int(offset), str(stage), str(reason))
             positions.append(at)

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from frazil.config.models import FrazilConfig
 from frazil.config.storage import ACCESS_KEY_ID, SECRET_ACCESS_KEY, is_s3, refused_credentials
 from frazil.errors import ServiceError
+from frazil.jvm.classes import java_class
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -147,7 +148,7 @@ def check_storage(spark: SparkSession, config: FrazilConfig, locations: list[str
     address = config.storage.address() if config.storage else "AWS S3"
     for location in targets:
         try:
-            path = jvm.org.apache.hadoop.fs.Path(location)
+            path = java_class(jvm, "org.apache.hadoop.fs.Path")(location)
             path.getFileSystem(hadoop_conf).exists(path)
         except Exception as exc:
             raise ServiceError(_storage_reason(exc, location, address)) from exc

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frazil.errors import PipelineError, StaleMarker
+from frazil.jvm.classes import java_class
 from frazil.procs import pid_alive
 from frazil.progress import markers, table_markers
 from frazil.sink.iceberg import IcebergTable
@@ -98,7 +99,7 @@ def update_metadata(table: IcebergTable, change: Callable[[Any], Any | None], wh
 def _builder(table: IcebergTable, base: Any) -> Any:
     jvm = table.spark.sparkContext._jvm
     assert jvm is not None
-    return jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+    return java_class(jvm, "org.apache.iceberg.TableMetadata").buildFrom(base)
 
 
 @dataclass(frozen=True)
@@ -317,7 +318,7 @@ class ReplayClaim:
             if snapshot is not None and base.snapshot(snapshot) is not None:
                 if base.ref(self.tag) is not None:
                     builder = builder.removeRef(self.tag)
-                ref = jvm.org.apache.iceberg.SnapshotRef.tagBuilder(snapshot).build()
+                ref = java_class(jvm, "org.apache.iceberg.SnapshotRef").tagBuilder(snapshot).build()
                 builder = builder.setRef(self.tag, ref)
             return builder
 

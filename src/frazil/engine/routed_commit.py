@@ -16,6 +16,7 @@ from frazil.engine.outcomes import NotThisWay, Written, Wrote
 from frazil.engine.routed_job import Outcome
 from frazil.engine.threads import Pause, each_outcome
 from frazil.engine.window import BatchWindow
+from frazil.jvm.classes import java_class
 from frazil.progress import markers, table_markers
 from frazil.sink.evolution import NAME_MAPPING
 from frazil.sink.iceberg import (
@@ -167,7 +168,7 @@ class RoutedCommitter:
         try:
             # One string for all tables' summaries, and the tables' Java list built once: a
             # list and map built here would cost a round trip per table and entry.
-            jvm.dev.frazil.spark.RoutedCommits.appendAll(
+            java_class(jvm, "dev.frazil.spark.RoutedCommits").appendAll(
                 outcome.java,
                 iceberg_catalog(self.spark, self.tables.catalog),
                 handles.java_tables(),
@@ -231,7 +232,7 @@ class RoutedCommitter:
         assert jvm is not None
         handles = self.ledger.handles()
         made, commits = self._markers(window, names, states, handles)
-        failures = jvm.dev.frazil.spark.RoutedCommits.appendEach(
+        failures = java_class(jvm, "dev.frazil.spark.RoutedCommits").appendEach(
             outcome.java, handles.java_tables(), json.dumps(commits)
         )
         out: _Results = [
@@ -268,7 +269,7 @@ class RoutedCommitter:
             self.pipeline.name,
             self.ledger.observed(target, state) if target is not None else {},
         )
-        routed_commits = jvm.dev.frazil.spark.RoutedCommits
+        routed_commits = java_class(jvm, "dev.frazil.spark.RoutedCommits")
         if target is not None:
             assert state is not None
             try:
@@ -283,12 +284,12 @@ class RoutedCommitter:
             # No other run's commit in between: checked for all the batch's tables at once
             # once they are committed (:func:`_check_interleavings`).
             return self._written(outcome, name, marker)
-        summary = jvm.java.util.HashMap()
+        summary = java_class(jvm, "java.util.HashMap")()
         for key, value in marker.to_summary().items():
             summary.put(key, value)
         template = outcome.template
         assert template is not None
-        drops = jvm.java.util.ArrayList()
+        drops = java_class(jvm, "java.util.ArrayList")()
         for column in template.drops(written.with_values):
             drops.add(column)
         created = routed_commits.createAndAppend(

@@ -36,6 +36,7 @@ from frazil.engine.outcomes import NotThisWay
 from frazil.engine.routed_layout import Layout, Template
 from frazil.engine.threads import each
 from frazil.engine.window import BatchWindow
+from frazil.jvm.classes import java_class
 from frazil.progress import offset_rules, table_markers
 from frazil.sink.conform import WriteColumns
 from frazil.sink.tables import TableSet
@@ -111,7 +112,7 @@ class Outcome:
         """Delete the files written for ``names`` (None: all tables)."""
         jvm = spark.sparkContext._jvm
         assert jvm is not None
-        chosen = jvm.java.util.ArrayList()
+        chosen = java_class(jvm, "java.util.ArrayList")()
         for name in self.tables if names is None else names:
             chosen.add(name)
         self.java.deleteFiles(chosen)
@@ -124,7 +125,7 @@ def run(spark: SparkSession, frame: DataFrame, layout: Layout, tables: list[Any]
     assert jvm is not None
     names, java_tables = layout.java_args(spark, tables)
     template = layout.template
-    result = jvm.dev.frazil.spark.RoutedWrites.write(
+    result = java_class(jvm, "dev.frazil.spark.RoutedWrites").write(
         frame._jdf,
         names,
         java_tables,

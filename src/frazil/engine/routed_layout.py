@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from frazil import columns as c
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.table_settings import ResolvedTable
+from frazil.jvm.classes import java_class
 from frazil.sink.conform import WriteColumns, write_columns
 from frazil.sink.evolution import TableView, compare, spark_schema
 
@@ -126,8 +127,10 @@ class Layout:
         assert jvm is not None and gateway is not None
         key = tuple(id(t) for t in tables)
         if self._java_args is None or self._java_args[0] != key:
-            names = gateway.new_array(jvm.java.lang.String, len(self.names))
-            java_tables = gateway.new_array(jvm.org.apache.iceberg.Table, len(tables))
+            names = gateway.new_array(java_class(jvm, "java.lang.String"), len(self.names))
+            java_tables = gateway.new_array(
+                java_class(jvm, "org.apache.iceberg.Table"), len(tables)
+            )
             for i, (name, table) in enumerate(zip(self.names, tables, strict=True)):
                 names[i] = name
                 java_tables[i] = table

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from frazil.config.models import FrazilConfig
+from frazil.jvm.classes import java_class
 from frazil.sink.evolution import TableView
 from frazil.sink.iceberg import IcebergTable
 from frazil.sink.table import qualified, table_exists
@@ -67,15 +68,15 @@ class JavaCatalogViews:
         uri = config.catalog.resolved_uri()
         if uri.startswith(SQLITE_URI) and not Path(uri[len(SQLITE_URI) :]).exists():
             return
-        properties = jvm.java.util.HashMap()
+        properties = java_class(jvm, "java.util.HashMap")()
         for key, value in iceberg_catalog_properties(config).items():
             properties.put(key, value)
         hadoop = spark.sparkContext._jsc.hadoopConfiguration()
         with embedded_catalog_lock(config) if is_embedded(config) else nullcontext():
-            self._catalog = jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(
+            self._catalog = java_class(jvm, "org.apache.iceberg.CatalogUtil").buildIcebergCatalog(
                 config.catalog.name, properties, hadoop
             )
-        self._identifier = jvm.org.apache.iceberg.catalog.TableIdentifier
+        self._identifier = java_class(jvm, "org.apache.iceberg.catalog.TableIdentifier")
 
     def view(self, name: str) -> TableView | None:
         """The table through the catalog (read once), or None if it does not exist."""

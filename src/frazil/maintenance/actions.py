@@ -19,6 +19,7 @@ from frazil.config.durations import parse_duration
 from frazil.config.maintenance import ResolvedPolicy
 from frazil.config.storage import is_s3
 from frazil.errors import MaintenanceError
+from frazil.jvm.classes import java_class
 from frazil.maintenance.expiry import expiry_cutoff
 from frazil.maintenance.health import MAINTENANCE, ORPHANS_AT, TableHealth
 
@@ -103,7 +104,9 @@ class Actions:
         jvm = spark.sparkContext._jvm
         assert jvm is not None
         self._jvm = jvm
-        self._actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+        self._actions = java_class(jvm, "org.apache.iceberg.spark.actions.SparkActions").get(
+            spark._jsparkSession
+        )
 
     def compact(
         self,
@@ -155,7 +158,9 @@ class Actions:
         action = self._actions.rewriteDataFiles(self.table)
         if compaction.strategy == "sort":
             if compaction.sort_by:
-                builder = self._jvm.org.apache.iceberg.SortOrder.builderFor(self.table.schema())
+                builder = java_class(self._jvm, "org.apache.iceberg.SortOrder").builderFor(
+                    self.table.schema()
+                )
                 for column in compaction.sort_by:
                     builder = builder.asc(column)
                 action = action.sort(builder.build())
@@ -164,7 +169,9 @@ class Actions:
         elif compaction.strategy == "zorder":
             gateway = self.spark.sparkContext._gateway
             assert gateway is not None
-            columns = gateway.new_array(self._jvm.java.lang.String, len(compaction.sort_by))
+            columns = gateway.new_array(
+                java_class(self._jvm, "java.lang.String"), len(compaction.sort_by)
+            )
             for i, column in enumerate(compaction.sort_by):
                 columns[i] = column
             action = action.zOrder(columns)
@@ -215,7 +222,9 @@ class Actions:
             .snapshotProperty(MAINTENANCE, "manifests")
             .execute()
         )
-        size = self._jvm.org.apache.iceberg.relocated.com.google.common.collect.Iterables.size
+        size = java_class(
+            self._jvm, "org.apache.iceberg.relocated.com.google.common.collect.Iterables"
+        ).size
         rewritten, added = (
             int(size(result.rewrittenManifests())),
             int(size(result.addedManifests())),
@@ -260,7 +269,9 @@ class Actions:
         location = str(self.table.location())
         if is_s3(location):
             # Found the way py4j finds Iceberg's classes (Spark's class loader on a cluster).
-            prefix_io = self._jvm.org.apache.iceberg.io.SupportsPrefixOperations._java_lang_class
+            prefix_io = java_class(
+                self._jvm, "org.apache.iceberg.io.SupportsPrefixOperations"
+            )._java_lang_class
             return bool(prefix_io.isInstance(self.table.io()))
         return False
 
@@ -274,7 +285,7 @@ class Actions:
         found = self.spark.sql(f"SELECT 1 FROM {self.name} WHERE {condition} LIMIT 1").collect()
         if not found:
             return f"no rows older than {retention.older_than}"
-        self._jvm.dev.frazil.spark.Commits.sqlWithProperties(
+        java_class(self._jvm, "dev.frazil.spark.Commits").sqlWithProperties(
             self.spark._jsparkSession,
             f"DELETE FROM {self.name} WHERE {condition}",
             {MAINTENANCE: "retention"},

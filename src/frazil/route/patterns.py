@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.routing import StaticRoute, TopicRoute, is_regex_key
 from frazil.errors import ConfigError
+from frazil.jvm.classes import java_class
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,7 +46,7 @@ def check_java_patterns(spark: SparkSession, pipeline: PipelineConfig) -> None:
     assert jvm is not None
     for key, pattern in pipeline_patterns(pipeline):
         try:
-            jvm.java.util.regex.Pattern.compile(pattern)
+            java_class(jvm, "java.util.regex.Pattern").compile(pattern)
         except Exception as exc:  # py4j wraps java.util.regex.PatternSyntaxException
             detail = str(exc).split("PatternSyntaxException:", 1)[-1].strip().splitlines()[0]
             raise ConfigError(

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil.config.table_settings import ResolvedTable
 from frazil.errors import PipelineError
+from frazil.jvm.classes import java_class
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -86,7 +87,7 @@ def spark_schema(spark: SparkSession, iceberg_schema: Any) -> StructType:
 
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    converted = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(iceberg_schema)
+    converted = java_class(jvm, "org.apache.iceberg.spark.SparkSchemaUtil").convert(iceberg_schema)
     result = StructType.fromJson(json.loads(converted.json()))
     return result
 
@@ -96,15 +97,15 @@ def iceberg_schema(spark: SparkSession, schema: StructType) -> Any:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     java_type = spark._jsparkSession.parseDataType(schema.json())
-    return jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(java_type)
+    return java_class(jvm, "org.apache.iceberg.spark.SparkSchemaUtil").convert(java_type)
 
 
 def name_mapping_json(spark: SparkSession, schema: Any) -> str:
     """Iceberg's default name mapping of a schema, as the table property's JSON."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    mapping = jvm.org.apache.iceberg.mapping.MappingUtil.create(schema)
-    return str(jvm.org.apache.iceberg.mapping.NameMappingParser.toJson(mapping))
+    mapping = java_class(jvm, "org.apache.iceberg.mapping.MappingUtil").create(schema)
+    return str(java_class(jvm, "org.apache.iceberg.mapping.NameMappingParser").toJson(mapping))
 
 
 @dataclass
@@ -136,7 +137,7 @@ class TableView:
         assert jvm is not None
         schema = table.schema() if schema is None else schema
         # One JSON document rather than a py4j round trip per column.
-        parsed = json.loads(str(jvm.org.apache.iceberg.SchemaParser.toJson(schema)))
+        parsed = json.loads(str(java_class(jvm, "org.apache.iceberg.SchemaParser").toJson(schema)))
         ids = {str(f["name"]): int(f["id"]) for f in parsed["fields"]}
         required = [str(f["name"]) for f in parsed["fields"] if f["required"]]
         identifiers = (

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from frazil.errors import StaleMarker
+from frazil.jvm.classes import java_class
 from frazil.progress import table_markers
 from frazil.progress.rows import TOTAL_POSITION_DELETES, TOTAL_RECORDS
 
@@ -65,7 +66,9 @@ def commits_tables_at_once(spark: SparkSession, catalog: str) -> bool:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     return bool(
-        jvm.dev.frazil.iceberg.MarkedCatalog.commitsTablesAtOnce(iceberg_catalog(spark, catalog))
+        java_class(jvm, "dev.frazil.iceberg.MarkedCatalog").commitsTablesAtOnce(
+            iceberg_catalog(spark, catalog)
+        )
     )
 
 
@@ -76,14 +79,14 @@ def activate(spark: SparkSession) -> None:
     thread of frazil's own has none until it is set, and its Spark actions then fail."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    java_class(jvm, "org.apache.spark.sql.SparkSession").setActiveSession(spark._jsparkSession)
 
 
 def identifier(spark: SparkSession, parts: list[str]) -> Any:
     """An Iceberg ``TableIdentifier`` for ``namespace..., table``."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    return jvm.org.apache.iceberg.catalog.TableIdentifier.of(
+    return java_class(jvm, "org.apache.iceberg.catalog.TableIdentifier").of(
         namespace(spark, parts[:-1]), parts[-1]
     )
 
@@ -93,10 +96,10 @@ def namespace(spark: SparkSession, parts: list[str]) -> Any:
     jvm = spark.sparkContext._jvm
     gateway = spark.sparkContext._gateway
     assert jvm is not None and gateway is not None
-    levels = gateway.new_array(jvm.java.lang.String, len(parts))
+    levels = gateway.new_array(java_class(jvm, "java.lang.String"), len(parts))
     for i, part in enumerate(parts):
         levels[i] = part
-    return jvm.org.apache.iceberg.catalog.Namespace.of(levels)
+    return java_class(jvm, "org.apache.iceberg.catalog.Namespace").of(levels)
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,7 @@ class IcebergTable:
         assert jvm is not None
         try:
             # One round trip: the append's setters cost one per entry.
-            jvm.dev.frazil.spark.RoutedCommits.mark(self._table, json.dumps(summary))
+            java_class(jvm, "dev.frazil.spark.RoutedCommits").mark(self._table, json.dumps(summary))
         except Exception as exc:
             stale = stale_marker(exc)
             if stale is None:
@@ -254,7 +257,7 @@ class IcebergTables:
     def java_tables(self) -> Any:
         """The tables' Java ``Table`` objects, as a Java list (built once)."""
         if self._java is None:
-            java = self._jvm().java.util.ArrayList()
+            java = java_class(self._jvm(), "java.util.ArrayList")()
             for table in self.tables:
                 java.add(table.java)
             self._java = java
@@ -267,7 +270,7 @@ class IcebergTables:
             return []
         raw = json.loads(
             str(
-                self._jvm().dev.frazil.iceberg.TableStates.read(
+                java_class(self._jvm(), "dev.frazil.iceberg.TableStates").read(
                     self.java_tables(), pipeline, max_walk
                 )
             )
@@ -286,7 +289,11 @@ class IcebergTables:
         if not self.tables:
             return []
         raw = json.loads(
-            str(self._jvm().dev.frazil.iceberg.TableStates.reports(self.java_tables(), pipeline))
+            str(
+                java_class(self._jvm(), "dev.frazil.iceberg.TableStates").reports(
+                    self.java_tables(), pipeline
+                )
+            )
         )
         return [
             ReportFacts(
@@ -306,7 +313,7 @@ class IcebergTables:
         as the catalog knows it: ``namespace.table``) in one transaction of ``catalog`` (a
         catalog for which :func:`commits_tables_at_once` holds): all of them, or none."""
         commits = [[self.index(table), name, summary] for name, table, summary in marks]
-        self._jvm().dev.frazil.spark.RoutedCommits.markAll(
+        java_class(self._jvm(), "dev.frazil.spark.RoutedCommits").markAll(
             catalog, self.java_tables(), json.dumps(commits)
         )
 
@@ -317,7 +324,7 @@ class IcebergTables:
             return []
         raw = json.loads(
             str(
-                self._jvm().dev.frazil.iceberg.TableStates.columnVersions(
+                java_class(self._jvm(), "dev.frazil.iceberg.TableStates").columnVersions(
                     self.java_tables(), property_name
                 )
             )
@@ -342,7 +349,7 @@ class IcebergTables:
         ]
         found = json.loads(
             str(
-                self._jvm().dev.frazil.iceberg.TableStates.interleaved(
+                java_class(self._jvm(), "dev.frazil.iceberg.TableStates").interleaved(
                     self.java_tables(), json.dumps(checks), pipeline, max_walk
                 )
             )

@@ -16,6 +16,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
+from frazil.jvm.classes import java_class
 from frazil.sink import yielding
 from frazil.sink.iceberg import stale_marker
 
@@ -107,7 +108,7 @@ def merge_rows(
         delay = RETRY_BACKOFF_S
         for attempt in range(1, MERGE_ATTEMPTS + 1):
             try:
-                jvm.dev.frazil.spark.Commits.sqlWithProperties(
+                java_class(jvm, "dev.frazil.spark.Commits").sqlWithProperties(
                     spark._jsparkSession, statement, dict(summary)
                 )
                 return

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from frazil.config.partitioning import PartitionField
 from frazil.config.table_settings import ResolvedTable
 from frazil.errors import PipelineError
+from frazil.jvm.classes import java_class
 from frazil.sink.iceberg import iceberg_catalog, identifier, namespace
 
 log = logging.getLogger(__name__)
@@ -126,11 +127,11 @@ def table_layout(
     assert jvm is not None
     iceberg_schema = _iceberg_schema(spark, _aliased(schema, settings.aliases), settings, pipeline)
     try:
-        spec = jvm.org.apache.iceberg.PartitionSpec.builderFor(iceberg_schema)
+        spec = java_class(jvm, "org.apache.iceberg.PartitionSpec").builderFor(iceberg_schema)
         for field in settings.partition_fields():
             spec = _add_partition(spec, field)
-        order = jvm.org.apache.iceberg.SortOrder.builderFor(iceberg_schema)
-        nulls = jvm.org.apache.iceberg.NullOrder
+        order = java_class(jvm, "org.apache.iceberg.SortOrder").builderFor(iceberg_schema)
+        nulls = java_class(jvm, "org.apache.iceberg.NullOrder")
         for sort in settings.sort_fields():
             null_order = nulls.NULLS_FIRST if sort.nulls_first else nulls.NULLS_LAST
             order = (
@@ -144,7 +145,7 @@ def table_layout(
             f"pipeline {pipeline!r}: cannot create table {settings.name}: "
             f"{_first_line(exc)} (columns: {', '.join(f.name for f in schema.fields)})"
         ) from None
-    properties = jvm.java.util.HashMap()
+    properties = java_class(jvm, "java.util.HashMap")()
     defaults = dict(DEFAULT_TABLE_PROPERTIES)
     if has_variant(schema):
         # Iceberg's variant type came with format version 3.
@@ -217,13 +218,13 @@ def _iceberg_schema(
         [StructField(f.name, _nullable(f.dataType), f.name not in top) for f in schema.fields]
     )
     java_type = spark._jsparkSession.parseDataType(shaped.json())
-    converted = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(java_type)
+    converted = java_class(jvm, "org.apache.iceberg.spark.SparkSchemaUtil").convert(java_type)
     if not identifiers:
         return converted
-    ids = jvm.java.util.HashSet()
+    ids = java_class(jvm, "java.util.HashSet")()
     for ident in identifiers:
         ids.add(converted.findField(ident).fieldId())
-    return jvm.org.apache.iceberg.Schema(converted.columns(), ids)
+    return java_class(jvm, "org.apache.iceberg.Schema")(converted.columns(), ids)
 
 
 def _add_partition(spec: Any, field: PartitionField) -> Any:

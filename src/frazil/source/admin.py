@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.errors import KafkaError
+from frazil.jvm.classes import java_class
 from frazil.source.kafka import TopicOffsets, isolation_level
 
 if TYPE_CHECKING:
@@ -38,26 +39,30 @@ class JvmKafkaAdmin:
         assert jvm is not None
         self._jvm = jvm
         self._bootstrap = config.kafka.bootstrap_servers
-        props = jvm.java.util.Properties()
+        props = java_class(jvm, "java.util.Properties")()
         props.put("bootstrap.servers", config.kafka.bootstrap_servers)
         props.put("request.timeout.ms", str(_TIMEOUT_S * 1000))
         props.put("default.api.timeout.ms", str(_TIMEOUT_S * 1000))
         for key, value in config.kafka.properties.items():
             if key != "isolation.level":  # a consumer setting: the offset reads use it below
                 props.put(key, value)
-        self._admin: Any = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+        self._admin: Any = java_class(jvm, "org.apache.kafka.clients.admin.Admin").create(props)
         # "latest" is what Spark's source reads up to: the last stable offset with
         # read_committed (an open transaction's records, and all after them, are not yet
         # readable), so a partition is never taken as lagging behind what cannot be read.
-        level = jvm.org.apache.kafka.common.IsolationLevel.valueOf(isolation_level(config).upper())
-        self._list_options: Any = jvm.org.apache.kafka.clients.admin.ListOffsetsOptions(level)
+        level = java_class(jvm, "org.apache.kafka.common.IsolationLevel").valueOf(
+            isolation_level(config).upper()
+        )
+        self._list_options: Any = java_class(
+            jvm, "org.apache.kafka.clients.admin.ListOffsetsOptions"
+        )(level)
 
     def close(self) -> None:
         """Release the client's connections."""
         self._admin.close()
 
     def _get(self, future: Any, what: str) -> Any:
-        unit = self._jvm.java.util.concurrent.TimeUnit.SECONDS
+        unit = java_class(self._jvm, "java.util.concurrent.TimeUnit").SECONDS
         try:
             return future.get(_TIMEOUT_S, unit)
         except Exception as exc:  # py4j wraps the Java ExecutionException / TimeoutException
@@ -109,11 +114,11 @@ class JvmKafkaAdmin:
         out: a topic can be deleted between the list and the description)."""
         if not names:
             return {}
-        collection = self._jvm.java.util.ArrayList()
+        collection = java_class(self._jvm, "java.util.ArrayList")()
         for name in names:
             collection.add(name)
         described = self._admin.describeTopics(collection)
-        unit = self._jvm.java.util.concurrent.TimeUnit.SECONDS
+        unit = java_class(self._jvm, "java.util.concurrent.TimeUnit").SECONDS
         try:  # all at once, one answer (the usual case: every topic exists)
             found = described.allTopicNames().get(_TIMEOUT_S, unit)
             return {name: found.get(name) for name in names if found.get(name) is not None}
@@ -142,18 +147,18 @@ class JvmKafkaAdmin:
             KafkaError: Kafka did not answer within ``timeout_s``, or refused.
         """
         jvm = self._jvm
-        latest = jvm.org.apache.kafka.clients.admin.OffsetSpec.latest()
-        request = jvm.java.util.HashMap()
+        latest = java_class(jvm, "org.apache.kafka.clients.admin.OffsetSpec").latest()
+        request = java_class(jvm, "java.util.HashMap")()
         asked = []
         for topic, parts in partitions.items():
             for partition in parts:
-                tp = jvm.org.apache.kafka.common.TopicPartition(topic, partition)
+                tp = java_class(jvm, "org.apache.kafka.common.TopicPartition")(topic, partition)
                 request.put(tp, latest)
                 asked.append((topic, partition, tp))
         if not asked:
             return {}
         answer = self._admin.listOffsets(request, self._list_options)
-        unit = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
+        unit = java_class(jvm, "java.util.concurrent.TimeUnit").MILLISECONDS
         found: TopicOffsets = {}
         for topic, partition, tp in asked:
             try:
@@ -174,20 +179,24 @@ class JvmKafkaAdmin:
                 ``org.apache.kafka.common.errors.CoordinatorLoadInProgressException``).
         """
         jvm = self._jvm
-        request = jvm.java.util.HashMap()
+        request = java_class(jvm, "java.util.HashMap")()
         for topic, parts in sorted(offsets.items()):
             for partition, offset in sorted(parts.items()):
                 request.put(
-                    jvm.org.apache.kafka.common.TopicPartition(topic, partition),
-                    jvm.org.apache.kafka.clients.consumer.OffsetAndMetadata(offset),
+                    java_class(jvm, "org.apache.kafka.common.TopicPartition")(topic, partition),
+                    java_class(jvm, "org.apache.kafka.clients.consumer.OffsetAndMetadata")(offset),
                 )
         if request.isEmpty():
             return
-        options = jvm.org.apache.kafka.clients.admin.AlterConsumerGroupOffsetsOptions()
+        options = java_class(
+            jvm, "org.apache.kafka.clients.admin.AlterConsumerGroupOffsetsOptions"
+        )()
         options.timeoutMs(int(timeout_s * 1000))
         result = self._admin.alterConsumerGroupOffsets(group, request, options)
         try:
-            result.all().get(int(timeout_s), jvm.java.util.concurrent.TimeUnit.SECONDS)
+            result.all().get(
+                int(timeout_s), java_class(jvm, "java.util.concurrent.TimeUnit").SECONDS
+            )
         except Exception as exc:  # Py4J's first line names the call, not Kafka's reason
             raise KafkaError(java_cause(exc)) from None
 
@@ -204,10 +213,12 @@ class JvmKafkaAdmin:
         offset_spec = (
             admin_pkg.OffsetSpec.earliest() if spec == "earliest" else admin_pkg.OffsetSpec.latest()
         )
-        request = self._jvm.java.util.HashMap()
+        request = java_class(self._jvm, "java.util.HashMap")()
         for topic, parts in partitions.items():
             for partition in parts:
-                tp = self._jvm.org.apache.kafka.common.TopicPartition(topic, partition)
+                tp = java_class(self._jvm, "org.apache.kafka.common.TopicPartition")(
+                    topic, partition
+                )
                 request.put(tp, offset_spec)
         if request.isEmpty():
             return {}

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.config.table_settings import ResolvedTable
+from frazil.jvm.classes import java_class
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -83,7 +84,9 @@ def upgrade_dlq_table(spark: SparkSession, table: Any) -> None:
         return
     update = table.updateSchema()
     for name in missing:
-        update = update.addColumn(name, jvm.org.apache.iceberg.types.Types.StringType.get())
+        update = update.addColumn(
+            name, java_class(jvm, "org.apache.iceberg.types.Types").StringType.get()
+        )
     update.commit()
 
 

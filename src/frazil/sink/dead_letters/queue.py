@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.errors import PipelineError, StaleMarker
+from frazil.jvm.classes import java_class
 from frazil.progress import markers, offset_rules, table_markers
 from frazil.reasons import reason_kind
 from frazil.sink.dead_letters.format import (
@@ -211,7 +212,7 @@ class DeadLetters:
         assert jvm is not None
         below = first if first is not None else covered
         try:
-            jvm.dev.frazil.spark.DeadLetterFiles.append(
+            java_class(jvm, "dev.frazil.spark.DeadLetterFiles").append(
                 self.table.java,
                 records,
                 has_headers,

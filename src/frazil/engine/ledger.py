@@ -140,7 +140,16 @@ class TableLedger:
         """A table of the pipeline's, opened, and its state."""
         assert self.tables is not None
         target = self.tables.target(name)
-        return target, table_markers.find_marker(target.table, self.pipeline)
+        return target, self._state_of(target)
+
+    def _state_of(self, target: Target) -> table_markers.TableState:
+        """One table's state, read in one JVM call (:func:`table_markers.find_markers`, the
+        rules of :func:`~table_markers.find_marker`, which reads each summary entry in a
+        round trip of its own: a batch creating 1,000 tables opened each of them so)."""
+        [state] = table_markers.find_markers(
+            IcebergTables(target.table.spark, [target.table]), self.pipeline
+        )
+        return state
 
     def ours(self, state: table_markers.TableState, target: Target) -> bool:
         """Whether the table's newest marker of the pipeline is the one this run committed
@@ -174,7 +183,7 @@ class TableLedger:
         """A table the batch met first joins the pipeline's (created or adopted): its state."""
         with self._lock:
             self.targets[name] = target
-        return table_markers.find_marker(target.table, self.pipeline)
+        return self._state_of(target)
 
     def committed(self, window: BatchWindow, name: str, written: Written) -> None:
         """Keep what a table's commit observed for its next marker, and report the commit (a

@@ -284,14 +284,12 @@ class RoutedCommitter:
             # No other run's commit in between: checked for all the batch's tables at once
             # once they are committed (:func:`_check_interleavings`).
             return self._written(outcome, name, marker)
-        summary = java_class(jvm, "java.util.HashMap")()
-        for key, value in marker.to_summary().items():
-            summary.put(key, value)
         template = outcome.template
         assert template is not None
-        drops = java_class(jvm, "java.util.ArrayList")()
-        for column in template.drops(written.with_values):
-            drops.add(column)
+        # The columns to drop and the summary as JSON strings: a Java list or map built here
+        # costs a round trip per element.
+        drops = json.dumps(template.drops(written.with_values))
+        summary = json.dumps(marker.to_summary())
         created = routed_commits.createAndAppend(
             outcome.java,
             iceberg_catalog(self.spark, self.tables.catalog),

@@ -86,9 +86,11 @@ def identifier(spark: SparkSession, parts: list[str]) -> Any:
     """An Iceberg ``TableIdentifier`` for ``namespace..., table``."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    return java_class(jvm, "org.apache.iceberg.catalog.TableIdentifier").of(
-        namespace(spark, parts[:-1]), parts[-1]
-    )
+    identifiers = java_class(jvm, "org.apache.iceberg.catalog.TableIdentifier")
+    if not any("." in part for part in parts):
+        # One round trip: parse splits at the dots, into these very parts.
+        return identifiers.parse(".".join(parts))
+    return identifiers.of(namespace(spark, parts[:-1]), parts[-1])
 
 
 def namespace(spark: SparkSession, parts: list[str]) -> Any:

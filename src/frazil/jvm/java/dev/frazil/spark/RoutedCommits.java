@@ -398,9 +398,36 @@ public final class RoutedCommits {
   /**
    * Creates a table met first with the template's schema (the catalog assigns the same field
    * ids, checked), drops the columns none of its records filled, sets the name mapping and
-   * appends its files, in one transaction: the table appears with its rows and marker.
+   * appends its files, in one transaction: the table appears with its rows and marker. The
+   * columns to drop (a JSON list) and the summary (a JSON object of strings) are one py4j
+   * argument each, where a Java list or map costs a round trip per element.
    *
    * @return false if the catalog would give the columns other ids (nothing is created)
+   */
+  public static boolean createAndAppend(
+      Result result,
+      Catalog catalog,
+      TableIdentifier identifier,
+      Table template,
+      Map<String, String> properties,
+      String dropColumns,
+      String nameMappingProperty,
+      String summary)
+      throws IOException {
+    return createAndAppend(
+        result,
+        catalog,
+        identifier,
+        template,
+        properties,
+        JSON.readValue(dropColumns, new TypeReference<List<String>>() {}),
+        nameMappingProperty,
+        summaryOf(summary));
+  }
+
+  /**
+   * {@link #createAndAppend(Result, Catalog, TableIdentifier, Table, Map, String, String,
+   * String)} with the columns to drop and the summary as Java objects.
    */
   public static boolean createAndAppend(
       Result result,

@@ -127,20 +127,38 @@ public final class RoutedCommits {
   public static void appendAll(
       Result result, MarkedCatalog catalog, List<Table> tables, String commits)
       throws IOException, InterruptedException {
-    List<List<Object>> parsed = JSON.readValue(commits, new TypeReference<List<List<Object>>>() {});
-    List<String> names = new ArrayList<>(parsed.size());
-    List<Table> chosen = new ArrayList<>(parsed.size());
-    List<Map<String, String>> summaries = new ArrayList<>(parsed.size());
-    for (List<Object> commit : parsed) {
-      chosen.add(tables.get(((Number) commit.get(0)).intValue()));
-      names.add((String) commit.get(1));
-      Map<String, String> summary = new LinkedHashMap<>();
-      for (Map.Entry<?, ?> e : ((Map<?, ?>) commit.get(2)).entrySet()) {
-        summary.put((String) e.getKey(), (String) e.getValue());
-      }
-      summaries.add(summary);
+    Chosen c = Chosen.parse(tables, commits);
+    appendAll(result, catalog, c.names, c.tables, c.summaries);
+  }
+
+  /** Some of a list of tables, named, each with a summary: a JSON list of commits, parsed. */
+  private static final class Chosen {
+    final List<String> names;
+    final List<Table> tables;
+    final List<Map<String, String>> summaries;
+
+    private Chosen(int n) {
+      names = new ArrayList<>(n);
+      tables = new ArrayList<>(n);
+      summaries = new ArrayList<>(n);
     }
-    appendAll(result, catalog, names, chosen, summaries);
+
+    /** {@code commits}: a JSON list of {@code [index into tables, table name, summary object]}. */
+    static Chosen parse(List<Table> tables, String commits) throws IOException {
+      List<List<Object>> parsed =
+          JSON.readValue(commits, new TypeReference<List<List<Object>>>() {});
+      Chosen out = new Chosen(parsed.size());
+      for (List<Object> commit : parsed) {
+        out.tables.add(tables.get(((Number) commit.get(0)).intValue()));
+        out.names.add((String) commit.get(1));
+        Map<String, String> summary = new LinkedHashMap<>();
+        for (Map.Entry<?, ?> e : ((Map<?, ?>) commit.get(2)).entrySet()) {
+          summary.put((String) e.getKey(), (String) e.getValue());
+        }
+        out.summaries.add(summary);
+      }
+      return out;
+    }
   }
 
   /**
@@ -228,20 +246,8 @@ public final class RoutedCommits {
    */
   public static void markAll(MarkedCatalog catalog, List<Table> tables, String commits)
       throws IOException, InterruptedException {
-    List<List<Object>> parsed = JSON.readValue(commits, new TypeReference<List<List<Object>>>() {});
-    List<String> names = new ArrayList<>(parsed.size());
-    List<Table> chosen = new ArrayList<>(parsed.size());
-    List<Map<String, String>> summaries = new ArrayList<>(parsed.size());
-    for (List<Object> commit : parsed) {
-      chosen.add(tables.get(((Number) commit.get(0)).intValue()));
-      names.add((String) commit.get(1));
-      Map<String, String> summary = new LinkedHashMap<>();
-      for (Map.Entry<?, ?> e : ((Map<?, ?>) commit.get(2)).entrySet()) {
-        summary.put((String) e.getKey(), (String) e.getValue());
-      }
-      summaries.add(summary);
-    }
-    commitAll(name -> List.of(), catalog, names, chosen, summaries);
+    Chosen c = Chosen.parse(tables, commits);
+    commitAll(name -> List.of(), catalog, c.names, c.tables, c.summaries);
   }
 
   /**

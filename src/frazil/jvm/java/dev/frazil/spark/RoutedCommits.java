@@ -173,24 +173,15 @@ public final class RoutedCommits {
   public static Map<Integer, Throwable> appendEach(
       Result result, List<Table> tables, String commits)
       throws IOException {
-    List<List<Object>> parsed = JSON.readValue(commits, new TypeReference<List<List<Object>>>() {});
-    int n = parsed.size();
+    Chosen c = Chosen.parse(tables, commits);
+    int n = c.names.size();
     Throwable[] failures = new Throwable[n];
     Tasks.range(n)
         .executeWith(n > 1 ? EACH_POOL : null)
         .run(
             i -> {
-              List<Object> commit = parsed.get(i);
-              Map<String, String> summary = new LinkedHashMap<>();
-              for (Map.Entry<?, ?> e : ((Map<?, ?>) commit.get(2)).entrySet()) {
-                summary.put((String) e.getKey(), (String) e.getValue());
-              }
               try {
-                append(
-                    result,
-                    tables.get(((Number) commit.get(0)).intValue()),
-                    (String) commit.get(1),
-                    summary);
+                append(result, c.tables.get(i), c.names.get(i), c.summaries.get(i));
               } catch (RuntimeException | Error e) {
                 failures[i] = e;
               }
@@ -416,34 +407,13 @@ public final class RoutedCommits {
       TableIdentifier identifier,
       Table template,
       Map<String, String> properties,
-      String dropColumns,
+      String dropColumnsJson,
       String nameMappingProperty,
-      String summary)
+      String summaryJson)
       throws IOException {
-    return createAndAppend(
-        result,
-        catalog,
-        identifier,
-        template,
-        properties,
-        JSON.readValue(dropColumns, new TypeReference<List<String>>() {}),
-        nameMappingProperty,
-        summaryOf(summary));
-  }
-
-  /**
-   * {@link #createAndAppend(Result, Catalog, TableIdentifier, Table, Map, String, String,
-   * String)} with the columns to drop and the summary as Java objects.
-   */
-  public static boolean createAndAppend(
-      Result result,
-      Catalog catalog,
-      TableIdentifier identifier,
-      Table template,
-      Map<String, String> properties,
-      List<String> dropColumns,
-      String nameMappingProperty,
-      Map<String, String> summary) {
+    List<String> dropColumns =
+        JSON.readValue(dropColumnsJson, new TypeReference<List<String>>() {});
+    Map<String, String> summary = summaryOf(summaryJson);
     TableWritten written = result.written(identifier.toString());
     Transaction txn =
         catalog

@@ -307,3 +307,44 @@ def test_a_conflicting_commit_on_one_table_fails_the_whole_transaction(
     catalog.commitTables(*pending([{"batch": "3"}, {"batch": "3"}]))
     assert [s.get("batch") for s in snapshots(names[0])] == ["3"]
     assert [s.get("batch") for s in snapshots(names[1])] == [None, "3"]
+
+
+def test_with_atomic_commits_off_each_table_commits_on_its_own(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    """``catalog.atomic_commits: false`` on the embedded JDBC catalog: a batch's known tables
+    commit each on its own (``RoutedCommits.appendEach``), every record once in each."""
+    from frazil.engine.catalog_conf import catalog_spark_conf
+    from frazil.engine.runner import run
+    from frazil.sink.iceberg import iceberg_catalog
+
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    config = CatalogConfig(
+        name=f"each_{unique}", type="jdbc", warehouse=str(warehouse), atomic_commits=False
+    )
+    for key, value in catalog_spark_conf(config).items():
+        spark.conf.set(key, value)
+    jvm = spark.sparkContext._jvm
+    catalog = iceberg_catalog(spark, config.name)
+    assert not jvm.dev.frazil.iceberg.MarkedCatalog.commitsTablesAtOnce(catalog)
+    topic, tables = f"each-{unique}", [f"e{unique}.a", f"e{unique}.b"]
+    pipeline = {
+        "name": f"each_{unique}",
+        "topics": [topic],
+        "schema": {"id": "long", "kind": "string"},
+        "route": {"field": "kind", "tables": {"/.*/": tables}},
+    }
+    frazil_config = make_config(
+        [pipeline],
+        catalog={"name": config.name, "warehouse": str(warehouse), "atomic_commits": False},
+    )
+    produce_json(kafka_bootstrap, topic, [{"id": n, "kind": "k"} for n in range(10)])
+    run(frazil_config, until_caught_up=True, spark=spark)  # creates both tables
+    produce_json(kafka_bootstrap, topic, [{"id": n, "kind": "k"} for n in range(10, 25)])
+    run(frazil_config, until_caught_up=True, spark=spark)  # known tables, one commit each
+    reader = Lake(config).reader()
+    for table in tables:
+        assert sorted(_ids(reader, table)) == list(range(25)), table
+        offsets = _offsets(reader, table)
+        assert offsets is not None and sum(int(o) for o in offsets[topic].values()) == 25

@@ -20,13 +20,26 @@ tables' markers, planning). Row counts are checked: N tables holding all records
 Goals: routed (20 tables) ≥ 0.7× single events/s; a warm batch routed to 100 tables ≤ 1.5×
 one table's (e.g. ``--tables 1,100 --records 300000 --per-trigger 50000``).
 
+With ``--process-rounds N`` each pipeline then runs N more times as a user runs it, ``frazil
+run --until-caught-up`` in a process of its own, timed from process start to exit (JVM and
+Spark start, table creation, every batch, the run's end): the end-to-end time a user sees,
+e.g. ``--tables 1,100 --records 400000 --per-trigger 50000 --process-rounds 2`` (``--per-trigger
+0``: the pipeline's default batches, a short first batch and then all the rest).
+
+Between in-process rounds Spark's pools of Kafka consumers and of the records they fetched
+ahead are emptied, as in a new process: a stopped query's entries stay there for minutes, and
+each later round carried all earlier rounds' records (~250 MB after two rounds of three
+pipelines), which made the later rounds' garbage collections longer than the first's.
+``--spark-conf KEY=VALUE`` sets a Spark setting of the in-process rounds (e.g. an event log).
+
 With ``--jfr DIR`` each measured round is recorded with Java Flight Recorder (the JVM's
 "profile" settings, started and stopped around the round through py4j) into
 ``DIR/<pipeline>_<round>.jfr``; ``python -m bench.jfr_summary`` reads them by phase. With
 ``--cprofile DIR`` the driver's Python is profiled likewise (``DIR/<pipeline>_<round>.pstats``).
 
 Usage: .venv/bin/python -m bench.routing [--records 1000000] [--rounds 2]
-    [--per-trigger 500000] [--tables 20] [--name routing] [--jfr DIR] [--cprofile DIR]
+    [--per-trigger 500000] [--tables 20] [--process-rounds 0] [--name routing] [--jfr DIR]
+    [--cprofile DIR]
 """
 
 from __future__ import annotations
@@ -35,6 +48,7 @@ import argparse
 import cProfile
 import logging
 import re
+import sqlite3
 import statistics
 import time
 import uuid
@@ -42,10 +56,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.table import Table
 
-from bench.common import WORK_DIR, start_broker, write_result
+from bench.common import (
+    WORK_DIR,
+    start_broker,
+    start_frazil_run,
+    table_metadata,
+    write_result,
+)
 from frazil.config import parse_config
 from frazil.engine.runner import run
 from frazil.engine.session import build_spark
@@ -130,6 +151,49 @@ def routed_factory(seed: int, kinds: int) -> Callable[[], tuple[bytes | None, by
     return make
 
 
+def _table_records(catalog_db: Path, name: str) -> dict[str, int]:
+    """Rows of each table ``bench.<name>`` or ``bench.<name>_*`` holds (its current
+    snapshot's ``total-records``), read from the SQLite catalog."""
+    con = sqlite3.connect(f"file:{catalog_db}?mode=ro", uri=True)
+    try:
+        found = con.execute(
+            "SELECT table_name FROM iceberg_tables WHERE table_namespace = 'bench' "
+            "AND table_name LIKE ?",
+            (f"{name}%",),
+        ).fetchall()
+    finally:
+        con.close()
+    held = {}
+    for (table,) in found:
+        if table != name and not table.startswith(f"{name}_"):
+            continue
+        metadata = table_metadata(catalog_db, "bench", table) or {}
+        current = metadata.get("current-snapshot-id")
+        summary: dict[str, str] = next(
+            (s["summary"] for s in metadata.get("snapshots", []) if s["snapshot-id"] == current),
+            {},
+        )
+        held[table] = int(summary.get("total-records", 0))
+    return held
+
+
+def _drop_kafka_caches(spark: Any) -> None:
+    """Empty Spark's pools of Kafka consumers and of the records they fetched ahead, as a new
+    process starts: a stopped query's entries stay there for minutes (their group is the
+    query's own), so each round would carry every earlier round's records (~400,000, some
+    250 MB, after two rounds of three pipelines), and the later rounds' collections copy
+    them again and again."""
+    jvm = spark.sparkContext._jvm
+    module = jvm.java.lang.Class.forName(
+        "org.apache.spark.sql.kafka010.consumer.KafkaDataConsumer$"
+    )
+    instance = module.getField("MODULE$").get(None)
+    for name in ("fetchedDataPool", "consumerPool"):
+        field = module.getDeclaredField(name)
+        field.setAccessible(True)
+        field.get(instance).reset()
+
+
 def _median(values: list[float]) -> float | None:
     return float(statistics.median(values)) if values else None
 
@@ -172,6 +236,21 @@ def main() -> None:
         help="an Iceberg table property of every table (repeatable), e.g. "
         "write.parquet.compression-codec=snappy",
     )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting of the in-process rounds (repeatable), e.g. "
+        "spark.eventLog.enabled=true",
+    )
+    parser.add_argument(
+        "--process-rounds",
+        type=int,
+        default=0,
+        help="rounds per pipeline run as `frazil run --until-caught-up` processes, timed from "
+        "process start (after the in-process rounds)",
+    )
     parser.add_argument("--name", default="routing", help="result file: bench/results/<name>.json")
     parser.add_argument(
         "--jfr", type=Path, default=None, help="record each measured round with JFR in this folder"
@@ -208,7 +287,7 @@ def main() -> None:
                 f"each) with {n} kinds in {time.monotonic() - started:.1f}s"
             )
 
-        def config_for(mode: str, name: str) -> Any:
+        def raw_config_for(mode: str, name: str) -> dict[str, Any]:
             n = counts[0] if mode == "single" else int(mode.removeprefix("routed"))
             pipeline: dict[str, Any] = {
                 "name": name,
@@ -225,20 +304,24 @@ def main() -> None:
             else:
                 pipeline["route"] = {"field": "kind", "table": f"bench.{name}_{{value}}"}
             spark_settings: dict[str, Any] = {"master": "local[2]", "driver_memory": "4g"}
+            spark_conf = dict(p.split("=", 1) for p in args.spark_conf)
             if args.jfr:
                 # Spark's and Iceberg's stacks are deeper than JFR's default 64 frames.
-                spark_settings["conf"] = {
-                    "spark.driver.extraJavaOptions": "-XX:FlightRecorderOptions:stackdepth=256"
-                }
-            return parse_config(
-                {
-                    "catalog": {"warehouse": str(work / "lake")},
-                    "kafka": {"bootstrap_servers": broker.bootstrap},
-                    "state_dir": str(work / "state"),
-                    "spark": spark_settings,
-                    "pipelines": [pipeline],
-                }
-            )
+                spark_conf["spark.driver.extraJavaOptions"] = (
+                    "-XX:FlightRecorderOptions:stackdepth=256"
+                )
+            if spark_conf:
+                spark_settings["conf"] = spark_conf
+            return {
+                "catalog": {"warehouse": str(work / "lake")},
+                "kafka": {"bootstrap_servers": broker.bootstrap},
+                "state_dir": str(work / "state"),
+                "spark": spark_settings,
+                "pipelines": [pipeline],
+            }
+
+        def config_for(mode: str, name: str) -> Any:
+            return parse_config(raw_config_for(mode, name))
 
         spark = build_spark(config_for("single", "warmup"))
         # Both log "created table" at INFO: the general way, and the one job (with the rows);
@@ -251,6 +334,7 @@ def main() -> None:
         table_logs[0].setLevel(logging.INFO)
         table_logs[1].setLevel(logging.DEBUG)
         rows: list[dict[str, Any]] = []
+        process_rows: list[dict[str, Any]] = []
         problems: list[str] = []
         # Round 0 warms the JVM up (JIT, class loading) for all pipelines and is not counted.
         for round_no in range(args.rounds + 1):
@@ -268,6 +352,7 @@ def main() -> None:
                     reports = run(config_for(mode, name), until_caught_up=True, spark=spark,
                                   on_event=timeline.on_event)  # fmt: skip
                 finally:
+                    _drop_kafka_caches(spark)
                     for table_log in table_logs:
                         table_log.removeHandler(timeline)
                     if recording is not None:
@@ -328,6 +413,35 @@ def main() -> None:
         spark.stop()
         for table_log, level in zip(table_logs, levels, strict=True):
             table_log.setLevel(level)
+        # From process start: `frazil run --until-caught-up` as a user runs it (JVM and Spark
+        # start, table creation, every batch, the run's end), each mode in turn per round.
+        for round_no in range(1, args.process_rounds + 1):
+            for mode in modes:
+                name = f"{mode}_p{round_no}"
+                raw = raw_config_for(mode, name)
+                raw["spark"].pop("conf", None)
+                path = work / f"{name}.yaml"
+                path.write_text(yaml.safe_dump(raw))
+                t0 = time.monotonic()
+                process = start_frazil_run(path)
+                _, stderr = process.communicate()
+                seconds = time.monotonic() - t0
+                if process.returncode != 0:
+                    raise SystemExit(f"{name}: frazil run failed:\n{stderr[-3000:]}")
+                held = _table_records(work / "lake" / "catalog.db", name)
+                expected_tables = 1 if mode == "single" else int(mode.removeprefix("routed"))
+                if len(held) != expected_tables or sum(held.values()) != args.records:
+                    problems.append(
+                        f"{name}: {len(held)} tables holding {sum(held.values()):,} rows "
+                        f"(expected {expected_tables} × {args.records // expected_tables:,})"
+                    )
+                process_rows.append(
+                    {"pipeline": mode, "round": round_no, "tables": len(held), "seconds": seconds}
+                )
+                console.print(
+                    f"{mode} from process start, round {round_no}: {sum(held.values()):,} rows "
+                    f"in {len(held)} table(s), {seconds:.1f}s"
+                )
     finally:
         broker.down()
 
@@ -351,12 +465,18 @@ def main() -> None:
             "warm_batch_s": warm(mode, "batch_s"),
             "warm_write_files_s": warm(mode, "write_files_s"),
             "warm_commits_s": warm(mode, "commits_s"),
+            "process_s": _median([r["seconds"] for r in process_rows if r["pipeline"] == mode]),
         }
     single = summary["single"]
     for mode in modes:
         s = summary[mode]
         s["events_ratio"] = (s["events_per_s"] or 0) / (single["events_per_s"] or 1)
         s["batch_ratio_single"] = (s["warm_batch_s"] or 0) / (single["warm_batch_s"] or 1)
+        s["process_ratio_single"] = (
+            s["process_s"] / single["process_s"]
+            if s["process_s"] is not None and single["process_s"]
+            else None
+        )
         one = summary.get("routed1")
         s["batch_ratio_routed1"] = (
             (s["warm_batch_s"] or 0) / one["warm_batch_s"] if one and one["warm_batch_s"] else None
@@ -378,7 +498,7 @@ def main() -> None:
     warm_table = Table(title="warm batches (median; created no table; measured rounds)")
     for column in (
         "pipeline", "events/s", "× single", "batch s", "files s", "commits s",
-        "batch × single", "batch × 1 routed",
+        "batch × single", "batch × 1 routed", "process s", "process × single",
     ):  # fmt: skip
         warm_table.add_column(column, justify="right")
 
@@ -391,6 +511,7 @@ def main() -> None:
             mode, fmt(s["events_per_s"], ",.0f"), fmt(s["events_ratio"]), fmt(s["warm_batch_s"]),
             fmt(s["warm_write_files_s"]), fmt(s["warm_commits_s"]),
             fmt(s["batch_ratio_single"]), fmt(s["batch_ratio_routed1"]),
+            fmt(s["process_s"], ".1f"), fmt(s["process_ratio_single"]),
         )  # fmt: skip
     console.print(warm_table)
     goals: dict[str, Any] = {}
@@ -406,6 +527,14 @@ def main() -> None:
             "value": ratio,
             "met": ratio <= BATCH_GOAL,
         }
+        process = summary["routed100"]["process_ratio_single"]
+        if process is not None:
+            goals["routed100_process_ratio"] = {
+                "goal": BATCH_GOAL,
+                "against": "single",
+                "value": process,
+                "met": process <= BATCH_GOAL,
+            }
     for key, goal in goals.items():
         met = "met" if goal["met"] else "[red]not met[/]"
         console.print(f"{key}: [bold]{goal['value']:.2f}×[/] (goal {goal['goal']}×): {met}")
@@ -421,6 +550,7 @@ def main() -> None:
             "max_offsets_per_trigger": args.per_trigger or None,
             "produce_seconds": produce_seconds,
             "runs": rows,
+            "process_runs": process_rows,
             "summary": summary,
             "goals": goals,
             "row_count_problems": problems,

@@ -104,6 +104,8 @@ class RoutedCommitter:
             if results is None:  # per table (or the catalog turned out not to commit at once)
                 if phase is known and len(phase) > 1 and not pause.active:
                     results = self._commit_each(window, phase, outcome, states)
+                elif phase is new and len(phase) > 1 and not pause.active:
+                    results = self._create_all(window, phase, outcome, states)
                 else:
                     results = each_outcome(phase, commit)
                 if phase is known:
@@ -245,6 +247,78 @@ class RoutedCommitter:
                 error = Py4JJavaError("An error occurred while calling appendEach", failure)
                 stale = stale_marker(error)
                 out[int(index)] = (None, error if stale is None else stale)
+        return out
+
+    def _create_all(
+        self,
+        window: BatchWindow,
+        names: list[str],
+        outcome: Outcome,
+        states: dict[str, table_markers.TableState],
+    ) -> _Results:
+        """Create the tables the batch met first, each with its files and marker as
+        :meth:`_commit_one` creates one, all in one call to the JVM (which creates several
+        at once); then read their states in one more.
+
+        Two round trips for the batch, where each table's creation and opening took a
+        dozen (bench/routing: a first batch meeting 1,000 tables committed in 3.2 s against
+        13.1 s, one meeting 100 in 0.5 s against 0.8 s).
+        """
+        from py4j.protocol import Py4JJavaError
+
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        template = outcome.template
+        assert template is not None
+        made: list[markers.Marker] = []
+        specs: list[list[object]] = []
+        for name in names:
+            state = states.get(name)
+            marker = window.marker(
+                state.marker if state is not None else None, self.pipeline.name, {}
+            )
+            made.append(marker)
+            drops = template.drops(outcome.tables[name].with_values)
+            specs.append([name, drops, marker.to_summary()])
+        created = java_class(jvm, "dev.frazil.spark.RoutedCommits").createAll(
+            outcome.java,
+            iceberg_catalog(self.spark, self.tables.catalog),
+            template.java_table,
+            template.properties,
+            NAME_MAPPING,
+            json.dumps(specs),
+        )
+        failures = {int(i): failure for i, failure in created.failures().items()}
+        out: _Results = [(None, None)] * len(names)
+        opened: list[tuple[int, Target]] = []
+        for i, name in enumerate(names):
+            if i in failures:
+                # As py4j raises a Java exception: its text (with the Java stack) names it.
+                out[i] = (
+                    None,
+                    Py4JJavaError("An error occurred while calling createAll", failures[i]),
+                )
+                continue
+            table = created.table(i)
+            if table is None:
+                out[i] = (None, _Refit(name))
+                continue
+            log.info("%s: created table %s", self.pipeline.name, name)
+            opened.append((i, self.tables.loaded(name, table)))
+        if not opened:
+            return out
+        try:
+            found = table_markers.find_markers(
+                IcebergTables(self.spark, [t.table for _, t in opened]), self.pipeline.name
+            )
+        except Exception as exc:
+            # The tables are committed all the same: the error is raised (their files stay),
+            # the known tables commit nothing, and the restart reads them anew.
+            for i, _ in opened:
+                out[i] = (None, exc)
+            return out
+        for (i, target), state in zip(opened, found, strict=True):
+            out[i] = (self._written(outcome, names[i], made[i], target, state), None)
         return out
 
     def _commit_one(

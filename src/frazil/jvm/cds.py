@@ -65,7 +65,7 @@ def java_options() -> str:
 
 #: Bumped when what the archive covers changes (the workload, how jars are loaded), so an
 #: archive built the old way is ignored and rebuilt by the next ``frazil setup``.
-_LAYOUT = 3
+_LAYOUT = 4
 
 #: The representative run the archive is made from (a module above this package: it runs
 #: frazil's own runner on a private broker).

@@ -132,6 +132,15 @@ class IcebergTable:
         self.name = name
         self._table: Any = iceberg_catalog(spark, catalog).loadTable(identifier(spark, parts))
 
+    @classmethod
+    def loaded(cls, spark: SparkSession, name: str, table: Any) -> IcebergTable:
+        """A handle on a Java ``Table`` already loaded (by the call that created it)."""
+        handle = cls.__new__(cls)
+        handle.spark = spark
+        handle.name = name
+        handle._table = table
+        return handle
+
     @property
     def java(self) -> Any:
         """The Java ``Table`` (for schema and property updates)."""

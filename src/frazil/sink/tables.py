@@ -78,6 +78,16 @@ class TableSet:
         full = qualified(self.catalog, name)
         return Target(name, full, IcebergTable(self.spark, full), self.pipeline.settings_for(name))
 
+    def loaded(self, name: str, table: Any) -> Target:
+        """A handle on a table just created, its Java ``Table`` already loaded."""
+        full = qualified(self.catalog, name)
+        return Target(
+            name,
+            full,
+            IcebergTable.loaded(self.spark, full, table),
+            self.pipeline.settings_for(name),
+        )
+
     def create(self, name: str, schema: StructType) -> Target:
         """Create the table if missing, and open it.
 

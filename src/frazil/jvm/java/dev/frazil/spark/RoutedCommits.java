@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.function.Function;
+import java.util.function.IntConsumer;
 import org.apache.iceberg.AppendFiles;
 import org.apache.iceberg.BaseTable;
 import org.apache.iceberg.BaseTransaction;
@@ -151,11 +152,7 @@ public final class RoutedCommits {
       for (List<Object> commit : parsed) {
         out.tables.add(tables.get(((Number) commit.get(0)).intValue()));
         out.names.add((String) commit.get(1));
-        Map<String, String> summary = new LinkedHashMap<>();
-        for (Map.Entry<?, ?> e : ((Map<?, ?>) commit.get(2)).entrySet()) {
-          summary.put((String) e.getKey(), (String) e.getValue());
-        }
-        out.summaries.add(summary);
+        out.summaries.add(stringMap(commit.get(2)));
       }
       return out;
     }
@@ -174,14 +171,20 @@ public final class RoutedCommits {
       Result result, List<Table> tables, String commits)
       throws IOException {
     Chosen c = Chosen.parse(tables, commits);
-    int n = c.names.size();
+    return each(
+        c.names.size(),
+        i -> append(result, c.tables.get(i), c.names.get(i), c.summaries.get(i)));
+  }
+
+  /** {@code work} for each index, several at once: the failures, by index. */
+  private static Map<Integer, Throwable> each(int n, IntConsumer work) {
     Throwable[] failures = new Throwable[n];
     Tasks.range(n)
         .executeWith(n > 1 ? EACH_POOL : null)
         .run(
             i -> {
               try {
-                append(result, c.tables.get(i), c.names.get(i), c.summaries.get(i));
+                work.accept(i);
               } catch (RuntimeException | Error e) {
                 failures[i] = e;
               }
@@ -191,6 +194,15 @@ public final class RoutedCommits {
       if (failures[i] != null) {
         out.put(i, failures[i]);
       }
+    }
+    return out;
+  }
+
+  /** A parsed JSON object of strings, as a map in its order. */
+  private static Map<String, String> stringMap(Object parsed) {
+    Map<String, String> out = new LinkedHashMap<>();
+    for (Map.Entry<?, ?> e : ((Map<?, ?>) parsed).entrySet()) {
+      out.put((String) e.getKey(), (String) e.getValue());
     }
     return out;
   }
@@ -413,7 +425,93 @@ public final class RoutedCommits {
       throws IOException {
     List<String> dropColumns =
         JSON.readValue(dropColumnsJson, new TypeReference<List<String>>() {});
-    Map<String, String> summary = summaryOf(summaryJson);
+    return create(
+        result,
+        catalog,
+        identifier,
+        template,
+        properties,
+        dropColumns,
+        nameMappingProperty,
+        summaryOf(summaryJson));
+  }
+
+  /** What {@link #createAll} made: each table, or why not. */
+  public static final class Created {
+    private final Table[] tables;
+    private final Map<Integer, Throwable> failures;
+
+    Created(Table[] tables, Map<Integer, Throwable> failures) {
+      this.tables = tables;
+      this.failures = failures;
+    }
+
+    /** The {@code i}th table, created and loaded; null if it failed or needs a refit. */
+    public Table table(int i) {
+      return tables[i];
+    }
+
+    /** The tables whose creation failed (by index), with the failure. */
+    public Map<Integer, Throwable> failures() {
+      return failures;
+    }
+  }
+
+  /**
+   * {@link #createAndAppend} for several tables in one call, several at once (each is a few
+   * catalog round trips and file writes, mostly waiting), each table loaded once created. One
+   * py4j round trip for the batch's new tables: per table the calls and their arguments cost
+   * more than the creation itself (bench/routing, 100 tables met in a first batch).
+   *
+   * @param tablesJson a JSON list of {@code [table name, [columns to drop], summary object]}
+   * @return each table created (null where the catalog would give the columns other ids:
+   *     nothing is created), or its failure
+   */
+  public static Created createAll(
+      Result result,
+      Catalog catalog,
+      Table template,
+      Map<String, String> properties,
+      String nameMappingProperty,
+      String tablesJson)
+      throws IOException {
+    List<List<Object>> parsed =
+        JSON.readValue(tablesJson, new TypeReference<List<List<Object>>>() {});
+    Table[] tables = new Table[parsed.size()];
+    Map<Integer, Throwable> failures =
+        each(
+            parsed.size(),
+            i -> {
+              List<Object> spec = parsed.get(i);
+              TableIdentifier identifier = TableIdentifier.parse((String) spec.get(0));
+              List<String> drops = new ArrayList<>();
+              for (Object column : (List<?>) spec.get(1)) {
+                drops.add((String) column);
+              }
+              if (create(
+                  result,
+                  catalog,
+                  identifier,
+                  template,
+                  properties,
+                  drops,
+                  nameMappingProperty,
+                  stringMap(spec.get(2)))) {
+                tables[i] = catalog.loadTable(identifier);
+              }
+            });
+    return new Created(tables, failures);
+  }
+
+  private static boolean create(
+      Result result,
+      Catalog catalog,
+      TableIdentifier identifier,
+      Table template,
+      Map<String, String> properties,
+      List<String> dropColumns,
+      String nameMappingProperty,
+      Map<String, String> summary) {
     TableWritten written = result.written(identifier.toString());
     Transaction txn =
         catalog

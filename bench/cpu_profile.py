@@ -72,6 +72,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "parallelgc": {"spark_conf": {"spark.driver.extraJavaOptions": "-XX:+UseParallelGC"}},
     "heap2g": {"driver_memory": "2g"},
     "young256": {"spark_conf": {"spark.driver.extraJavaOptions": "-Xmn256m"}},
+    # C1's thresholds at HotSpot's defaults (frazil raises them 5x for a local driver).
+    "tier3": {
+        "spark_conf": {
+            "spark.driver.extraJavaOptions": "-XX:Tier3InvocationThreshold=200 "
+            "-XX:Tier3MinInvocationThreshold=100 -XX:Tier3CompileThreshold=2000"
+        }
+    },
     # Spark's Kafka reader asks the broker for the partition's earliest and latest offsets
     # (two ListOffsets round trips) after every poll; Kafka's default 500 records a poll.
     # frazil's default is 20,000 since this benchmark; "polls500" is Kafka's own default.

@@ -280,15 +280,20 @@ class RoutedCommitter:
             made.append(marker)
             drops = template.drops(outcome.tables[name].with_values)
             specs.append([name, drops, marker.to_summary()])
-        created = java_class(jvm, "dev.frazil.spark.RoutedCommits").createAll(
-            outcome.java,
-            iceberg_catalog(self.spark, self.tables.catalog),
-            template.java_table,
-            template.properties,
-            NAME_MAPPING,
-            json.dumps(specs),
-        )
-        failures = {int(i): failure for i, failure in created.failures().items()}
+        try:
+            created = java_class(jvm, "dev.frazil.spark.RoutedCommits").createAll(
+                outcome.java,
+                iceberg_catalog(self.spark, self.tables.catalog),
+                template.java_table,
+                template.properties,
+                NAME_MAPPING,
+                json.dumps(specs),
+            )
+            failures = {int(i): failure for i, failure in created.failures().items()}
+        except Exception as exc:
+            # Each table's creation may or may not have gone in: each gets the error, and
+            # its files stay, as a table's own failed creation leaves them.
+            return [(None, exc) for _ in names]
         out: _Results = [(None, None)] * len(names)
         opened: list[tuple[int, Target]] = []
         for i, name in enumerate(names):

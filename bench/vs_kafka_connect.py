@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import threading
@@ -91,6 +92,7 @@ class TableWatch(threading.Thread):
         self.first_commit_ms: int | None = None
         self.last_commit_ms: int | None = None
         self.cpu_s: float | None = None
+        self._cpu_seen: float | None = None
         self.peak_rss_mib = 0.0
         # Peak RSS per process seen in two polls in a row. A helper the JVM spawns (Hadoop's
         # chmod) shares the JVM's memory until it execs, so a poll that catches it at that
@@ -106,25 +108,39 @@ class TableWatch(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            pids = descendants(self.root)
-            for pid in set(pids) & self._previous:
-                self._hwm[pid] = max(self._hwm.get(pid, 0.0), _hwm_mib(pid))
-            self._previous = set(pids)
-            self.peak_rss_mib = sum(self._hwm.values())
-            meta = self._metadata()
-            if meta and meta.get("current-snapshot-id") not in (None, -1):
-                snaps = sorted(meta.get("snapshots", []), key=lambda s: s["timestamp-ms"])
-                data = [s for s in snaps if int(s["summary"].get("added-records", "0")) > 0]
-                if data and self.first_commit_ms is None:
-                    self.first_commit_ms = int(data[0]["timestamp-ms"])
-                current = next(s for s in snaps if s["snapshot-id"] == meta["current-snapshot-id"])
-                if int(current["summary"].get("total-records", "0")) >= self.expected:
-                    self.cpu_s = sum(_cpu_s(p) for p in pids)
-                    self.last_commit_ms = int(data[-1]["timestamp-ms"]) if data else None
-                    self.snapshots = data
-                    self.done.set()
-                    return
+            if self._poll():
+                return
             time.sleep(0.2)
+        # The run may end within a poll's interval of its last commit: one more look.
+        self._poll()
+
+    def _poll(self) -> bool:
+        """One look at the processes and the table: whether it holds every record."""
+        pids = descendants(self.root)
+        for pid in set(pids) & self._previous:
+            self._hwm[pid] = max(self._hwm.get(pid, 0.0), _hwm_mib(pid))
+        self._previous = set(pids)
+        self.peak_rss_mib = sum(self._hwm.values())
+        if pids:  # after the run's exit its CPU is gone: the last reading stands
+            self._cpu_seen = sum(_cpu_s(p) for p in pids)
+        try:
+            meta = self._metadata()
+        except (OSError, ValueError, sqlite3.Error):  # a file or row being written: next poll
+            return False
+        if not meta or meta.get("current-snapshot-id") in (None, -1):
+            return False
+        snaps = sorted(meta.get("snapshots", []), key=lambda s: s["timestamp-ms"])
+        data = [s for s in snaps if int(s["summary"].get("added-records", "0")) > 0]
+        if data and self.first_commit_ms is None:
+            self.first_commit_ms = int(data[0]["timestamp-ms"])
+        current = next(s for s in snaps if s["snapshot-id"] == meta["current-snapshot-id"])
+        if int(current["summary"].get("total-records", "0")) < self.expected:
+            return False
+        self.cpu_s = self._cpu_seen
+        self.last_commit_ms = int(data[-1]["timestamp-ms"]) if data else None
+        self.snapshots = data
+        self.done.set()
+        return True
 
 
 def run_frazil(

@@ -32,6 +32,7 @@ import collections
 import json
 import os
 import re
+import sqlite3
 import statistics
 import subprocess
 import threading
@@ -163,6 +164,7 @@ class RunWatch(threading.Thread):
         self.last: dict[str, Any] | None = None
         self.cpu_first: dict[tuple[int, int], tuple[str, str, float]] = {}
         self.cpu_last: dict[tuple[int, int], tuple[str, str, float]] = {}
+        self._cpu_seen: dict[tuple[int, int], tuple[str, str, float]] = {}
         self.done = threading.Event()
         self.stop = threading.Event()
 
@@ -175,15 +177,30 @@ class RunWatch(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            cpu = thread_cpu(self.root)
-            data = self._snapshots()
-            if data and self.first is None:
-                self.first, self.cpu_first = data[0], cpu
-            if data and int(data[-1]["summary"].get("total-records", "0")) >= self.expected:
-                self.last, self.cpu_last = data[-1], cpu
+            if self._poll():
                 self.done.set()
                 return
             time.sleep(0.2)
+        # The run may end within a poll's interval of its last commit: one more look.
+        self._poll()
+
+    def _poll(self) -> bool:
+        """One look at the threads and the table: whether it holds every record."""
+        cpu = thread_cpu(self.root)
+        # After the run's exit its threads are gone (or a zombie's): the last reading stands.
+        if sum(v[2] for v in cpu.values()) < sum(v[2] for v in self._cpu_seen.values()):
+            cpu = self._cpu_seen
+        self._cpu_seen = cpu
+        try:
+            data = self._snapshots()
+        except (OSError, ValueError, sqlite3.Error):  # a file or row being written: next poll
+            return False
+        if data and self.first is None:
+            self.first, self.cpu_first = data[0], cpu
+        if data and int(data[-1]["summary"].get("total-records", "0")) >= self.expected:
+            self.last, self.cpu_last = data[-1], cpu
+            return True
+        return False
 
 
 def _config(work: Path, bootstrap: str, topic: str, table: str, variant: dict[str, Any]) -> Any:

@@ -65,11 +65,13 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and of its children it has reaped (a process of the tree is
+    counted alive or, once it exits, in its parent's: the sum over a tree only grows)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICK
+    return sum(int(f) for f in fields[11:15]) / _TICK
 
 
 def _hwm_mib(pid: int) -> float:
@@ -121,8 +123,8 @@ class TableWatch(threading.Thread):
             self._hwm[pid] = max(self._hwm.get(pid, 0.0), _hwm_mib(pid))
         self._previous = set(pids)
         self.peak_rss_mib = sum(self._hwm.values())
-        if pids:  # after the run's exit its CPU is gone: the last reading stands
-            self._cpu_seen = sum(_cpu_s(p) for p in pids)
+        # After the run's exit its CPU is gone (or a zombie's): the largest reading stands.
+        self._cpu_seen = max(self._cpu_seen or 0.0, sum(_cpu_s(p) for p in pids))
         try:
             meta = self._metadata()
         except (OSError, ValueError, sqlite3.Error):  # a file or row being written: next poll

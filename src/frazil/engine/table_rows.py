@@ -28,6 +28,26 @@ class ObservedMetrics:
 
     _cache: dict[tuple[object, ...], list[Column]] = field(default_factory=dict)
     _flags: tuple[Column, Column, tuple[Column, Column, Column]] | None = None
+    _tap_class: Any = None
+    _tap_partitions: tuple[tuple[Partition, ...], str] | None = None
+
+    def tap(
+        self, jvm: Any, wanted: Column, dropped: Column, partitions: tuple[Partition, ...]
+    ) -> tuple[Column, TapCounts]:
+        """A new tap (``dev.frazil.spark.RowTap``) of a batch's rows: the column that is
+        true for a row to write, and the counts it takes of them as they stream by."""
+        from pyspark.sql.classic.column import Column as ClassicColumn
+
+        if self._tap_class is None:
+            self._tap_class = jvm.dev.frazil.spark.RowTap
+        spec = self._tap_partitions
+        if spec is None or spec[0] != partitions:
+            joined = "\0\0".join(f"{topic}\0{number}" for topic, number in partitions)
+            spec = self._tap_partitions = (partitions, joined)
+        java = self._tap_class.create(
+            wanted._jc, dropped._jc, c.TOPIC, c.PARTITION, c.TIMESTAMP_MS, spec[1]
+        )
+        return ClassicColumn(java.column()), TapCounts(java)
 
     def flags(self, wanted: Column, dropped: Column) -> tuple[Column, Column, Column]:
         """``wanted`` and ``dropped`` as the flag columns, and the test of the first: built
@@ -75,12 +95,29 @@ class ObservedMetrics:
 
 
 @dataclass(frozen=True)
+class TapCounts:
+    """What a :class:`ObservedMetrics.tap` counted, read as an observation's ``get``:
+    ``records``, ``dropped`` and ``ts_<i>`` (None: no record written from partition i)."""
+
+    java: Any
+
+    @property
+    def get(self) -> dict[str, Any]:
+        """The counts merged on the driver (read after the write's job)."""
+        fields = str(self.java.values()).split(",")
+        values: dict[str, Any] = {"records": int(fields[0]), "dropped": int(fields[1])}
+        for i, text in enumerate(fields[2:]):
+            values[f"ts_{i}"] = int(text) if text else None
+        return values
+
+
+@dataclass(frozen=True)
 class Selection:
     """The rows a table's write takes, and what the write observes of them."""
 
     rows: DataFrame
     #: Counts and timestamps, observed as the rows stream by (None: the cached way's counts).
-    observation: Observation | None = None
+    observation: Observation | TapCounts | None = None
     #: Failing records observed in the write's pass (dead letters of a one-pass write).
     failing: Observation | None = None
     #: Failing records found in the cache before a MERGE (a MERGE with dead letters).
@@ -88,10 +125,26 @@ class Selection:
 
 
 def observed(
-    metrics: ObservedMetrics, window: BatchWindow, frame: DataFrame, wanted: Column, dropped: Column
+    metrics: ObservedMetrics,
+    window: BatchWindow,
+    frame: DataFrame,
+    wanted: Column,
+    dropped: Column,
+    *,
+    merging: bool,
 ) -> Selection:
-    """One table without dead letters: everything observed in the write's own pass."""
+    """One table without dead letters: everything observed in the write's own pass.
 
+    An append counts with a tap in the stage's generated code; a MERGE observes its source
+    with Spark's ``observe`` (a MERGE may plan its source more than once, e.g. to find the
+    files it rewrites, and the tap would count each).
+    """
+    from pyspark.sql import functions as F
+
+    if not merging:
+        tap, counts = metrics.tap(frame.sparkSession._jvm, wanted, dropped, window.partitions)
+        rows = frame.select("*", tap.alias(c.WANTED)).where(F.col(c.WANTED))
+        return Selection(rows, observation=counts)
     # Observed before the filter, so that the skipped records are counted in the same
     # pass; records and timestamps count the written ones only.
     observation = new_observation("frazil")

@@ -24,6 +24,7 @@ from frazil.engine.outcomes import Bad, FailingRecords, Written
 from frazil.engine.table_rows import (
     ObservedMetrics,
     Selection,
+    TapCounts,
     merge_with_dead_letters,
     observed,
     with_dead_letters,
@@ -202,7 +203,7 @@ class TableWriter:
         if not self.dead_letters and counted is None:
             # One pass: observed as the rows stream into the append, or into the MERGE's
             # collapse per key (which reads its source once).
-            chosen = observed(self.metrics, window, frame, wanted, dropped)
+            chosen = observed(self.metrics, window, frame, wanted, dropped, merging=merging)
         elif not self.dead_letters:
             chosen = Selection(frame.where(wanted))
         elif merging:
@@ -285,7 +286,7 @@ class TableWriter:
         counted: CachedTable | None,
         marker: markers.Marker,
         chosen: Selection,
-        observation: Observation | None,
+        observation: Observation | TapCounts | None,
     ) -> Written:
         """What the commit holds: its rows' counts and timestamps, what the write dropped,
         its failing records."""

@@ -7,11 +7,9 @@ import java.util.Objects;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator$;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
-import org.apache.spark.sql.catalyst.expressions.codegen.JavaCode;
 import org.apache.spark.sql.classic.ExpressionUtils;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.Decimal;
@@ -92,17 +90,14 @@ public final class ConnectDecimal extends Expression implements Serializable {
             + ", " + at.value() + ");\n  "
             + ev.isNull() + " = " + ev.value() + " == null;\n}";
     return ev.copy(
-        new CodeBlock(
-            scala.jdk.javaapi.CollectionConverters.asScala(java.util.List.of(code)).toList(),
-            scala.collection.immutable.List$.MODULE$.<JavaCode>empty()),
+        Catalyst.code(code),
         ev.isNull(),
         ev.value());
   }
 
   @Override
   public scala.collection.immutable.Seq<Expression> children() {
-    return scala.jdk.javaapi.CollectionConverters.asScala(java.util.List.of(bytes, scale))
-        .toList();
+    return Catalyst.children(bytes, scale);
   }
 
   @Override

@@ -16,10 +16,8 @@ import org.apache.spark.sql.Column;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
-import org.apache.spark.sql.catalyst.expressions.codegen.JavaCode;
 import org.apache.spark.sql.catalyst.util.DateTimeUtils;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.classic.ExpressionUtils;
@@ -170,16 +168,14 @@ public final class JsonDecoder extends Expression implements Serializable {
             + "if (!" + ev.isNull() + ") {\n  "
             + ev.value() + " = " + decoder + ".decodeValue((byte[]) " + value.value() + ");\n}";
     return ev.copy(
-        new CodeBlock(
-            scala.jdk.javaapi.CollectionConverters.asScala(java.util.List.of(code)).toList(),
-            scala.collection.immutable.List$.MODULE$.<JavaCode>empty()),
+        Catalyst.code(code),
         ev.isNull(),
         ev.value());
   }
 
   @Override
   public scala.collection.immutable.Seq<Expression> children() {
-    return scala.jdk.javaapi.CollectionConverters.asScala(java.util.List.of(child)).toList();
+    return Catalyst.children(child);
   }
 
   @Override

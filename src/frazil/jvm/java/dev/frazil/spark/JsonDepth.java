@@ -4,10 +4,8 @@ import java.io.Serializable;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodeBlock;
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
 import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
-import org.apache.spark.sql.catalyst.expressions.codegen.JavaCode;
 import org.apache.spark.sql.classic.ExpressionUtils;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
@@ -127,9 +125,7 @@ public final class JsonDepth extends Expression implements Serializable {
             + ev.value() + " = " + JsonDepth.class.getName() + ".depth((byte[]) "
             + value.value() + ");\n}";
     return ev.copy(
-        new CodeBlock(
-            scala.jdk.javaapi.CollectionConverters.asScala(java.util.List.of(code)).toList(),
-            scala.collection.immutable.List$.MODULE$.<JavaCode>empty()),
+        Catalyst.code(code),
         ev.isNull(),
         ev.value());
   }
@@ -142,7 +138,7 @@ public final class JsonDepth extends Expression implements Serializable {
 
   @Override
   public scala.collection.immutable.Seq<Expression> children() {
-    return scala.jdk.javaapi.CollectionConverters.asScala(java.util.List.of(child)).toList();
+    return Catalyst.children(child);
   }
 
   @Override

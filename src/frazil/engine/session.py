@@ -76,6 +76,8 @@ def spark_conf(
         # The JVM refuses two collectors: one chosen by the user replaces frazil's.
         java_opts += f" {gc_option(master)}"
     java_opts += " -XX:MetaspaceSize=256m"
+    if is_local(master) and not analysis:
+        java_opts += f" {initial_heap(config.spark.driver_memory)}"
     if "ICEBERG_WORKER_NUM_THREADS" not in os.environ:
         # Iceberg writes each commit's manifests on a pool shared by the JVM (one thread per
         # core by default) and polls for them in 10 ms sleeps: routed batches commit many
@@ -280,6 +282,18 @@ def gc_option(master: str) -> str:
     if is_local(master) and (os.cpu_count() or 1) <= 2:
         return "-XX:+UseSerialGC"
     return "-XX:+UseParallelGC"
+
+
+def initial_heap(driver_memory: str) -> str:
+    """The local driver's heap at its full size from the start.
+
+    The JVM starts with 1/64 of the machine's memory and the serial collector grows the heap
+    only when a full collection leaves too little free: the young generation stayed a third
+    of ~375 MB, so a 500k-record batch ran ~20 young collections and a full one every ~1.5 s,
+    all stopping the tasks. At full size, a 2M-record run took 0.92x the CPU per record and
+    1.14x the events/s (docs/benchmarks.md). A user's own ``-Xms`` comes later and wins.
+    """
+    return f"-Xms{driver_memory}"
 
 
 def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSession:

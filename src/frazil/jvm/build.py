@@ -1,7 +1,7 @@
 """frazil's own JVM classes (src/frazil/jvm/java), compiled into a jar in the cache once.
 
-They are compiled with ``javac`` against pyspark's jars, the pinned protobuf-java and the
-Iceberg Spark runtime, at
+They are compiled with ``javac`` against pyspark's jars, the pinned protobuf-java, the
+Iceberg Spark runtime and the Kafka client Spark's Kafka source brings, at
 ``frazil setup`` or when a session first needs them; the jar is named by a hash of the sources
 and of the versions they compile against, so an upgrade builds a new one.
 """
@@ -56,7 +56,9 @@ def frazil_jar() -> Path:
             extra = [
                 j
                 for j in ensure_artifacts("spark", quiet=True)
-                if "protobuf-java" in j.name or "iceberg-spark-runtime" in j.name
+                if any(
+                    n in j.name for n in ("protobuf-java", "iceberg-spark-runtime", "kafka-clients")
+                )
             ]
             classpath = [pyspark_jars_dir() / "*", *extra]
             compile_jar(_sources(), classpath, target, "frazil's JVM classes")

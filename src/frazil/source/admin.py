@@ -56,6 +56,7 @@ class JvmKafkaAdmin:
         self._list_options: Any = java_class(
             jvm, "org.apache.kafka.clients.admin.ListOffsetsOptions"
         )(level)
+        self._lookups_class: Any = None
 
     def close(self) -> None:
         """Release the client's connections."""
@@ -104,10 +105,20 @@ class JvmKafkaAdmin:
 
         A topic deleted and created again under the same name gets another id.
         """
-        return {
-            name: str(description.topicId().toString())
-            for name, description in self._describe(sorted(set(topics))).items()
-        }
+        names = "\0".join(sorted(set(topics)))
+        if not names:
+            return {}
+        try:
+            answer = str(self._lookups().topicIds(self._admin, names, _TIMEOUT_S * 1000))
+        except Exception as exc:  # py4j wraps the Java ExecutionException / TimeoutException
+            raise self._error(exc, "a description of the topics") from None
+        return dict(line.split("\0", 1) for line in answer.split("\n")) if answer else {}
+
+    def _lookups(self) -> Any:
+        """``dev.frazil.kafka.AdminLookups``: a batch's questions in one py4j call each."""
+        if self._lookups_class is None:
+            self._lookups_class = java_class(self._jvm, "dev.frazil.kafka.AdminLookups")
+        return self._lookups_class
 
     def _describe(self, names: list[str]) -> dict[str, Any]:
         """Java ``TopicDescription`` of each topic of ``names`` that exists (others are left
@@ -209,28 +220,21 @@ class JvmKafkaAdmin:
                 ``read_committed`` (the default isolation level) the last stable offset,
                 below which every transaction has ended.
         """
-        admin_pkg = self._jvm.org.apache.kafka.clients.admin
-        offset_spec = (
-            admin_pkg.OffsetSpec.earliest() if spec == "earliest" else admin_pkg.OffsetSpec.latest()
-        )
-        request = java_class(self._jvm, "java.util.HashMap")()
-        for topic, parts in partitions.items():
-            for partition in parts:
-                tp = java_class(self._jvm, "org.apache.kafka.common.TopicPartition")(
-                    topic, partition
-                )
-                request.put(tp, offset_spec)
-        if request.isEmpty():
+        asked = "\0\0".join(f"{t}\0{p}" for t, parts in partitions.items() for p in parts)
+        if not asked:
             return {}
-        answer = self._get(
-            self._admin.listOffsets(request, self._list_options).all(), f"{spec} offsets"
-        )
-        result: TopicOffsets = {}
-        for entry in answer.entrySet():
-            tp = entry.getKey()
-            result.setdefault(str(tp.topic()), {})[int(tp.partition())] = int(
-                entry.getValue().offset()
+        try:
+            answer = str(
+                self._lookups().offsets(
+                    self._admin, asked, spec == "latest", self._list_options, _TIMEOUT_S * 1000
+                )
             )
+        except Exception as exc:  # py4j wraps the Java ExecutionException / TimeoutException
+            raise self._error(exc, f"{spec} offsets") from None
+        result: TopicOffsets = {}
+        for line in answer.split("\n") if answer else []:
+            topic, partition, offset = line.rsplit("\0", 2)
+            result.setdefault(topic, {})[int(partition)] = int(offset)
         return result
 
 

@@ -13,6 +13,7 @@ from frazil.engine import dead_capture
 from frazil.engine.bad_records import failure, learnable, own_error
 from frazil.engine.cached_table import CachedTable, of_table
 from frazil.engine.window import BatchWindow, Partition
+from frazil.jvm.classes import java_class
 from frazil.sink.conform import WriteColumns
 from frazil.sink.tables import Target
 
@@ -39,7 +40,7 @@ class ObservedMetrics:
         from pyspark.sql.classic.column import Column as ClassicColumn
 
         if self._tap_class is None:
-            self._tap_class = jvm.dev.frazil.spark.RowTap
+            self._tap_class = java_class(jvm, "dev.frazil.spark.RowTap")
         spec = self._tap_partitions
         if spec is None or spec[0] != partitions:
             joined = "\0\0".join(f"{topic}\0{number}" for topic, number in partitions)

@@ -228,8 +228,28 @@ class TableWriter:
         # The routed batch's aggregation counted them already (one Dataset less per table:
         # each costs an analysis through py4j).
         self._commit(target, rows, columns, marker, merging, frame, wanted)
-        table_markers.check_no_interleaving(target.table, state, marker)
+        self._check_no_interleaving(target, state, marker)
         return self._written(window, frame, target, counted, marker, chosen, observation)
+
+    def _check_no_interleaving(
+        self, target: Target, state: table_markers.TableState, marker: markers.Marker
+    ) -> None:
+        """:func:`~frazil.progress.table_markers.check_no_interleaving` in one JVM call with the
+        pipeline's tables (the table refreshed and its ancestry walked there: ~20 py4j round
+        trips a batch otherwise).
+
+        Raises:
+            CommitError: Another run of the pipeline committed between the base and ours.
+        """
+        handles = self.ledger.handles()
+        try:
+            handles.index(target.table)
+        except KeyError:  # not one of the ledger's tables: walked from Python
+            table_markers.check_no_interleaving(target.table, state, marker)
+            return
+        (error,) = table_markers.check_no_interleavings(handles, [target.table], [state], [marker])
+        if error is not None:
+            raise error
 
     def _learn_first(self, frame: DataFrame, target: Target, counted: CachedTable | None) -> None:
         """Raise :class:`BadRecords` if the batch's records for ``target`` hold some a

@@ -103,9 +103,9 @@ def test_tap_interpreted_counts_the_same(spark: Any) -> None:
     assert counts.get == expected
 
 
-def test_each_tap_counts_its_own_job_once(spark: Any) -> None:
+def test_each_tap_counts_its_own_rows_once(spark: Any) -> None:
     """Two taps of the same rows keep their own counts; a tap's rows read again by a second
-    job count again (a write reads them once: its one job)."""
+    job count once (the last stage that ran them)."""
     first_rows, first = _tapped(spark)
     second_rows, second = _tapped(spark)
     first_rows.collect()
@@ -113,4 +113,24 @@ def test_each_tap_counts_its_own_job_once(spark: Any) -> None:
     second_rows.collect()
     assert first.get == second.get
     first_rows.collect()
-    assert first.get["records"] == 2 * second.get["records"]
+    assert first.get == second.get
+
+
+def test_rows_read_twice_by_a_range_distribution_count_once(spark: Any) -> None:
+    """A range distribution (a table sorted, or ``write.distribution-mode: range``) runs a
+    sampling job over every row before the write's stage: Spark's ``observe`` counts the rows
+    twice, the tap keeps the counts of the last stage that ran it."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    expected = _expected(spark)
+    rows, counts = _tapped(spark)
+    spread = rows.repartitionByRange(3, "id")
+    assert len(spread.collect()) == expected["records"]
+    assert counts.get == expected
+
+    observation = Observation("twice")
+    _rows(spark).observe(observation, F.count(F.lit(1)).alias("n")).repartitionByRange(
+        3, "id"
+    ).collect()
+    assert observation.get["n"] == 2 * 600  # what the tap is not

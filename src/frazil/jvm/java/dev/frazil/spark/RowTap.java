@@ -6,6 +6,7 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.Objects;
 import org.apache.spark.SparkContext;
+import org.apache.spark.TaskContext;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -32,9 +33,9 @@ import scala.Option;
  *
  * <p>It is not deterministic: the optimizer must neither move it past another operator nor
  * evaluate it twice, and a projection evaluates it once per row ({@code ProjectExec} does not
- * defer nondeterministic expressions). Its counts reach the driver as any accumulator's do:
- * once per partition of a result stage, from successful task attempts only, as {@code
- * CollectMetrics}' own accumulator.
+ * defer nondeterministic expressions). Its counts reach the driver as any accumulator's do,
+ * from successful task attempts only, and are kept there by stage and partition: rows Spark
+ * runs twice (a range distribution's sampling job) count once (see {@link Counts}).
  */
 public final class RowTap extends Expression implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -243,15 +244,24 @@ public final class RowTap extends Expression implements Serializable {
   /**
    * A task's counts, merged on the driver: {@code [records, dropped, ts_0, ts_1, …]}, a
    * timestamp {@link Long#MIN_VALUE} while its partition has no written record.
+   *
+   * <p>The driver keeps each task's counts by its stage and partition, and reads those of the
+   * last stage that ran the tap: a partition is counted once even when Spark runs the rows
+   * twice (a range distribution's sampling job reads every row before the write's own stage;
+   * a resubmitted stage runs some partitions again). Spark's {@code observe} counts both.
    */
   public static final class Counts extends AccumulatorV2<Object, long[]> {
     private static final long serialVersionUID = 1L;
 
     private final String[] topics;
     private final int[] partitions;
-    private long records;
-    private long dropped;
-    private final long[] largest;
+    /** This task's counts: {@code [records, dropped, ts_0, …]}. */
+    private final long[] own;
+    /** This task's stage and partition (-1: no row tapped yet). */
+    private int stage = -1;
+    private int partition = -1;
+    /** On the driver: each task's counts, by stage (high 32 bits) and partition. */
+    private final Map<Long, long[]> byTask = new HashMap<>();
 
     /** Topic → its partitions' timestamp indexes (-1: not the batch's), built per task. */
     private transient Map<UTF8String, int[]> indexes;
@@ -261,26 +271,36 @@ public final class RowTap extends Expression implements Serializable {
     Counts(String[] topics, int[] partitions) {
       this.topics = topics;
       this.partitions = partitions;
-      this.largest = new long[topics.length];
-      Arrays.fill(largest, Long.MIN_VALUE);
+      this.own = empty(topics.length);
+    }
+
+    private static long[] empty(int timestamps) {
+      long[] counts = new long[2 + timestamps];
+      Arrays.fill(counts, 2, counts.length, Long.MIN_VALUE);
+      return counts;
     }
 
     /** Counts one row; returns whether it is written (the generated code's call). */
     public boolean tap(
         boolean wanted, boolean drop, UTF8String topic, int partition, long timestamp) {
+      if (stage < 0) {
+        TaskContext task = TaskContext.get();
+        stage = task == null ? 0 : task.stageId();
+        this.partition = task == null ? 0 : task.partitionId();
+      }
       if (drop) {
-        dropped++;
+        own[1]++;
       }
       if (!wanted) {
         return false;
       }
-      records++;
+      own[0]++;
       if (timestamp != Long.MIN_VALUE && topic != null) {
         int[] slots = slots(topic);
         if (slots != null && partition >= 0 && partition < slots.length) {
           int i = slots[partition];
-          if (i >= 0 && timestamp > largest[i]) {
-            largest[i] = timestamp;
+          if (i >= 0 && timestamp > own[2 + i]) {
+            own[2 + i] = timestamp;
           }
         }
       }
@@ -313,34 +333,30 @@ public final class RowTap extends Expression implements Serializable {
     }
 
     @Override
-    public boolean isZero() {
-      if (records != 0 || dropped != 0) {
-        return false;
-      }
-      for (long t : largest) {
-        if (t != Long.MIN_VALUE) {
-          return false;
-        }
-      }
-      return true;
+    public synchronized boolean isZero() {
+      return stage < 0 && byTask.isEmpty();
     }
 
     @Override
     public Counts copy() {
       Counts copy = new Counts(topics, partitions);
       synchronized (this) {
-        copy.records = records;
-        copy.dropped = dropped;
-        System.arraycopy(largest, 0, copy.largest, 0, largest.length);
+        System.arraycopy(own, 0, copy.own, 0, own.length);
+        copy.stage = stage;
+        copy.partition = partition;
+        for (Map.Entry<Long, long[]> entry : byTask.entrySet()) {
+          copy.byTask.put(entry.getKey(), entry.getValue().clone());
+        }
       }
       return copy;
     }
 
     @Override
     public synchronized void reset() {
-      records = 0;
-      dropped = 0;
-      Arrays.fill(largest, Long.MIN_VALUE);
+      System.arraycopy(empty(topics.length), 0, own, 0, own.length);
+      stage = -1;
+      partition = -1;
+      byTask.clear();
     }
 
     @Override
@@ -351,19 +367,30 @@ public final class RowTap extends Expression implements Serializable {
     @Override
     public synchronized void merge(AccumulatorV2<Object, long[]> other) {
       Counts o = (Counts) other;
-      records += o.records;
-      dropped += o.dropped;
-      for (int i = 0; i < largest.length; i++) {
-        largest[i] = Math.max(largest[i], o.largest[i]);
+      if (o.stage >= 0) { // a task that tapped no row counted nothing
+        // A later attempt of the same stage and partition replaces the earlier one.
+        byTask.put(((long) o.stage << 32) | (o.partition & 0xffffffffL), o.own.clone());
       }
     }
 
     @Override
     public synchronized long[] value() {
-      long[] value = new long[2 + largest.length];
-      value[0] = records;
-      value[1] = dropped;
-      System.arraycopy(largest, 0, value, 2, largest.length);
+      long[] value = empty(topics.length);
+      long last = -1;
+      for (long key : byTask.keySet()) {
+        last = Math.max(last, key >>> 32);
+      }
+      for (Map.Entry<Long, long[]> entry : byTask.entrySet()) {
+        if (entry.getKey() >>> 32 != last) {
+          continue; // an earlier stage ran the same rows (a sampling job)
+        }
+        long[] counts = entry.getValue();
+        value[0] += counts[0];
+        value[1] += counts[1];
+        for (int i = 2; i < value.length; i++) {
+          value[i] = Math.max(value[i], counts[i]);
+        }
+      }
       return value;
     }
   }

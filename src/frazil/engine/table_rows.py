@@ -29,7 +29,6 @@ class ObservedMetrics:
 
     _cache: dict[tuple[object, ...], list[Column]] = field(default_factory=dict)
     _flags: tuple[Column, Column, tuple[Column, Column, Column]] | None = None
-    _tap_class: Any = None
     _tap_partitions: tuple[tuple[Partition, ...], str] | None = None
 
     def tap(
@@ -39,13 +38,11 @@ class ObservedMetrics:
         true for a row to write, and the counts it takes of them as they stream by."""
         from pyspark.sql.classic.column import Column as ClassicColumn
 
-        if self._tap_class is None:
-            self._tap_class = java_class(jvm, "dev.frazil.spark.RowTap")
         spec = self._tap_partitions
         if spec is None or spec[0] != partitions:
             joined = "\0\0".join(f"{topic}\0{number}" for topic, number in partitions)
             spec = self._tap_partitions = (partitions, joined)
-        java = self._tap_class.create(
+        java = java_class(jvm, "dev.frazil.spark.RowTap").create(
             wanted._jc, dropped._jc, c.TOPIC, c.PARTITION, c.TIMESTAMP_MS, spec[1]
         )
         return ClassicColumn(java.column()), TapCounts(java)

@@ -56,7 +56,6 @@ class JvmKafkaAdmin:
         self._list_options: Any = java_class(
             jvm, "org.apache.kafka.clients.admin.ListOffsetsOptions"
         )(level)
-        self._lookups_class: Any = None
 
     def close(self) -> None:
         """Release the client's connections."""
@@ -116,9 +115,7 @@ class JvmKafkaAdmin:
 
     def _lookups(self) -> Any:
         """``dev.frazil.kafka.AdminLookups``: a batch's questions in one py4j call each."""
-        if self._lookups_class is None:
-            self._lookups_class = java_class(self._jvm, "dev.frazil.kafka.AdminLookups")
-        return self._lookups_class
+        return java_class(self._jvm, "dev.frazil.kafka.AdminLookups")
 
     def _describe(self, names: list[str]) -> dict[str, Any]:
         """Java ``TopicDescription`` of each topic of ``names`` that exists (others are left

@@ -100,6 +100,37 @@ def test_upsert_keeps_the_last_record_of_each_key_across_batches(
     assert len(spark.sql(f"SELECT * FROM lake.{table}.snapshots").collect()) == before
 
 
+@pytest.mark.parametrize("dead_letters", [False, True], ids=["none", "dead-letters"])
+def test_a_sorted_tables_upsert_counts_each_change_once(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, dead_letters: bool
+) -> None:
+    """A sorted table's MERGE writes with a range distribution, whose sampling job reads
+    the rows before the write's own stage: the changes and the records filtered out are
+    counted once."""
+    topic, table, name = f"upss-{unique}", f"db.upss_{unique}", f"us_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    _produce(
+        kafka_bootstrap,
+        topic,
+        [(str(i % 8), {"id": i % 8, "name": f"v{i}", "amount": i}, 0) for i in range(24)],
+    )
+    extra: dict[str, Any] = {
+        "write": {"mode": "upsert", "key": ["id"]},
+        "sort_by": ["amount desc"],
+        "table_properties": {"write.merge.distribution-mode": "range"},
+        "transforms": [{"filter": "amount >= 4"}],
+    }
+    if dead_letters:
+        extra["errors"] = {"tolerance": "all", "dlq_table": f"db.upss_dead_{unique}"}
+    config = make_config([_pipeline(name, topic, table, **extra)])
+
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    assert _rows(spark, table) == {k: (f"v{16 + k}", 16 + k) for k in range(8)}
+    assert report.filtered_skipped == 4
+    assert report.rows_written == {table: 20}
+
+
 def test_cdc_inserts_updates_deletes_and_reinserts(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:

@@ -356,6 +356,42 @@ def test_records_a_filter_drops_are_counted_not_dead_lettered(
     assert _dead_offsets(spark, dead) == [(0, 10)]
 
 
+@pytest.mark.parametrize("dead_letters", [True, False], ids=["dead-letters", "none"])
+def test_a_sorted_tables_counts_and_dead_letters_are_each_once(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, dead_letters: bool
+) -> None:
+    """A sorted table's write runs Spark's range distribution, whose sampling job reads every
+    row before the write's own stage: rows written, records filtered and dead letters are
+    still counted (and sent) once."""
+    topic, table, name, dead, producer = _one_partition_of_numbers(
+        kafka_bootstrap, "sort", unique, 30
+    )
+    if dead_letters:
+        for i in range(4):
+            producer.produce(topic, b'{"id": "broken", "n": ', partition=0)
+    producer.flush(10)
+    pipeline: dict[str, Any] = {
+        "name": name,
+        "topics": [topic],
+        "table": table,
+        "schema": {"id": "string", "n": "long"},
+        "sort_by": ["n desc"],
+        "table_properties": {"write.distribution-mode": "range"},
+        "transforms": [{"filter": "n >= 5"}],
+    }
+    if dead_letters:
+        pipeline["errors"] = {"tolerance": "all", "dlq_table": dead}
+
+    [report] = run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    assert sorted(table_ids(spark, table)) == sorted(f"a{i}" for i in range(5, 30))
+    assert report.rows_written == {table: 25}
+    assert report.filtered_skipped == 5
+    if dead_letters:
+        assert _dead_offsets(spark, dead) == [(0, 30 + i) for i in range(4)]
+        assert report.dead_lettered == 4
+
+
 def _failing_rows(spark: Any, topic: str, start: int, count: int = 3) -> Any:
     """A batch's failing records at offsets ``start``… of partition 0, as the dead-letter
     queue gets them (raw columns, position, error)."""

@@ -126,15 +126,6 @@ def observed(error: Column, limit: int, has_headers: bool) -> Column:
 Position = tuple[str, int, int, str, str]
 
 
-def observed_count(observation: Observation, name: str) -> int:
-    """One count of an observation, read in the JVM (not the whole observed row, whose
-    failing records may be large)."""
-    java = observation._jo
-    assert java is not None  # the observed write ran
-    row = java.getRow()
-    return int(row.getLong(row.fieldIndex(name)))
-
-
 @dataclass(frozen=True)
 class Failing:
     """A batch's failing records for one table, as its write found them."""
@@ -159,11 +150,13 @@ class Failing:
         row = java.getRow()
         if not int(row.getLong(row.fieldIndex("bad"))):
             return None
-        records = row.getList(row.fieldIndex("at"))
+        # A record read twice (a range distribution's sampling job) is listed twice.
+        files = java_class(jvm, "dev.frazil.spark.DeadLetterFiles")
+        records = files.distinct(row.getList(row.fieldIndex("at")))
         positions: list[Position] = []
         missing: list[Position] = []
         for topic, partition, offset, stage, reason, carried in json.loads(
-            java_class(jvm, "dev.frazil.spark.DeadLetterFiles").positions(records)
+            files.positions(records)
         ):
             at = (str(topic), int(partition), int(offset), str(stage), str(reason))
             positions.append(at)
@@ -181,7 +174,11 @@ class Failing:
         """The carried records in Python (observed rows: position, stage, reason, raw)."""
         if self.observation is None:
             return []
-        return [r for r in self.observation.get["at"] or [] if r[5] is not None]
+        carried: dict[tuple[str, int, int], Any] = {}
+        for r in self.observation.get["at"] or []:
+            if r is not None and r[5] is not None:
+                carried.setdefault((r[0], r[1], r[2]), r)  # each record once (read twice)
+        return list(carried.values())
 
 
 def carried_frame(spark: SparkSession, rows: list[Any], has_headers: bool) -> DataFrame:

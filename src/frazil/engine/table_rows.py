@@ -180,6 +180,7 @@ def merge_with_dead_letters(
 
 
 def with_dead_letters(
+    metrics: ObservedMetrics,
     window: BatchWindow,
     frame: DataFrame,
     target: Target,
@@ -191,7 +192,13 @@ def with_dead_letters(
     budget: Callable[[], int],
 ) -> Selection:
     """Failing records leave the write for the dead-letter queue; they are observed in
-    the same pass, with their raw bytes where these fit (engine/dead_capture.py)."""
+    the same pass, with their raw bytes where these fit (engine/dead_capture.py).
+
+    The rows written and dropped are counted by a tap, as a single append's are: a range
+    distribution (a sorted table) reads every row twice, and Spark's ``observe`` would count
+    both. The failing records' observation lists each failing record once per read; they
+    are told apart by position (:meth:`dead_capture.Failing.observed`).
+    """
     from pyspark.sql import functions as F
 
     error = columns.error
@@ -210,17 +217,24 @@ def with_dead_letters(
     )
     written_op = F.col(c.OP).isin(*c.WRITTEN_OPS)
     own_written = F.when(written_op, own)
-    appended = mine.observe(
+    observed_rows = mine.observe(
         failing,
         F.count(own_written).alias("bad"),
         dead_capture.observed(own_written, limit, c.HEADERS in frame.columns).alias("at"),
-        F.count(F.when(dropped, F.lit(1)) if counted is None else F.lit(None)).alias("dropped"),
-    ).where(written_op)
+    )
     good = (
         F.when(learnable(error), failure()).otherwise(error.isNull()) if learn else (error.isNull())
     )
-    rows = appended.where(good if keep is None else good & keep)
-    return Selection(rows, failing=failing)
+    wanted = written_op & (good if keep is None else good & keep)
+    # A routed batch's records dropped as configured are counted in its aggregation.
+    tap, counts = metrics.tap(
+        frame.sparkSession._jvm,
+        wanted,
+        dropped if counted is None else F.lit(False),
+        window.partitions,
+    )
+    rows = observed_rows.select("*", tap.alias(c.WANTED)).where(F.col(c.WANTED))
+    return Selection(rows, observation=counts, failing=failing)
 
 
 def new_observation(prefix: str) -> Observation:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.config.pipeline import PipelineConfig
-from frazil.engine import dead_capture, table_rows
+from frazil.engine import dead_capture
 from frazil.engine.adapt import ColumnAdapter
 from frazil.engine.bad_records import (
     BadRecords,
@@ -210,7 +210,16 @@ class TableWriter:
             chosen = merge_with_dead_letters(frame, target, counted, columns, keep)
         else:
             chosen = with_dead_letters(
-                window, frame, target, counted, columns, keep, dropped, learn, self._carry_budget
+                self.metrics,
+                window,
+                frame,
+                target,
+                counted,
+                columns,
+                keep,
+                dropped,
+                learn,
+                self._carry_budget,
             )
         rows, observation = chosen.rows, chosen.observation
         if counted is not None and not merging:
@@ -221,12 +230,8 @@ class TableWriter:
             tasks = write_tasks(window.records, window.ranges, self._cores())
             if tasks is not None:
                 rows = rows.coalesce(tasks)
-        if observation is None and not merging and (counted is None or self.dead_letters):
-            # One table: counts and timestamps are observed as the rows stream by.
-            observation = table_rows.new_observation("frazil")
-            rows = rows.observe(observation, *self.metrics.columns(window.partitions))
-        # The routed batch's aggregation counted them already (one Dataset less per table:
-        # each costs an analysis through py4j).
+        # Without dead letters, a routed batch's aggregation counted its tables' rows already
+        # (one Dataset less per table: each costs an analysis through py4j).
         self._commit(target, rows, columns, marker, merging, frame, wanted)
         self._check_no_interleaving(target, state, marker)
         return self._written(window, frame, target, counted, marker, chosen, observation)
@@ -319,11 +324,7 @@ class TableWriter:
         )
         filtered = 0
         if counted is None:
-            filtered = (
-                dead_capture.observed_count(failing, "dropped")
-                if failing is not None
-                else int((observation.get if observation is not None else {}).get("dropped") or 0)
-            )
+            filtered = int((observation.get if observation is not None else {}).get("dropped") or 0)
         if chosen.failing_at:
             found = dead_capture.Failing.at(chosen.failing_at)
         if observation is not None:

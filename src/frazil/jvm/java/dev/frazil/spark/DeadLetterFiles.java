@@ -160,6 +160,22 @@ public final class DeadLetterFiles {
   }
 
   /**
+   * The observed failing records, each once (by topic, partition and offset; nulls left out):
+   * a range distribution's sampling job reads every row before the write's own stage, and the
+   * observation lists a record once per read.
+   */
+  public static List<Row> distinct(List<Row> observed) {
+    Map<String, Row> byPosition = new LinkedHashMap<>();
+    for (Row row : observed) {
+      if (row != null) {
+        String at = row.getString(0) + "\0" + row.getInt(1) + "\0" + row.getLong(2);
+        byPosition.putIfAbsent(at, row);
+      }
+    }
+    return new ArrayList<>(byPosition.values());
+  }
+
+  /**
    * The observed records' positions as a JSON array of {@code [topic, partition, offset, stage,
    * reason, carried]}: one string crosses to Python instead of every record's bytes.
    */

@@ -7,11 +7,12 @@ is mostly importing PyIceberg (~0.6 s), the start mostly waiting for the JVM.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from frazil.config.models import FrazilConfig
 
@@ -21,7 +22,11 @@ log = logging.getLogger(__name__)
 def launch_jvm(settings: dict[str, str], log_file: Path | None) -> bool:
     """Start the driver JVM with its own output (the launcher's "Using incubator modules"
     line, anything printed outside log4j) going to the log file next to log4j's, unless
-    ``--verbose``; the session then attaches to it. Nothing to do when a JVM runs already.
+    ``--verbose`` (then to the terminal); the session then attaches to it. Nothing to do when
+    a JVM runs already.
+
+    The JVM starts with the command Spark's launcher built for the same settings before
+    (:mod:`~frazil.engine.driver_command`), else through Spark's scripts.
 
     Returns:
         Whether a JVM was started here (else the session starts it, or one runs already).
@@ -29,21 +34,44 @@ def launch_jvm(settings: dict[str, str], log_file: Path | None) -> bool:
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    if (
-        log_file is None
-        or SparkContext._gateway is not None
-        or os.environ.get("FRAZIL_VERBOSE")
-        or "PYSPARK_GATEWAY_PORT" in os.environ
-    ):
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return False
-    conf = SparkConf()
-    for key, value in settings.items():
-        conf.set(key, value)
-    with log_file.with_name("jvm.log").open("ab") as output:
-        # The same command line the session would start, its stderr to the file.
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": output})  # type: ignore[no-untyped-call]
+    to_terminal = log_file is None or bool(os.environ.get("FRAZIL_VERBOSE"))
+    with contextlib.ExitStack() as stack:
+        output = None
+        if log_file is not None and not to_terminal:
+            output = stack.enter_context(log_file.with_name("jvm.log").open("ab"))
+        gateway = _start_kept(settings, output)
+        if gateway is None:
+            if to_terminal:
+                return False  # the session starts it, its output on the terminal
+            conf = SparkConf()
+            for key, value in settings.items():
+                conf.set(key, value)
+            # The same command line the session would start, its stderr to the file.
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": output})  # type: ignore[no-untyped-call]
     SparkContext._ensure_initialized(gateway=gateway)
     return True
+
+
+def _start_kept(settings: dict[str, str], output: IO[bytes] | None) -> Any | None:
+    """The driver JVM started with the command Spark's launcher built for these settings
+    (kept between runs: :mod:`~frazil.engine.driver_command`); None where it cannot be, or
+    did not start (then PySpark starts it through Spark's scripts)."""
+    from frazil.engine.driver_command import DriverCommand, start_gateway
+    from frazil.progress.fence import run_token_in
+
+    home = os.environ.get("SPARK_HOME")
+    if home is None or not DriverCommand.usable(Path(home)):
+        return None
+    token = run_token_in(settings.get("spark.driver.extraJavaOptions", ""))
+    command = DriverCommand(Path(home), settings, per_run=(token,) if token else ())
+    try:
+        return start_gateway(command, stderr=output)
+    except Exception as exc:  # the usual start reports what is wrong, in Spark's words
+        log.debug("could not start the driver with its kept command: %s", exc)
+        command.forget()
+        return None
 
 
 class RestCheck:

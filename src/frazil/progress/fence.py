@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -62,6 +63,12 @@ _ISSUED: set[str] = set()
 def jvm_option(token: str) -> str:
     """The JVM option that puts a run token on the Spark driver JVM's command line."""
     return f"-D{TOKEN_PROPERTY}={token}"
+
+
+def run_token_in(java_options: str) -> str | None:
+    """The run token :func:`jvm_option` put in ``java_options``, if any."""
+    found = re.search(rf"(?:^|\s)-D{re.escape(TOKEN_PROPERTY)}=(\S+)", java_options)
+    return found.group(1) if found else None
 
 
 def runs_dir(state_dir: str) -> Path:

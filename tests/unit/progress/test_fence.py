@@ -325,3 +325,10 @@ def test_a_local_state_dir_keeps_the_fence_inside(tmp_path: Path) -> None:
     assert fence.runs_dir(str(tmp_path / "s")) == tmp_path / "s" / "runs"
     assert fence.runs_dir((tmp_path / "s").as_uri()) == tmp_path / "s" / "runs"
     assert fence.run_file(str(tmp_path / "s"), "p") == tmp_path / "s" / "runs" / "p.json"
+
+
+def test_the_run_token_is_found_among_java_options() -> None:
+    options = f"-Dlog4j2.configurationFile=x {fence.jvm_option('a1b2')} -Xss4m"
+
+    assert fence.run_token_in(options) == "a1b2"
+    assert fence.run_token_in("-Dfrazil.runner=x -Xss4m") is None

@@ -1,13 +1,15 @@
 """Start-up: from `frazil run` process start to its first micro-batch running.
 
 One private broker and a small payments topic (1,000 records, 4 partitions). Each round runs
-`frazil -v run --until-caught-up` into a new table, with the class-data archive built by
-`frazil setup` and, for comparison, without it (``FRAZIL_CDS=0``), alternating. The times are
+`frazil -v run --until-caught-up` into a new table, once per variant, alternating: by default
+with the class-data archive built by `frazil setup` and without it (``FRAZIL_CDS=0``);
+``--variants default,scripts`` compares the driver JVM started with its kept command and
+through Spark's scripts (``FRAZIL_DRIVER_COMMAND=0``). The times are
 taken from the CLI's own stderr lines as they arrive: the query started (``running ...``), the
 first micro-batch started (``batch N started``, logged with ``--verbose``), the first commit,
 and the process exit.
 
-Usage: .venv/bin/python -m bench.startup [--rounds 3]
+Usage: .venv/bin/python -m bench.startup [--rounds 3] [--variants default,no-cds]
 """
 
 from __future__ import annotations
@@ -40,12 +42,20 @@ _MARKS = {
 }
 
 
-def run_once(work: Path, bootstrap: str, topic: str, cds: bool) -> dict[str, Any]:
+#: Each variant's environment, and its label in the table.
+VARIANTS: dict[str, tuple[dict[str, str], str]] = {
+    "default": ({}, "with class-data archive"),
+    "no-cds": ({"FRAZIL_CDS": "0"}, "FRAZIL_CDS=0"),
+    "scripts": ({"FRAZIL_DRIVER_COMMAND": "0"}, "through Spark's scripts"),
+}
+
+
+def run_once(work: Path, bootstrap: str, topic: str, variant: str) -> dict[str, Any]:
     table = f"startup_{uuid.uuid4().hex[:6]}"
     config = payments_config(work, bootstrap, topic, table)
     path = work / f"{table}.yaml"
     path.write_text(yaml.safe_dump(config))
-    env = {**os.environ, "FRAZIL_CDS": "1" if cds else "0"}
+    env = {**os.environ, "FRAZIL_CDS": "1", "FRAZIL_DRIVER_COMMAND": "1", **VARIANTS[variant][0]}
     started = time.monotonic()
     process = subprocess.Popen(
         [
@@ -64,7 +74,7 @@ def run_once(work: Path, bootstrap: str, topic: str, cds: bool) -> dict[str, Any
         env=env,
     )
     assert process.stderr is not None
-    seen: dict[str, Any] = {"cds": cds}
+    seen: dict[str, Any] = {"variant": variant, "cds": env["FRAZIL_CDS"] != "0"}
     tail: list[str] = []
     for line in process.stderr:
         tail = [*tail[-40:], line]
@@ -81,7 +91,15 @@ def run_once(work: Path, bootstrap: str, topic: str, cds: bool) -> dict[str, Any
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--variants",
+        default="default,no-cds",
+        help=f"comma-separated, alternating each round: {', '.join(VARIANTS)}",
+    )
     args = parser.parse_args()
+    variants = args.variants.split(",")
+    if unknown := [v for v in variants if v not in VARIANTS]:
+        parser.error(f"--variants: unknown {', '.join(unknown)}")
     console = Console()
     run_id = uuid.uuid4().hex[:6]
     work = WORK_DIR / f"startup-{run_id}"
@@ -92,30 +110,37 @@ def main() -> None:
         ensure_topic(broker.bootstrap, topic, partitions=4)
         produce_events(broker.bootstrap, topic, 1000, seed=1, progress=False)
         for round_no in range(1, args.rounds + 1):
-            for cds in (True, False):
-                result = {"round": round_no, **run_once(work, broker.bootstrap, topic, cds)}
-                console.print(f"round {round_no} cds={cds}: {result}")
+            for variant in variants:
+                result = {"round": round_no, **run_once(work, broker.bootstrap, topic, variant)}
+                console.print(f"round {round_no} {variant}: {result}")
                 runs.append(result)
     finally:
         broker.down()
 
-    def median(cds: bool, key: str) -> float:
-        return statistics.median(r[key] for r in runs if r["cds"] is cds and key in r)
+    def median(variant: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs if r["variant"] == variant and key in r)
 
     table = Table(title="frazil run: seconds from process start (medians)")
     for col in ("", "query started", "first batch running", "first commit", "exit"):
         table.add_column(col, justify="right")
     summary: dict[str, dict[str, float]] = {}
-    for cds in (True, False):
-        label = "with class-data archive" if cds else "FRAZIL_CDS=0"
-        row = {k: median(cds, k) for k in (*_MARKS, "exit_s")}
+    for variant in variants:
+        label = VARIANTS[variant][1]
+        row = {k: median(variant, k) for k in (*_MARKS, "exit_s")}
         summary[label] = row
         table.add_row(label, *(f"{row[k]:.2f}" for k in (*_MARKS, "exit_s")))
     console.print(table)
-    best = summary["with class-data archive"]["first_batch_s"]
+    best = summary[VARIANTS[variants[0]][1]]["first_batch_s"]
     console.print(f"first micro-batch running after {best:.2f} s (goal ≤ {GOAL_S:g} s)")
     path = write_result(
-        "startup", {"goal_s": GOAL_S, "rounds": args.rounds, "medians": summary, "runs": runs}
+        "startup",
+        {
+            "goal_s": GOAL_S,
+            "rounds": args.rounds,
+            "variants": variants,
+            "medians": summary,
+            "runs": runs,
+        },
     )
     console.print(f"wrote {path}")
 

@@ -367,7 +367,7 @@ def test_a_sorted_tables_counts_and_dead_letters_are_each_once(
         kafka_bootstrap, "sort", unique, 30
     )
     if dead_letters:
-        for i in range(4):
+        for _ in range(4):
             producer.produce(topic, b'{"id": "broken", "n": ', partition=0)
     producer.flush(10)
     pipeline: dict[str, Any] = {

@@ -14,7 +14,7 @@ token) is replaced by a placeholder in the kept command, so runs share it.
 
 Anything the launcher's scripts could change that is not among those inputs makes frazil
 leave the start to PySpark: a ``spark-env.sh`` (it may export anything), Windows,
-``SPARK_TESTING``.
+``SPARK_TESTING``; so does ``FRAZIL_DRIVER_COMMAND=0``.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DriverCommand", "start_gateway"]
 
+#: ``FRAZIL_DRIVER_COMMAND=0``: the driver JVM always starts through Spark's scripts.
+DRIVER_COMMAND_ENV = "FRAZIL_DRIVER_COMMAND"
 #: Environment variables Spark's launcher and its scripts read (by prefix); the command is
 #: built again when any of them changes.
 _ENV_PREFIXES = ("SPARK_", "PYSPARK_", "HADOOP_", "YARN_", "JAVA_", "_SPARK")
@@ -83,6 +85,8 @@ class DriverCommand:
         """Whether the command can be built and run without Spark's scripts (else PySpark
         starts the JVM itself)."""
         env = os.environ if environ is None else environ
+        if env.get(DRIVER_COMMAND_ENV, "1") == "0":
+            return False
         if sys.platform == "win32" or env.get("SPARK_TESTING") or env.get("SPARK_SQL_TESTING"):
             return False
         if env.get("SPARK_PREPEND_CLASSES") or "PYSPARK_SUBMIT_ARGS" in env:

@@ -145,6 +145,9 @@ def test_left_to_sparks_scripts_where_they_could_change_it(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert DriverCommand.usable(home)
+    monkeypatch.setenv("FRAZIL_DRIVER_COMMAND", "0")
+    assert not DriverCommand.usable(home)
+    monkeypatch.delenv("FRAZIL_DRIVER_COMMAND")
     monkeypatch.setenv("SPARK_TESTING", "1")
     assert not DriverCommand.usable(home)
     monkeypatch.delenv("SPARK_TESTING")

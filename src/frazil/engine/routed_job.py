@@ -118,13 +118,25 @@ class Outcome:
         self.java.deleteFiles(chosen)
 
 
-def run(spark: SparkSession, frame: DataFrame, layout: Layout, tables: list[Any]) -> Outcome:
+def run(
+    spark: SparkSession,
+    frame: DataFrame,
+    layout: Layout,
+    tables: list[Any],
+    small: tuple[list[str], bool] = ([], False),
+) -> Outcome:
     """Write ``frame`` (in :meth:`Layout.frame`'s layout) to the known ``tables`` (Java, in
-    ``layout.names`` order) and, with a template, to the tables it meets first."""
+    ``layout.names`` order) and, with a template, to the tables it meets first; ``small``:
+    the known tables, and whether the new ones, expected to write files smaller than a
+    Parquet page (:func:`~frazil.engine.routed_layout.small_tables`)."""
     jvm = spark.sparkContext._jvm
-    assert jvm is not None
+    gateway = spark.sparkContext._gateway
+    assert jvm is not None and gateway is not None
     names, java_tables = layout.java_args(spark, tables)
     template = layout.template
+    small_names = gateway.new_array(java_class(jvm, "java.lang.String"), len(small[0]))
+    for i, name in enumerate(small[0]):
+        small_names[i] = name
     result = java_class(jvm, "dev.frazil.spark.RoutedWrites").write(
         frame._jdf,
         names,
@@ -132,6 +144,8 @@ def run(spark: SparkSession, frame: DataFrame, layout: Layout, tables: list[Any]
         None if template is None else template.java_table,
         None if template is None else template.namespace,
         None if template is None else template.location,
+        small_names,
+        small[1],
     )
     outcome = Outcome.parse(result, template)
     layout.met_new = any(t.created for t in outcome.tables.values()) or bool(outcome.refused)
@@ -165,6 +179,8 @@ class RoutedJob:
     _layouts: dict[tuple[object, ...], Layout | None] = field(default_factory=dict)
     #: The template of new tables, per namespace and batch shape (the latest).
     _templates: dict[tuple[str, str], Template | None] = field(default_factory=dict)
+    #: Each table's rows in the last batch the job wrote.
+    _seen: routed_layout.RowsSeen | None = None
 
     def write(
         self, window: BatchWindow, states: dict[str, table_markers.TableState]
@@ -197,12 +213,17 @@ class RoutedJob:
         frame = layout.frame(planned, max(1, spark.sparkContext.defaultParallelism))
         if not layout.fits(frame):
             return NotThisWay("the batch does not fit the job's layout")
+        small = routed_layout.small_tables(layout.names, window.records, self._seen)
         try:
-            outcome = run(spark, frame, layout, tables)
+            outcome = run(spark, frame, layout, tables, small)
         except Exception as exc:  # nothing is committed: the general way names the failure
             log.debug("%s: the one job failed (%s)", self.pipeline.name, str(exc)[:300])
             return NotThisWay("the job failed")
         outcome = dataclasses.replace(outcome, seconds=time.monotonic() - began)
+        if window.records:
+            self._seen = routed_layout.RowsSeen(
+                {n: t.records for n, t in outcome.tables.items()}, window.records
+            )
         new = [n for n, t in outcome.tables.items() if t.created]
         try:
             unusable = any(n in self.pipeline.tables for n in new) or any(

@@ -64,6 +64,10 @@ NEW_TABLE_TASKS = 32
 #: tasks for 100 tables). A new table still lands in one of them; the next batch, with the
 #: new table set, has a layout of its own and NEW_TABLE_TASKS again.
 WARM_NEW_TABLE_TASKS_PER_CORE = 1
+#: Rows of a Parquet page by default (Iceberg's ``write.parquet.page-row-limit``): a table
+#: expected to get fewer rows in a batch writes files smaller than a page, with the job's
+#: small-file dictionary limit (``RoutedWrites.SMALL_FILE_PROPERTIES``).
+PAGE_ROWS = 20_000
 #: Table properties a new table may set and still be written by the job (Parquet only).
 _FORMAT = "write.format.default"
 
@@ -383,3 +387,32 @@ def make_template(
         schema=spark_schema(spark, staged.schema()),
         settings=settings,
     )
+
+
+@dataclass(frozen=True)
+class RowsSeen:
+    """The rows each table got in the last batch the job wrote, and that batch's records."""
+
+    rows: dict[str, int]
+    records: int
+
+
+def small_tables(
+    names: list[str], records: int | None, last: RowsSeen | None
+) -> tuple[list[str], bool]:
+    """The known tables expected to get fewer rows than a Parquet page in a batch of
+    ``records``, and whether the tables it meets first are: each known table's share of the
+    last batch, else an even share of the batch among the known tables (all of it without
+    any). Nothing when the batch's size is not known.
+    """
+    if not records:
+        return [], False
+    even = records / max(1, len(names))
+    small = []
+    for name in names:
+        expected = even
+        if last is not None and last.records and name in last.rows:
+            expected = records * last.rows[name] / last.records
+        if expected < PAGE_ROWS:
+            small.append(name)
+    return small, even < PAGE_ROWS

@@ -14,7 +14,14 @@ from frazil.config import parse_config
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine import routed_layout
 from frazil.engine.routed_job import Outcome
-from frazil.engine.routed_layout import Template, new_columns, template_eligible
+from frazil.engine.routed_layout import (
+    PAGE_ROWS,
+    RowsSeen,
+    Template,
+    new_columns,
+    small_tables,
+    template_eligible,
+)
 from frazil.jvm.build import SOURCES
 from frazil.sink.evolution import TableView
 
@@ -210,3 +217,18 @@ def test_the_jvm_reads_the_layout_and_kinds_by_the_names_python_writes_them_with
     assert routed_layout.FIXED_COLUMNS[routed_layout.TABLE_COLUMN] == c.ROUTE_TABLE
     # A shape's index is its kind, so no code may be one.
     assert all(java[code] < 0 for code in codes) and len({java[c] for c in codes}) == len(codes)
+
+
+def test_tables_expected_to_write_less_than_a_page() -> None:
+    # Without history: an even share of the batch among the known tables.
+    assert small_tables(["a", "b"], 2 * PAGE_ROWS - 2, None) == (["a", "b"], True)
+    assert small_tables(["a", "b"], 2 * PAGE_ROWS, None) == ([], False)
+    # A first batch: no known table, the new ones share it.
+    assert small_tables([], PAGE_ROWS - 1, None) == ([], True)
+    # Each known table's share of the last batch: a hot table among small ones.
+    seen = RowsSeen({"hot": 90_000, "a": 5_000, "b": 5_000}, 100_000)
+    assert small_tables(["hot", "a", "b"], 200_000, seen) == (["a", "b"], False)
+    # A table the last batch did not write gets the even share.
+    assert small_tables(["hot", "a", "c"], 30_000, seen) == (["a", "c"], True)
+    # A batch of unknown size: the tables' own settings.
+    assert small_tables(["a"], None, seen) == ([], False)

@@ -234,3 +234,48 @@ def test_a_table_with_settings_of_its_own_is_written_the_general_way(
     assert _ways(caplog) == (0, 0)
     assert rows(spark, f"oneo_{u}.t_a") == [(1,), (4,)]
     assert rows(spark, f"oneo_{u}.t_sorted") == [(2,), (3,)]
+
+
+def test_a_table_taking_most_of_a_batch_is_written_by_a_task_per_partition(
+    spark: Any,
+    make_config: Any,
+    kafka_bootstrap: str,
+    unique: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A route sending most records to one table: once a batch has shown it, the table is
+    written by a task per Kafka partition (a file each), not by one task while the other
+    cores wait; every record lands once."""
+    caplog.set_level(logging.DEBUG, logger=_LOGGER)
+    topic, u = f"hot-{unique}", unique
+    records = [{"id": i, "kind": "rare" if i % 100 == 0 else "hot"} for i in range(60_000)]
+    produce_json(kafka_bootstrap, topic, records, partitions=4)
+    config = make_config(
+        [
+            {
+                "name": f"hot_{u}",
+                "topics": [topic],
+                "schema": {"id": "long", "kind": "string"},
+                "route": {"field": "kind", "table": f"hot_{u}.t_{{value}}"},
+                "max_offsets_per_trigger": 30_000,
+            }
+        ]
+    )
+
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    assert _ways(caplog)[1] == 0
+    assert report.batches >= 3
+    hot = [(r["id"],) for r in records if r["kind"] == "hot"]
+    assert rows(spark, f"hot_{u}.t_hot") == hot
+    assert rows(spark, f"hot_{u}.t_rare") == [(r["id"],) for r in records if r["kind"] == "rare"]
+    # The first batch (short, the tables created) by one task; a full one by four (a last
+    # batch of fewer rows than a Parquet page by one again).
+    added = [
+        int(r["summary"]["added-data-files"])
+        for r in spark.sql(
+            f"SELECT summary FROM lake.hot_{u}.t_hot.snapshots ORDER BY committed_at"
+        ).collect()
+        if "added-data-files" in r["summary"]
+    ]
+    assert added[0] == 1 and 4 in added[1:], added

@@ -210,7 +210,9 @@ class RoutedJob:
             return NotThisWay("a table the job cannot write as it is")
         spark = self.spark
         tables = [self.ledger.targets[n].table.java for n in layout.names]
-        frame = layout.frame(planned, max(1, spark.sparkContext.defaultParallelism))
+        cores = max(1, spark.sparkContext.defaultParallelism)
+        hot = routed_layout.hot_tables(layout.names, window.records, self._seen, cores)
+        frame = layout.frame(planned, cores, hot)
         if not layout.fits(frame):
             return NotThisWay("the batch does not fit the job's layout")
         small = routed_layout.small_tables(layout.names, window.records, self._seen)

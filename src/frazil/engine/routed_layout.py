@@ -117,8 +117,9 @@ class Layout:
     _fits: bool | None = None
     #: Whether a batch written with the layout met a table first (None: none written yet).
     met_new: bool | None = None
-    #: Each row's task, per task counts (total, known) (built once: a branch per known table).
-    _tasks: dict[tuple[int, int], Column] = field(default_factory=dict)
+    #: Each row's task, per task counts (total, known) and hot tables (built once: a branch
+    #: per known table).
+    _tasks: dict[tuple[int, int, tuple[str, ...]], Column] = field(default_factory=dict)
     #: The known tables' names and tables as Java arrays, and the tables they were built for
     #: (a round trip per element: built once, not per batch).
     _java_args: tuple[tuple[int, ...], Any, Any] | None = None
@@ -165,13 +166,14 @@ class Layout:
                 new = min(NEW_TABLE_TASKS, cores * WARM_NEW_TABLE_TASKS_PER_CORE)
         return max(min(cores * TASKS_PER_CORE, MAX_KNOWN_TASKS), known + new), known
 
-    def frame(self, planned: DataFrame, cores: int) -> DataFrame:
+    def frame(self, planned: DataFrame, cores: int, hot: tuple[str, ...] = ()) -> DataFrame:
         """The planned batch in the job's layout, shuffled by table.
 
         Each known table gets a task of its own (up to KNOWN_TASKS_PER_CORE per core, then
         tables share them in turn), so that tables of like size spread evenly over the cores:
         hashed, several would often share a task while others stay empty. Tables met first
-        hash to the tasks after those.
+        hash to the tasks after those. A ``hot`` table (:func:`hot_tables`) gets a task per
+        Kafka partition, consecutive from one its name hashes to.
         """
         from pyspark.sql import functions as F
 
@@ -179,12 +181,14 @@ class Layout:
         fixed = [F.col(FIXED_COLUMNS[i]) for i in range(FIRST_STRUCT)]
         out = with_kind.select(*fixed, *self.shapes)
         total, known = self.tasks(cores)
-        task = self._tasks.get((total, known))
+        task = self._tasks.get((total, known, hot))
         if task is None:
-            task = self._tasks[total, known] = self._task(total, known)
+            if len(self._tasks) > 8:
+                self._tasks.clear()
+            task = self._tasks[total, known, hot] = self._task(total, known, hot)
         return out.repartitionById(total, task)
 
-    def _task(self, total: int, known: int) -> Column:
+    def _task(self, total: int, known: int, hot: tuple[str, ...] = ()) -> Column:
         """A row's task: its known table's own, or one of the rest by a hash of its name.
 
         Known tables that share tasks (more than ``known``) are spread by a hash of the name
@@ -195,6 +199,11 @@ class Layout:
         from pyspark.sql import functions as F
 
         rt = F.col(c.ROUTE_TABLE)
+        if hot:
+            # Consecutive tasks by Kafka partition (no overflow: both terms are small).
+            spread = F.pmod(F.pmod(F.hash(rt), F.lit(total)) + F.col(c.PARTITION), F.lit(total))
+            is_hot = rt.isin(*hot) if len(hot) > 1 else rt == F.lit(hot[0])
+            return F.when(is_hot, spread).otherwise(self._task(total, known))
         spare = total - known
         others = (
             F.pmod(F.hash(rt), F.lit(spare)) + F.lit(known)
@@ -397,22 +406,43 @@ class RowsSeen:
     records: int
 
 
+def expected_rows(names: list[str], records: int, last: RowsSeen | None) -> dict[str, float]:
+    """The rows each known table is expected to get in a batch of ``records``: its share of
+    the last batch, else an even share among the known tables."""
+    even = records / max(1, len(names))
+    if last is None or not last.records:
+        return dict.fromkeys(names, even)
+    return {
+        name: records * last.rows[name] / last.records if name in last.rows else even
+        for name in names
+    }
+
+
 def small_tables(
     names: list[str], records: int | None, last: RowsSeen | None
 ) -> tuple[list[str], bool]:
     """The known tables expected to get fewer rows than a Parquet page in a batch of
-    ``records``, and whether the tables it meets first are: each known table's share of the
-    last batch, else an even share of the batch among the known tables (all of it without
-    any). Nothing when the batch's size is not known.
+    ``records`` (:func:`expected_rows`), and whether the tables it meets first are (an even
+    share; all of the batch without known tables). Nothing when the batch's size is not
+    known.
     """
     if not records:
         return [], False
-    even = records / max(1, len(names))
-    small = []
-    for name in names:
-        expected = even
-        if last is not None and last.records and name in last.rows:
-            expected = records * last.rows[name] / last.records
-        if expected < PAGE_ROWS:
-            small.append(name)
-    return small, even < PAGE_ROWS
+    expected = expected_rows(names, records, last)
+    small = [name for name in names if expected[name] < PAGE_ROWS]
+    return small, records / max(1, len(names)) < PAGE_ROWS
+
+
+def hot_tables(
+    names: list[str], records: int | None, last: RowsSeen | None, cores: int
+) -> tuple[str, ...]:
+    """The known tables expected to get more than a core's share of a batch of ``records``
+    (and at least a Parquet page): each is written by a task per Kafka partition rather than
+    by one task, which would leave the other cores idle while it writes (a route that sends
+    most records to one table).
+    """
+    if not records:
+        return ()
+    expected = expected_rows(names, records, last)
+    share = records / max(1, cores)
+    return tuple(name for name in names if expected[name] > share and expected[name] >= PAGE_ROWS)

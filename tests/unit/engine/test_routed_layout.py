@@ -18,6 +18,7 @@ from frazil.engine.routed_layout import (
     PAGE_ROWS,
     RowsSeen,
     Template,
+    hot_tables,
     new_columns,
     small_tables,
     template_eligible,
@@ -232,3 +233,15 @@ def test_tables_expected_to_write_less_than_a_page() -> None:
     assert small_tables(["hot", "a", "c"], 30_000, seen) == (["a", "c"], True)
     # A batch of unknown size: the tables' own settings.
     assert small_tables(["a"], None, seen) == ([], False)
+
+
+def test_tables_expected_to_take_more_than_a_cores_share() -> None:
+    seen = RowsSeen({"hot": 90_000, "a": 5_000, "b": 5_000}, 100_000)
+    # One table of most of the batch: spread over a task per Kafka partition.
+    assert hot_tables(["hot", "a", "b"], 200_000, seen, 2) == ("hot",)
+    # Every table under a core's share: each keeps its task.
+    assert hot_tables(["a", "b", "c", "d"], 400_000, None, 2) == ()
+    # One known table takes the whole batch; a small batch is not split (a page at least).
+    assert hot_tables(["only"], 100_000, None, 2) == ("only",)
+    assert hot_tables(["only"], PAGE_ROWS - 1, None, 2) == ()
+    assert hot_tables(["only"], None, None, 2) == ()

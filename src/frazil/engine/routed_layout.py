@@ -181,14 +181,30 @@ class Layout:
         fixed = [F.col(FIXED_COLUMNS[i]) for i in range(FIRST_STRUCT)]
         out = with_kind.select(*fixed, *self.shapes)
         total, known = self.tasks(cores)
-        task = self._tasks.get((total, known, hot))
-        if task is None:
-            if len(self._tasks) > 8:
-                self._tasks.clear()
-            task = self._tasks[total, known, hot] = self._task(total, known, hot)
-        return out.repartitionById(total, task)
+        return out.repartitionById(total, self._task_of(total, known, hot))
 
-    def _task(self, total: int, known: int, hot: tuple[str, ...] = ()) -> Column:
+    def _task_of(self, total: int, known: int, hot: tuple[str, ...]) -> Column:
+        """:meth:`_task`, with ``hot`` tables spread over a task per Kafka partition (each
+        built once per task counts and hot tables)."""
+        from pyspark.sql import functions as F
+
+        task = self._tasks.get((total, known, hot))
+        if task is not None:
+            return task
+        if hot:
+            rt = F.col(c.ROUTE_TABLE)
+            # Consecutive tasks by Kafka partition (no overflow: both terms are small).
+            spread = F.pmod(F.pmod(F.hash(rt), F.lit(total)) + F.col(c.PARTITION), F.lit(total))
+            is_hot = rt.isin(*hot) if len(hot) > 1 else rt == F.lit(hot[0])
+            task = F.when(is_hot, spread).otherwise(self._task_of(total, known, ()))
+        else:
+            task = self._task(total, known)
+        if len(self._tasks) > 8:
+            self._tasks.clear()
+        self._tasks[total, known, hot] = task
+        return task
+
+    def _task(self, total: int, known: int) -> Column:
         """A row's task: its known table's own, or one of the rest by a hash of its name.
 
         Known tables that share tasks (more than ``known``) are spread by a hash of the name
@@ -199,11 +215,6 @@ class Layout:
         from pyspark.sql import functions as F
 
         rt = F.col(c.ROUTE_TABLE)
-        if hot:
-            # Consecutive tasks by Kafka partition (no overflow: both terms are small).
-            spread = F.pmod(F.pmod(F.hash(rt), F.lit(total)) + F.col(c.PARTITION), F.lit(total))
-            is_hot = rt.isin(*hot) if len(hot) > 1 else rt == F.lit(hot[0])
-            return F.when(is_hot, spread).otherwise(self._task(total, known))
         spare = total - known
         others = (
             F.pmod(F.hash(rt), F.lit(spare)) + F.lit(known)

@@ -54,6 +54,13 @@ KEPT = 32
 #: How often the JVM's connection file is looked for.
 _POLL_SECONDS = 0.01
 _SCALA = re.compile(r"^\s*export\s+SPARK_SCALA_VERSION=(\S+)\s*$", re.MULTILINE)
+#: The settings Spark's launcher reads to build the JVM's part of the command (Spark 4.1's
+#: ``SparkSubmitCommandBuilder``: client mode or not, Spark Connect's switches) besides the
+#: driver's own (``spark.driver.*``). It passes the others on to SparkSubmit as they are, so
+#: pipelines whose settings differ only there (a catalog, a name) share one kept command.
+_LAUNCHER_READS = frozenset(
+    {"spark.master", "spark.submit.deployMode", "spark.remote", "spark.api.mode"}
+)
 
 
 class DriverCommand:
@@ -115,10 +122,12 @@ class DriverCommand:
         env["PYTHONHASHSEED"] = "0"
         return env
 
-    def _launcher_args(self) -> list[str]:
+    def _launcher_args(self, every: bool = False) -> list[str]:
+        """SparkSubmit and its arguments: the settings the launcher reads, or ``every`` one."""
         args = ["org.apache.spark.deploy.SparkSubmit"]
         for key, value in self._settings.items():
-            args += ["--conf", f"{key}={value}"]
+            if every or key in _LAUNCHER_READS or key.startswith("spark.driver."):
+                args += ["--conf", f"{key}={value}"]
         return [*args, "pyspark-shell"]
 
     @property
@@ -149,12 +158,12 @@ class DriverCommand:
         try:
             java = json.loads(self._file.read_text())["java"]
         except (OSError, ValueError, KeyError, TypeError):
-            command = self._build()
-            java = self._java_part(command)
+            java = self._java_part(self._build())
             if java is None:
-                return [self._put_back(part) for part in command]
+                # Not kept: the launcher's command for every setting, as Spark's scripts run.
+                return [self._put_back(part) for part in self._build(every=True)]
             self._keep(java)
-        return [self._put_back(part) for part in [*java, *self._launcher_args()]]
+        return [self._put_back(part) for part in [*java, *self._launcher_args(every=True)]]
 
     def _java_part(self, command: list[str]) -> list[str] | None:
         """The command before SparkSubmit's class: what is kept. SparkSubmit's arguments (the
@@ -175,8 +184,9 @@ class DriverCommand:
             part = part.replace(placeholder, real)
         return part
 
-    def _build(self) -> list[str]:
-        """Run Spark's launcher as ``spark-class`` does: it prints the command, NUL-separated."""
+    def _build(self, every: bool = False) -> list[str]:
+        """Run Spark's launcher as ``spark-class`` does: it prints the command, NUL-separated;
+        given the settings it reads, or ``every`` one."""
         env = self.environment
         java = _java(env)
         assert java is not None
@@ -187,7 +197,7 @@ class DriverCommand:
             "-cp",
             str(self.spark_home / "jars" / "*"),
             "org.apache.spark.launcher.Main",
-            *self._launcher_args(),
+            *self._launcher_args(every),
         ]
         out = subprocess.run(launcher, env=env, capture_output=True, check=True).stdout
         # Lines of its own output, then a line holding a NUL, then each argument NUL-ended.

@@ -41,7 +41,7 @@ def launch_jvm(settings: dict[str, str], log_file: Path | None) -> bool:
         output = None
         if log_file is not None and not to_terminal:
             output = stack.enter_context(log_file.with_name("jvm.log").open("ab"))
-        gateway = _start_kept(settings, output)
+        gateway = _start_kept(settings, output, log_file)
         if gateway is None:
             if to_terminal:
                 return False  # the session starts it, its output on the terminal
@@ -54,10 +54,17 @@ def launch_jvm(settings: dict[str, str], log_file: Path | None) -> bool:
     return True
 
 
-def _start_kept(settings: dict[str, str], output: IO[bytes] | None) -> Any | None:
+def _start_kept(
+    settings: dict[str, str], output: IO[bytes] | None, log_file: Path | None = None
+) -> Any | None:
     """The driver JVM started with the command Spark's launcher built for these settings
     (kept between runs: :mod:`~frazil.engine.driver_command`); None where it cannot be, or
-    did not start (then PySpark starts it through Spark's scripts)."""
+    did not start (then PySpark starts it through Spark's scripts).
+
+    The run's token and the log file (under the pipeline's state folder) are its values per
+    run: pipelines on the machine with the same driver settings share the command, so a new
+    one's first run does not start Spark's launcher either.
+    """
     from frazil.engine.driver_command import DriverCommand, start_gateway
     from frazil.progress.fence import run_token_in
 
@@ -65,7 +72,8 @@ def _start_kept(settings: dict[str, str], output: IO[bytes] | None) -> Any | Non
     if home is None or not DriverCommand.usable(Path(home)):
         return None
     token = run_token_in(settings.get("spark.driver.extraJavaOptions", ""))
-    command = DriverCommand(Path(home), settings, per_run=(token,) if token else ())
+    per_run = tuple(value for value in (token, log_file and str(log_file)) if value)
+    command = DriverCommand(Path(home), settings, per_run=per_run)
     try:
         return start_gateway(command, stderr=output)
     except Exception as exc:  # the usual start reports what is wrong, in Spark's words

@@ -23,11 +23,12 @@ def build_analysis_spark(config: FrazilConfig) -> SparkSession:
     """
     from frazil.jvm.classpath import spark_jars
 
-    builder, _ = launch_session(config, spark_conf(config, spark_jars(), analysis=True))
+    settings = spark_conf(config, spark_jars(), analysis=True)
+    builder, _ = launch_session(config, settings)
     # A declared schema's first parse is cold (~0.12 s: the DDL parser and its JSON
     # rendering): warmed on a thread of its own while the session starts.
     threading.Thread(target=_warm_parser, name="frazil-parser-warm-up", daemon=True).start()
-    return attach_session(builder)
+    return attach_session(builder, settings)
 
 
 def _warm_parser() -> None:

@@ -198,3 +198,28 @@ def test_a_launcher_that_changes_the_settings_leaves_nothing_kept(home: Path) ->
 
     assert command.argv()[-2:] == ["spark.driver.memory=2g", "pyspark-shell"]
     assert not (driver_command.cache_dir() / "driver-command").exists()
+
+
+def test_settings_the_launcher_does_not_read_share_the_kept_command(home: Path) -> None:
+    first = {**_settings("t1"), "spark.app.name": "orders", "spark.sql.catalog.lake.uri": "a"}
+    second = {**_settings("t2"), "spark.app.name": "clicks", "spark.sql.catalog.lake.uri": "b"}
+
+    DriverCommand(home, first, per_run=("t1",)).argv()
+    argv = DriverCommand(home, second, per_run=("t2",)).argv()
+
+    assert _runs(home) == 1
+    assert argv[argv.index("org.apache.spark.deploy.SparkSubmit") :] == [
+        "org.apache.spark.deploy.SparkSubmit",
+        "--conf",
+        "spark.driver.memory=1g",
+        "--conf",
+        "spark.driver.extraJavaOptions=-Dfrazil.run=t2 -Xss4m",
+        "--conf",
+        "spark.app.name=clicks",
+        "--conf",
+        "spark.sql.catalog.lake.uri=b",
+        "pyspark-shell",
+    ]
+    master = DriverCommand(home, {**second, "spark.master": "spark://10.0.0.1:7077"})
+    master.argv()
+    assert _runs(home) == 2

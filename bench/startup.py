@@ -4,7 +4,8 @@ One private broker and a payments topic (by default 1,000 records, 4 partitions)
 `frazil -v run --until-caught-up` into a new table, once per variant, alternating: by default
 with the class-data archive built by `frazil setup` and without it (``FRAZIL_CDS=0``);
 ``--variants default,scripts`` compares the driver JVM started with its kept command and
-through Spark's scripts (``FRAZIL_DRIVER_COMMAND=0``). The times are
+through Spark's scripts (``FRAZIL_DRIVER_COMMAND=0``); ``no-directives`` without the local
+driver's JIT directives (``FRAZIL_JIT_DIRECTIVES=0``: C2 compiles start-up code too). The times are
 taken from the CLI's own stderr lines as they arrive: the query started (``running ...``), the
 first micro-batch started (``batch N started``, logged with ``--verbose``), the first commit,
 and the process exit; CPU seconds are those of every process of the run (``/proc``, polled).
@@ -49,6 +50,7 @@ VARIANTS: dict[str, tuple[dict[str, str], str]] = {
     "default": ({}, "with class-data archive"),
     "no-cds": ({"FRAZIL_CDS": "0"}, "FRAZIL_CDS=0"),
     "scripts": ({"FRAZIL_DRIVER_COMMAND": "0"}, "through Spark's scripts"),
+    "no-directives": ({"FRAZIL_JIT_DIRECTIVES": "0"}, "C2 on start-up code too"),
 }
 
 

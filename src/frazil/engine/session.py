@@ -90,6 +90,14 @@ def spark_conf(
         java_opts += f" {' '.join(ANALYSIS_JIT_OPTIONS)}"
     elif is_local(master):
         java_opts += f" {' '.join(JIT_OPTIONS)}"
+        if os.environ.get(JIT_DIRECTIVES_ENV, "1") != "0":
+            directives = resources.files("frazil.engine").joinpath(JIT_DIRECTIVES)
+            # The JVM says "N compiler directives added" on its own output: on stderr (the
+            # JVM's log), not stdout, where `frazil sql -o json` writes its rows.
+            java_opts += (
+                " -XX:+DisplayVMOutputToStderr -XX:+UnlockDiagnosticVMOptions"
+                f" -XX:CompilerDirectivesFile={directives}"
+            )
     elif _shares_few_cores(master):
         java_opts += f" {' '.join(STACK_DRIVER_JIT_OPTIONS)}"
     if user_opts:
@@ -196,6 +204,19 @@ JIT_OPTIONS = (
     "-XX:Tier4MinInvocationThreshold=5000",
     "-XX:Tier4CompileThreshold=30000",
 )
+
+#: Code a local driver runs at start-up and once per batch, never per record, that C2 is not
+#: to compile (HotSpot's compiler directives; C1 still does, without profiling): the SQL
+#: parser, Janino, the bytecode spinning of lambdas and method handles, jar and class
+#: loading, Hadoop's XML configuration, py4j. C2 compiled for 2.3 s of a ~4 s start and 1.9 s
+#: of a 2.6 s first batch, beside the tasks on two cores, much of it such code (ASM's frames,
+#: ANTLR, jar entries); with these directives 1.0 s and 1.4 s (compilation logs). 2M records
+#: in 3 paired rounds: 14.7 s and 21.2 CPU seconds against 15.9 s and 24.1 (medians,
+#: docs/benchmarks.md). A user's own ``-XX:CompilerDirectivesFile`` comes later and wins.
+JIT_DIRECTIVES = "jit_directives.json"
+#: ``FRAZIL_JIT_DIRECTIVES=0``: C2 compiles whatever gets hot, as HotSpot decides.
+JIT_DIRECTIVES_ENV = "FRAZIL_JIT_DIRECTIVES"
+
 
 #: The JIT of a driver whose executors run on this machine (a master on the loopback address:
 #: the local stack), on two cores or fewer: C1 only. That driver runs no task, only plans and

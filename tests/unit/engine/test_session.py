@@ -198,3 +198,31 @@ def test_icebergs_worker_pool_takes_the_commits_of_a_routed_batch_at_once(
     # Iceberg's environment variable would lose to a system property: frazil sets none then.
     monkeypatch.setenv("ICEBERG_WORKER_NUM_THREADS", "3")
     assert "iceberg.worker.num-threads" not in _conf({})["spark.driver.extraJavaOptions"]
+
+
+def test_a_local_driver_keeps_c2_off_code_that_never_runs_per_record() -> None:
+    import json
+    import re
+
+    opts = _conf({})["spark.driver.extraJavaOptions"]
+    found = re.search(r"-XX:CompilerDirectivesFile=(\S+)", opts)
+    assert found is not None
+    assert opts.index("-XX:+UnlockDiagnosticVMOptions") < found.start()
+    # "1 compiler directives added" goes to the JVM's log, not to stdout (`sql -o json`).
+    assert "-XX:+DisplayVMOutputToStderr" in opts
+    directives = json.loads(Path(found.group(1)).read_text())
+    assert directives[0]["c2"] == {"Exclude": True}
+    # Start-up and per-batch code only: the SQL parser, Janino, class loading...
+    assert {"org/antlr/*.*", "org/codehaus/janino/*.*", "java/util/jar/*.*"} <= set(
+        directives[0]["match"]
+    )
+    # ... never the per-record path (decoding, Parquet, Kafka's records).
+    assert not any(
+        pattern.startswith(("com/fasterxml/jackson/core", "org/apache/parquet", "org/apache/kafka"))
+        for pattern in directives[0]["match"]
+    )
+    # A cluster's driver, and a session that only resolves plans, run C1 or the JVM's own.
+    assert (
+        "CompilerDirectivesFile"
+        not in _conf({"master": "spark://h:7077"})["spark.driver.extraJavaOptions"]
+    )

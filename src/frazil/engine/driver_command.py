@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
@@ -61,6 +62,9 @@ _SCALA = re.compile(r"^\s*export\s+SPARK_SCALA_VERSION=(\S+)\s*$", re.MULTILINE)
 _LAUNCHER_READS = frozenset(
     {"spark.master", "spark.submit.deployMode", "spark.remote", "spark.api.mode"}
 )
+#: The launchers :data:`_LAUNCHER_READS` was read from (their jar's name); another gets
+#: every setting, as it could read more.
+_LAUNCHER_READ = re.compile(r"spark-launcher_2\.13-4\.1\.\d+\.jar")
 
 
 class DriverCommand:
@@ -124,11 +128,18 @@ class DriverCommand:
 
     def _launcher_args(self, every: bool = False) -> list[str]:
         """SparkSubmit and its arguments: the settings the launcher reads, or ``every`` one."""
+        every = every or not self._launcher_known
         args = ["org.apache.spark.deploy.SparkSubmit"]
         for key, value in self._settings.items():
             if every or key in _LAUNCHER_READS or key.startswith("spark.driver."):
                 args += ["--conf", f"{key}={value}"]
         return [*args, "pyspark-shell"]
+
+    @cached_property
+    def _launcher_known(self) -> bool:
+        """Whether Spark's launcher is one whose settings :data:`_LAUNCHER_READS` names."""
+        jars = [p.name for p in (self.spark_home / "jars").glob("spark-launcher*")]
+        return len(jars) == 1 and _LAUNCHER_READ.fullmatch(jars[0]) is not None
 
     @property
     def key(self) -> str:

@@ -90,8 +90,14 @@ def spark_conf(
         java_opts += f" {' '.join(ANALYSIS_JIT_OPTIONS)}"
     elif is_local(master):
         java_opts += f" {' '.join(JIT_OPTIONS)}"
-        if os.environ.get(JIT_DIRECTIVES_ENV, "1") != "0":
-            directives = resources.files("frazil.engine").joinpath(JIT_DIRECTIVES)
+        directives = Path(str(resources.files("frazil.engine").joinpath(JIT_DIRECTIVES)))
+        if (
+            os.environ.get(JIT_DIRECTIVES_ENV, "1") != "0"
+            # A JVM given a directives file it cannot read does not start; without tiered
+            # compilation there is no C1 for what the directives keep from C2.
+            and directives.is_file()
+            and "-XX:-TieredCompilation" not in user_opts
+        ):
             # The JVM says "N compiler directives added" on its own output: on stderr (the
             # JVM's log), not stdout, where `frazil sql -o json` writes its rows.
             java_opts += (

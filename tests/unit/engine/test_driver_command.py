@@ -223,3 +223,14 @@ def test_settings_the_launcher_does_not_read_share_the_kept_command(home: Path) 
     master = DriverCommand(home, {**second, "spark.master": "spark://10.0.0.1:7077"})
     master.argv()
     assert _runs(home) == 2
+
+
+def test_a_launcher_of_another_spark_gets_every_setting(home: Path) -> None:
+    (home / "jars" / "spark-launcher_2.13-4.1.1.jar").rename(
+        home / "jars" / "spark-launcher_2.13-4.2.0.jar"
+    )
+    DriverCommand(home, {**_settings("t1"), "spark.app.name": "orders"}, per_run=("t1",)).argv()
+    DriverCommand(home, {**_settings("t2"), "spark.app.name": "clicks"}, per_run=("t2",)).argv()
+
+    # It might read a setting the 4.1 launchers do not: each set of settings is its own.
+    assert _runs(home) == 2

@@ -221,6 +221,9 @@ def test_a_local_driver_keeps_c2_off_code_that_never_runs_per_record() -> None:
         pattern.startswith(("com/fasterxml/jackson/core", "org/apache/parquet", "org/apache/kafka"))
         for pattern in directives[0]["match"]
     )
+    # Without tiered compilation there is no C1 to take that code: no directives then.
+    untiered = _conf({"conf": {"spark.driver.extraJavaOptions": "-XX:-TieredCompilation"}})
+    assert "CompilerDirectivesFile" not in untiered["spark.driver.extraJavaOptions"]
     # A cluster's driver, and a session that only resolves plans, run C1 or the JVM's own.
     assert (
         "CompilerDirectivesFile"

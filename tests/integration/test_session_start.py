@@ -5,6 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.integration.helpers import in_one_process, payments_pipeline
+from tests.integration.test_cli_errors import write_config
+
+pytestmark = pytest.mark.integration
+
 PROVIDERS = "META-INF/services/org.apache.spark.sql.SparkSessionExtensionsProvider"
 
 
@@ -47,3 +54,25 @@ def test_only_service_files_naming_left_out_providers_are_hidden(
     # Other resources are the parent's, untouched.
     other = jvm.java.util.Collections.list(hiding.getResources("META-INF/services"))
     assert other.size() == 3
+
+
+def test_a_state_folder_with_spaces_starts_the_driver_either_way(
+    lake_dir: Path, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    state = tmp_path / "My Projects" / "state"
+    config = write_config(
+        tmp_path / "c.yaml",
+        lake_dir,
+        kafka_bootstrap,
+        [payments_pipeline(f"s_{unique}", f"s-{unique}", f"db.s_{unique}")],
+        state_dir=str(state),
+    )
+    # Through Spark's scripts (which split the JVM's options at spaces) and with the kept
+    # command: the log file's path reaches the JVM whole.
+    for env in ({"FRAZIL_DRIVER_COMMAND": "0"}, {}):
+        (done,) = in_one_process(
+            ["-o", "json", "sql", "-c", str(config), "SELECT 41 + 1 AS answer"], env=env
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert '"answer": 42' in done.stdout.replace('"answer":42', '"answer": 42')
+        assert (state / "logs" / "spark.log").is_file()

@@ -63,6 +63,7 @@ def main(archive: str, work_dir: str) -> None:
     from frazil.engine import runner, session
     from frazil.generate.payments import PAYMENTS_SCHEMA
     from frazil.generate.producer import ensure_topic, produce_events
+    from frazil.jvm.options import java_option
     from frazil.local import stack
     from frazil.local.broker import LocalBroker
 
@@ -134,7 +135,9 @@ def main(archive: str, work_dir: str) -> None:
                 for key, value in original(on_stack, *args, **kwargs).items():
                     if key.startswith(("spark.hadoop.", f"{catalog}.")) or key == catalog:
                         values.setdefault(key, value)
-            values["spark.driver.extraJavaOptions"] += " -XX:ArchiveClassesAtExit=" + archive
+            values["spark.driver.extraJavaOptions"] += " " + java_option(
+                "-XX:ArchiveClassesAtExit=", archive
+            )
             return values
 
         session.spark_conf = conf

@@ -19,6 +19,7 @@ from frazil.config.storage import is_s3
 from frazil.engine.catalog_conf import catalog_spark_conf, embedded_catalog_lock, is_embedded
 from frazil.engine.driver_jvm import RestCheck, launch_jvm, stop_jvm
 from frazil.jvm.cds import java_options as cds_java_options
+from frazil.jvm.options import java_option
 from frazil.jvm.unsigned import is_unsigned_copy
 from frazil.progress.fence import jvm_option
 
@@ -57,13 +58,14 @@ def spark_conf(
     """
     master = ANALYSIS_MASTER if analysis else config.spark.master
     log_config = resources.files("frazil.engine").joinpath("log4j2.properties")
-    java_opts = f"-Dlog4j2.configurationFile={log_config}"
+    java_opts = java_option("-Dlog4j2.configurationFile=", str(log_config))
     log_file = jvm_log_file(config)
     if log_file is not None:
         # Spark's, the JVM's and the Kafka clients' lines go there; errors reach the terminal
         # too, warnings only with --verbose.
         console = "warn" if os.environ.get("FRAZIL_VERBOSE") else "error"
-        java_opts += f" -Dfrazil.log.file={log_file} -Dfrazil.log.console={console}"
+        java_opts += f" {java_option('-Dfrazil.log.file=', log_file)}"
+        java_opts += f" -Dfrazil.log.console={console}"
     if run_token:
         java_opts += f" {jvm_option(run_token)}"
     cds = cds_java_options()
@@ -102,7 +104,7 @@ def spark_conf(
             # JVM's log), not stdout, where `frazil sql -o json` writes its rows.
             java_opts += (
                 " -XX:+DisplayVMOutputToStderr -XX:+UnlockDiagnosticVMOptions"
-                f" -XX:CompilerDirectivesFile={directives}"
+                f" {java_option('-XX:CompilerDirectivesFile=', directives)}"
             )
     elif _shares_few_cores(master):
         java_opts += f" {' '.join(STACK_DRIVER_JIT_OPTIONS)}"
@@ -171,7 +173,10 @@ def spark_conf(
         # Executors on this machine with the driver's classpath: they map the driver's
         # class-data archive too, and log as the driver does (warnings, Kafka's errors)
         # instead of Spark's default INFO, a line per Kafka fetch. The user's options last.
-        executor_opts = [f"-Dlog4j2.configurationFile={log_config}", cds_java_options()]
+        executor_opts = [
+            java_option("-Dlog4j2.configurationFile=", str(log_config)),
+            cds_java_options(),
+        ]
         if _shares_few_cores(master):
             executor_opts.extend(STACK_EXECUTOR_JIT_OPTIONS)
         user_executor_opts = config.spark.conf.get("spark.executor.extraJavaOptions", "")

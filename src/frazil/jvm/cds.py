@@ -27,6 +27,7 @@ from pathlib import Path
 
 from frazil.jvm.classpath import spark_jars
 from frazil.jvm.fetch import java_executable, pyspark_home_key, pyspark_jars_dir
+from frazil.jvm.options import java_option
 from frazil.paths import cache_dir
 
 #: Set to 0 to start Spark without the archive (comparisons, troubleshooting).
@@ -60,7 +61,9 @@ def java_options() -> str:
         path = archive_path()
     except Exception:  # no Java or no jars yet: nothing to share
         return ""
-    return f"-XX:SharedArchiveFile={path} {_QUIET}" if path.is_file() else ""
+    if not path.is_file():
+        return ""
+    return f"{java_option('-XX:SharedArchiveFile=', path)} {_QUIET}"
 
 
 #: Bumped when what the archive covers changes (the workload, how jars are loaded), so an

@@ -229,3 +229,17 @@ def test_a_local_driver_keeps_c2_off_code_that_never_runs_per_record() -> None:
         "CompilerDirectivesFile"
         not in _conf({"master": "spark://h:7077"})["spark.driver.extraJavaOptions"]
     )
+
+
+def test_paths_with_spaces_reach_the_jvm_whole(tmp_path: Path) -> None:
+    import shlex
+
+    state = tmp_path / "My Projects" / "state"
+    config = parse_config(
+        {
+            "state_dir": str(state),
+            "pipelines": [{"name": "a", "topics": ["t"], "table": "db.a"}],
+        }
+    )
+    opts = shlex.split(spark_conf(config, JARS, run_token="tok")["spark.driver.extraJavaOptions"])
+    assert f"-Dfrazil.log.file={state / 'logs' / 'spark.log'}" in opts

@@ -4,6 +4,7 @@ first if the batch needs it (:mod:`frazil.sink.evolution`), the rows conformed t
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -59,11 +60,35 @@ class ColumnAdapter:
     def views(self) -> dict[str, TableView]:
         """:meth:`view` of each of the ledger's tables, their schema ids and name mappings
         read in one round trip (a few per table otherwise: 100 routed tables cost ~500 a
-        batch)."""
+        batch), and the columns of those whose schema changed in one more."""
         targets = self.ledger.targets
         if not targets:
             return {}
-        versions = self.ledger.handles().column_versions(NAME_MAPPING)
+        handles = self.ledger.handles()
+        versions = handles.column_versions(NAME_MAPPING)
+        stale = [
+            index
+            for index, (target, (schema_id, mapping_text)) in enumerate(
+                zip(targets.values(), versions, strict=True)
+            )
+            if not _reads_as(target.view, schema_id, mapping_text)
+        ]
+        if len(stale) > 1:
+            from pyspark.sql.types import StructType
+
+            items = list(targets.values())
+            types: dict[str, StructType] = {}  # Spark's JSON → type: tables often share one
+            for index, raw in zip(stale, handles.column_views(stale, NAME_MAPPING), strict=True):
+                spark_json = str(raw["spark"])
+                if spark_json not in types:
+                    types[spark_json] = StructType.fromJson(json.loads(spark_json))
+                items[index].view = TableView.parse(
+                    int(raw["schema_id"]),
+                    json.loads(str(raw["schema"])),
+                    types[spark_json],
+                    [str(n) for n in raw["identifiers"]],
+                    None if raw["mapping"] is None else str(raw["mapping"]),
+                )
         return {
             name: self._current(target, schema_id, mapping_text)
             for (name, target), (schema_id, mapping_text) in zip(
@@ -75,7 +100,7 @@ class ColumnAdapter:
         """The target's columns, read again when the table's schema id or name mapping is not
         the one they were read at."""
         view = target.view
-        if view is None or view.schema_id != schema_id or view.mapping_text != mapping_text:
+        if view is None or not _reads_as(view, schema_id, mapping_text):
             target.view = view = TableView.read(self.spark, target.table.java)
         return view
 
@@ -139,3 +164,8 @@ class ColumnAdapter:
 def _mapping_text(java_table: Any) -> str | None:
     value = java_table.properties().get(NAME_MAPPING)
     return None if value is None else str(value)
+
+
+def _reads_as(view: TableView | None, schema_id: int, mapping_text: str | None) -> bool:
+    """Whether ``view`` was read at this schema id and name mapping."""
+    return view is not None and view.schema_id == schema_id and view.mapping_text == mapping_text

@@ -262,15 +262,10 @@ class RoutedJob:
         known: dict[str, tuple[WriteColumns, list[str]]] = {}
         shared: dict[tuple[object, ...], WriteColumns] = {}
         layout: Layout | None = None
-        for name, target in targets.items():
-            java = target.table.java
-            if (
-                not routed_layout.template_eligible(
-                    target.settings.model_copy(update={"aliases": {}})
-                )
-                or not java.sortOrder().isUnsorted()
-                or str(java.properties().getOrDefault("write.format.default", "parquet")).lower()
-                != "parquet"
+        plain = self.ledger.handles().plain_writes() if targets else []
+        for (name, target), plain_writes in zip(targets.items(), plain, strict=True):
+            if not plain_writes or not routed_layout.template_eligible(
+                target.settings.model_copy(update={"aliases": {}})
             ):
                 break
             columns = routed_layout.table_columns(
@@ -281,6 +276,8 @@ class RoutedJob:
             known[name] = columns
         else:
             layout = routed_layout.build_layout(schema, known, self._template(user), views)
+            if routed_layout.meets_none_new(known, self._seen):
+                layout.met_new = False
         if len(self._layouts) > 8:
             self._layouts.clear()
         self._layouts[key] = layout

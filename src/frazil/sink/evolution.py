@@ -138,31 +138,42 @@ class TableView:
         schema = table.schema() if schema is None else schema
         # One JSON document rather than a py4j round trip per column.
         parsed = json.loads(str(java_class(jvm, "org.apache.iceberg.SchemaParser").toJson(schema)))
+        identifiers = (
+            [str(n) for n in schema.identifierFieldNames()]
+            if parsed.get("identifier-field-ids")
+            else []
+        )
+        mapping = table.properties().get(NAME_MAPPING)
+        return cls.parse(
+            int(parsed.get("schema-id", schema.schemaId())),
+            parsed,
+            spark_schema(spark, schema),
+            identifiers,
+            None if mapping is None else str(mapping),
+        )
+
+    @classmethod
+    def parse(
+        cls,
+        schema_id: int,
+        parsed: dict[str, Any],
+        schema: StructType,
+        identifiers: list[str],
+        mapping_text: str | None,
+    ) -> TableView:
+        """The view of a schema read as Iceberg's JSON (``parsed``), with its Spark type, its
+        identifier fields' names and the table's name mapping (the property's text)."""
         ids = {str(f["name"]): int(f["id"]) for f in parsed["fields"]}
         required = [str(f["name"]) for f in parsed["fields"] if f["required"]]
-        identifiers = (
-            frozenset(str(n) for n in schema.identifierFieldNames())
-            if parsed.get("identifier-field-ids")
-            else frozenset()
-        )
         names: dict[str, int] = {}
-        mapping = table.properties().get(NAME_MAPPING)
-        if mapping is not None:
-            for entry in json.loads(str(mapping)):
+        if mapping_text is not None:
+            for entry in json.loads(mapping_text):
                 if "field-id" in entry:
                     for name in entry.get("names", []):
                         names[str(name)] = int(entry["field-id"])
         for name, fid in ids.items():
             names.setdefault(name, fid)
-        return cls(
-            int(parsed.get("schema-id", schema.schemaId())),
-            spark_schema(spark, schema),
-            ids,
-            names,
-            required,
-            None if mapping is None else str(mapping),
-            identifiers,
-        )
+        return cls(schema_id, schema, ids, names, required, mapping_text, frozenset(identifiers))
 
     def column_for(self, name: str) -> str | None:
         """The current column of a source name, or None if its field was dropped.

@@ -342,6 +342,28 @@ class IcebergTables:
         )
         return [(int(schema_id), None if text is None else str(text)) for schema_id, text in raw]
 
+    def plain_writes(self) -> list[bool]:
+        """Whether each table is unsorted and written in Parquet (``write.format.default``),
+        all read in one round trip."""
+        if not self.tables:
+            return []
+        raw = java_class(self._jvm(), "dev.frazil.iceberg.TableStates").plainWrites(
+            self.java_tables()
+        )
+        return [bool(plain) for plain in json.loads(str(raw))]
+
+    def column_views(self, indexes: list[int], property_name: str) -> list[dict[str, Any]]:
+        """The columns of the tables at ``indexes``: each one's schema id, Iceberg schema
+        (JSON), Spark type (JSON), identifier fields and value of ``property_name`` (its name
+        mapping), all read in one round trip (``TableStates.columnViews``)."""
+        if not indexes:
+            return []
+        raw = java_class(self._jvm(), "dev.frazil.iceberg.TableStates").columnViews(
+            self.java_tables(), json.dumps(indexes), property_name
+        )
+        views: list[dict[str, Any]] = json.loads(str(raw))
+        return views
+
     def interleaved(
         self,
         tables: Sequence[table_markers.MarkedTable],

@@ -19,6 +19,7 @@ from frazil.engine.routed_layout import (
     RowsSeen,
     Template,
     hot_tables,
+    meets_none_new,
     new_columns,
     small_tables,
     template_eligible,
@@ -245,3 +246,14 @@ def test_tables_expected_to_take_more_than_a_cores_share() -> None:
     assert hot_tables(["only"], 100_000, None, 2) == ("only",)
     assert hot_tables(["only"], PAGE_ROWS - 1, None, 2) == ()
     assert hot_tables(["only"], None, None, 2) == ()
+
+
+def test_a_layout_expects_no_new_table_once_the_last_batchs_tables_are_known() -> None:
+    # The batch after the one that created the route's tables: all of them are known now.
+    created = RowsSeen({"ns.a": 10, "ns.b": 5}, 15)
+    assert meets_none_new(["ns.a", "ns.b", "ns.c"], created)
+    # A table of the last batch is still unknown (it went the general way, or failed).
+    assert not meets_none_new(["ns.a"], created)
+    # No batch written yet, or one without a table's rows: nothing to go by.
+    assert not meets_none_new(["ns.a"], None)
+    assert not meets_none_new(["ns.a"], RowsSeen({}, 7))

@@ -100,6 +100,47 @@ public final class TableStates {
   }
 
   /**
+   * Whether each table's files are written as a routed batch's one job writes them: unsorted
+   * and in Parquet ({@code write.format.default}), as JSON: a list of booleans (same order).
+   */
+  public static String plainWrites(List<Table> tables) throws JsonProcessingException {
+    List<Boolean> out = new ArrayList<>(tables.size());
+    for (Table table : tables) {
+      String format = table.properties().getOrDefault("write.format.default", "parquet");
+      out.add(table.sortOrder().isUnsorted() && "parquet".equalsIgnoreCase(format));
+    }
+    return JSON.writeValueAsString(out);
+  }
+
+  /**
+   * The columns of some of the tables, as a routed batch's matching reads them, as JSON: a list
+   * (in {@code indexes}' order) of objects with {@code schema_id}, {@code schema} (Iceberg's
+   * JSON of the current schema), {@code spark} (that schema as Spark's type, its JSON), {@code
+   * identifiers} (the identifier fields' names) and {@code mapping} (the value of {@code
+   * property}, frazil's name mapping, or null). One round trip for the tables whose schema
+   * changed (100 new tables: ten each otherwise).
+   *
+   * @param indexes positions in {@code tables}, as a JSON array
+   */
+  public static String columnViews(List<Table> tables, String indexes, String property)
+      throws JsonProcessingException {
+    List<Integer> chosen = JSON.readValue(indexes, new TypeReference<List<Integer>>() {});
+    List<Map<String, Object>> out = new ArrayList<>(chosen.size());
+    for (int index : chosen) {
+      Table table = tables.get(index);
+      org.apache.iceberg.Schema schema = table.schema();
+      Map<String, Object> view = new LinkedHashMap<>();
+      view.put("schema_id", schema.schemaId());
+      view.put("schema", org.apache.iceberg.SchemaParser.toJson(schema));
+      view.put("spark", org.apache.iceberg.spark.SparkSchemaUtil.convert(schema).json());
+      view.put("identifiers", new ArrayList<>(schema.identifierFieldNames()));
+      view.put("mapping", table.properties().get(property));
+      out.add(view);
+    }
+    return JSON.writeValueAsString(out);
+  }
+
+  /**
    * Each table refreshed, and what a run's report reads of it, as JSON: a list (same order) of
    * objects with {@code snapshots} (kept in the metadata, all branches), {@code last_commit_ms}
    * (the current snapshot's time, or null), {@code pipeline_commit_ms} (the newest snapshot of the

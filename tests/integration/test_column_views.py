@@ -1,0 +1,75 @@
+"""Tables' columns read for many tables at once, as a routed batch reads them, equal those
+read one table at a time; and a test of a column against many names built in one JVM call."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from frazil.engine.routed_layout import name_in
+from frazil.sink.evolution import NAME_MAPPING, TableView
+from frazil.sink.iceberg import IcebergTable, IcebergTables
+
+pytestmark = pytest.mark.integration
+
+
+def test_views_read_at_once_equal_views_read_one_by_one(spark: Any, unique: str) -> None:
+    ns = f"lake.views_{unique}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+    spark.sql(
+        f"CREATE TABLE {ns}.keyed (id BIGINT NOT NULL, who STRUCT<name: STRING, age: INT>,"
+        " tags MAP<STRING, ARRAY<DOUBLE>>, at TIMESTAMP) USING iceberg"
+    )
+    spark.sql(f"ALTER TABLE {ns}.keyed SET IDENTIFIER FIELDS id")
+    spark.sql(f"ALTER TABLE {ns}.keyed RENAME COLUMN at TO seen_at")
+    mapping = [
+        {"field-id": 1, "names": ["id", "order_id"]},
+        {"field-id": 5, "names": ["tags"]},
+    ]
+    spark.sql(
+        f"ALTER TABLE {ns}.keyed SET TBLPROPERTIES ('{NAME_MAPPING}' = '{json.dumps(mapping)}')"
+    )
+    spark.sql(f"CREATE TABLE {ns}.plain (n INT, s STRING, d DECIMAL(10, 2)) USING iceberg")
+    spark.sql(f"CREATE TABLE {ns}.same (n INT, s STRING, d DECIMAL(10, 2)) USING iceberg")
+    tables = [IcebergTable(spark, f"{ns}.{t}") for t in ("keyed", "plain", "same")]
+
+    raw = IcebergTables(spark, tables).column_views([2, 0, 1], NAME_MAPPING)
+
+    from pyspark.sql.types import StructType
+
+    at_once = [
+        TableView.parse(
+            int(r["schema_id"]),
+            json.loads(r["schema"]),
+            StructType.fromJson(json.loads(r["spark"])),
+            list(r["identifiers"]),
+            r["mapping"],
+        )
+        for r in raw
+    ]
+    one_by_one = [TableView.read(spark, tables[i].java) for i in (2, 0, 1)]
+    assert at_once == one_by_one
+    keyed = at_once[1]
+    assert keyed.identifiers == frozenset({"id"})
+    assert keyed.required == ["id"]
+    assert keyed.column_for("order_id") == "id"
+    assert keyed.column_for("seen_at") == "seen_at"
+    assert keyed.schema_id > 0
+    assert at_once[0].mapping_text is None
+
+
+def test_name_in_matches_the_names_given(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    values = ["a.b", "it's", "back\\slash", "ünï", "x", "", "a.b.c", None]
+    frame = spark.createDataFrame([(v,) for v in values], "name string")
+    names = ["a.b", "it's", "back\\slash", "ünï", "", "not there"]
+    got = sorted(
+        (r["name"] for r in frame.where(name_in(F.col("name"), names)).collect()),
+        key=str,
+    )
+    assert got == sorted((v for v in values if v in names), key=str)
+    [one] = frame.where(name_in(F.col("name"), ["x"])).collect()
+    assert one["name"] == "x"

@@ -291,3 +291,29 @@ def test_records_a_routed_filter_drops_are_counted_once(
     assert report.filtered_skipped == 6
     assert rows(spark, f"db.fdebits_{u}") == [(n,) for n in range(6, 20, 2)]
     assert rows(spark, f"db.fa_{u}") == rows(spark, f"db.fb_{u}") == [(n,) for n in range(7, 20, 2)]
+
+
+def test_values_sanitized_in_spark_as_in_python(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    from frazil.route.rules import sanitize, sanitize_text
+
+    # Every character of the Basic Multilingual Plane but surrogates, one per value and in
+    # runs with ASCII around them, and those whose lower case is ASCII (İ, the Kelvin sign).
+    chars = [chr(cp) for cp in range(0x10000) if not 0xD800 <= cp <= 0xDFFF]
+    values = [
+        *chars,
+        *("A" + "".join(chars[i : i + 50]) + "z" for i in range(0, len(chars), 50)),
+        "İstanbul",
+        "\u212aelvin",
+        "ΣΑΣ Final",
+        "x\U0001f600Y",
+        "",
+        "Order-Created  v2",
+    ]
+    frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, v string")
+    got = {r["i"]: r["s"] for r in frame.select("i", sanitize(F.col("v")).alias("s")).collect()}
+    wrong = [
+        (v, got[i], sanitize_text(v)) for i, v in enumerate(values) if got[i] != sanitize_text(v)
+    ]
+    assert not wrong, wrong[:5]

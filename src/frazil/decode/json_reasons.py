@@ -6,6 +6,7 @@ schema learns from).
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -64,10 +65,15 @@ def _mismatches(
     parses_text = (TimestampType, TimestampNTZType, DateType, DecimalType, BinaryType)
     for field in schema.fields:
         path = (*names, field.name)
-        kind = F.lower(
+        # Lower-cased by translation, not Spark's lower: its first use in a JVM costs a
+        # second and ~2 GB (see frazil.route.rules.sanitize); the kinds are ASCII, and a
+        # field name in an object's shape is not shown.
+        kind = F.translate(
             F.schema_of_variant(
                 F.try_variant_get(variant, "$" + "".join(_step(n) for n in path), "variant")
-            )
+            ),
+            string.ascii_uppercase,
+            string.ascii_lowercase,
         )
         # An object's or an array's full shape can be long: its kind says enough.
         shown = (

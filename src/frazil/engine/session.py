@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import threading
 from importlib import resources
 from pathlib import Path
@@ -18,6 +17,15 @@ from frazil.config.secrets import spark_redaction_conf
 from frazil.config.storage import is_s3
 from frazil.engine.catalog_conf import catalog_spark_conf, embedded_catalog_lock, is_embedded
 from frazil.engine.driver_jvm import RestCheck, launch_jvm, stop_jvm
+from frazil.engine.jvm_tuning import (
+    chooses_collector,
+    driver_jit_options,
+    executor_jit_options,
+    gc_option,
+    initial_heap,
+    is_local,
+    on_loopback,
+)
 from frazil.jvm.cds import java_options as cds_java_options
 from frazil.jvm.options import java_option
 from frazil.jvm.unsigned import is_unsigned_copy
@@ -30,8 +38,6 @@ ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExt
 #: An analysis session's master (:func:`spark_conf`): plans resolve in the driver, and a
 #: sample of the topics is a job of one task per partition.
 ANALYSIS_MASTER = "local[1]"
-#: An analysis session's JIT: the client compiler only.
-ANALYSIS_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 #: Threads of Iceberg's worker pool in the driver (``iceberg.worker.num-threads``), at least
 #: (one per core beyond): one per table a routed batch commits at once (FANOUT_THREADS).
 ICEBERG_WORKER_THREADS = 16
@@ -72,11 +78,10 @@ def spark_conf(
     if cds:
         # Classes parsed once at setup, mapped at start: seconds off every start.
         java_opts += f" {cds}"
-    # The default threshold (~20 MB) triggers a full collection while Spark loads its classes.
     user_opts = config.spark.conf.get("spark.driver.extraJavaOptions", "")
-    if not _GC_FLAG.search(user_opts):
-        # The JVM refuses two collectors: one chosen by the user replaces frazil's.
+    if not chooses_collector(user_opts):
         java_opts += f" {gc_option(master)}"
+    # The default threshold (~20 MB) triggers a full collection while Spark loads its classes.
     java_opts += " -XX:MetaspaceSize=256m"
     if is_local(master) and not analysis:
         java_opts += f" {initial_heap(config.spark.driver_memory)}"
@@ -86,28 +91,9 @@ def spark_conf(
         # tables at once (FANOUT_THREADS), which queued there for ~80 ms a commit on two cores.
         threads = max(ICEBERG_WORKER_THREADS, os.cpu_count() or 1)
         java_opts += f" -Diceberg.worker.num-threads={threads}"
-    if analysis:
-        # Seconds of resolving: C1's quick code at once beats C2's better code later
-        # (0.5 s of the session's 2.5 s start-up, measured).
-        java_opts += f" {' '.join(ANALYSIS_JIT_OPTIONS)}"
-    elif is_local(master):
-        java_opts += f" {' '.join(JIT_OPTIONS)}"
-        directives = Path(str(resources.files("frazil.engine").joinpath(JIT_DIRECTIVES)))
-        if (
-            os.environ.get(JIT_DIRECTIVES_ENV, "1") != "0"
-            # A JVM given a directives file it cannot read does not start; without tiered
-            # compilation there is no C1 for what the directives keep from C2.
-            and directives.is_file()
-            and "-XX:-TieredCompilation" not in user_opts
-        ):
-            # The JVM says "N compiler directives added" on its own output: on stderr (the
-            # JVM's log), not stdout, where `frazil sql -o json` writes its rows.
-            java_opts += (
-                " -XX:+DisplayVMOutputToStderr -XX:+UnlockDiagnosticVMOptions"
-                f" {java_option('-XX:CompilerDirectivesFile=', directives)}"
-            )
-    elif _shares_few_cores(master):
-        java_opts += f" {' '.join(STACK_DRIVER_JIT_OPTIONS)}"
+    jit = driver_jit_options(master, user_opts, analysis=analysis)
+    if jit:
+        java_opts += f" {jit}"
     if user_opts:
         # Appended, not replacing ours: the JVM takes the last of repeated flags, so the
         # user's win, and the run fence's token and the log settings stay.
@@ -177,10 +163,9 @@ def spark_conf(
             java_option("-Dlog4j2.configurationFile=", str(log_config)),
             cds_java_options(),
         ]
-        if _shares_few_cores(master):
-            executor_opts.extend(STACK_EXECUTOR_JIT_OPTIONS)
+        executor_opts.extend(executor_jit_options(master))
         user_executor_opts = config.spark.conf.get("spark.executor.extraJavaOptions", "")
-        if not _GC_FLAG.search(user_executor_opts):
+        if not chooses_collector(user_executor_opts):
             # Executors sharing the driver's few cores: the driver's rule for local mode.
             executor_opts.append(gc_option("local"))
         executor_opts.append(user_executor_opts)
@@ -202,74 +187,6 @@ def jvm_log_file(config: FrazilConfig) -> Path | None:
     return folder / "spark.log"
 
 
-#: JIT thresholds for a local driver, 4-5x HotSpot's defaults. Spark runs tens of thousands of
-#: methods once or a few times (start-up, planning): with the defaults the JIT compiles them
-#: all and takes a whole core for the first ~25 s of a run, next to the two task threads.
-#: Higher thresholds leave run-once code interpreted and still compile the per-record loop
-#: (measured: ~12% less CPU and ~10% less time on 2M records, docs/benchmarks.md).
-JIT_OPTIONS = (
-    "-XX:Tier3InvocationThreshold=1000",
-    "-XX:Tier3MinInvocationThreshold=500",
-    "-XX:Tier3CompileThreshold=5000",
-    "-XX:Tier4InvocationThreshold=20000",
-    "-XX:Tier4MinInvocationThreshold=5000",
-    "-XX:Tier4CompileThreshold=30000",
-)
-
-#: Code a local driver runs at start-up and once per batch, never per record, that C2 is not
-#: to compile (HotSpot's compiler directives; C1 still does, without profiling): the SQL
-#: parser, Janino, the bytecode spinning of lambdas and method handles, jar and class
-#: loading, Hadoop's XML configuration, py4j. C2 compiled for 2.3 s of a ~4 s start and 1.9 s
-#: of a 2.6 s first batch, beside the tasks on two cores, much of it such code (ASM's frames,
-#: ANTLR, jar entries); with these directives 1.0 s and 1.4 s (compilation logs). 2M records
-#: in 3 paired rounds: 14.7 s and 21.2 CPU seconds against 15.9 s and 24.1 (medians,
-#: docs/benchmarks.md). A user's own ``-XX:CompilerDirectivesFile`` comes later and wins.
-JIT_DIRECTIVES = "jit_directives.json"
-#: ``FRAZIL_JIT_DIRECTIVES=0``: C2 compiles whatever gets hot, as HotSpot decides.
-JIT_DIRECTIVES_ENV = "FRAZIL_JIT_DIRECTIVES"
-
-
-#: The JIT of a driver whose executors run on this machine (a master on the loopback address:
-#: the local stack), on two cores or fewer: C1 only. That driver runs no task, only plans and
-#: commits, next to the executors and the stack's servers on the same cores, and its C2
-#: compiler mostly compiled the start-up's class loading, lambda spinning and
-#: deserialization: 12-17 of the driver's 20-30 CPU seconds on 1-3M records. With C1 alone on
-#: 3M records the run took 0.81x the time (0.61x -> 0.76x local[2]'s events/s) and the warm
-#: batches kept their pace. The executors keep C2 (below): with C1 alone their warm batches
-#: took 1.35x as long (docs/benchmarks.md, "The cluster's JIT"). The user's extraJavaOptions
-#: come after and win (``-XX:TieredStopAtLevel=4`` restores C2).
-STACK_DRIVER_JIT_OPTIONS = (
-    "-XX:TieredStopAtLevel=1",
-    # C1 alone would also shrink the code cache to 48 MB, unsegmented: a long-running driver
-    # could fill it and have its compiler turned off. Tiered compilation's size is kept.
-    "-XX:ReservedCodeCacheSize=240m",
-)
-
-#: The JIT of the executors on this machine (the local stack's): C2 for methods called tens of
-#: thousands of times, not thousands (HotSpot's Tier4 thresholds are 5,000/600/15,000), as a
-#: local driver's. Each executor loads ~17,000 classes and deserializes its tasks, and with the
-#: defaults C2 compiled that start-up code in both JVMs (15-18 of their ~30 CPU seconds on 1M
-#: records) while their first batches ran. Thresholds three to four times these
-#: (60,000/20,000/90,000) left the per-record path longer in C1's profiling tier: over 8 paired
-#: rounds on 1M records these kept 0.90x local[2]'s events/s after the first commit against
-#: 0.80x (ahead in 7 of 8 rounds), and 0.74x against 0.70x end to end, within the rounds'
-#: spread (docs/benchmarks.md, 2026-11-27; measured on 1M only). C1's thresholds stay HotSpot's:
-#: raising them too, as a local driver's are, was slower (2026-11-26, 3M: 0.69x against 0.76x).
-STACK_EXECUTOR_JIT_OPTIONS = (
-    "-XX:Tier4InvocationThreshold=20000",
-    "-XX:Tier4MinInvocationThreshold=5000",
-    "-XX:Tier4CompileThreshold=30000",
-)
-
-
-_GC_FLAG = re.compile(r"-XX:\+Use\w*GC\b")
-
-
-def is_local(master: str) -> bool:
-    """Whether ``master`` runs executors inside the driver JVM (``local``, ``local[N]``...)."""
-    return master == "local" or master.startswith("local[")
-
-
 def jar_conf(master: str, jars: list[Path]) -> dict[str, str]:
     """How frazil's jars reach the JVMs that need them.
 
@@ -287,7 +204,7 @@ def jar_conf(master: str, jars: list[Path]) -> dict[str, str]:
     classpath = os.pathsep.join(str(jar) for jar in jars)
     if is_local(master):
         return {"spark.driver.extraClassPath": classpath}
-    if _on_loopback(master):
+    if on_loopback(master):
         return {
             "spark.driver.extraClassPath": classpath,
             "spark.executor.extraClassPath": classpath,
@@ -299,32 +216,6 @@ def jar_conf(master: str, jars: list[Path]) -> dict[str, str]:
         "spark.driver.extraClassPath": classpath,
         "spark.jars": ",".join(str(jar) for jar in shipped),
     }
-
-
-def gc_option(master: str) -> str:
-    """The driver JVM's garbage collector: a throughput collector, not the default G1.
-
-    A micro-batch lasts seconds, so pauses of tens of milliseconds do not matter while every
-    CPU-second does. G1's concurrent work and write barriers made a 2M-record run ~15% slower
-    on a 2-core machine (docs/benchmarks.md); the serial collector runs the same batches in as
-    little CPU and the smallest footprint when the executors share the driver's few cores, the
-    parallel collector when there are more cores or the driver only plans (a cluster).
-    """
-    if is_local(master) and (os.cpu_count() or 1) <= 2:
-        return "-XX:+UseSerialGC"
-    return "-XX:+UseParallelGC"
-
-
-def initial_heap(driver_memory: str) -> str:
-    """The local driver's heap at its full size from the start.
-
-    The JVM starts with 1/64 of the machine's memory and the serial collector grows the heap
-    only when a full collection leaves too little free: the young generation stayed a third
-    of ~375 MB, so a 500k-record batch ran ~20 young collections and a full one every ~1.5 s,
-    all stopping the tasks. At full size, a 2M-record run took 0.92x the CPU per record and
-    1.14x the events/s (docs/benchmarks.md). A user's own ``-Xms`` comes later and wins.
-    """
-    return f"-Xms{driver_memory}"
 
 
 def build_spark(config: FrazilConfig, run_token: str | None = None) -> SparkSession:
@@ -389,7 +280,7 @@ def launch_session(
     # Local Spark binds to loopback like every frazil service, and so does a driver whose
     # cluster is on this machine's loopback (the local stack's); workers use the CLI's Python.
     master = settings["spark.master"]
-    if master.startswith("local") or _on_loopback(master):
+    if master.startswith("local") or on_loopback(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", _python())
     # Else spark-submit's script starts a Python process to find the home of pip's PySpark.
@@ -465,23 +356,6 @@ def _open_embedded_catalog(spark: SparkSession, config: FrazilConfig) -> None:
             # Through the catalog manager, as the first table lookup would: Spark's SQL
             # parser and analyzer stay cold (~0.4 s of a start).
             spark._jsparkSession.sessionState().catalogManager().catalog(config.catalog.name)
-
-
-def _shares_few_cores(master: str) -> bool:
-    """Whether a cluster's driver and executors share this machine's few cores: a master on
-    the loopback address (the local stack) on a machine of two cores or fewer, where the
-    stack's JIT settings were measured."""
-    return _on_loopback(master) and (os.cpu_count() or 1) <= 2
-
-
-def _on_loopback(master: str) -> bool:
-    """Whether a ``spark://`` master is on this machine's loopback address."""
-    from urllib.parse import urlsplit
-
-    if not master.startswith("spark://"):
-        return False
-    hosts = [urlsplit(f"spark://{h}").hostname for h in master[len("spark://") :].split(",")]
-    return all(h in ("127.0.0.1", "localhost", "::1") for h in hosts)
 
 
 def _quiet_query_context_loggers() -> None:

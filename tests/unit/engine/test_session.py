@@ -8,7 +8,8 @@ import pytest
 
 from frazil.config import parse_config
 from frazil.engine import session
-from frazil.engine.session import gc_option, is_local, jar_conf, spark_conf
+from frazil.engine.jvm_tuning import is_local
+from frazil.engine.session import jar_conf, spark_conf
 
 JARS = [Path("/cache/a.jar"), Path("/cache/b.jar")]
 
@@ -48,14 +49,6 @@ def test_unsigned_copies_stay_on_the_drivers_classpath() -> None:
     assert remote["spark.jars"] == "/cache/a.jar,/cache/b.jar"
     near = jar_conf("spark://127.0.0.1:7077", jars)
     assert near["spark.executor.extraClassPath"].startswith(f"{copy}:")
-
-
-def test_throughput_collector_by_core_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(session.os, "cpu_count", lambda: 2)
-    assert gc_option("local[2]") == "-XX:+UseSerialGC"
-    assert gc_option("spark://h:7077") == "-XX:+UseParallelGC"
-    monkeypatch.setattr(session.os, "cpu_count", lambda: 16)
-    assert gc_option("local[*]") == "-XX:+UseParallelGC"
 
 
 def test_user_java_options_are_appended_not_replacing_frazils() -> None:

@@ -299,7 +299,7 @@ def test_values_sanitized_in_spark_as_in_python(spark: Any) -> None:
     from frazil.route.rules import sanitize, sanitize_text
 
     # Every character of the Basic Multilingual Plane but surrogates, one per value and in
-    # runs with ASCII around them, and those whose lower case is ASCII (İ, the Kelvin sign).
+    # runs with ASCII around them, those whose lower case is ASCII (İ, the Kelvin sign), null.
     chars = [chr(cp) for cp in range(0x10000) if not 0xD800 <= cp <= 0xDFFF]
     values = [
         *chars,
@@ -310,10 +310,10 @@ def test_values_sanitized_in_spark_as_in_python(spark: Any) -> None:
         "x\U0001f600Y",
         "",
         "Order-Created  v2",
+        None,
     ]
     frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, v string")
     got = {r["i"]: r["s"] for r in frame.select("i", sanitize(F.col("v")).alias("s")).collect()}
-    wrong = [
-        (v, got[i], sanitize_text(v)) for i, v in enumerate(values) if got[i] != sanitize_text(v)
-    ]
+    expected = [None if v is None else sanitize_text(v) for v in values]
+    wrong = [(v, got[i], expected[i]) for i, v in enumerate(values) if got[i] != expected[i]]
     assert not wrong, wrong[:5]

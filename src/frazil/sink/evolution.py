@@ -114,7 +114,8 @@ class TableView:
 
     Attributes:
         schema_id: The Iceberg schema id read.
-        schema: The table's columns as Spark types.
+        schema: The table's columns as Spark types (views of the same columns may share one
+            object: not to be changed in place).
         ids: Top-level column name → field id.
         names: Every name the name mapping knows for a top-level field id → that id.
         required: Top-level columns the table requires (identifier fields, NOT NULL).

@@ -60,7 +60,8 @@ class ColumnAdapter:
     def views(self) -> dict[str, TableView]:
         """:meth:`view` of each of the ledger's tables, their schema ids and name mappings
         read in one round trip (a few per table otherwise: 100 routed tables cost ~500 a
-        batch), and the columns of those whose schema changed in one more."""
+        batch), and the columns of those whose schema changed in one more (ten or so each
+        through :meth:`TableView.read`)."""
         targets = self.ledger.targets
         if not targets:
             return {}
@@ -73,7 +74,7 @@ class ColumnAdapter:
             )
             if not _reads_as(target.view, schema_id, mapping_text)
         ]
-        if len(stale) > 1:
+        if stale:
             from pyspark.sql.types import StructType
 
             items = list(targets.values())

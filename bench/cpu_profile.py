@@ -142,7 +142,8 @@ def thread_group(process: str, thread: str) -> str:
     if name.startswith("stream executio"):
         return "stream execution (driver)"
     if "CompilerThre" in name:
-        return "JIT compiler"
+        # C1 and C2 apart: their costs and the options that move them differ.
+        return f"JIT compiler {name[:2]}" if name[:2] in ("C1", "C2") else "JIT compiler"
     if name in ("VM Thread", "GC Thread") or name.startswith("GC "):
         return "VM thread / GC"
     return name

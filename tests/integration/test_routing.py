@@ -312,8 +312,32 @@ def test_values_sanitized_in_spark_as_in_python(spark: Any) -> None:
         "Order-Created  v2",
         None,
     ]
+    # Beyond the BMP: every 61st code point (each lowers to itself or to a letter beyond ASCII).
+    values += [chr(cp) + "Q" for cp in range(0x10000, 0x110000, 61)]
     frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, v string")
-    got = {r["i"]: r["s"] for r in frame.select("i", sanitize(F.col("v")).alias("s")).collect()}
     expected = [None if v is None else sanitize_text(v) for v in values]
-    wrong = [(v, got[i], expected[i]) for i, v in enumerate(values) if got[i] != expected[i]]
-    assert not wrong, wrong[:5]
+    # Generated code (the batch's stage) and Spark's interpreted evaluation alike.
+    for whole_stage, factory in (("true", "CODEGEN_ONLY"), ("false", "NO_CODEGEN")):
+        spark.conf.set("spark.sql.codegen.wholeStage", whole_stage)
+        spark.conf.set("spark.sql.codegen.factoryMode", factory)
+        try:
+            selected = frame.select("i", sanitize(F.col("v")).alias("s")).collect()
+        finally:
+            spark.conf.unset("spark.sql.codegen.wholeStage")
+            spark.conf.unset("spark.sql.codegen.factoryMode")
+        got = {r["i"]: r["s"] for r in selected}
+        wrong = [(v, got[i], expected[i]) for i, v in enumerate(values) if got[i] != expected[i]]
+        assert not wrong, (factory, wrong[:5])
+
+
+def test_invalid_utf8_values_sanitized_as_decoded(spark: Any) -> None:
+    """Bytes that are not UTF-8 (a binary value cast to text) become part of a run, as
+    Java decodes them: each malformed sequence one replacement character."""
+    from pyspark.sql import functions as F
+
+    from frazil.route.rules import sanitize
+
+    values = [b"\xc3A-b", b"ok\xff\xfeZ", b"\xe2\x84", b"plain_1"]
+    frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, v binary")
+    got = dict(frame.select("i", sanitize(F.col("v")).alias("s")).collect())
+    assert [got[i] for i in range(len(values))] == ["_a_b", "ok_z", "_", "plain_1"]

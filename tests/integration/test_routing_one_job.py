@@ -279,3 +279,60 @@ def test_a_table_taking_most_of_a_batch_is_written_by_a_task_per_partition(
         if "added-data-files" in r["summary"]
     ]
     assert added[0] == 1 and 4 in added[1:], added
+
+
+def test_each_tables_largest_timestamp_per_partition_from_the_one_job(
+    spark: Any,
+    make_config: Any,
+    kafka_bootstrap: str,
+    unique: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The commits of a batch written in one job carry, per table, the largest Kafka
+    timestamp of each partition's records it got (freshness, "valid through"): records of
+    three tables spread over three partitions with timestamps out of order."""
+    import json
+
+    from confluent_kafka import Producer
+
+    from frazil.generate.producer import ensure_topic
+    from frazil.progress.events import CommitEvent
+
+    caplog.set_level(logging.DEBUG, logger=_LOGGER)
+    topic, u = f"stamps-{unique}", unique
+    ensure_topic(kafka_bootstrap, topic, partitions=3)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 5})
+    base = 1_700_000_000_000
+    expected: dict[tuple[str, str, int], int] = {}
+    for n in range(60):
+        kind, partition = ("a", "b", "c")[n % 3], (n // 3) % 3
+        # Timestamps rise and fall within each partition and table.
+        stamp = base + (n * 7919) % 1000
+        producer.produce(
+            topic, json.dumps({"id": n, "kind": kind}).encode(), partition=partition,
+            timestamp=stamp,
+        )  # fmt: skip
+        key = (f"st_{u}.t_{kind}", topic, partition)
+        expected[key] = max(expected.get(key, 0), stamp)
+    assert producer.flush(30) == 0
+    config = make_config(
+        [
+            {
+                "name": f"st_{u}",
+                "topics": [topic],
+                "schema": {"id": "long", "kind": "string"},
+                "route": {"field": "kind", "table": f"st_{u}.t_{{value}}"},
+            }
+        ]
+    )
+    commits: list[CommitEvent] = []
+    [report] = run(config, until_caught_up=True, spark=spark, on_commit=commits.append)
+    assert report.records_ingested == 60
+    one, general = _ways(caplog)
+    assert one >= 1 and general == 0
+    got: dict[tuple[str, str, int], int] = {}
+    for event in commits:
+        for (tp, partition), stamp in event.max_timestamps.items():
+            key = (event.table, tp, int(partition))
+            got[key] = max(got.get(key, 0), stamp)
+    assert got == expected

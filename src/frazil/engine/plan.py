@@ -62,6 +62,8 @@ class BatchPlan:
     decoders: tuple[tuple[str, Decoder], ...] = ()
     #: Whether every record goes to one table (no fan-out).
     single: bool = True
+    #: Whether a record goes to one table at most (a route's table list holds one or none).
+    one_each: bool = True
     _projections: dict[tuple[object, ...], list[Projection]] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -361,4 +363,6 @@ def build_plan(
             lambda batch: _prune(batch, keep_raw=dead),
         ),
     ]
-    return BatchPlan(pipeline.name, tuple(steps), route.tables, tuple(decoders), route.single)
+    return BatchPlan(
+        pipeline.name, tuple(steps), route.tables, tuple(decoders), route.single, route.one_each
+    )

@@ -275,7 +275,9 @@ class RoutedJob:
                 break
             known[name] = columns
         else:
-            layout = routed_layout.build_layout(schema, known, self._template(user), views)
+            layout = routed_layout.build_layout(
+                schema, known, self._template(user), views, one_each=self.live.plan.one_each
+            )
             if routed_layout.meets_none_new(known, self._seen):
                 layout.met_new = False
         if len(self._layouts) > 8:

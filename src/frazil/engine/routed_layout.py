@@ -119,6 +119,8 @@ class Layout:
     _fits: bool | None = None
     #: Whether a batch written with the layout met a table first (None: none written yet).
     met_new: bool | None = None
+    #: Whether the route sends a record to one table at most (no record's row to repeat).
+    one_each: bool = False
     #: Each row's task, per task counts (total, known) and hot tables (built once: a branch
     #: per known table).
     _tasks: dict[tuple[int, int, tuple[str, ...]], Column] = field(default_factory=dict)
@@ -179,7 +181,7 @@ class Layout:
         """
         from pyspark.sql import functions as F
 
-        with_kind = c.explode_routes(planned).select("*", self.kind.alias(c.KIND))
+        with_kind = c.explode_routes(planned, self.one_each).select("*", self.kind.alias(c.KIND))
         fixed = [F.col(FIXED_COLUMNS[i]) for i in range(FIRST_STRUCT)]
         out = with_kind.select(*fixed, *self.shapes)
         total, known = self.tasks(cores)
@@ -312,12 +314,17 @@ def build_layout(
     known: dict[str, tuple[WriteColumns, list[str]]],
     template: Template | None,
     views: dict[str, TableView],
+    one_each: bool = False,
 ) -> Layout:
-    """The kind of each row and the table shapes (one struct per distinct column list)."""
+    """The kind of each row and the table shapes (one struct per distinct column list);
+    ``one_each``: the route sends a record to one table at most (see :attr:`Layout.one_each`).
+    """
     from pyspark.sql import functions as F
 
     rt = F.col(c.ROUTE_TABLE)
-    first = rt == F.get(F.col(c.TABLE), 0)
+    # Whether the row is its record's first (it counts the record): every row is with one
+    # table a record at most, where comparing names cost a string comparison per row.
+    first = F.lit(True) if one_each else rt == F.get(F.col(c.TABLE), 0)
     written = F.col(c.OP).isin(*c.WRITTEN_OPS)
     kind = (
         F.when(F.col(c.ERROR).isNotNull(), F.when(rt.isNull() | first, BAD).otherwise(IGNORED))
@@ -329,7 +336,7 @@ def build_layout(
     shape_keys: dict[tuple[str, ...], int] = {}
     plain_error = str(F.col(c.ERROR))
     own_errors: dict[int, bool] = {}  # id(WriteColumns) -> marks values of its own
-    layout = Layout(kind, [], [], template)
+    layout = Layout(kind, [], [], template, one_each=one_each)
     # Tables whose rows take the same kind expression share one branch: the table's name
     # found in a set (Spark's InSet beyond a few names), not compared with each name in turn.
     branches: dict[str, tuple[Column, list[str]]] = {}

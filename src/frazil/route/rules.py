@@ -12,7 +12,6 @@ Tombstones (a null value) are never marked by a route: append tables skip them a
 from __future__ import annotations
 
 import re
-import string
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,6 +26,7 @@ from frazil.config.routing import (
     template_pattern,
 )
 from frazil.config.variant_paths import is_variant_path, parse_variant_path
+from frazil.jvm.classes import java_class
 from frazil.route.single import SingleTableRoute
 
 if TYPE_CHECKING:
@@ -39,28 +39,26 @@ _INVALID_RUN = "[^a-z0-9_]+"
 _QUOTED_CHARS = 100
 
 
-#: The characters whose lower case holds a letter of :data:`_INVALID_RUN`'s: A-Z, the
-#: Kelvin sign (``k``) and, lowered to ``i`` and a combining dot, ``İ`` (every other
-#: character's lower case is outside a-z, 0-9 and ``_``, so it only ever becomes ``_``).
-_UPPER, _LOWER = string.ascii_uppercase + "\u212a", string.ascii_lowercase + "k"
-_DOTTED_I, _DOTTED_I_LOWER = "\u0130", "i\u0307"
-
-
 def sanitize(value: Column) -> Column:
     """A value as it appears in a table name (see :data:`_INVALID_RUN`), equal to
     :func:`sanitize_text`'s.
 
-    Not Spark's ``lower``: with ICU's case mappings (Spark's default) its first use in a JVM
-    initializes Spark's ``CollationAwareUTF8String``, which title-cases every Unicode code
-    point: ~2 GB allocated and a second or more of a routed pipeline's first batch
-    (bench/routing, 2026-11-30). Only the characters above lower to a letter a table name
-    keeps.
+    frazil's own expression (``dev.frazil.spark.TableNameText``), in generated code: Spark's
+    functions gave the same with a ``translate``, a ``replace`` and a ``regexp_replace``, a
+    map lookup per character and a regular expression per row (~11% of a routed batch's read
+    stage, bench/routing, 2026-11-30). Not Spark's ``lower`` either: with ICU's case mappings
+    (Spark's default) its first use in a JVM initializes Spark's ``CollationAwareUTF8String``,
+    which title-cases every Unicode code point (~2 GB allocated, a second or more of a routed
+    pipeline's first batch).
     """
-    from pyspark.sql import functions as F
+    from pyspark import SparkContext
+    from pyspark.sql.classic.column import Column as ClassicColumn
+    from pyspark.sql.classic.column import _to_java_column
 
-    text = F.translate(value.cast("string"), _UPPER, _LOWER)
-    text = F.replace(text, F.lit(_DOTTED_I), F.lit(_DOTTED_I_LOWER))
-    return F.regexp_replace(text, _INVALID_RUN, "_")
+    context = SparkContext._active_spark_context
+    assert context is not None and context._jvm is not None
+    names = java_class(context._jvm, "dev.frazil.spark.TableNameText")
+    return ClassicColumn(names.column(_to_java_column(value.cast("string"))))
 
 
 def sanitize_text(value: str) -> str:
@@ -122,6 +120,13 @@ class FieldRoute:
     def single(self) -> bool:
         """Records fan out to several tables."""
         return False
+
+    @property
+    def one_each(self) -> bool:
+        """Whether a record goes to one table at most: a dynamic route's, or a static route's
+        whose values each list one table."""
+        cfg = self.config
+        return isinstance(cfg, DynamicRoute) or all(len(cfg.targets(k)) == 1 for k in cfg.tables)
 
     def names(self) -> re.Pattern[str] | None:
         """The table names a dynamic route can produce, as a regular expression."""
@@ -190,6 +195,11 @@ class TopicNameRoute:
     def single(self) -> bool:
         """Records fan out to several tables (or to a default)."""
         return False
+
+    @property
+    def one_each(self) -> bool:
+        """A record goes to one table at most (its topic's, or the default)."""
+        return True
 
     def names(self) -> re.Pattern[str] | None:
         """The table names the template can produce."""

@@ -29,6 +29,11 @@ class SingleTableRoute:
         """Every record goes to one table: the batch needs no fan-out."""
         return True
 
+    @property
+    def one_each(self) -> bool:
+        """A record goes to one table at most."""
+        return True
+
     def names(self) -> re.Pattern[str] | None:
         """No table names beyond :attr:`tables`."""
         return None

@@ -1,11 +1,7 @@
 package dev.frazil.spark;
 
-import java.io.Serializable;
 import org.apache.spark.sql.Column;
-import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.codegen.CodegenContext;
-import org.apache.spark.sql.catalyst.expressions.codegen.ExprCode;
 import org.apache.spark.sql.classic.ExpressionUtils;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
@@ -22,16 +18,13 @@ import org.apache.spark.sql.types.DataTypes;
  * the structural characters are ASCII, so they are found in UTF-8 as bytes; the insides of
  * strings (with their escapes) are skipped. It does not check the JSON otherwise: {@code
  * parse_json} does. A value in the Schema Registry wire format (magic byte 0 and a 4-byte
- * schema id) is read after its header. Generated code calls {@link #depth} directly, so the
- * expression stays inside whole-stage code generation.
+ * schema id) is read after its header. Generated code calls {@link #depth} directly ({@link UnaryCall}).
  */
-public final class JsonDepth extends Expression implements Serializable {
+public final class JsonDepth extends UnaryCall {
   private static final long serialVersionUID = 1L;
 
   /** What {@link #depth} returns when more than whitespace follows the first value. */
   public static final int TRAILING = -1;
-
-  private final Expression child;
 
   /** The expression over a column of values (binary), as a column of {@code int}. */
   public static Column column(Column values) {
@@ -39,7 +32,7 @@ public final class JsonDepth extends Expression implements Serializable {
   }
 
   public JsonDepth(Expression child) {
-    this.child = child;
+    super(child);
   }
 
   /** The nesting depth of one value, or {@link #TRAILING}. */
@@ -115,30 +108,33 @@ public final class JsonDepth extends Expression implements Serializable {
   }
 
   @Override
-  public ExprCode doGenCode(CodegenContext context, ExprCode ev) {
-    ExprCode value = child.genCode(context);
-    String code =
-        value.code()
-            + "\nboolean " + ev.isNull() + " = " + value.isNull() + ";\n"
-            + "int " + ev.value() + " = 0;\n"
-            + "if (!" + ev.isNull() + ") {\n  "
-            + ev.value() + " = " + JsonDepth.class.getName() + ".depth((byte[]) "
-            + value.value() + ");\n}";
-    return ev.copy(
-        Catalyst.code(code),
-        ev.isNull(),
-        ev.value());
+  String method() {
+    return "depth";
   }
 
   @Override
-  public Object eval(InternalRow input) {
-    Object value = child.eval(input);
-    return value == null ? null : depth((byte[]) value);
+  String argumentType() {
+    return "byte[]";
   }
 
   @Override
-  public scala.collection.immutable.Seq<Expression> children() {
-    return Catalyst.children(child);
+  String resultType() {
+    return "int";
+  }
+
+  @Override
+  String nullValue() {
+    return "0";
+  }
+
+  @Override
+  Object call(Object value) {
+    return depth((byte[]) value);
+  }
+
+  @Override
+  UnaryCall withChild(Expression child) {
+    return new JsonDepth(child);
   }
 
   @Override
@@ -154,36 +150,5 @@ public final class JsonDepth extends Expression implements Serializable {
   @Override
   public String prettyName() {
     return "frazil_json_depth";
-  }
-
-  @Override
-  public Expression withNewChildrenInternal(
-      scala.collection.immutable.IndexedSeq<Expression> children) {
-    return new JsonDepth(children.apply(0));
-  }
-
-  @Override
-  public int productArity() {
-    return 1;
-  }
-
-  @Override
-  public Object productElement(int n) {
-    return child;
-  }
-
-  @Override
-  public boolean canEqual(Object other) {
-    return other instanceof JsonDepth;
-  }
-
-  @Override
-  public boolean equals(Object other) {
-    return other instanceof JsonDepth && child.equals(((JsonDepth) other).child);
-  }
-
-  @Override
-  public int hashCode() {
-    return child.hashCode() * 31 + 7;
   }
 }

@@ -172,17 +172,18 @@ public final class RoutedWrites {
   }
 
   /**
-   * The dictionary limit of a file smaller than one Parquet page. Parquet decides whether a
-   * column keeps its dictionary when the file's first page is written: a file of fewer rows
-   * than a page ({@code write.parquet.page-row-limit}, 20,000) hashes every value of every
-   * column into a dictionary, then, at close, encodes a column whose values do not repeat
-   * again without it. With this limit such a column gives up once its distinct values reach
-   * 16 KiB: a routed batch of 100 tables (~1,900 rows a file) wrote its files in 2.8 s
-   * against 4.1 s (bench/routing, 2026-11-30). A column whose values repeat keeps a small
-   * dictionary as before; the table's compaction rewrites the files with its own settings.
+   * The writer properties of a file smaller than one Parquet page: no dictionaries. Parquet
+   * decides whether a column keeps its dictionary when the file's first page ({@code
+   * write.parquet.page-row-limit}, 20,000 rows) is written, so a file of fewer rows hashes every
+   * value of every column into a dictionary and, at close, encodes a column whose values do not
+   * repeat again without it. A 16 KiB limit (2026-11-30, 11a24a0) let such columns give up
+   * sooner; without dictionaries a routed batch of 100 tables (3,800 rows a file) wrote its
+   * files in 0.83-0.88 CPU s against 1.05-1.09 (Spark's task metrics, bench/routing,
+   * 2026-11-30), the files as large (133 KB: zstd takes the repeats a dictionary would). The
+   * table's compaction rewrites the files with its own settings.
    */
   static final Map<String, String> SMALL_FILE_PROPERTIES =
-      Collections.singletonMap(TableProperties.PARQUET_DICT_SIZE_BYTES, String.valueOf(16 * 1024));
+      Collections.singletonMap("parquet.enable.dictionary", "false");
 
   /** The tables a batch's tasks write: the known ones by name, and the template of new ones. */
   static final class TaskTables implements Serializable {
@@ -204,8 +205,11 @@ public final class RoutedWrites {
     /** The writer properties of a table's files in this batch (over the table's own). */
     Map<String, String> writerProperties(String name, Table table, boolean created) {
       boolean expectedSmall = created ? newSmall : small.contains(name);
-      boolean ownLimit = table.properties().containsKey(TableProperties.PARQUET_DICT_SIZE_BYTES);
-      return expectedSmall && !ownLimit ? SMALL_FILE_PROPERTIES : Collections.emptyMap();
+      // A table's own dictionary settings win, as over any other file of it.
+      boolean own =
+          table.properties().containsKey(TableProperties.PARQUET_DICT_SIZE_BYTES)
+              || table.properties().containsKey("parquet.enable.dictionary");
+      return expectedSmall && !own ? SMALL_FILE_PROPERTIES : Collections.emptyMap();
     }
   }
 
@@ -510,6 +514,10 @@ public final class RoutedWrites {
       final RowWrapper wrapper;
       final FanoutDataWriter<InternalRow> partitioned;
       final RollingDataWriter<InternalRow> unpartitioned;
+      /** The partition of the rows being written and their largest timestamp (see stamp). */
+      private String stampTopic;
+      private int stampPartition;
+      private long stampMax;
 
       Sink(
           Table table,
@@ -567,12 +575,33 @@ public final class RoutedWrites {
         }
       }
 
+      /**
+       * Keeps the largest timestamp of the Kafka partition the rows come from, into {@link
+       * TableWritten#maxTimestamps} when another partition's rows follow: a task's rows of one
+       * table come a partition at a time, and a key built and looked up per row was 4% of a
+       * routed batch's write stage (bench/routing, 2026-11-30).
+       */
       void stamp(String topic, int partition, long timestampMs) {
-        written.maxTimestamps.merge(topic + "\u0000" + partition, timestampMs, Math::max);
+        if (partition == stampPartition && topic.equals(stampTopic)) {
+          stampMax = Math.max(stampMax, timestampMs);
+          return;
+        }
+        keepStamp();
+        stampTopic = topic;
+        stampPartition = partition;
+        stampMax = timestampMs;
+      }
+
+      private void keepStamp() {
+        if (stampTopic != null) {
+          written.maxTimestamps.merge(stampTopic + "\u0000" + stampPartition, stampMax, Math::max);
+        }
       }
 
       /** Closes the files (again: a no-op) and returns them. */
       List<DataFile> finish() throws IOException {
+        keepStamp();
+        stampTopic = null;
         if (partitioned != null) {
           partitioned.close();
           return partitioned.result().dataFiles();

@@ -472,7 +472,10 @@ def main() -> None:
             b[key]
             for r in measured(mode)
             for b in r["batch_phases"]
-            if not b["tables_created"] and b["batch"] > 0 and b[key] is not None
+            if not b["tables_created"]
+            # The first only where later batches follow (a run of one batch has no other).
+            and (b["batch"] > 0 or len(r["batch_phases"]) == 1)
+            and b[key] is not None
         ]
         return _median(values)
 

@@ -31,7 +31,7 @@ public final class TableNameText extends UnaryCall {
     return ExpressionUtils.column(new TableNameText(ExpressionUtils.expression(value)));
   }
 
-  TableNameText(Expression child) {
+  public TableNameText(Expression child) {
     super(child);
   }
 

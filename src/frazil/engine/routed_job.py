@@ -122,29 +122,29 @@ def run(
     spark: SparkSession,
     frame: DataFrame,
     layout: Layout,
-    tables: list[Any],
+    names: list[str],
+    tables: Any,
     small: tuple[list[str], bool] = ([], False),
 ) -> Outcome:
-    """Write ``frame`` (in :meth:`Layout.frame`'s layout) to the known ``tables`` (Java, in
-    ``layout.names`` order) and, with a template, to the tables it meets first; ``small``:
-    the known tables, and whether the new ones, expected to write files smaller than a
-    Parquet page (:func:`~frazil.engine.routed_layout.small_tables`)."""
+    """Write ``frame`` (in :meth:`Layout.frame`'s layout) to the known tables, ``names`` and
+    their ``tables`` (a Java list in the same order, as the ledger keeps it: a list built here
+    would cost a py4j round trip per table; None: no known table), and, with a template, to
+    the tables it meets first; ``small``: the known tables, and whether the new ones, expected
+    to write files smaller than a Parquet page (:func:`~frazil.engine.routed_layout.small_tables`).
+    """
     jvm = spark.sparkContext._jvm
-    gateway = spark.sparkContext._gateway
-    assert jvm is not None and gateway is not None
-    names, java_tables = layout.java_args(spark, tables)
+    assert jvm is not None
     template = layout.template
-    small_names = gateway.new_array(java_class(jvm, "java.lang.String"), len(small[0]))
-    for i, name in enumerate(small[0]):
-        small_names[i] = name
     result = java_class(jvm, "dev.frazil.spark.RoutedWrites").write(
         frame._jdf,
-        names,
-        java_tables,
+        json.dumps(names),
+        tables,
         None if template is None else template.java_table,
         None if template is None else template.namespace,
         None if template is None else template.location,
-        small_names,
+        # One string: a Java array is a py4j round trip per element, and a route's tables
+        # are all small in a batch of a few thousand rows each (100 round trips a batch).
+        json.dumps(small[0]),
         small[1],
     )
     outcome = Outcome.parse(result, template)
@@ -209,7 +209,6 @@ class RoutedJob:
         if layout is None:
             return NotThisWay("a table the job cannot write as it is")
         spark = self.spark
-        tables = [self.ledger.targets[n].table.java for n in layout.names]
         cores = max(1, spark.sparkContext.defaultParallelism)
         hot = routed_layout.hot_tables(layout.names, window.records, self._seen, cores)
         frame = layout.frame(planned, cores, hot)
@@ -217,7 +216,9 @@ class RoutedJob:
             return NotThisWay("the batch does not fit the job's layout")
         small = routed_layout.small_tables(layout.names, window.records, self._seen)
         try:
-            outcome = run(spark, frame, layout, tables, small)
+            targets = self.ledger.targets
+            java_tables = self.ledger.handles().java_tables() if targets else None
+            outcome = run(spark, frame, layout, list(targets), java_tables, small)
         except Exception as exc:  # nothing is committed: the general way names the failure
             log.debug("%s: the one job failed (%s)", self.pipeline.name, str(exc)[:300])
             return NotThisWay("the job failed")

@@ -124,28 +124,6 @@ class Layout:
     #: Each row's task, per task counts (total, known) and hot tables (built once: a branch
     #: per known table).
     _tasks: dict[tuple[int, int, tuple[str, ...]], Column] = field(default_factory=dict)
-    #: The known tables' names and tables as Java arrays, and the tables they were built for
-    #: (a round trip per element: built once, not per batch).
-    _java_args: tuple[tuple[int, ...], Any, Any] | None = None
-
-    def java_args(self, spark: SparkSession, tables: list[Any]) -> tuple[Any, Any]:
-        """The known tables' names and ``tables`` (Java, in :attr:`names` order) as Java
-        arrays, built again only for other tables."""
-        jvm = spark.sparkContext._jvm
-        gateway = spark.sparkContext._gateway
-        assert jvm is not None and gateway is not None
-        key = tuple(id(t) for t in tables)
-        if self._java_args is None or self._java_args[0] != key:
-            names = gateway.new_array(java_class(jvm, "java.lang.String"), len(self.names))
-            java_tables = gateway.new_array(
-                java_class(jvm, "org.apache.iceberg.Table"), len(tables)
-            )
-            for i, (name, table) in enumerate(zip(self.names, tables, strict=True)):
-                names[i] = name
-                java_tables[i] = table
-            self._java_args = (key, names, java_tables)
-        _key, names, java_tables = self._java_args
-        return names, java_tables
 
     def fits(self, frame: DataFrame) -> bool:
         """Whether each shape's columns have exactly its tables' types (Iceberg's writers

@@ -1,10 +1,10 @@
 package dev.frazil.spark;
 
+import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.io.Serializable;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -311,29 +311,35 @@ public final class RoutedWrites {
    * Runs the job.
    *
    * @param batch the batch in the layout above, partitioned as its files should be
-   * @param names the tables known before the batch
-   * @param tables their Iceberg tables (same order)
+   * @param names the tables known before the batch, as a JSON array (one py4j argument)
+   * @param tables their Iceberg tables, in the same order (null: none)
    * @param template how a table met first is written (null: such rows must not occur)
    * @param templateNamespace the namespace new tables are created in
    * @param namespaceLocation that namespace's location (new tables are created below it)
    * @param small the known tables expected to write files smaller than a Parquet page (see
-   *     {@link #SMALL_FILE_PROPERTIES})
+   *     {@link #SMALL_FILE_PROPERTIES}), as a JSON array of names
    * @param newSmall whether the tables met first are expected to
    * @return what was written (nothing is committed)
    */
   public static Result write(
       Dataset<Row> batch,
-      String[] names,
-      Table[] tables,
+      String names,
+      List<Table> tables,
       Table template,
       String templateNamespace,
       String namespaceLocation,
-      String[] small,
-      boolean newSmall) {
+      String small,
+      boolean newSmall)
+      throws IOException {
     Map<String, Table> known = new HashMap<>();
     Map<String, FileIO> ios = new HashMap<>();
-    for (int i = 0; i < names.length; i++) {
-      known.put(names[i], SerializableTable.copyOf(tables[i]));
+    List<String> named = JSON.readValue(names, new TypeReference<List<String>>() {});
+    if (named.size() != (tables == null ? 0 : tables.size())) {
+      throw new IllegalArgumentException(
+          named.size() + " table names for " + (tables == null ? 0 : tables.size()) + " tables");
+    }
+    for (int i = 0; i < named.size(); i++) {
+      known.put(named.get(i), SerializableTable.copyOf(tables.get(i)));
     }
     TemplateTable newTables =
         template == null
@@ -353,7 +359,11 @@ public final class RoutedWrites {
     Broadcast<TaskTables> shared =
         JavaSparkContext.fromSparkContext(rows.context())
             .broadcast(
-                new TaskTables(known, newTables, new HashSet<>(Arrays.asList(small)), newSmall));
+                new TaskTables(
+                    known,
+                    newTables,
+                    new HashSet<>(JSON.readValue(small, new TypeReference<List<String>>() {})),
+                    newSmall));
     List<TaskOutput> outputs;
     try {
       outputs =

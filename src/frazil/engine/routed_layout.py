@@ -300,8 +300,8 @@ def build_layout(
     from pyspark.sql import functions as F
 
     rt = F.col(c.ROUTE_TABLE)
-    # Whether the row is its record's first (it counts the record): every row is with one
-    # table a record at most, where comparing names cost a string comparison per row.
+    # Whether the row is its record's first (the row that counts it). With one table a
+    # record at most every row is, and comparing names would cost a string comparison a row.
     first = F.lit(True) if one_each else rt == F.get(F.col(c.TABLE), 0)
     written = F.col(c.OP).isin(*c.WRITTEN_OPS)
     kind = (

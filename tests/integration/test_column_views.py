@@ -73,3 +73,31 @@ def test_name_in_matches_the_names_given(spark: Any) -> None:
     assert got == sorted((v for v in values if v in names), key=str)
     [one] = frame.where(name_in(F.col("name"), ["x"])).collect()
     assert one["name"] == "x"
+
+
+def test_tables_java_list_built_from_lists_holding_them(spark: Any, unique: str) -> None:
+    """A list of tables copies the rows of the lists that hold them (the ledger's last list,
+    the one a creation returned) and adds the others: the same tables, in order, either way."""
+    ns = f"lake.lists_{unique}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+    names = [f"t{i}" for i in range(6)]
+    for name in names:
+        spark.sql(f"CREATE TABLE {ns}.{name} (n INT) USING iceberg")
+    first = [IcebergTable(spark, f"{ns}.{n}") for n in names[:4]]
+    IcebergTables(spark, first).java_tables()
+    assert [t.held_in[1] for t in first if t.held_in is not None] == [0, 1, 2, 3]
+    # Two tables handed over in a Java list of their own, not yet read from it.
+    made = spark.sparkContext._jvm.java.util.ArrayList()
+    for name in names[4:]:
+        made.add(IcebergTable(spark, f"{ns}.{name}").java)
+    later = [IcebergTable.in_list(spark, f"{ns}.{n}", made, i) for i, n in enumerate(names[4:])]
+    # Out of the first list's order, a table in none, the handed-over ones last.
+    loose = IcebergTable(spark, f"{ns}.t1")
+    mixed = [first[2], first[3], first[0], loose, *later]
+    java = IcebergTables(spark, mixed).java_tables()
+    assert [str(java.get(i).name()) for i in range(java.size())] == [
+        f"lake.{ns.split('.')[1]}.{n}" for n in ("t2", "t3", "t0", "t1", "t4", "t5")
+    ]
+    # Each now stands in the new list, and a handle never read resolves from it.
+    assert all(t.held_in is not None and t.held_in[0] is java for t in mixed)
+    assert str(later[1].java.name()) == f"lake.{ns.split('.')[1]}.t5"

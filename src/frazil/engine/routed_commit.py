@@ -290,6 +290,10 @@ class RoutedCommitter:
                 json.dumps(specs),
             )
             failures = {int(i): failure for i, failure in created.failures().items()}
+            # The tables in one list and the refits' indexes: two round trips, where a
+            # table's own handle costs one each (its creation's list serves until it is used).
+            made_tables = created.tables()
+            refits = set(json.loads(str(created.refits())))
         except Exception as exc:
             # Each table's creation may or may not have gone in: each gets the error, and
             # its files stay, as a table's own failed creation leaves them.
@@ -304,12 +308,11 @@ class RoutedCommitter:
                     Py4JJavaError("An error occurred while calling createAll", failures[i]),
                 )
                 continue
-            table = created.table(i)
-            if table is None:
+            if i in refits:
                 out[i] = (None, _Refit(name))
                 continue
             log.info("%s: created table %s", self.pipeline.name, name)
-            opened.append((i, self.tables.loaded(name, table)))
+            opened.append((i, self.tables.in_list(name, made_tables, i)))
         if not opened:
             return out
         try:

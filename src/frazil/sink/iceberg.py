@@ -130,29 +130,39 @@ class IcebergTable:
         catalog, *parts = split_name(name)
         self.spark = spark
         self.name = name
-        self._table: Any = iceberg_catalog(spark, catalog).loadTable(identifier(spark, parts))
+        self._java: Any = iceberg_catalog(spark, catalog).loadTable(identifier(spark, parts))
+        #: A Java list holding the table, and its index there (see
+        #: :meth:`IcebergTables.java_tables`); None: in none.
+        self.held_in: tuple[Any, int] | None = None
 
     @classmethod
-    def loaded(cls, spark: SparkSession, name: str, table: Any) -> IcebergTable:
-        """A handle on a Java ``Table`` already loaded (by the call that created it)."""
+    def in_list(cls, spark: SparkSession, name: str, tables: Any, index: int) -> IcebergTable:
+        """A handle on the Java ``Table`` at ``index`` of the Java list ``tables`` (loaded by
+        the call that made the list), fetched from the list only when first used: a routed
+        batch's new tables are read all at once through the list, not one by one."""
         handle = cls.__new__(cls)
         handle.spark = spark
         handle.name = name
-        handle._table = table
+        handle._java = None
+        handle.held_in = (tables, index)
         return handle
 
     @property
     def java(self) -> Any:
         """The Java ``Table`` (for schema and property updates)."""
-        return self._table
+        if self._java is None:
+            assert self.held_in is not None
+            tables, index = self.held_in
+            self._java = tables.get(index)
+        return self._java
 
     def refresh(self) -> None:
         """Pick up commits made since the last look (by Spark, other runs, maintenance)."""
-        self._table.refresh()
+        self.java.refresh()
 
     def current_snapshot_id(self) -> int | None:
         """The id of the table's current snapshot, or None for a table without any."""
-        snapshot = self._table.currentSnapshot()
+        snapshot = self.java.currentSnapshot()
         return None if snapshot is None else int(snapshot.snapshotId())
 
     def ancestry(self) -> Iterator[SnapshotView]:
@@ -161,13 +171,13 @@ class IcebergTable:
         This is the table's real history: snapshots rolled back or left on other branches are
         not in it, and no clock is trusted to order it.
         """
-        snapshot = self._table.currentSnapshot()
+        snapshot = self.java.currentSnapshot()
         while snapshot is not None:
             yield SnapshotView(
                 int(snapshot.snapshotId()), int(snapshot.timestampMillis()), snapshot.summary()
             )
             parent = snapshot.parentId()
-            snapshot = None if parent is None else self._table.snapshot(parent)
+            snapshot = None if parent is None else self.java.snapshot(parent)
 
     def total_records(self) -> int:
         """Live rows in the current snapshot, from its summary (0 for an empty table): its
@@ -179,7 +189,7 @@ class IcebergTable:
     def current_total(self, key: str) -> int:
         """A number of the current snapshot's summary (``total-records``, ``added-files-size``
         …; 0 for an empty table or a missing entry)."""
-        snapshot = self._table.currentSnapshot()
+        snapshot = self.java.currentSnapshot()
         if snapshot is None:
             return 0
         value = snapshot.summary().get(key)
@@ -187,7 +197,7 @@ class IcebergTable:
 
     def snapshot_count(self) -> int:
         """Snapshots kept in the table's metadata (all branches, rolled back ones too)."""
-        return len(list(self._table.snapshots()))
+        return len(list(self.java.snapshots()))
 
     def commit_summary_only(self, summary: dict[str, str]) -> None:
         """Commit a snapshot that adds no data and carries ``summary`` (progress without rows)."""
@@ -195,7 +205,7 @@ class IcebergTable:
         assert jvm is not None
         try:
             # One round trip: the append's setters cost one per entry.
-            java_class(jvm, "dev.frazil.spark.RoutedCommits").mark(self._table, json.dumps(summary))
+            java_class(jvm, "dev.frazil.spark.RoutedCommits").mark(self.java, json.dumps(summary))
         except Exception as exc:
             stale = stale_marker(exc)
             if stale is None:
@@ -266,11 +276,23 @@ class IcebergTables:
         return self._index[id(table)]
 
     def java_tables(self) -> Any:
-        """The tables' Java ``Table`` objects, as a Java list (built once)."""
+        """The tables' Java ``Table`` objects, as a Java list (built once).
+
+        Tables that stand in a row of another Java list (``IcebergTable.held_in``: a list
+        built before, or the one their creation returned) are copied a row at a time, the
+        others added one by one: a py4j round trip each. The list then holds each of its
+        tables for the next lists: a routed pipeline's 100 tables and the new ones of a batch
+        make a list in a few round trips, not one per table.
+        """
         if self._java is None:
-            java = java_class(self._jvm(), "java.util.ArrayList")()
-            for table in self.tables:
-                java.add(table.java)
+            java = java_class(self._jvm(), "java.util.ArrayList")(len(self.tables))
+            for first, count, source, start in _rows(self.tables):
+                if source is None or count == 1:
+                    java.add(self.tables[first].java)
+                else:
+                    java.addAll(source.subList(start, start + count))
+            for index, table in enumerate(self.tables):
+                table.held_in = (java, index)
             self._java = java
         return self._java
 
@@ -388,3 +410,24 @@ class IcebergTables:
             )
         )
         return [None if f is None else int(f) for f in found]
+
+
+def _rows(tables: Sequence[IcebergTable]) -> Iterator[tuple[int, int, Any, int]]:
+    """``tables`` in runs held in a row by one Java list: ``(first, count, list, start)``,
+    ``tables[first:first + count]`` being ``list[start:start + count]``; a table held in no
+    list is a run of its own, of list None."""
+    first = 0
+    while first < len(tables):
+        held = tables[first].held_in
+        count = 1
+        if held is not None:
+            source, start = held
+            while first + count < len(tables):
+                after = tables[first + count].held_in
+                if after is None or after[0] is not source or after[1] != start + count:
+                    break
+                count += 1
+            yield first, count, source, start
+        else:
+            yield first, 1, None, 0
+        first += count

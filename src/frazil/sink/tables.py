@@ -78,13 +78,14 @@ class TableSet:
         full = qualified(self.catalog, name)
         return Target(name, full, IcebergTable(self.spark, full), self.pipeline.settings_for(name))
 
-    def loaded(self, name: str, table: Any) -> Target:
-        """A handle on a table just created, its Java ``Table`` already loaded."""
+    def in_list(self, name: str, tables: Any, index: int) -> Target:
+        """A handle on a table just created, its Java ``Table`` at ``index`` of the Java list
+        ``tables`` (see :meth:`frazil.sink.iceberg.IcebergTable.in_list`)."""
         full = qualified(self.catalog, name)
         return Target(
             name,
             full,
-            IcebergTable.loaded(self.spark, full, table),
+            IcebergTable.in_list(self.spark, full, tables, index),
             self.pipeline.settings_for(name),
         )
 

@@ -4,6 +4,8 @@ import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -454,6 +456,25 @@ public final class RoutedCommits {
     /** The tables whose creation failed (by index), with the failure. */
     public Map<Integer, Throwable> failures() {
       return failures;
+    }
+
+    /**
+     * Every table, in order (null where {@link #table} is): one py4j round trip for the batch's
+     * new tables, a driver reading each only when it needs it.
+     */
+    public List<Table> tables() {
+      return Collections.unmodifiableList(Arrays.asList(tables));
+    }
+
+    /** The indexes of the tables neither created nor failed (a refit), as a JSON list. */
+    public String refits() throws IOException {
+      List<Integer> out = new ArrayList<>();
+      for (int i = 0; i < tables.length; i++) {
+        if (tables[i] == null && !failures.containsKey(i)) {
+          out.add(i);
+        }
+      }
+      return JSON.writeValueAsString(out);
     }
   }
 

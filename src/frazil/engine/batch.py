@@ -29,6 +29,7 @@ from frazil.engine.batch_write import BatchWriter
 from frazil.engine.checkpoint import Checkpoint
 from frazil.engine.ledger import BatchStats, TableLedger
 from frazil.engine.live_plan import LivePlan
+from frazil.engine.py4j_replies import prompt_replies
 from frazil.engine.window import BatchCursor, BatchWindow
 from frazil.errors import CommitError, FrazilError, StaleMarker, TableRolledBack
 from frazil.progress import offset_rules, table_markers
@@ -195,6 +196,8 @@ class BatchHandler:
         if self.closing or any(stop.is_set() for stop in self.stops):
             raise StopRequested(f"pipeline {self.pipeline.name!r} is stopping")
         with self._busy:
+            # The JVM opened this callback's connection: its replies get no wait from here.
+            prompt_replies(batch.sparkSession)
             try:
                 self._handle_again_if_moved(batch, batch_id)
             except TableRolledBack as exc:

@@ -26,6 +26,7 @@ from frazil.engine.jvm_tuning import (
     is_local,
     on_loopback,
 )
+from frazil.engine.py4j_replies import prompt_replies
 from frazil.jvm.cds import java_options as cds_java_options
 from frazil.jvm.options import java_option
 from frazil.jvm.unsigned import is_unsigned_copy
@@ -322,6 +323,7 @@ def attach_session(builder: SparkSession.Builder, settings: dict[str, str]) -> S
             spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     _quiet_query_context_loggers()
+    prompt_replies(spark)
     return spark
 
 

@@ -1,8 +1,11 @@
 package dev.frazil.py4j;
 
+import java.lang.reflect.Field;
 import java.net.Socket;
 import java.net.SocketException;
+import java.util.ArrayList;
 import java.util.Collections;
+import java.util.List;
 import java.util.Set;
 import java.util.WeakHashMap;
 import py4j.ClientServerConnection;
@@ -29,17 +32,18 @@ public final class PromptReplies {
   private PromptReplies() {}
 
   /**
-   * Sets {@code TCP_NODELAY} on the connection of the calling Python thread (called from Python,
-   * this runs on the JVM thread serving it) and, from the first call on, on every connection
-   * Python opens to {@code server} later (a new Python thread's).
+   * Sets {@code TCP_NODELAY} on every connection Python has open to {@code server}, on the one
+   * the JVM opened to call the calling thread back (a {@code foreachBatch} call's; called from
+   * Python, this runs on the JVM thread serving it) and, from the first call on, on every
+   * connection Python opens later (a new Python thread's).
    *
    * @param server py4j's server of the session's gateway (Python's {@code
    *     java_gateway_server})
-   * @return whether the calling thread's connection was found and set
+   * @return the connections set now
    */
-  public static boolean here(Object server) {
+  public static int here(Object server) {
     if (!(server instanceof GatewayServer)) {
-      return false;
+      return 0;
     }
     GatewayServer gateway = (GatewayServer) server;
     if (LISTENED.add(gateway)) {
@@ -51,17 +55,54 @@ public final class PromptReplies {
             }
           });
     }
-    // A Python-initiated connection and one the JVM opened to call Python back (foreachBatch)
-    // are both the thread's own in py4j's pinned-thread mode.
+    int set = 0;
+    for (Py4JServerConnection connection : serverConnections(gateway)) {
+      set += noDelay(connection.getSocket()) ? 1 : 0;
+    }
+    // A connection the JVM opened to call Python is the calling thread's own in py4j's
+    // pinned-thread mode (PySpark replaces the callback client when a stream starts; the
+    // current one knows the thread).
     Py4JPythonClient client = gateway.getCallbackClient();
     if (client instanceof Py4JPythonClientPerThread) {
       ClientServerConnection connection =
           ((Py4JPythonClientPerThread) client).getPerThreadConnection();
       if (connection != null) {
-        return noDelay(connection.getSocket());
+        set += noDelay(connection.getSocket()) ? 1 : 0;
       }
     }
-    return false;
+    return set;
+  }
+
+  /**
+   * How many of the connections Python has open to {@code server} still wait for Python's
+   * acknowledgements (Nagle's algorithm on).
+   */
+  public static int waiting(Object server) throws SocketException {
+    int waiting = 0;
+    if (server instanceof GatewayServer) {
+      for (Py4JServerConnection connection : serverConnections((GatewayServer) server)) {
+        Socket socket = connection.getSocket();
+        if (socket != null && !socket.isClosed() && !socket.getTcpNoDelay()) {
+          waiting++;
+        }
+      }
+    }
+    return waiting;
+  }
+
+  /** The connections Python opened to the server (py4j keeps them in a private list). */
+  private static List<Py4JServerConnection> serverConnections(GatewayServer server) {
+    try {
+      Field field = GatewayServer.class.getDeclaredField("connections");
+      field.setAccessible(true);
+      @SuppressWarnings("unchecked")
+      List<Py4JServerConnection> connections = (List<Py4JServerConnection>) field.get(server);
+      synchronized (connections) {
+        return new ArrayList<>(connections);
+      }
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      return List.of(); // another py4j: the listener and the thread's own still apply
+    }
   }
 
   private static boolean noDelay(Socket socket) {

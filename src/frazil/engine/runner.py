@@ -362,10 +362,11 @@ def _wait(runs: list[PipelineRun], *stops: threading.Event) -> None:
                 # topics Kafka has now (a topic created again from its start); a cause that
                 # comes back at every start stops the run (RestartBudget).
                 why = r.restart_cause()
-                if why:
-                    r.restart_from_table(why)
-        if any(_failed(r) for r in runs):
-            return
+                if not why:
+                    return  # a failure to report
+                r.restart_from_table(why)
+        # A failure found after its run's look above (a batch failing meanwhile, on Spark's
+        # thread) waits for the next look: deciding here would report a restartable one.
         active = [r for r in runs if r.query is not None and r.query.isActive]
         if not active:
             return

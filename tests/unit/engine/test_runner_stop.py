@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from frazil.engine.runner import _raise_first_failure
-from frazil.errors import PipelineError
+from frazil.engine.runner import _raise_first_failure, _wait
+from frazil.errors import PipelineError, TopicRecreated
 
 PROXY = "An exception was raised by the Python Proxy. Return Message: Traceback ..."
 
@@ -30,3 +31,45 @@ def test_a_table_rolled_back_during_the_last_batch_ends_the_stop_cleanly() -> No
 def test_any_other_failure_of_the_last_batch_is_reported() -> None:
     with pytest.raises(PipelineError, match="pipeline 'p' failed: An exception was raised"):
         _raise_first_failure([_run(None)])
+
+
+class _LateFailure:
+    """A handler whose batch fails (a topic created again) just after the runner first looked:
+    the first read of ``error`` sees none, every later one the failure, until the restart."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.failure: BaseException | None = TopicRecreated("p", [("t", "a", "b")])
+        self.restart = None
+
+    @property
+    def error(self) -> BaseException | None:
+        self.reads += 1
+        return None if self.reads == 1 else self.failure
+
+
+def test_a_batch_failing_just_after_the_look_is_restarted_not_reported() -> None:
+    # Found in CI (test_topic_changes): the batch's TopicRecreated landed between the loop's
+    # look at the run and a second look at all runs, and the run ended with it.
+    stop = threading.Event()
+    handler = _LateFailure()
+    restarted: list[str] = []
+
+    def restart_from_table(why: str) -> None:
+        restarted.append(why)
+        handler.failure = None
+        stop.set()
+
+    query = SimpleNamespace(isActive=True, exception=lambda: None)
+    query.awaitTermination = lambda timeout: None
+    run = SimpleNamespace(
+        pipeline=SimpleNamespace(name="p"),
+        handler=handler,
+        query=query,
+        warming=False,
+        hand_over=lambda: False,
+        restart_cause=lambda: str(handler.failure) if handler.failure else None,
+        restart_from_table=restart_from_table,
+    )
+    _wait([run], stop)
+    assert restarted and "created again" in restarted[0]

@@ -268,7 +268,7 @@ def test_a_conflicting_commit_on_one_table_fails_the_whole_transaction(
     identifiers = [jvm.org.apache.iceberg.catalog.TableIdentifier.parse(t) for t in names]
 
     def pending(summaries: list[dict[str, str]]) -> tuple[Any, Any, Any]:
-        """Each table's append applied in memory (as RoutedCommits.appendAll applies it)."""
+        """Each table's append applied in memory (as TablesTransaction.appendAll applies it)."""
         bases, updated, ids = (jvm.java.util.ArrayList() for _ in range(3))
         for identifier, summary in zip(identifiers, summaries, strict=True):
             table = catalog.loadTable(identifier)

@@ -170,7 +170,7 @@ class RoutedCommitter:
         try:
             # One string for all tables' summaries, and the tables' Java list built once: a
             # list and map built here would cost a round trip per table and entry.
-            java_class(jvm, "dev.frazil.spark.RoutedCommits").appendAll(
+            java_class(jvm, "dev.frazil.spark.TablesTransaction").appendAll(
                 outcome.java,
                 iceberg_catalog(self.spark, self.tables.catalog),
                 handles.java_tables(),
@@ -281,7 +281,7 @@ class RoutedCommitter:
             drops = template.drops(outcome.tables[name].with_values)
             specs.append([name, drops, marker.to_summary()])
         try:
-            created = java_class(jvm, "dev.frazil.spark.RoutedCommits").createAll(
+            created = java_class(jvm, "dev.frazil.spark.NewTables").createAll(
                 outcome.java,
                 iceberg_catalog(self.spark, self.tables.catalog),
                 template.java_table,
@@ -372,7 +372,7 @@ class RoutedCommitter:
         # costs a round trip per element.
         drops = json.dumps(template.drops(written.with_values))
         summary = json.dumps(marker.to_summary())
-        created = routed_commits.createAndAppend(
+        created = java_class(jvm, "dev.frazil.spark.NewTables").createAndAppend(
             outcome.java,
             iceberg_catalog(self.spark, self.tables.catalog),
             identifier(self.spark, name.split(".")),

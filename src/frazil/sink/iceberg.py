@@ -346,7 +346,7 @@ class IcebergTables:
         as the catalog knows it: ``namespace.table``) in one transaction of ``catalog`` (a
         catalog for which :func:`commits_tables_at_once` holds): all of them, or none."""
         commits = [[self.index(table), name, summary] for name, table, summary in marks]
-        java_class(self._jvm(), "dev.frazil.spark.RoutedCommits").markAll(
+        java_class(self._jvm(), "dev.frazil.spark.TablesTransaction").markAll(
             catalog, self.java_tables(), json.dumps(commits)
         )
 

@@ -34,8 +34,9 @@ import org.apache.spark.sql.types.StructType;
  * Writes a routed micro-batch to all of its tables in one Spark job: each task writes the
  * rows it holds to each table's data files with Iceberg's own writers for Spark rows (a
  * fan-out writer per table, one rolling file per partition), and the driver then commits
- * them with {@link RoutedCommits}: each table's files in one commit of its own, or all known
- * tables' files in one catalog transaction where the catalog commits several tables at once.
+ * them: each table's files in one commit of its own ({@link RoutedCommits}), or all known
+ * tables' files in one catalog transaction where the catalog commits several tables at once
+ * ({@link TablesTransaction}); a table met first is created with its files ({@link NewTables}).
  *
  * <p>The batch is a Dataset laid out as: the row's kind (int, at {@link #KIND_COLUMN}), its
  * table's name (string, {@link #TABLE_COLUMN}), the record's topic (string, {@link
@@ -46,7 +47,7 @@ import org.apache.spark.sql.types.StructType;
  * written ({@link #BAD} to {@link #IGNORED}). A table the driver named is written with that
  * table's schema, spec and properties; any other name is a table the batch meets first,
  * written with the template (schema, spec, properties) under {@code <namespace
- * location>/<table>} and created by {@link RoutedCommits#createAndAppend} with exactly that schema.
+ * location>/<table>} and created by {@link NewTables#createAndAppend} with exactly that schema.
  *
  * <p>These positions and codes are the contract with {@code frazil.engine.routed_layout}, which
  * builds the layout with constants of the same names and values; {@code

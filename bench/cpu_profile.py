@@ -59,6 +59,12 @@ from frazil.generate.producer import ensure_topic, produce_events
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
+_JIT4X = (
+    "-XX:Tier3InvocationThreshold=4000 -XX:Tier3MinInvocationThreshold=2000 "
+    "-XX:Tier3CompileThreshold=20000 -XX:Tier4InvocationThreshold=80000 "
+    "-XX:Tier4MinInvocationThreshold=20000 -XX:Tier4CompileThreshold=120000"
+)
+
 #: Settings tried against frazil's defaults: ``table_properties`` (the pipeline's),
 #: ``spark_conf``, ``driver_memory``, ``kafka_properties``, ``pipeline`` (other settings).
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -99,6 +105,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     # Batches of 1M records instead of 500k: what a batch costs beyond its records.
     "batch1m": {"pipeline": {"max_offsets_per_trigger": 1_000_000}},
+    # Batches of 100k records: the per-batch cost five times as often as at 500k.
+    "batch100k": {"pipeline": {"max_offsets_per_trigger": 100_000}},
+    # C1's and C2's thresholds another 4x higher than frazil's (compilation in the steady state).
+    "jit4x": {"spark_conf": {"spark.driver.extraJavaOptions": _JIT4X}},
     "metrics_counts": {"table_properties": {"write.metadata.metrics.default": "counts"}},
 }
 

@@ -155,6 +155,8 @@ def _root(key: str) -> str:
 # Found by this test: keys that read as more than one step of the path ("." and "0.").
 @example({**_base(), ".": None})
 @example({**_base(), "0.": None})
+# Found by this test: a key with "[" past its start read as a key and an index ("0[").
+@example({**_base(), "0[": None})
 def test_the_loader_never_crashes_and_names_the_key(data: dict[str, Any]) -> None:
     written = copy.deepcopy(data)
     try:

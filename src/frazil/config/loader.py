@@ -47,8 +47,8 @@ def _key_path(parts: tuple[str | int, ...]) -> str:
             path += f"[{part}]"
         else:
             # A key that would read as more than one step of the path (".", "a.b" at the top,
-            # "[0]", "", " x") is quoted; a table's dotted name inside a section is not.
-            ambiguous = not part or part[0] in ".[" or (not path and "." in part)
+            # "[0]", "0[", "", " x") is quoted; a table's dotted name inside a section is not.
+            ambiguous = not part or part[0] == "." or "[" in part or (not path and "." in part)
             text = repr(part) if ambiguous or part != part.strip() else part
             path += f".{text}" if path else text
     return path or "(top level)"

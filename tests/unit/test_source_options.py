@@ -10,7 +10,10 @@ from frazil.config import FrazilConfig, parse_config
 from frazil.engine.runner import select_pipelines
 from frazil.errors import ConfigError
 from frazil.source.kafka import (
+    FETCH_RECEIVE_BUFFER_BYTES,
+    MAX_FETCH_BYTES,
     admin_config,
+    fetch_options,
     isolation_level,
     records_between,
     source_options,
@@ -238,3 +241,36 @@ def test_an_unknown_host_is_told_apart_from_a_closed_port() -> None:
         listening.bind(("127.0.0.1", 0))
         listening.listen()
         assert unreachable(f"127.0.0.1:{listening.getsockname()[1]}") is None
+
+
+def test_fetches_grow_with_few_partitions_and_keep_kafkas_size_with_many() -> None:
+    # 4 partitions on 2 cores: up to 6 consumers share the 64 MiB budget, capped at 8 MiB.
+    assert fetch_options(4, 2) == {
+        "kafka.max.partition.fetch.bytes": str(MAX_FETCH_BYTES),
+        "kafka.receive.buffer.bytes": str(FETCH_RECEIVE_BUFFER_BYTES),
+    }
+    # 30 partitions and 2 cores: 64 MiB over 32 consumers.
+    assert fetch_options(30, 2)["kafka.max.partition.fetch.bytes"] == str(2 << 20)
+    # Many partitions: Kafka's own 1 MiB, nothing set.
+    assert fetch_options(62, 2) == {}
+    assert fetch_options(500, 8) == {}
+    # No partition found yet (a pattern matching nothing): sized as for one.
+    assert fetch_options(0, 2)["kafka.max.partition.fetch.bytes"] == str(MAX_FETCH_BYTES)
+
+
+def test_source_options_size_fetches_to_the_partitions_unless_the_user_sets_them() -> None:
+    config = _config()
+    assert "kafka.max.partition.fetch.bytes" not in source_options(config, config.pipelines[0])
+    options = source_options(config, config.pipelines[0], parallelism=2, partitions=4)
+    assert options["kafka.max.partition.fetch.bytes"] == str(MAX_FETCH_BYTES)
+    own = parse_config(
+        {
+            "kafka": {
+                "bootstrap_servers": "k:9092",
+                "properties": {"max.partition.fetch.bytes": "2097152"},
+            },
+            "pipelines": [{"name": "a", "topics": ["t"], "table": "db.a"}],
+        }
+    )
+    options = source_options(own, own.pipelines[0], parallelism=2, partitions=4)
+    assert options["kafka.max.partition.fetch.bytes"] == "2097152"

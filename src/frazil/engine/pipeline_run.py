@@ -220,6 +220,15 @@ class PipelineRun:
         self._starting = starting
         self._start_query(starting, first)
 
+    def _partition_count(self) -> int | None:
+        """The Kafka partitions the pipeline reads now (its fetches are sized to them), or
+        None if Kafka does not say: Kafka's own fetch size then."""
+        try:
+            return sum(len(p) for p in self.admin.partitions(self.pipeline).values())
+        except KafkaError as exc:
+            log.debug("%s: partitions not counted: %s", self.pipeline.name, exc)
+            return None
+
     def _start_query(self, starting: TopicOffsets | None, first: int | None) -> None:
         """Start a query on the pipeline's checkpoint; ``first``: the short first query's cap."""
         limited = first is not None or self.pipeline.max_offsets_per_trigger is not None
@@ -232,6 +241,7 @@ class PipelineRun:
             starting,
             self.spark.sparkContext.defaultParallelism,
             max_offsets=first,
+            partitions=self._partition_count(),
         )
         raw = read_stream(self.spark, options)
         stream = (

@@ -33,6 +33,17 @@ DEFAULT_ISOLATION_LEVEL = "read_committed"
 #: "Where the CPU goes in the steady state"). A poll
 #: still returns only what the consumer has fetched (``max.partition.fetch.bytes``, 1 MiB).
 DEFAULT_MAX_POLL_RECORDS = 20_000
+#: Bytes of fetched records the pipeline's Kafka consumers may hold at once, over the
+#: consumers Spark keeps for it: Kafka's default per partition (``max.partition.fetch.bytes``,
+#: 1 MiB) times Spark's default consumer cache (``spark.kafka.consumer.cache.capacity``, 64).
+#: A cached consumer can hold a fetched response it has not returned yet.
+FETCH_BUDGET_BYTES = 64 << 20
+#: Kafka's own ``max.partition.fetch.bytes``: never less.
+MIN_FETCH_BYTES = 1 << 20
+#: Enough for a poll of DEFAULT_MAX_POLL_RECORDS records of a few hundred bytes.
+MAX_FETCH_BYTES = 8 << 20
+#: The consumers' socket receive buffer with larger fetches (Kafka's default: 64 KiB).
+FETCH_RECEIVE_BUFFER_BYTES = 1 << 20
 
 
 def isolation_level(config: FrazilConfig) -> str:
@@ -51,6 +62,7 @@ def source_options(
     starting_offsets: TopicOffsets | None = None,
     parallelism: int | None = None,
     max_offsets: int | None = None,
+    partitions: int | None = None,
 ) -> dict[str, str]:
     """Options for ``spark.readStream.format("kafka")``.
 
@@ -63,6 +75,8 @@ def source_options(
             hot partitions are split so that no core sits idle (see :func:`split_options`).
         max_offsets: The most records per batch, in place of the pipeline's
             ``max_offsets_per_trigger`` (the small first batch of an early first commit).
+        partitions: The Kafka partitions the pipeline reads now; when given, each
+            consumer's fetches are sized to them (see :func:`fetch_options`).
     """
     options = {
         "kafka.bootstrap.servers": config.kafka.bootstrap_servers,
@@ -103,9 +117,33 @@ def source_options(
         options["minPartitions"] = str(pipeline.min_partitions)
     elif parallelism is not None:
         options.update(split_options(pipeline, parallelism, cap))
+    if partitions is not None:
+        options.update(fetch_options(partitions, parallelism or 1))
     for key, value in config.kafka.properties.items():
         options[f"kafka.{key}"] = value
     return options
+
+
+def fetch_options(partitions: int, parallelism: int = 1) -> dict[str, str]:
+    """Larger fetches where few partitions are read: fewer polls per task.
+
+    A poll of Spark's Kafka reader returns at most what one fetch brought (1 MiB per
+    partition by Kafka's default, ~5,000 records of 200 bytes), and each poll is followed by
+    the reader's two offset requests. Up to 8 MiB a partition lets a poll return
+    ``max.poll.records``: the task threads took 0.91x the CPU on 2M records in 4 partitions
+    (docs/benchmarks.md, "Larger Kafka fetches"). The size is :data:`FETCH_BUDGET_BYTES`
+    over the consumers Spark may keep (a partition each, and the pieces of split partitions:
+    up to ``parallelism`` more), so many partitions keep Kafka's 1 MiB and the memory bound
+    it gives. ``kafka.properties`` overrides both settings.
+    """
+    consumers = max(partitions, 1) + max(parallelism, 0)
+    size = min(MAX_FETCH_BYTES, FETCH_BUDGET_BYTES // consumers)
+    if size <= MIN_FETCH_BYTES:
+        return {}
+    return {
+        "kafka.max.partition.fetch.bytes": str(size),
+        "kafka.receive.buffer.bytes": str(FETCH_RECEIVE_BUFFER_BYTES),
+    }
 
 
 #: How long one of Spark's Kafka admin calls (the latest offsets of each batch) may take.

@@ -256,13 +256,17 @@ def test_fetches_grow_with_few_partitions_and_keep_kafkas_size_with_many() -> No
     assert fetch_options(500, 8) == {}
     # No partition found yet (a pattern matching nothing): sized as for one.
     assert fetch_options(0, 2)["kafka.max.partition.fetch.bytes"] == str(MAX_FETCH_BYTES)
+    # Pipelines of one config share the budget: 4 of them, 6 consumers each.
+    assert fetch_options(4, 2, 4)["kafka.max.partition.fetch.bytes"] == str((16 << 20) // 6)
+    assert fetch_options(4, 2, 11) == {}
 
 
 def test_source_options_size_fetches_to_the_partitions_unless_the_user_sets_them() -> None:
     config = _config()
     assert "kafka.max.partition.fetch.bytes" not in source_options(config, config.pipelines[0])
+    # Two pipelines in the config: 32 MiB for each, over 4 partitions and 2 cores.
     options = source_options(config, config.pipelines[0], parallelism=2, partitions=4)
-    assert options["kafka.max.partition.fetch.bytes"] == str(MAX_FETCH_BYTES)
+    assert options["kafka.max.partition.fetch.bytes"] == str((32 << 20) // 6)
     own = parse_config(
         {
             "kafka": {

@@ -118,26 +118,27 @@ def source_options(
     elif parallelism is not None:
         options.update(split_options(pipeline, parallelism, cap))
     if partitions is not None:
-        options.update(fetch_options(partitions, parallelism or 1))
+        options.update(fetch_options(partitions, parallelism or 1, len(config.pipelines)))
     for key, value in config.kafka.properties.items():
         options[f"kafka.{key}"] = value
     return options
 
 
-def fetch_options(partitions: int, parallelism: int = 1) -> dict[str, str]:
+def fetch_options(partitions: int, parallelism: int = 1, pipelines: int = 1) -> dict[str, str]:
     """Larger fetches where few partitions are read: fewer polls per task.
 
     A poll of Spark's Kafka reader returns at most what one fetch brought (1 MiB per
     partition by Kafka's default, ~5,000 records of 200 bytes), and each poll is followed by
     the reader's two offset requests. Up to 8 MiB a partition lets a poll return
     ``max.poll.records``: the task threads took 0.91x the CPU on 2M records in 4 partitions
-    (docs/benchmarks.md, "Larger Kafka fetches"). The size is :data:`FETCH_BUDGET_BYTES`
-    over the consumers Spark may keep (a partition each, and the pieces of split partitions:
-    up to ``parallelism`` more), so many partitions keep Kafka's 1 MiB and the memory bound
-    it gives. ``kafka.properties`` overrides both settings.
+    (docs/benchmarks.md, "Larger Kafka fetches"). The size is :data:`FETCH_BUDGET_BYTES`,
+    shared by the config's ``pipelines`` (their queries share the JVM's consumer cache), over
+    the consumers Spark may keep for this one (a partition each, and the pieces of split
+    partitions: up to ``parallelism`` more), so many partitions keep Kafka's 1 MiB and the
+    memory bound it gives. ``kafka.properties`` overrides both settings.
     """
     consumers = max(partitions, 1) + max(parallelism, 0)
-    size = min(MAX_FETCH_BYTES, FETCH_BUDGET_BYTES // consumers)
+    size = min(MAX_FETCH_BYTES, FETCH_BUDGET_BYTES // max(pipelines, 1) // consumers)
     if size <= MIN_FETCH_BYTES:
         return {}
     return {

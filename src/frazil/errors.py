@@ -41,6 +41,11 @@ class PipelineError(FrazilError):
     """A pipeline could not be planned, started or committed."""
 
 
+class PipelineFailed(PipelineError):
+    """A pipeline's batch failed with another library's error (Spark's, the JVM's), the
+    exception's cause: the CLI names the pipeline, then describes the cause."""
+
+
 class TopicRecreated(PipelineError):
     """A topic the running query reads was deleted and created again under the same name: the
     query's offsets are the old topic's. The runner restarts the pipeline from its tables,

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
+from frazil.errors import PipelineFailed
 from frazil.generate.producer import ensure_topic, produce_events
 from tests.conftest import free_ports
-from tests.integration.helpers import in_one_process, payments_pipeline
+from tests.integration.helpers import drain, in_one_process, payments_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -307,6 +308,35 @@ def test_a_jvm_error_keeps_the_java_exceptions_line_and_its_root_cause(spark: An
     analysed = describe(analysis.value)
     assert analysed.startswith("[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column")
     assert analysed.endswith("SQLSTATE: 42703; line 1 pos 7") and "\n" not in analysed
+
+
+def test_a_batch_failing_in_spark_names_the_pipeline_and_the_root_cause(
+    spark: Any, lake_dir: Path, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    # With dead letters on, the batch's jobs run from frazil's Python callback: Spark reports
+    # their failure as "An exception was raised by the Python Proxy", the cause a line deep
+    # in the Python traceback it quotes. The run raises the batch's own exception instead.
+    from frazil.cli.failures import describe
+
+    topic = f"badprop-{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    produce_events(kafka_bootstrap, topic, 50)
+    pipeline = payments_pipeline(
+        f"bp_{unique}",
+        topic,
+        f"db.bp_{unique}",
+        errors={"tolerance": "all", "dlq_table": f"db.bp_{unique}_dlq"},
+    )
+    kafka = {"bootstrap_servers": kafka_bootstrap, "properties": {"max.poll.records": "abc"}}
+    config = write_config(tmp_path / "c.yaml", lake_dir, kafka_bootstrap, [pipeline], kafka=kafka)
+
+    with pytest.raises(PipelineFailed) as failed:
+        drain(spark, config)
+
+    text = describe(failed.value)
+    assert text.startswith(f"pipeline 'bp_{unique}' failed: "), text
+    assert "Invalid value abc for configuration max.poll.records" in text, text
+    assert "Python Proxy" not in text and "Traceback" not in text, text
 
 
 def test_under_verbose_a_spark_error_after_the_transforms_check_is_sparks_own(

@@ -207,3 +207,30 @@ def test_key_column_reads_as_written_with_or_without_key_format() -> None:
     assert first().key_column == "key"  # type: ignore[attr-defined]
     assert first(key_column="k").key_column == "k"  # type: ignore[attr-defined]
     assert first(key_format="string", key_column="k").key_column == "k"  # type: ignore[attr-defined]
+
+
+def test_library_settings_written_as_numbers_or_booleans_are_text() -> None:
+    # Users write Kafka's and Spark's settings as YAML numbers; the libraries read text.
+    config = parse_config(
+        {
+            "catalog": {"properties": {"client.pool.size": 4}},
+            "kafka": {"properties": {"max.partition.fetch.bytes": 65536, "check.crcs": False}},
+            "spark": {"conf": {"spark.sql.shuffle.partitions": 8, "spark.ui.enabled": True}},
+            "pipelines": [
+                {
+                    "name": "p",
+                    "topics": ["t"],
+                    "table": "db.t",
+                    "table_properties": {"commit.retry.num-retries": 10},
+                }
+            ],
+        }
+    )
+    assert config.catalog.properties == {"client.pool.size": "4"}
+    assert config.kafka.properties == {"max.partition.fetch.bytes": "65536", "check.crcs": "false"}
+    assert config.spark.conf == {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "true"}
+    assert config.pipelines[0].defaults.table_properties == {"commit.retry.num-retries": "10"}
+    with pytest.raises(ConfigError, match=r"kafka\.properties\.a: Input should be a valid string"):
+        parse_config(
+            {"kafka": {"properties": {"a": [1]}}, "pipelines": [{"name": "p", "topics": ["t"]}]}
+        )

@@ -13,13 +13,27 @@ from confluent_kafka import KafkaException
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from frazil.cli.failures import _java_text, _strip_class, describe
-from frazil.errors import ConfigError, PipelineError, short_quotes
+from frazil.errors import ConfigError, PipelineError, PipelineFailed, short_quotes
 
 
 def test_frazil_errors_are_printed_as_they_are_written() -> None:
     message = "pipelines[0].topics: topic(s) x do not exist at 127.0.0.1:9092"
     assert describe(PipelineError(message)) == message
     assert describe(ConfigError("c.yaml: 1 problem")) == "c.yaml: 1 problem"
+
+
+def test_a_failed_batch_names_its_pipeline_then_its_cause() -> None:
+    # Spark reports a failed foreachBatch as "An exception was raised by the Python Proxy",
+    # the cause a line deep in a traceback: the runner raises the batch's own exception.
+    try:
+        try:
+            raise KafkaException(LibKafkaError(LibKafkaError._TRANSPORT, "Broker down"))
+        except KafkaException as cause:
+            raise PipelineFailed("pipeline 'iot' failed") from cause
+    except PipelineFailed as exc:
+        assert describe(exc) == "pipeline 'iot' failed: Kafka: Broker down (_TRANSPORT)"
+    # Without a cause, as written.
+    assert describe(PipelineFailed("pipeline 'iot' failed")) == "pipeline 'iot' failed"
 
 
 def test_a_kafka_exception_gives_its_reason_and_code_not_its_repr() -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from frazil.errors import FrazilError, first_line, short_quotes
+from frazil.errors import FrazilError, PipelineFailed, first_line, short_quotes
 
 #: Longest line kept from a library's message (Spark's first lines can be long, but a line of a
 #: Java stack is not a message).
@@ -44,6 +44,8 @@ def describe(exc: BaseException) -> str:
     Returns:
         The message to print after ``error:``.
     """
+    if isinstance(exc, PipelineFailed) and exc.__cause__ is not None:
+        return f"{exc}: {describe(exc.__cause__)}"
     if isinstance(exc, FrazilError):
         return str(exc)
     if _is(exc, "py4j.protocol.Py4JJavaError"):

@@ -9,11 +9,27 @@ ignored; and a field taken by its name as well as its alias (``schema_`` as ``sc
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 #: A plain name: letters, digits and ``_``, not starting with a digit.
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _as_text(value: object) -> object:
+    """YAML's numbers and booleans as the text a library reads them from (``65536``,
+    ``true``); anything else as it is, for the model to accept or refuse."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+#: A setting passed on to a library as text (Kafka's and Spark's settings, Iceberg's table and
+#: catalog properties): written in YAML as a number or a boolean too, as users write them.
+Setting = Annotated[str, BeforeValidator(_as_text)]
 
 
 class Frozen(BaseModel):

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from frazil.config.base import IDENT, Frozen
+from frazil.config.base import IDENT, Frozen, Setting
 from frazil.config.durations import parse_duration
 from frazil.config.locations import is_remote, local_path, network_file_system, on_object_store
 from frazil.config.maintenance import MaintenanceConfig, MaintenancePolicy, ResolvedPolicy
@@ -43,7 +43,7 @@ class CatalogConfig(Frozen):
     warehouse: str = "./lake"
     # validate_default: a missing uri is exactly what _check_uri must see.
     uri: str | None = Field(default=None, validate_default=True)
-    properties: dict[str, str] = Field(default_factory=dict)
+    properties: dict[str, Setting] = Field(default_factory=dict)
     #: Whether a routed batch's tables commit in one catalog transaction where the catalog can
     #: (``rest``: the REST multi-table commit; ``jdbc``: one database transaction); the Hadoop
     #: catalog commits each table on its own.
@@ -111,7 +111,7 @@ class KafkaConfig(Frozen):
     """How to reach Kafka. ``properties`` pass through to the Kafka client (security etc.)."""
 
     bootstrap_servers: Annotated[str, Field(min_length=1)] = "127.0.0.1:9092"
-    properties: dict[str, str] = Field(default_factory=dict)
+    properties: dict[str, Setting] = Field(default_factory=dict)
     #: The consumer group frazil commits each pipeline's table offsets to, after each commit,
     #: so Kafka's own tools show its lag; ``{pipeline}`` is the pipeline's name.
     group_id: Annotated[str, Field(min_length=1)] = "frazil-{pipeline}"
@@ -150,7 +150,7 @@ class SchemaRegistryConfig(Frozen):
     url: Annotated[str, Field(pattern=r"^https?://")]
     username: str | None = None
     password: str | None = None
-    properties: dict[str, str] = Field(default_factory=dict)
+    properties: dict[str, Setting] = Field(default_factory=dict)
     #: Attempts for one request before the pipeline stops (with exponential backoff).
     retries: Annotated[int, Field(ge=0)] = 5
     timeout: str = "10s"
@@ -183,7 +183,7 @@ class SparkConfig(Frozen):
     app_name: str = "frazil"
     driver_memory: Annotated[str, Field(pattern=r"^\d+[kmgKMG]$")] = "1g"
     ui: bool = False
-    conf: dict[str, str] = Field(default_factory=dict)
+    conf: dict[str, Setting] = Field(default_factory=dict)
 
 
 class FrazilConfig(Frozen):

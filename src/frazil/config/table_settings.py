@@ -13,7 +13,7 @@ from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import AfterValidator, Field
 
-from frazil.config.base import IDENT, Frozen
+from frazil.config.base import IDENT, Frozen, Setting
 from frazil.config.maintenance import MaintenancePolicy
 from frazil.config.partitioning import PartitionField, parse_partition_field
 from frazil.config.routing import EvolutionPolicy
@@ -87,7 +87,7 @@ class TableSettings(Frozen, Generic[WriteT]):
     identifier_fields: list[Annotated[str, AfterValidator(_check_identifier)]] = Field(
         default_factory=list
     )
-    table_properties: dict[str, str] = Field(default_factory=dict)
+    table_properties: dict[str, Setting] = Field(default_factory=dict)
     schema_evolution: EvolutionPolicy = "evolve"
     aliases: dict[str, str] = Field(default_factory=dict)
     # None is a table's overrides' default (their write is the pipeline's); validated, so

@@ -72,6 +72,8 @@ class BatchHandler:
         dead_letters: Where failing records go (``errors.tolerance: all``); None: they stop
             the pipeline.
         error: The error that stopped the last batch, if any.
+        failure: Any other exception that stopped the last batch (a library's: Spark's, the
+            JVM's), kept to report: Spark passes it on as the text of a Python traceback.
         restart: Why the query must start again from the tables' markers (a rollback).
         closing: Set once the run stops: no batch starts.
         stops: Stop requests (SIGTERM, the caller's event): no batch starts once one is set.
@@ -84,6 +86,7 @@ class BatchHandler:
     cursor: BatchCursor
     dead_letters: DeadLetters | None = None
     error: FrazilError | None = None
+    failure: Exception | None = None
     restart: str | None = None
     closing: bool = False
     stops: tuple[threading.Event, ...] = ()
@@ -159,6 +162,7 @@ class BatchHandler:
             topic_ids: Kafka's topic ids the query's starting offsets were decided on.
         """
         self.error = None
+        self.failure = None
         self.restart = None
         self.closing = False
         self.cursor.new_query(topic_ids)
@@ -205,6 +209,9 @@ class BatchHandler:
                 raise
             except FrazilError as exc:
                 self.error = exc
+                raise
+            except Exception as exc:
+                self.failure = exc
                 raise
 
     def _handle_again_if_moved(self, batch: DataFrame, batch_id: int) -> None:

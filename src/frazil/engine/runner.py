@@ -23,6 +23,7 @@ from frazil.errors import (
     FrazilError,
     KafkaError,
     PipelineError,
+    PipelineFailed,
 )
 from frazil.progress import fence
 from frazil.progress.events import CommitEvent, Event
@@ -416,6 +417,11 @@ def _raise_first_failure(runs: list[PipelineRun]) -> None:
             )
             continue
         log.info("pipeline %s failed:\n%s", r.pipeline.name, text)
+        failure = r.handler.failure
+        if failure is not None:
+            # The batch's own exception: Spark's says only that the callback raised, the
+            # cause a line deep in the Python traceback it quotes.
+            raise PipelineFailed(f"pipeline {r.pipeline.name!r} failed") from failure
         first = text.strip().splitlines()[0] if text.strip() else repr(exc)
         raise PipelineError(f"pipeline {r.pipeline.name!r} failed: {first}")
 

@@ -110,8 +110,11 @@ class _Walk:
     status: TableStatus
     #: Newest committed Kafka timestamp per (topic, partition), from the newest marker.
     newest: dict[tuple[str, int], int] = field(default_factory=dict)
-    #: Records and seconds over the pipeline's recent commits, if there are two or more.
-    recent: tuple[int, float] | None = None
+    #: The pipeline's recent commits of its newest run to the table, newest first:
+    #: (commit time in ms, records added).
+    window: list[tuple[int, int]] = field(default_factory=list)
+    #: The run that made them (its commits' run id).
+    run_by: str | None = None
 
 
 def _walk(catalog: Any, name: str, pipeline: str) -> _Walk | None:
@@ -137,22 +140,18 @@ def _walk(catalog: Any, name: str, pipeline: str) -> _Walk | None:
             valid_through_ms=None,
         )
     )
-    stamps: list[int] = []
-    added: list[int] = []
     # The throughput is the newest run's: a window across two runs would average in the time
     # between them.
-    run_by: str | None = None
     window_open = True
     for snapshot in ancestors_of(current, metadata):
         found = summary_of(snapshot)
         if found.get(PIPELINE) != pipeline:
             continue
-        if run_by is None:
-            run_by = found.get(RUN_BY, "")
-        window_open &= found.get(RUN_BY, "") == run_by and len(stamps) <= RECENT_COMMITS
+        if walk.run_by is None:
+            walk.run_by = found.get(RUN_BY, "")
+        window_open &= found.get(RUN_BY, "") == walk.run_by and len(walk.window) <= RECENT_COMMITS
         if window_open:
-            stamps.append(int(snapshot.timestamp_ms))
-            added.append(int(found.get("added-records", 0)))
+            walk.window.append((int(snapshot.timestamp_ms), int(found.get("added-records", 0))))
         status = walk.status
         if status.last_commit_ms is None and found.get(OFFSETS):
             status.last_commit_ms = int(snapshot.timestamp_ms)
@@ -167,10 +166,31 @@ def _walk(catalog: Any, name: str, pipeline: str) -> _Walk | None:
             }
         if not window_open and status.last_commit_ms is not None and walk.newest:
             break
-    if len(stamps) >= 2 and stamps[0] != stamps[-1]:
-        # The oldest commit of the window opens it: its records came before the window.
-        walk.recent = sum(added[:-1]), (stamps[0] - stamps[-1]) / 1000
     return walk
+
+
+def records_per_second(windows: list[list[tuple[int, int]]]) -> float | None:
+    """A pipeline's throughput over its recent commits to all of its tables.
+
+    Each window holds one table's recent commits of the pipeline's newest run, newest first,
+    as (commit time in ms, records added). The pipeline's window opens at the latest of the
+    tables' oldest commits (each table's window then covers it whole), counting the records
+    committed after it, to any table, up to the newest commit. A table's commit that opens a
+    window came before it: its records are not counted. None with fewer than two distinct
+    commit times.
+
+    Args:
+        windows: Per table, its recent commits (a table of one commit cannot open the window).
+    """
+    opened = [w[-1][0] for w in windows if len(w) >= 2]
+    if not opened:
+        return None
+    start = max(opened)
+    end = max(stamp for w in windows for stamp, _ in w)
+    if end <= start:
+        return None
+    records = sum(added for w in windows for stamp, added in w if start < stamp <= end)
+    return records / ((end - start) / 1000)
 
 
 def _dead_letters(catalog: Any, pipeline: PipelineConfig) -> dict[str, int]:
@@ -237,9 +257,12 @@ def read_status(
                 )
         rate = None
         if walks:
-            measured = max(walks, key=lambda w: w.status.last_commit_ms or 0).recent
-            if measured is not None and measured[1] > 0:
-                rate = measured[0] / measured[1]
+            # The newest run's commits, to whichever of the pipeline's tables (a route's
+            # tables each hold a share of its records).
+            last = max(walks, key=lambda w: w.window[0][0] if w.window else 0)
+            rate = records_per_second(
+                [w.window for w in walks if w.window and w.run_by == last.run_by]
+            )
         valid = freshness.pipeline_valid_through(t.valid_through_ms for t in tables)
         commits = [t.last_commit_ms for t in tables if t.last_commit_ms is not None]
         found.append(

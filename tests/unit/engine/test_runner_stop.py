@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from frazil.engine.runner import _raise_first_failure, _wait
-from frazil.errors import PipelineError, TopicRecreated
+from frazil.errors import PipelineError, PipelineFailed, TopicRecreated
 
 PROXY = "An exception was raised by the Python Proxy. Return Message: Traceback ..."
 
@@ -17,7 +17,7 @@ PROXY = "An exception was raised by the Python Proxy. Return Message: Traceback 
 def _run(restart: str | None) -> Any:
     return SimpleNamespace(
         pipeline=SimpleNamespace(name="p"),
-        handler=SimpleNamespace(error=None, restart=restart),
+        handler=SimpleNamespace(error=None, failure=None, restart=restart),
         query=SimpleNamespace(exception=lambda: PROXY),
     )
 
@@ -33,19 +33,30 @@ def test_any_other_failure_of_the_last_batch_is_reported() -> None:
         _raise_first_failure([_run(None)])
 
 
+def test_the_batchs_own_exception_is_reported_as_the_cause() -> None:
+    # Spark's text for a failed callback is "An exception was raised by the Python Proxy",
+    # the cause deep in a quoted traceback: the batch's own exception is the cause instead.
+    run = _run(None)
+    run.handler.failure = RuntimeError("Invalid value abc for configuration max.poll.records")
+    with pytest.raises(PipelineFailed, match=r"^pipeline 'p' failed$") as failed:
+        _raise_first_failure([run])
+    assert failed.value.__cause__ is run.handler.failure
+
+
 class _LateFailure:
     """A handler whose batch fails (a topic created again) just after the runner first looked:
     the first read of ``error`` sees none, every later one the failure, until the restart."""
 
     def __init__(self) -> None:
         self.reads = 0
-        self.failure: BaseException | None = TopicRecreated("p", [("t", "a", "b")])
+        self.found: BaseException | None = TopicRecreated("p", [("t", "a", "b")])
+        self.failure = None
         self.restart = None
 
     @property
     def error(self) -> BaseException | None:
         self.reads += 1
-        return None if self.reads == 1 else self.failure
+        return None if self.reads == 1 else self.found
 
 
 def test_a_batch_failing_just_after_the_look_is_restarted_not_reported() -> None:
@@ -57,7 +68,7 @@ def test_a_batch_failing_just_after_the_look_is_restarted_not_reported() -> None
 
     def restart_from_table(why: str) -> None:
         restarted.append(why)
-        handler.failure = None
+        handler.found = None
         stop.set()
 
     query = SimpleNamespace(isActive=True, exception=lambda: None)
@@ -68,7 +79,7 @@ def test_a_batch_failing_just_after_the_look_is_restarted_not_reported() -> None
         query=query,
         warming=False,
         hand_over=lambda: False,
-        restart_cause=lambda: str(handler.failure) if handler.failure else None,
+        restart_cause=lambda: str(handler.found) if handler.found else None,
         restart_from_table=restart_from_table,
     )
     _wait([run], stop)

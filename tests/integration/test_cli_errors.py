@@ -123,7 +123,8 @@ def test_plan_on_a_missing_topic_fails_as_run_does(
 
     expected = (
         f"error: pipelines[0].topics: topic(s) {topic} do not exist at {kafka_bootstrap} "
-        "(create them, e.g. `frazil generate`, or fix the name)"
+        "(fix the name, or create them in Kafka; `frazil generate` fills a topic with sample "
+        "payments)"
     )
     assert planned.strip() == expected
     assert ran.strip() == expected

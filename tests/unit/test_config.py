@@ -155,7 +155,8 @@ def test_env_substitution_and_missing_variable(monkeypatch: pytest.MonkeyPatch) 
     problems = _problems(
         {"kafka": {"bootstrap_servers": "${FZ_MISSING}"}, "pipelines": [_pipeline()]}
     )
-    assert ("kafka.bootstrap_servers", "environment variable FZ_MISSING is not set") in problems
+    # One problem for the key: not also the empty value the unset variable left.
+    assert problems == [("kafka.bootstrap_servers", "environment variable FZ_MISSING is not set")]
 
 
 def test_secrets_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -589,3 +590,16 @@ def test_valid_through_slack_is_a_duration() -> None:
 def test_a_type_named_as_other_systems_name_it_gets_frazils_name(written: str, meant: str) -> None:
     problems = dict(_problems({"pipelines": [_pipeline(schema={"at": written})]}))
     assert problems["pipelines[0].schema.at"].endswith(f"(did you mean {meant!r}?)")
+
+
+def test_a_value_of_the_wrong_form_says_the_form_it_takes() -> None:
+    pipeline = {"name": "p", "topics": ["t"], "table": "db.t"}
+    assert _problems({"pipelines": [{**pipeline, "trigger": 5}]}) == [
+        (
+            "pipelines[0].trigger",
+            "Input should be a valid string; a duration takes its unit: 5s (ms, s, m, h or d)",
+        )
+    ]
+    assert _problems({"pipelines": [{**pipeline, "partition_by": "days(created_at)"}]}) == [
+        ("pipelines[0].partition_by", "Input should be a valid list; write [days(created_at)]")
+    ]

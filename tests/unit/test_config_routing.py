@@ -133,7 +133,7 @@ def test_static_route_empty_list_target() -> None:
 
 def test_static_route_bad_table_in_list() -> None:
     assert _route_problems({"field": "event_type", "tables": {"a": ["db.x", "nodot"]}}) == [
-        ("pipelines[0].route.tables", "'a': 'nodot' must be namespace.table, e.g. db.payments")
+        ("pipelines[0].route.tables", "'a': 'nodot' must be namespace.table, e.g. db.nodot")
     ]
 
 
@@ -478,7 +478,7 @@ def test_defaults_of_table_settings() -> None:
 
 def test_tables_keys_must_be_table_names() -> None:
     assert _problems(table="db.events", tables={"events": {}}) == [
-        ("pipelines[0].tables", "'events' must be namespace.table, e.g. db.payments")
+        ("pipelines[0].tables", "'events' must be namespace.table, e.g. db.events")
     ]
 
 
@@ -605,5 +605,36 @@ def test_a_dead_letter_table_another_pipeline_writes_to_is_refused() -> None:
             "(top level)",
             "pipeline 'a': errors.dlq_table 'db.events_b' is a table pipeline 'b' writes its "
             "records to; give the dead-letter queue a table of its own",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (
+            "sensors.readings-v2",
+            "'sensors.readings-v2': '-' not allowed in a table name (letters, digits and _), "
+            "e.g. sensors.readings_v2",
+        ),
+        (
+            "fleet.dlq$",
+            "'fleet.dlq$': '$' not allowed in a table name (letters, digits and _), e.g. fleet.dlq",
+        ),
+        ("db..x", "'db..x' has an empty part: namespace.table, e.g. db.payments"),
+        ("db.1x", "'db.1x': '1x' starts with a digit (a name starts with a letter or _)"),
+    ],
+)
+def test_a_bad_table_name_says_what_is_wrong_with_it(name: str, message: str) -> None:
+    assert _problems(table=name) == [("pipelines[0].table", message)]
+
+
+def test_a_route_template_names_the_characters_it_cannot_take() -> None:
+    problems = _route_problems({"field": "kind", "table": "fleet.ev-{value}"})
+    assert problems == [
+        (
+            "pipelines[0].route.table",
+            "'fleet.ev-{value}' must be namespace.table once its placeholders are filled: "
+            "'-' not allowed (letters, digits and _), e.g. db.events_{value}",
         )
     ]

@@ -104,8 +104,30 @@ def _not_from_py4j(record: logging.LogRecord) -> bool:
     return "py4j" not in record.pathname.replace("\\", "/").split("/")
 
 
+def _version(value: bool) -> None:
+    """``--version``: frazil's version and the versions of the parts it runs, then exit."""
+    if not value:
+        return
+    from frazil import __version__
+    from frazil.jvm.pins import ICEBERG_VERSION, KAFKA_VERSION, SPARK_VERSION
+
+    console.print(
+        f"frazil {__version__} (Spark {SPARK_VERSION}, Iceberg {ICEBERG_VERSION}, "
+        f"Kafka {KAFKA_VERSION} for the local broker)",
+        highlight=False,
+    )
+    raise typer.Exit()
+
+
 @app.callback()
 def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        help="Print frazil's version and its parts' (Spark, Iceberg, Kafka), then exit.",
+        callback=_version,
+        is_eager=True,
+    ),
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Show stack traces and Spark/Kafka logs on errors."
     ),
@@ -119,7 +141,8 @@ def _root(
         help="text or json, as the command's own -o (which wins when both are given).",
     ),
 ) -> None:
-    # ``output`` is not used here: each command's own -o reads it from this context
+    # ``version`` ends the command in its callback. ``output`` is not used here: each
+    # command's own -o reads it from this context
     # (inherit_output), so that the one after the command wins.
     import os
     import time

@@ -105,11 +105,30 @@ def _unknown_transform(error: dict[str, Any]) -> str | None:
     return names[0] if len(names) == 1 else None
 
 
+#: Keys whose value is a duration (``5s``, ``10m``, ``3d``): a bare number gets its unit.
+_DURATION_KEYS = frozenset(
+    {"trigger", "valid_through_slack", "timeout", "older_than", "every", "interval", "budget",
+     "merge_backoff", "retain_last_age", "max_age"}
+)  # fmt: skip
+
+
 def _hint(error: dict[str, Any]) -> str:
-    """A "did you mean" for a value written almost as one frazil knows (``jsn``, ``flaten``)."""
+    """A "did you mean" for a value written almost as one frazil knows (``jsn``, ``flaten``);
+    the form a value of the wrong type takes (a duration's unit, a list's brackets)."""
     kind, given = error["type"], error.get("input")
+    loc = tuple(error.get("loc", ()))
     if kind == "literal_error":
         return did_you_mean(given, quoted_choices(str(error.get("ctx", {}).get("expected", ""))))
+    if (
+        kind == "string_type"
+        and isinstance(given, int | float)
+        and not isinstance(given, bool)
+        and loc
+        and loc[-1] in _DURATION_KEYS
+    ):
+        return f"; a duration takes its unit: {given}s (ms, s, m, h or d)"
+    if kind == "list_type" and isinstance(given, str):
+        return f"; write [{given}]"
     return ""
 
 
@@ -194,8 +213,12 @@ def parse_config(
         config = FrazilConfig.model_validate(data)
     except ValidationError as exc:
         found: dict[str, list[str]] = {}
+        # A key whose environment variable is not set was left empty: that is its problem.
+        unset = {key for key, _ in problems}
         for error in exc.errors():
-            found.setdefault(_key_path(tuple(error["loc"])), []).append(_describe(dict(error)))
+            key = _key_path(tuple(error["loc"]))
+            if key not in unset:
+                found.setdefault(key, []).append(_describe(dict(error)))
         # A union's members each report (a string or a list): one line per key.
         problems.extend((key, " or ".join(reasons)) for key, reasons in found.items())
     if checks is not None:

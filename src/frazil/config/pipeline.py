@@ -51,7 +51,6 @@ from frazil.config.table_settings import INHERITED, ResolvedTable, TableSettings
 from frazil.config.transforms import TransformEntry
 from frazil.config.writes import TableWrite, WriteConfig
 
-_TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 #: Each micro-batch is at least one Iceberg commit: faster triggers pile up snapshots and
@@ -274,9 +273,7 @@ class PipelineConfig(Frozen):
     @field_validator("table")
     @classmethod
     def _check_table(cls, value: str | None) -> str | None:
-        if value is not None and not _TABLE.match(value):
-            raise ValueError(f"{value!r} must be namespace.table, e.g. db.payments")
-        return value
+        return None if value is None else check_table_name(value)
 
     @field_validator("tables", mode="before")
     @classmethod

@@ -34,10 +34,43 @@ _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 DEFAULT_ACTIONS = ("fail", "skip", "dlq")
 
 
+_NAME_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def table_name_problem(value: str) -> str | None:
+    """What keeps ``value`` from being a table name (``namespace.table``: parts of letters,
+    digits and ``_``, not starting with a digit), or None if nothing does."""
+    if TABLE_NAME.match(value):
+        return None
+    parts = value.split(".")
+    if len(parts) < 2:
+        return f"{value!r} must be namespace.table, e.g. db.{_name_hint(value) or 'payments'}"
+    for part in parts:
+        if not part:
+            return f"{value!r} has an empty part: namespace.table, e.g. db.payments"
+        if _NAME_PART.match(part):
+            continue
+        bad = sorted({c for c in part if not (c.isascii() and (c.isalnum() or c == "_"))})
+        if bad:
+            quoted = ", ".join(repr(c) for c in bad)
+            return (
+                f"{value!r}: {quoted} not allowed in a table name (letters, digits and _), "
+                f"e.g. {'.'.join(_name_hint(p) for p in parts)}"
+            )
+        return f"{value!r}: {part!r} starts with a digit (a name starts with a letter or _)"
+    return f"{value!r} must be namespace.table, e.g. db.payments"
+
+
+def _name_hint(part: str) -> str:
+    """``part`` with each run of other characters than letters, digits and _ as one _."""
+    return re.sub(r"[^A-Za-z0-9_]+", "_", part).strip("_") or "t"
+
+
 def check_table_name(value: str) -> str:
     """``value`` if it is ``namespace.table``; ValueError otherwise."""
-    if not TABLE_NAME.match(value):
-        raise ValueError(f"{value!r} must be namespace.table, e.g. db.payments")
+    problem = table_name_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -104,8 +137,11 @@ def _check_template(template: str, allowed: set[str], what: str) -> str:
         raise ValueError(f"{template!r}: unbalanced braces")
     # Placeholders become identifier characters: check the name with a stand-in.
     if not TABLE_NAME.match(_PLACEHOLDER.sub("x", template)):
+        bad = sorted({c for c in rest if not (c.isascii() and (c.isalnum() or c in "_."))})
+        quoted = ", ".join(repr(c) for c in bad)
+        why = f": {quoted} not allowed (letters, digits and _)" if bad else ""
         raise ValueError(
-            f"{template!r} must be namespace.table once its placeholders are filled, "
+            f"{template!r} must be namespace.table once its placeholders are filled{why}, "
             "e.g. db.events_{" + what + "}"
         )
     return template

@@ -93,8 +93,8 @@ def check_topics(config: FrazilConfig, pipeline: PipelineConfig) -> None:
         index = config.pipelines.index(pipeline)
         raise PipelineError(
             f"pipelines[{index}].topics: topic(s) {', '.join(missing)} do not exist at "
-            f"{config.kafka.bootstrap_servers} (create them, e.g. `frazil generate`, or fix "
-            "the name)"
+            f"{config.kafka.bootstrap_servers} (fix the name, or create them in Kafka; "
+            "`frazil generate` fills a topic with sample payments)"
         )
 
 

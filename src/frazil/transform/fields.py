@@ -337,8 +337,9 @@ def plan_parse_timestamp(
         mode = "wall_clock"
     elif kind == "timestamp":
         raise PathError(
-            f"field {options.field!r} is a timestamp already; declare it as string in the "
-            "schema to parse it here"
+            f"field {options.field!r} is a timestamp already (declared so, or an ISO time an "
+            "inferred schema reads as one): drop this parse_timestamp, or declare the field "
+            "as string to parse it here"
         )
     else:
         raise PathError(

@@ -201,8 +201,9 @@ def test_types_follow_casts_and_parse_timestamp_checks_them() -> None:
     assert _check([twice, twice]) == [
         (
             "pipelines[0].transforms[1].parse_timestamp",
-            "field 'created_at' is a timestamp already; declare it as string in the schema to "
-            "parse it here",
+            "field 'created_at' is a timestamp already (declared so, or an ISO time an "
+            "inferred schema reads as one): drop this parse_timestamp, or declare the field as "
+            "string to parse it here",
         )
     ]
     ntz = [{"cast": {"created_at": "timestamp_ntz"}}]

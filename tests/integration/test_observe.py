@@ -178,6 +178,15 @@ def test_status_from_kafka_and_the_tables_without_spark(
     assert f"{topic}: unknown" in lag_line and "records" not in lag_line, text.output
     assert "lag unknown: Kafka at 127.0.0.1:1" in " ".join(text.output.split())
 
+    # A topic misspelt in a pipeline that never committed: named, where it shows no lag and
+    # no commit otherwise.
+    misspelt = config.pipelines[0].model_copy(
+        update={"name": f"m_{unique}", "topics": [f"{topic}-typo"]}
+    )
+    (never,) = read_status(config.model_copy(update={"pipelines": [misspelt]}))
+    assert never.last_commit_ms is None and never.lag_records == {}
+    assert never.problems == [f"topic(s) {topic}-typo do not exist at {kafka_bootstrap}"]
+
 
 def test_json_logs_one_line_per_commit_and_jvm_lines_in_a_file(
     make_config: Any, kafka_bootstrap: str, unique: str, tmp_path: Any, lake_dir: Any

@@ -28,7 +28,13 @@ from frazil.progress.markers import (
     VALID_THROUGH_MS,
 )
 from frazil.progress.rows import live_rows
-from frazil.source.kafka import TopicOffsets, admin_config, isolation_level, offsets_from_json
+from frazil.source.kafka import (
+    TopicOffsets,
+    admin_config,
+    isolation_level,
+    list_partitions,
+    offsets_from_json,
+)
 
 #: Commits the throughput is measured over.
 RECENT_COMMITS = 20
@@ -193,6 +199,24 @@ def records_per_second(windows: list[list[tuple[int, int]]]) -> float | None:
     return records / ((end - start) / 1000)
 
 
+def _missing_topics(
+    config: FrazilConfig, pipeline: PipelineConfig, committed: TopicOffsets
+) -> list[str]:
+    """A problem naming the pipeline's listed topics Kafka does not have, while none of them
+    was ever committed (a misspelt topic shows no lag and no commit, nothing else); none
+    once the pipeline has committed (its lag is read then)."""
+    if pipeline.topics is None or set(pipeline.topics) & set(committed):
+        return []
+    try:
+        found = list_partitions(config, pipeline, timeout=5.0)
+    except KafkaError as exc:
+        return [f"topics not checked: {exc}"]
+    missing = [t for t in pipeline.topics if t not in found]
+    if not missing:
+        return []
+    return [f"topic(s) {', '.join(missing)} do not exist at {config.kafka.bootstrap_servers}"]
+
+
 def _dead_letters(catalog: Any, pipeline: PipelineConfig) -> dict[str, int]:
     if pipeline.errors.dlq_table is None:
         return {}
@@ -228,6 +252,7 @@ def read_status(
         ]
         tables = [w.status for w in walks]
         committed = freshness.lowest_offsets(t.offsets for t in tables)
+        problems += _missing_topics(config, pipeline, committed)
         lag: dict[str, int | None] = {}
         lag_s: dict[str, float | None] = {}
         if committed:

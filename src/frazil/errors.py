@@ -43,7 +43,15 @@ class PipelineError(FrazilError):
 
 class PipelineFailed(PipelineError):
     """A pipeline's batch failed with another library's error (Spark's, the JVM's), the
-    exception's cause: the CLI names the pipeline, then describes the cause."""
+    exception's cause: the CLI names the pipeline (:attr:`head`), then describes the cause.
+
+    Attributes:
+        head: ``pipeline 'x' failed``, without the cause.
+    """
+
+    def __init__(self, pipeline: str, cause: BaseException) -> None:
+        self.head = f"pipeline {pipeline!r} failed"
+        super().__init__(f"{self.head}: {first_line(cause)}")
 
 
 class TopicRecreated(PipelineError):

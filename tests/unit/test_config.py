@@ -157,6 +157,9 @@ def test_env_substitution_and_missing_variable(monkeypatch: pytest.MonkeyPatch) 
     )
     # One problem for the key: not also the empty value the unset variable left.
     assert problems == [("kafka.bootstrap_servers", "environment variable FZ_MISSING is not set")]
+    # An unknown key is a problem of its own, whatever its value.
+    problems = _problems({"pipelines": [_pipeline(trigegr="${FZ_MISSING}")]})
+    assert ("pipelines[0].trigegr", "unknown key (did you mean 'trigger'?)") in problems
 
 
 def test_secrets_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:

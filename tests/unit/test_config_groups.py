@@ -215,7 +215,14 @@ def test_library_settings_written_as_numbers_or_booleans_are_text() -> None:
         {
             "catalog": {"properties": {"client.pool.size": 4}},
             "kafka": {"properties": {"max.partition.fetch.bytes": 65536, "check.crcs": False}},
-            "spark": {"conf": {"spark.sql.shuffle.partitions": 8, "spark.ui.enabled": True}},
+            "spark": {
+                "conf": {
+                    "spark.sql.shuffle.partitions": 8,
+                    "spark.ui.enabled": True,
+                    "spark.memory.fraction": 0.6,
+                    "spark.sql.autoBroadcastJoinThreshold": 1.0e6,
+                }
+            },
             "pipelines": [
                 {
                     "name": "p",
@@ -228,7 +235,12 @@ def test_library_settings_written_as_numbers_or_booleans_are_text() -> None:
     )
     assert config.catalog.properties == {"client.pool.size": "4"}
     assert config.kafka.properties == {"max.partition.fetch.bytes": "65536", "check.crcs": "false"}
-    assert config.spark.conf == {"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "true"}
+    assert config.spark.conf == {
+        "spark.sql.shuffle.partitions": "8",
+        "spark.ui.enabled": "true",
+        "spark.memory.fraction": "0.6",
+        "spark.sql.autoBroadcastJoinThreshold": "1000000",
+    }
     assert config.pipelines[0].defaults.table_properties == {"commit.retry.num-retries": "10"}
     with pytest.raises(ConfigError, match=r"kafka\.properties\.a: Input should be a valid string"):
         parse_config(

@@ -623,6 +623,11 @@ def test_a_dead_letter_table_another_pipeline_writes_to_is_refused() -> None:
         ),
         ("db..x", "'db..x' has an empty part: namespace.table, e.g. db.payments"),
         ("db.1x", "'db.1x': '1x' starts with a digit (a name starts with a letter or _)"),
+        (
+            "db.2024-payments",
+            "'db.2024-payments': '-' not allowed in a table name (letters, digits and _), "
+            "e.g. db._2024_payments",
+        ),
     ],
 )
 def test_a_bad_table_name_says_what_is_wrong_with_it(name: str, message: str) -> None:

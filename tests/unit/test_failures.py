@@ -29,11 +29,12 @@ def test_a_failed_batch_names_its_pipeline_then_its_cause() -> None:
         try:
             raise KafkaException(LibKafkaError(LibKafkaError._TRANSPORT, "Broker down"))
         except KafkaException as cause:
-            raise PipelineFailed("pipeline 'iot' failed") from cause
+            raise PipelineFailed("iot", cause) from cause
     except PipelineFailed as exc:
         assert describe(exc) == "pipeline 'iot' failed: Kafka: Broker down (_TRANSPORT)"
-    # Without a cause, as written.
-    assert describe(PipelineFailed("pipeline 'iot' failed")) == "pipeline 'iot' failed"
+        # Its own text keeps the cause's first line, for callers of run() and logs.
+        assert str(exc).startswith("pipeline 'iot' failed: ")
+        assert "Broker down" in str(exc)
 
 
 def test_a_kafka_exception_gives_its_reason_and_code_not_its_repr() -> None:

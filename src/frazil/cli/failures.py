@@ -45,7 +45,7 @@ def describe(exc: BaseException) -> str:
         The message to print after ``error:``.
     """
     if isinstance(exc, PipelineFailed) and exc.__cause__ is not None:
-        return f"{exc}: {describe(exc.__cause__)}"
+        return f"{exc.head}: {describe(exc.__cause__)}"
     if isinstance(exc, FrazilError):
         return str(exc)
     if _is(exc, "py4j.protocol.Py4JJavaError"):

@@ -22,6 +22,9 @@ def _as_text(value: object) -> object:
     ``true``); anything else as it is, for the model to accept or refuse."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        # 1.0e+6 as 1000000: the libraries' integer settings refuse "1000000.0".
+        return str(int(value))
     if isinstance(value, int | float):
         return str(value)
     return value

@@ -213,11 +213,12 @@ def parse_config(
         config = FrazilConfig.model_validate(data)
     except ValidationError as exc:
         found: dict[str, list[str]] = {}
-        # A key whose environment variable is not set was left empty: that is its problem.
+        # A key whose environment variable is not set was left empty: that is its value's
+        # problem (an unknown key is still one of its own).
         unset = {key for key, _ in problems}
         for error in exc.errors():
             key = _key_path(tuple(error["loc"]))
-            if key not in unset:
+            if key not in unset or error["type"] == "extra_forbidden":
                 found.setdefault(key, []).append(_describe(dict(error)))
         # A union's members each report (a string or a list): one line per key.
         problems.extend((key, " or ".join(reasons)) for key, reasons in found.items())

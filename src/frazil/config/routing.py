@@ -62,8 +62,10 @@ def table_name_problem(value: str) -> str | None:
 
 
 def _name_hint(part: str) -> str:
-    """``part`` with each run of other characters than letters, digits and _ as one _."""
-    return re.sub(r"[^A-Za-z0-9_]+", "_", part).strip("_") or "t"
+    """``part`` with each run of other characters than letters, digits and _ as one _, and
+    a _ before a leading digit."""
+    hint = re.sub(r"[^A-Za-z0-9_]+", "_", part).strip("_") or "t"
+    return f"_{hint}" if hint[0].isdigit() else hint
 
 
 def check_table_name(value: str) -> str:

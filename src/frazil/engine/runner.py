@@ -421,7 +421,7 @@ def _raise_first_failure(runs: list[PipelineRun]) -> None:
         if failure is not None:
             # The batch's own exception: Spark's says only that the callback raised, the
             # cause a line deep in the Python traceback it quotes.
-            raise PipelineFailed(f"pipeline {r.pipeline.name!r} failed") from failure
+            raise PipelineFailed(r.pipeline.name, failure) from failure
         first = text.strip().splitlines()[0] if text.strip() else repr(exc)
         raise PipelineError(f"pipeline {r.pipeline.name!r} failed: {first}")
 

@@ -21,9 +21,11 @@ from frazil.maintenance.facts import summary_of
 from frazil.observe.catalog import pipeline_tables, pyiceberg_catalog
 from frazil.progress import fence, freshness
 from frazil.progress.markers import (
+    BATCH_ID,
     MAX_TIMESTAMPS,
     OFFSETS,
     PIPELINE,
+    QUERY_ID,
     RUN_BY,
     VALID_THROUGH_MS,
 )
@@ -109,6 +111,19 @@ def check_reads(config: FrazilConfig, catalog: Any) -> None:
             return
 
 
+@dataclass(frozen=True)
+class Commit:
+    """One of a pipeline's commits to one table."""
+
+    #: The commit's time (the snapshot's), in milliseconds.
+    at_ms: int
+    #: Records it added.
+    added: int
+    #: The streaming query and batch that made it (the tables of a route commit a batch each,
+    #: a few milliseconds apart); None where the snapshot does not say.
+    batch: tuple[str, str] | None = None
+
+
 @dataclass
 class _Walk:
     """What one walk of a table's ancestry tells about a pipeline."""
@@ -116,9 +131,8 @@ class _Walk:
     status: TableStatus
     #: Newest committed Kafka timestamp per (topic, partition), from the newest marker.
     newest: dict[tuple[str, int], int] = field(default_factory=dict)
-    #: The pipeline's recent commits of its newest run to the table, newest first:
-    #: (commit time in ms, records added).
-    window: list[tuple[int, int]] = field(default_factory=list)
+    #: The pipeline's recent commits of its newest run to the table, newest first.
+    window: list[Commit] = field(default_factory=list)
     #: The run that made them (its commits' run id).
     run_by: str | None = None
 
@@ -157,7 +171,14 @@ def _walk(catalog: Any, name: str, pipeline: str) -> _Walk | None:
             walk.run_by = found.get(RUN_BY, "")
         window_open &= found.get(RUN_BY, "") == walk.run_by and len(walk.window) <= RECENT_COMMITS
         if window_open:
-            walk.window.append((int(snapshot.timestamp_ms), int(found.get("added-records", 0))))
+            query, batch = found.get(QUERY_ID), found.get(BATCH_ID)
+            walk.window.append(
+                Commit(
+                    int(snapshot.timestamp_ms),
+                    int(found.get("added-records", 0)),
+                    (query, batch) if query and batch else None,
+                )
+            )
         status = walk.status
         if status.last_commit_ms is None and found.get(OFFSETS):
             status.last_commit_ms = int(snapshot.timestamp_ms)
@@ -175,41 +196,62 @@ def _walk(catalog: Any, name: str, pipeline: str) -> _Walk | None:
     return walk
 
 
-def records_per_second(windows: list[list[tuple[int, int]]]) -> float | None:
+def records_per_second(windows: list[list[Commit]]) -> float | None:
     """A pipeline's throughput over its recent commits to all of its tables.
 
-    Each window holds one table's recent commits of the pipeline's newest run, newest first,
-    as (commit time in ms, records added). The pipeline's window opens at the latest of the
-    tables' oldest commits (each table's window then covers it whole), counting the records
-    committed after it, to any table, up to the newest commit. A table's commit that opens a
-    window came before it: its records are not counted. None with fewer than two distinct
-    commit times.
+    Each window holds one table's recent commits of the pipeline's newest run, newest first.
+    A window holding more than RECENT_COMMITS commits was cut short: its oldest commit is where
+    that table's view begins, and the pipeline's window opens at the latest such commit. With
+    no window cut short every table holds the run's commits to it, and the window opens at the
+    run's first commit. The opening batch's records (to every table: a route's tables commit
+    a batch a few milliseconds apart) were read before the window and are not counted; the
+    records of every later commit, to any table, up to the newest, are. None when no commit
+    comes after the opening batch.
 
     Args:
-        windows: Per table, its recent commits (a table of one commit cannot open the window).
+        windows: Per table, its recent commits, newest first.
     """
-    opened = [w[-1][0] for w in windows if len(w) >= 2]
-    if not opened:
+    cut = [w[-1] for w in windows if len(w) > RECENT_COMMITS]
+    oldest = [w[-1] for w in windows if w]
+    if not oldest:
         return None
-    start = max(opened)
-    end = max(stamp for w in windows for stamp, _ in w)
-    if end <= start:
+    opener = max(cut, key=lambda c: c.at_ms) if cut else min(oldest, key=lambda c: c.at_ms)
+    counted = [
+        c
+        for w in windows
+        for c in w
+        if c.at_ms >= opener.at_ms
+        and c is not opener
+        and (opener.batch is None or c.batch != opener.batch)
+        and (c.at_ms > opener.at_ms or c.batch is not None)
+    ]
+    if not counted:
         return None
-    records = sum(added for w in windows for stamp, added in w if start < stamp <= end)
-    return records / ((end - start) / 1000)
+    end = max(c.at_ms for c in counted)
+    if end <= opener.at_ms:
+        return None
+    return sum(c.added for c in counted) / ((end - opener.at_ms) / 1000)
 
 
 def _missing_topics(
-    config: FrazilConfig, pipeline: PipelineConfig, committed: TopicOffsets
+    config: FrazilConfig,
+    pipeline: PipelineConfig,
+    committed: TopicOffsets,
+    unreachable: list[KafkaError],
 ) -> list[str]:
     """A problem naming the pipeline's listed topics Kafka does not have, while none of them
     was ever committed (a misspelt topic shows no lag and no commit, nothing else); none
-    once the pipeline has committed (its lag is read then)."""
+    once the pipeline has committed (its lag is read then). ``unreachable`` holds Kafka's
+    failure to answer once one pipeline met it: the others of the same status report it
+    without waiting again."""
     if pipeline.topics is None or set(pipeline.topics) & set(committed):
         return []
+    if unreachable:
+        return [f"topics not checked: {unreachable[0]}"]
     try:
         found = list_partitions(config, pipeline, timeout=5.0)
     except KafkaError as exc:
+        unreachable.append(exc)
         return [f"topics not checked: {exc}"]
     missing = [t for t in pipeline.topics if t not in found]
     if not missing:
@@ -243,6 +285,7 @@ def read_status(
     latest_of = kafka_latest(conf, isolation_level(config))
     now = time.time() * 1000
     found: list[PipelineStatus] = []
+    unreachable: list[KafkaError] = []
     for pipeline in config.pipelines:
         if names and pipeline.name not in names:
             continue
@@ -252,7 +295,7 @@ def read_status(
         ]
         tables = [w.status for w in walks]
         committed = freshness.lowest_offsets(t.offsets for t in tables)
-        problems += _missing_topics(config, pipeline, committed)
+        problems += _missing_topics(config, pipeline, committed, unreachable)
         lag: dict[str, int | None] = {}
         lag_s: dict[str, float | None] = {}
         if committed:
@@ -284,7 +327,7 @@ def read_status(
         if walks:
             # The newest run's commits, to whichever of the pipeline's tables (a route's
             # tables each hold a share of its records).
-            last = max(walks, key=lambda w: w.window[0][0] if w.window else 0)
+            last = max(walks, key=lambda w: w.window[0].at_ms if w.window else 0)
             rate = records_per_second(
                 [w.window for w in walks if w.window and w.run_by == last.run_by]
             )

@@ -38,7 +38,7 @@ def test_the_batchs_own_exception_is_reported_as_the_cause() -> None:
     # the cause deep in a quoted traceback: the batch's own exception is the cause instead.
     run = _run(None)
     run.handler.failure = RuntimeError("Invalid value abc for configuration max.poll.records")
-    with pytest.raises(PipelineFailed, match=r"^pipeline 'p' failed$") as failed:
+    with pytest.raises(PipelineFailed, match=r"^pipeline 'p' failed: Invalid value abc") as failed:
         _raise_first_failure([run])
     assert failed.value.__cause__ is run.handler.failure
 

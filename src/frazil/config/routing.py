@@ -44,21 +44,27 @@ def table_name_problem(value: str) -> str | None:
         return None
     parts = value.split(".")
     if len(parts) < 2:
-        return f"{value!r} must be namespace.table, e.g. db.{_name_hint(value) or 'payments'}"
+        return f"{value!r} must be namespace.table, e.g. db.{_name_hint(value)}"
     for part in parts:
         if not part:
             return f"{value!r} has an empty part: namespace.table, e.g. db.payments"
         if _NAME_PART.match(part):
             continue
-        bad = sorted({c for c in part if not (c.isascii() and (c.isalnum() or c == "_"))})
-        if bad:
-            quoted = ", ".join(repr(c) for c in bad)
+        quoted = _disallowed(part, "_")
+        if quoted:
             return (
                 f"{value!r}: {quoted} not allowed in a table name (letters, digits and _), "
                 f"e.g. {'.'.join(_name_hint(p) for p in parts)}"
             )
         return f"{value!r}: {part!r} starts with a digit (a name starts with a letter or _)"
     return f"{value!r} must be namespace.table, e.g. db.payments"
+
+
+def _disallowed(text: str, allowed: str) -> str:
+    """The characters of ``text`` other than ASCII letters, digits and ``allowed``, quoted,
+    each once ("" if none)."""
+    bad = sorted({c for c in text if not (c.isascii() and (c.isalnum() or c in allowed))})
+    return ", ".join(repr(c) for c in bad)
 
 
 def _name_hint(part: str) -> str:
@@ -139,9 +145,8 @@ def _check_template(template: str, allowed: set[str], what: str) -> str:
         raise ValueError(f"{template!r}: unbalanced braces")
     # Placeholders become identifier characters: check the name with a stand-in.
     if not TABLE_NAME.match(_PLACEHOLDER.sub("x", template)):
-        bad = sorted({c for c in rest if not (c.isascii() and (c.isalnum() or c in "_."))})
-        quoted = ", ".join(repr(c) for c in bad)
-        why = f": {quoted} not allowed (letters, digits and _)" if bad else ""
+        quoted = _disallowed(rest, "_.")
+        why = f": {quoted} not allowed (letters, digits and _)" if quoted else ""
         raise ValueError(
             f"{template!r} must be namespace.table once its placeholders are filled{why}, "
             "e.g. db.events_{" + what + "}"

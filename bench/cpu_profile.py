@@ -84,6 +84,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "xms": {"spark_conf": {"spark.driver.extraJavaOptions": "-Xms1g"}},
     "xms384": {"spark_conf": {"spark.driver.extraJavaOptions": "-Xms384m"}},
     "young256": {"spark_conf": {"spark.driver.extraJavaOptions": "-Xmn256m"}},
+    # The heap's pages touched at start (a young collection that promotes into pages never
+    # touched spent ~0.2-0.3 s of system time faulting them in on this machine).
+    "pretouch": {"spark_conf": {"spark.driver.extraJavaOptions": "-XX:+AlwaysPreTouch"}},
     # C1's thresholds at HotSpot's defaults (frazil raises them 5x for a local driver).
     "tier3": {
         "spark_conf": {

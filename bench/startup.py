@@ -5,7 +5,8 @@ One private broker and a payments topic (by default 1,000 records, 4 partitions)
 with the class-data archive built by `frazil setup` and without it (``FRAZIL_CDS=0``);
 ``--variants default,scripts`` compares the driver JVM started with its kept command and
 through Spark's scripts (``FRAZIL_DRIVER_COMMAND=0``); ``no-directives`` without the local
-driver's JIT directives (``FRAZIL_JIT_DIRECTIVES=0``: C2 compiles start-up code too). The times are
+driver's JIT directives (``FRAZIL_JIT_DIRECTIVES=0``: C2 compiles start-up code too);
+``pretouch`` with the driver's heap pages touched at start (``-XX:+AlwaysPreTouch``). The times are
 taken from the CLI's own stderr lines as they arrive: the query started (``running ...``), the
 first micro-batch started (``batch N started``, logged with ``--verbose``), the first commit,
 and the process exit; CPU seconds are those of every process of the run (``/proc``, polled).
@@ -51,12 +52,18 @@ VARIANTS: dict[str, tuple[dict[str, str], str]] = {
     "no-cds": ({"FRAZIL_CDS": "0"}, "FRAZIL_CDS=0"),
     "scripts": ({"FRAZIL_DRIVER_COMMAND": "0"}, "through Spark's scripts"),
     "no-directives": ({"FRAZIL_JIT_DIRECTIVES": "0"}, "C2 on start-up code too"),
+    "pretouch": ({}, "heap pages touched at start"),
 }
+#: A variant's driver JVM options (``spark.driver.extraJavaOptions``; the user's win).
+JAVA_OPTIONS: dict[str, str] = {"pretouch": "-XX:+AlwaysPreTouch"}
 
 
 def run_once(work: Path, bootstrap: str, topic: str, variant: str) -> dict[str, Any]:
     table = f"startup_{uuid.uuid4().hex[:6]}"
     config = payments_config(work, bootstrap, topic, table)
+    if variant in JAVA_OPTIONS:
+        spark = config.setdefault("spark", {})
+        spark.setdefault("conf", {})["spark.driver.extraJavaOptions"] = JAVA_OPTIONS[variant]
     path = work / f"{table}.yaml"
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "FRAZIL_CDS": "1", "FRAZIL_DRIVER_COMMAND": "1", **VARIANTS[variant][0]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import time
 from pathlib import Path
 
 import typer
@@ -78,19 +79,26 @@ def quickstart(
         port=port,
         controller_port=port + 1 if controller_port is None else controller_port,
     )
+    # Each step says how long it took: a first run spends most of its minutes starting
+    # Spark and its JIT, and a step without a figure reads as a hang.
+    began = step = time.monotonic()
     say(f"[bold]1/3[/] starting a local Kafka broker (KRaft) in {directory / '.frazil'} …")
     bootstrap = broker.up()
     _write_config(config_path, port, topic)
-    say(f"      broker ready at {bootstrap}")
+    say(f"      broker ready at {bootstrap} ({_since(step)})")
+    step = time.monotonic()
     say(f"[bold]2/3[/] producing {count:,} sample payment events to topic '{topic}' …")
     ensure_topic(bootstrap, topic, partitions=4)
     produce_events(bootstrap, topic, count, progress=output is OutputFormat.text)
+    say(f"      produced ({_since(step)})")
+    step = time.monotonic()
     say("[bold]3/3[/] ingesting into Iceberg with Spark (until caught up) …")
     # The broker just started, whatever the shell's environment names: quickstart never reads
     # someone else's topic.
     os.environ["FRAZIL_BOOTSTRAP_SERVERS"] = bootstrap
     config = load_config(config_path)
     reports = run_pipelines(config, until_caught_up=True)
+    say(f"      caught up ({_since(step)}; quickstart {_since(began)})")
     if output is OutputFormat.json:
         console.print_json(json.dumps([r.to_json() for r in reports]))
         return
@@ -107,6 +115,11 @@ def quickstart(
         f'frazil sql -c {where} "SELECT type, count(*) FROM db.payments GROUP BY type"',
     )
     print_hint("stop the broker: ", f"frazil local down --state-dir {state}")
+
+
+def _since(start: float) -> str:
+    """Seconds since ``start`` (``time.monotonic()``), as a step's duration is shown."""
+    return f"{time.monotonic() - start:.1f} s"
 
 
 def _write_config(path: Path, port: int, topic: str, *, write: bool = True) -> None:

@@ -102,24 +102,15 @@ def gc_option(master: str) -> str:
 
 
 def initial_heap(driver_memory: str) -> str:
-    """The local driver's heap at its full size from the start, its pages touched at start.
+    """The local driver's heap at its full size from the start.
 
     The JVM starts with 1/64 of the machine's memory and the serial collector grows the heap
     only when a full collection leaves too little free: the young generation stayed a third
     of ~375 MB, so a 500k-record batch ran ~20 young collections and a full one every ~1.5 s,
     all stopping the tasks. At full size, a 2M-record run took 0.92x the CPU per record and
-    1.14x the events/s (docs/benchmarks.md).
-
-    The pages are touched at start (``-XX:+AlwaysPreTouch``, as Elasticsearch and Kafka's own
-    deployments run their JVMs): otherwise a young collection that promotes into pages not
-    yet touched faults them in while the tasks wait. On this 2-core VM such pauses took
-    0.2-0.46 s, mostly system time, against 0.03-0.11 s with the heap touched (GC logs of a
-    routed benchmark); on 2M records the steady state took 0.96x the CPU per record and 1.05x
-    the events/s in three paired rounds, the first commit as soon. Touching 1 GB costs
-    ~0.5 s at the JVM's start. A user's own ``-Xms`` or ``-XX:-AlwaysPreTouch`` comes later and
-    wins.
+    1.14x the events/s (docs/benchmarks.md). A user's own ``-Xms`` comes later and wins.
     """
-    return f"-Xms{driver_memory} -XX:+AlwaysPreTouch"
+    return f"-Xms{driver_memory}"
 
 
 def shares_few_cores(master: str) -> bool:

@@ -66,12 +66,12 @@ def test_user_java_options_are_appended_not_replacing_frazils() -> None:
 
 def test_a_local_driver_starts_with_its_whole_heap() -> None:
     opts = _conf({"driver_memory": "3g"})["spark.driver.extraJavaOptions"]
-    assert " -Xms3g -XX:+AlwaysPreTouch" in opts
+    assert " -Xms3g" in opts
     mine = _conf({"conf": {"spark.driver.extraJavaOptions": "-Xms256m"}})
     # The user's comes last: the JVM takes it.
     assert mine["spark.driver.extraJavaOptions"].endswith("-Xms256m")
     remote = _conf({"master": "spark://h:7077"})["spark.driver.extraJavaOptions"]
-    assert "-Xms" not in remote and "PreTouch" not in remote
+    assert "-Xms" not in remote
 
 
 def test_user_classpath_is_added_after_frazils_jars() -> None:

@@ -87,6 +87,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # The heap's pages touched at start (a young collection that promotes into pages never
     # touched spent ~0.2-0.3 s of system time faulting them in on this machine).
     "pretouch": {"spark_conf": {"spark.driver.extraJavaOptions": "-XX:+AlwaysPreTouch"}},
+    # Survivor spaces large enough for a batch's mid-lived data (Kafka's fetched records, a
+    # file's buffered pages), so that less of it is promoted into tenured pages.
+    "surv4": {"spark_conf": {"spark.driver.extraJavaOptions": "-XX:SurvivorRatio=4"}},
+    "young512s4": {"spark_conf": {"spark.driver.extraJavaOptions": "-Xmn512m -XX:SurvivorRatio=4"}},
     # C1's thresholds at HotSpot's defaults (frazil raises them 5x for a local driver).
     "tier3": {
         "spark_conf": {

@@ -64,6 +64,9 @@ DROPPED = "__frazil_dropped"
 #: The one job's kind of row (which table layout its struct follows), and the prefix of its
 #: per-layout struct columns (``__frazil_shape_<n>``).
 KIND = "__frazil_kind"
+#: The one job's number of a row's table: its position among the batch's known tables, -1
+#: for any other (``dev.frazil.spark.TableSlot``).
+ROUTE_SLOT = "__frazil_route_slot"
 SHAPE_PREFIX = "__frazil_shape_"
 #: The one job's staging table of new tables' template (``<namespace>.__frazil_staged_<p>``).
 STAGED_PREFIX = "__frazil_staged_"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from frazil.engine.routed_layout import name_in
+from frazil.engine.routed_layout import name_in, slot_in, table_slot
 from frazil.sink.evolution import NAME_MAPPING, TableView
 from frazil.sink.iceberg import IcebergTable, IcebergTables
 
@@ -73,6 +73,30 @@ def test_name_in_matches_the_names_given(spark: Any) -> None:
     assert got == sorted((v for v in values if v in names), key=str)
     [one] = frame.where(name_in(F.col("name"), ["x"])).collect()
     assert one["name"] == "x"
+
+
+def test_a_table_slot_is_the_names_position_and_minus_one_for_any_other(spark: Any) -> None:
+    """The slot a routed row's kind and task read: generated code and Spark's interpreted
+    evaluation alike."""
+    from pyspark.sql import functions as F
+
+    values = ["a.b", "it's", "ünï", "x", "", "not known", None]
+    frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, name string")
+    names = ["", "a.b", "it's", "x", "ünï"]
+    expected = [names.index(v) if v in names else -1 for v in values]
+    slotted = frame.select("i", table_slot(F.col("name"), names).alias("slot"))
+    for mode in ("CODEGEN_ONLY", "NO_CODEGEN"):
+        spark.conf.set("spark.sql.codegen.factoryMode", mode)
+        spark.conf.set("spark.sql.codegen.wholeStage", str(mode == "CODEGEN_ONLY").lower())
+        try:
+            rows = sorted(slotted.collect())
+            picked = sorted(r["i"] for r in slotted.where(slot_in(F.col("slot"), [1, 3])).collect())
+        finally:
+            spark.conf.unset("spark.sql.codegen.factoryMode")
+            spark.conf.unset("spark.sql.codegen.wholeStage")
+        assert [r["slot"] for r in rows] == expected, mode
+        assert picked == [0, 3], mode
+    assert slotted.schema["slot"].nullable is False
 
 
 def test_tables_java_list_built_from_lists_holding_them(spark: Any, unique: str) -> None:

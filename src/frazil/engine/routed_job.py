@@ -146,6 +146,7 @@ def run(
         # are all small in a batch of a few thousand rows each (100 round trips a batch).
         json.dumps(small[0]),
         small[1],
+        json.dumps(layout.names),
     )
     outcome = Outcome.parse(result, template)
     layout.met_new = any(t.created for t in outcome.tables.values()) or bool(outcome.refused)

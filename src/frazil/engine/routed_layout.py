@@ -37,10 +37,12 @@ if TYPE_CHECKING:
 #: of a dropped record (not counted).
 BAD, UNMATCHED, FILTERED, DEFERRED, IGNORED = -1, -2, -3, -4, -5
 #: The layout's columns before the table shapes: the row's kind and table, the record's
-#: Kafka topic, partition and timestamp (ms).
+#: Kafka topic, partition and timestamp (ms), and the table's slot (its position among the
+#: known tables, -1 for another).
 #: Their positions; table shape ``i`` is the column at ``FIRST_STRUCT + i``.
 KIND_COLUMN, TABLE_COLUMN, TOPIC_COLUMN, PARTITION_COLUMN, TIMESTAMP_COLUMN = 0, 1, 2, 3, 4
-FIRST_STRUCT = 5
+SLOT_COLUMN = 5
+FIRST_STRUCT = 6
 #: The fixed columns by position (the layout's first FIRST_STRUCT columns).
 FIXED_COLUMNS: dict[int, str] = {
     KIND_COLUMN: c.KIND,
@@ -48,6 +50,7 @@ FIXED_COLUMNS: dict[int, str] = {
     TOPIC_COLUMN: c.TOPIC,
     PARTITION_COLUMN: c.PARTITION,
     TIMESTAMP_COLUMN: c.TIMESTAMP_MS,
+    SLOT_COLUMN: c.ROUTE_SLOT,
 }
 #: Tasks per core that write the tables, at least: each task writes whole tables (a table's
 #: rows are shuffled to one task), so that a table gets one file per partition and batch.
@@ -112,8 +115,11 @@ class Layout:
 
     kind: Column
     shapes: list[Column]
+    #: The known tables, sorted: a table's slot is its position here.
     names: list[str]
     template: Template | None
+    #: Each row's table slot (:func:`table_slot`), which the kind and the task test.
+    slot: Column | None = None
     #: The column types each shape must have: those of the tables written with it.
     expected: dict[int, list[StructType]] = field(default_factory=dict)
     _fits: bool | None = None
@@ -159,7 +165,15 @@ class Layout:
         """
         from pyspark.sql import functions as F
 
-        with_kind = c.explode_routes(planned, self.one_each).select("*", self.kind.alias(c.KIND))
+        # The slot first, in a projection of its own: the kind and the task then read it as a
+        # column (Spark keeps a projection apart whose expensive column the next one reads
+        # more than once), so each row's table name is looked up once.
+        routes = c.explode_routes(planned, self.one_each)
+        if self.slot is not None:
+            routes = routes.select("*", self.slot.alias(c.ROUTE_SLOT))
+        else:
+            routes = routes.select("*", F.lit(-1).alias(c.ROUTE_SLOT))
+        with_kind = routes.select("*", self.kind.alias(c.KIND))
         fixed = [F.col(FIXED_COLUMNS[i]) for i in range(FIRST_STRUCT)]
         out = with_kind.select(*fixed, *self.shapes)
         total, known = self.tasks(cores)
@@ -187,12 +201,11 @@ class Layout:
         return task
 
     def _task(self, total: int, known: int) -> Column:
-        """A row's task: its known table's own, or one of the rest by a hash of its name.
-
-        Known tables that share tasks (more than ``known``) are spread by a hash of the name
-        too, found known by a set lookup: a branch per table compared each row's table name
-        with every name before its own (100 tables: ~50 string comparisons per row). With
-        several tables per task and more tasks than cores, an uneven share costs little.
+        """A row's task: its known table's own by the table's slot (with more known tables
+        than ``known`` tasks, tables share them in turn), or one of the rest by a hash of its
+        name. The slot is a number the row already holds: a branch per table compared each
+        row's table name with every name before its own, and a hash set of the names looked
+        the name up once more per row.
         """
         from pyspark.sql import functions as F
 
@@ -203,16 +216,11 @@ class Layout:
             if spare
             else F.pmod(F.hash(rt), F.lit(total))
         )
-        if len(self.names) > known:
-            # isin of more than a few literals is optimized into a hash set (Spark's InSet).
-            return F.when(name_in(rt, self.names), F.pmod(F.hash(rt), F.lit(known))).otherwise(
-                others
-            )
-        task: Column | None = None
-        for index, name in enumerate(self.names):
-            branch = F.lit(index % known)
-            task = (F.when if task is None else task.when)(rt == F.lit(name), branch)
-        return others if task is None else task.otherwise(others)
+        if not self.names or not known:
+            return others
+        slot = F.col(c.ROUTE_SLOT)
+        own = slot if len(self.names) <= known else F.pmod(slot, F.lit(known))
+        return F.when(slot >= 0, own).otherwise(others)
 
 
 def name_in(column: Column, names: Sequence[str]) -> Column:
@@ -229,6 +237,34 @@ def name_in(column: Column, names: Sequence[str]) -> Column:
     assert context is not None and context._jvm is not None
     sets = java_class(context._jvm, "dev.frazil.spark.ValueSets")
     return ClassicColumn(sets.isIn(_to_java_column(column), json.dumps(list(names))))
+
+
+def table_slot(column: Column, names: Sequence[str]) -> Column:
+    """Each row's position of ``column``'s value among ``names``, -1 for any other value or
+    null (``dev.frazil.spark.TableSlot``: one hash lookup per row), built in one JVM call."""
+    return _jvm_column("dev.frazil.spark.TableSlot", "column", column, names)
+
+
+def slot_in(column: Column, slots: Sequence[int]) -> Column:
+    """Whether ``column`` holds one of ``slots`` (Spark's ``In`` of integers, a ``switch`` in
+    generated code), built in one JVM call."""
+    from pyspark.sql import functions as F
+
+    if len(slots) == 1:
+        return column == F.lit(slots[0])
+    return _jvm_column("dev.frazil.spark.ValueSets", "isInInts", column, slots)
+
+
+def _jvm_column(cls: str, method: str, column: Column, values: Sequence[object]) -> Column:
+    """``cls.method(column, values as JSON)``: a column built by frazil's JVM classes."""
+    from pyspark import SparkContext
+    from pyspark.sql.classic.column import Column as ClassicColumn
+    from pyspark.sql.classic.column import _to_java_column
+
+    context = SparkContext._active_spark_context
+    assert context is not None and context._jvm is not None
+    build = getattr(java_class(context._jvm, cls), method)
+    return ClassicColumn(build(_to_java_column(column), json.dumps(list(values))))
 
 
 def template_eligible(settings: ResolvedTable) -> bool:
@@ -347,8 +383,13 @@ def build_layout(
         entry[1].append(name)
         layout.names.append(name)
         layout.expected.setdefault(index, []).append(views[name].schema)
+    slot_of = {name: i for i, name in enumerate(layout.names)}
+    slot = F.col(c.ROUTE_SLOT)
     for branch, names in branches.values():
-        kind = kind.when(name_in(rt, names), branch)
+        # Tested by the row's slot (a number) rather than its name: one lookup per row.
+        test = slot >= 0 if len(branches) == 1 else slot_in(slot, [slot_of[n] for n in names])
+        kind = kind.when(test, branch)
+    layout.slot = table_slot(rt, layout.names) if layout.names else None
     if template is not None:
         kind = kind.otherwise(len(shapes))
         layout.expected[len(shapes)] = [template.schema]

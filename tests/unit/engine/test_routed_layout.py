@@ -209,7 +209,7 @@ def test_the_jvm_reads_the_layout_and_kinds_by_the_names_python_writes_them_with
         for name, value in re.findall(r"public static final int (\w+) = (-?\d+);", source)
     }
     positions = ["KIND_COLUMN", "TABLE_COLUMN", "TOPIC_COLUMN", "PARTITION_COLUMN"]
-    positions += ["TIMESTAMP_COLUMN", "FIRST_STRUCT"]
+    positions += ["TIMESTAMP_COLUMN", "SLOT_COLUMN", "FIRST_STRUCT"]
     codes = ["BAD", "UNMATCHED", "FILTERED", "DEFERRED", "IGNORED"]
     assert java == {name: getattr(routed_layout, name) for name in positions + codes}
     # The fixed columns fill the positions before the first shape, each once.
@@ -217,6 +217,7 @@ def test_the_jvm_reads_the_layout_and_kinds_by_the_names_python_writes_them_with
     assert len(set(routed_layout.FIXED_COLUMNS.values())) == routed_layout.FIRST_STRUCT
     assert routed_layout.FIXED_COLUMNS[routed_layout.KIND_COLUMN] == c.KIND
     assert routed_layout.FIXED_COLUMNS[routed_layout.TABLE_COLUMN] == c.ROUTE_TABLE
+    assert routed_layout.FIXED_COLUMNS[routed_layout.SLOT_COLUMN] == c.ROUTE_SLOT
     # A shape's index is its kind, so no code may be one.
     assert all(java[code] < 0 for code in codes) and len({java[c] for c in codes}) == len(codes)
 

@@ -4,6 +4,7 @@ import static dev.frazil.spark.RoutedWrites.DEFERRED;
 import static dev.frazil.spark.RoutedWrites.FIRST_STRUCT;
 import static dev.frazil.spark.RoutedWrites.KIND_COLUMN;
 import static dev.frazil.spark.RoutedWrites.PARTITION_COLUMN;
+import static dev.frazil.spark.RoutedWrites.SLOT_COLUMN;
 import static dev.frazil.spark.RoutedWrites.TABLE_COLUMN;
 import static dev.frazil.spark.RoutedWrites.TIMESTAMP_COLUMN;
 import static dev.frazil.spark.RoutedWrites.TOPIC_COLUMN;
@@ -45,6 +46,8 @@ final class RoutedTaskWriter {
   private final long taskId;
   private final TaskOutput output = new TaskOutput();
   private final Map<UTF8String, Sink> sinks = new HashMap<>();
+  /** The known tables' sinks by slot: a row of a known table finds its own by number. */
+  private final Sink[] bySlot;
   private final Map<UTF8String, String> topics = new HashMap<>();
 
   RoutedTaskWriter(
@@ -57,6 +60,7 @@ final class RoutedTaskWriter {
     this.partitionIndex = partitionIndex;
     TaskContext context = TaskContext.get();
     this.taskId = context == null ? 0 : context.taskAttemptId();
+    this.bySlot = new Sink[tables.slots.length];
   }
 
   TaskOutput run(Iterator<InternalRow> rows) throws IOException {
@@ -68,11 +72,18 @@ final class RoutedTaskWriter {
           output.counts.add(kind);
           continue;
         }
-        UTF8String name = row.getUTF8String(TABLE_COLUMN);
-        Sink sink = sinks.get(name);
+        int slot = row.getInt(SLOT_COLUMN);
+        Sink sink = slot >= 0 ? bySlot[slot] : null;
         if (sink == null) {
-          sink = open(name.toString(), kind);
-          sinks.put(name.clone(), sink);
+          UTF8String name = row.getUTF8String(TABLE_COLUMN);
+          sink = sinks.get(name);
+          if (sink == null) {
+            sink = open(name.toString(), kind);
+            sinks.put(name.clone(), sink);
+          }
+          if (slot >= 0) {
+            bySlot[slot] = sink;
+          }
         }
         if (sink.written == null) {
           output.counts.add(DEFERRED);

@@ -41,8 +41,9 @@ import org.apache.spark.sql.types.StructType;
  * <p>The batch is a Dataset laid out as: the row's kind (int, at {@link #KIND_COLUMN}), its
  * table's name (string, {@link #TABLE_COLUMN}), the record's topic (string, {@link
  * #TOPIC_COLUMN}), partition (int, {@link #PARTITION_COLUMN}) and Kafka timestamp in
- * milliseconds (long, {@link #TIMESTAMP_COLUMN}), then one struct column per table shape from
- * {@link #FIRST_STRUCT} on. A row's kind is the index of the shape holding its values for its
+ * milliseconds (long, {@link #TIMESTAMP_COLUMN}), its table's slot (int, {@link #SLOT_COLUMN}:
+ * the table's position among the known tables the driver named, -1 for another), then one
+ * struct column per table shape from {@link #FIRST_STRUCT} on. A row's kind is the index of the shape holding its values for its
  * table (the struct at {@code FIRST_STRUCT + kind}), or a negative code for a row that is not
  * written ({@link #BAD} to {@link #IGNORED}). A table the driver named is written with that
  * table's schema, spec and properties; any other name is a table the batch meets first,
@@ -80,8 +81,10 @@ public final class RoutedWrites {
   public static final int PARTITION_COLUMN = 3;
   /** Position of the record's Kafka timestamp in milliseconds. */
   public static final int TIMESTAMP_COLUMN = 4;
+  /** Position of the row's table slot: its position among the known tables, -1 for another. */
+  public static final int SLOT_COLUMN = 5;
   /** Position of the first table shape: shape {@code i} is the column {@code FIRST_STRUCT + i}. */
-  public static final int FIRST_STRUCT = 5;
+  public static final int FIRST_STRUCT = 6;
 
   /** A record with an error (decode, transform, a value its table cannot take). */
   public static final int BAD = -1;
@@ -187,13 +190,20 @@ public final class RoutedWrites {
     final Set<String> small;
     /** Whether the tables met first are expected to. */
     final boolean newSmall;
+    /** The known tables' names by slot ({@link #SLOT_COLUMN}). */
+    final String[] slots;
 
     TaskTables(
-        Map<String, Table> known, TemplateTable template, Set<String> small, boolean newSmall) {
+        Map<String, Table> known,
+        TemplateTable template,
+        Set<String> small,
+        boolean newSmall,
+        String[] slots) {
       this.known = known;
       this.template = template;
       this.small = small;
       this.newSmall = newSmall;
+      this.slots = slots;
     }
 
     /** The writer properties of a table's files in this batch (over the table's own). */
@@ -313,6 +323,8 @@ public final class RoutedWrites {
    * @param small the known tables expected to write files smaller than a Parquet page (see
    *     {@link #SMALL_FILE_PROPERTIES}), as a JSON array of names
    * @param newSmall whether the tables met first are expected to
+   * @param slots the known tables' names by slot ({@link #SLOT_COLUMN}), as a JSON array: each
+   *     one of {@code names}
    * @return what was written (nothing is committed)
    */
   public static Result write(
@@ -323,7 +335,8 @@ public final class RoutedWrites {
       String templateNamespace,
       String namespaceLocation,
       String small,
-      boolean newSmall)
+      boolean newSmall,
+      String slots)
       throws IOException {
     Map<String, Table> known = new HashMap<>();
     Map<String, FileIO> ios = new HashMap<>();
@@ -344,6 +357,13 @@ public final class RoutedWrites {
     for (int i = 0; i < shapes.length; i++) {
       shapes[i] = (StructType) layout.fields()[FIRST_STRUCT + i].dataType();
     }
+    String[] bySlot =
+        JSON.readValue(slots, new TypeReference<List<String>>() {}).toArray(new String[0]);
+    for (String name : bySlot) {
+      if (!known.containsKey(name)) {
+        throw new IllegalArgumentException("slot of table " + name + ", not a known table");
+      }
+    }
     String operation = UUID.randomUUID().toString();
     JavaRDD<InternalRow> rows = batch.queryExecution().toRdd().toJavaRDD();
     // The tables go to the tasks as a broadcast, as Iceberg's Spark writes send theirs: read
@@ -357,7 +377,8 @@ public final class RoutedWrites {
                     known,
                     newTables,
                     new HashSet<>(JSON.readValue(small, new TypeReference<List<String>>() {})),
-                    newSmall));
+                    newSmall,
+                    bySlot));
     List<TaskOutput> outputs;
     try {
       outputs =

@@ -29,4 +29,18 @@ public final class ValueSets {
     List<String> parsed = JSON.readValue(values, new TypeReference<List<String>>() {});
     return column.isInCollection(parsed);
   }
+
+  /**
+   * Whether the column's value is one of these integers (Spark's {@code In}: a {@code switch}
+   * in generated code beyond a few values).
+   *
+   * @param column the column
+   * @param values the integers, as a JSON array
+   * @return the test
+   * @throws IOException if {@code values} is not a JSON array of integers
+   */
+  public static Column isInInts(Column column, String values) throws IOException {
+    List<Integer> parsed = JSON.readValue(values, new TypeReference<List<Integer>>() {});
+    return column.isInCollection(parsed);
+  }
 }

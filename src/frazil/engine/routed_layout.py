@@ -226,17 +226,11 @@ class Layout:
 def name_in(column: Column, names: Sequence[str]) -> Column:
     """Whether ``column`` holds one of ``names``, built in one JVM call (PySpark's ``isin``
     makes a literal per name, a py4j round trip each: ~0.1 s for a route's 100 tables)."""
-    from pyspark import SparkContext
     from pyspark.sql import functions as F
-    from pyspark.sql.classic.column import Column as ClassicColumn
-    from pyspark.sql.classic.column import _to_java_column
 
     if len(names) == 1:
         return column == F.lit(names[0])
-    context = SparkContext._active_spark_context
-    assert context is not None and context._jvm is not None
-    sets = java_class(context._jvm, "dev.frazil.spark.ValueSets")
-    return ClassicColumn(sets.isIn(_to_java_column(column), json.dumps(list(names))))
+    return _jvm_column("dev.frazil.spark.ValueSets", "isIn", column, names)
 
 
 def table_slot(column: Column, names: Sequence[str]) -> Column:

@@ -53,9 +53,13 @@ VARIANTS: dict[str, tuple[dict[str, str], str]] = {
     "scripts": ({"FRAZIL_DRIVER_COMMAND": "0"}, "through Spark's scripts"),
     "no-directives": ({"FRAZIL_JIT_DIRECTIVES": "0"}, "C2 on start-up code too"),
     "pretouch": ({}, "heap pages touched at start"),
+    "thp": ({}, "heap in transparent huge pages"),
 }
 #: A variant's driver JVM options (``spark.driver.extraJavaOptions``; the user's win).
-JAVA_OPTIONS: dict[str, str] = {"pretouch": "-XX:+AlwaysPreTouch"}
+JAVA_OPTIONS: dict[str, str] = {
+    "pretouch": "-XX:+AlwaysPreTouch",
+    "thp": "-XX:+UseTransparentHugePages",
+}
 
 
 def run_once(work: Path, bootstrap: str, topic: str, variant: str) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.config.pipeline import PipelineConfig
-from frazil.engine import routed_layout
+from frazil.engine import routed_layout, routed_sizing
 from frazil.engine.adapt import ColumnAdapter
 from frazil.engine.ledger import TableLedger
 from frazil.engine.live_plan import LivePlan
@@ -130,7 +130,7 @@ def run(
     their ``tables`` (a Java list in the same order, as the ledger keeps it: a list built here
     would cost a py4j round trip per table; None: no known table), and, with a template, to
     the tables it meets first; ``small``: the known tables, and whether the new ones, expected
-    to write files smaller than a Parquet page (:func:`~frazil.engine.routed_layout.small_tables`).
+    to write files smaller than a Parquet page (:func:`~frazil.engine.routed_sizing.small_tables`).
     """
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -181,7 +181,7 @@ class RoutedJob:
     #: The template of new tables, per namespace and batch shape (the latest).
     _templates: dict[tuple[str, str], Template | None] = field(default_factory=dict)
     #: Each table's rows in the last batch the job wrote.
-    _seen: routed_layout.RowsSeen | None = None
+    _seen: routed_sizing.RowsSeen | None = None
 
     def write(
         self, window: BatchWindow, states: dict[str, table_markers.TableState]
@@ -211,11 +211,11 @@ class RoutedJob:
             return NotThisWay("a table the job cannot write as it is")
         spark = self.spark
         cores = max(1, spark.sparkContext.defaultParallelism)
-        hot = routed_layout.hot_tables(layout.names, window.records, self._seen, cores)
+        hot = routed_sizing.hot_tables(layout.names, window.records, self._seen, cores)
         frame = layout.frame(planned, cores, hot)
         if not layout.fits(frame):
             return NotThisWay("the batch does not fit the job's layout")
-        small = routed_layout.small_tables(layout.names, window.records, self._seen)
+        small = routed_sizing.small_tables(layout.names, window.records, self._seen)
         try:
             targets = self.ledger.targets
             java_tables = self.ledger.handles().java_tables() if targets else None
@@ -225,7 +225,7 @@ class RoutedJob:
             return NotThisWay("the job failed")
         outcome = dataclasses.replace(outcome, seconds=time.monotonic() - began)
         if window.records:
-            self._seen = routed_layout.RowsSeen(
+            self._seen = routed_sizing.RowsSeen(
                 {n: t.records for n, t in outcome.tables.items()}, window.records
             )
         new = [n for n, t in outcome.tables.items() if t.created]
@@ -280,7 +280,7 @@ class RoutedJob:
             layout = routed_layout.build_layout(
                 schema, known, self._template(user), views, one_each=self.live.plan.one_each
             )
-            if routed_layout.meets_none_new(known, self._seen):
+            if routed_sizing.meets_none_new(known, self._seen):
                 layout.met_new = False
         if len(self._layouts) > 8:
             self._layouts.clear()

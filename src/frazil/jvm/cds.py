@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -34,6 +35,10 @@ from frazil.paths import cache_dir
 CDS_ENV = "FRAZIL_CDS"
 
 _QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+log = logging.getLogger(__name__)
+#: Whether this process has said that there is no archive (once is enough).
+_told = False
 
 
 def _digest() -> str:
@@ -62,8 +67,23 @@ def java_options() -> str:
     except Exception:  # no Java or no jars yet: nothing to share
         return ""
     if not path.is_file():
+        _tell_missing()
         return ""
     return f"{java_option('-XX:SharedArchiveFile=', path)} {_QUIET}"
+
+
+def _tell_missing() -> None:
+    """Say once per process that Spark starts without an archive: the JVM would not, and an
+    install upgraded without ``frazil setup`` (new jars, a new JVM) starts seconds later."""
+    global _told
+    if _told:
+        return
+    _told = True
+    log.warning(
+        "no class-data archive for this JVM and these jars: Spark starts ~3-4 s slower; "
+        "`frazil setup` builds one (%s=0 hides this)",
+        CDS_ENV,
+    )
 
 
 #: Bumped when what the archive covers changes (the workload, how jars are loaded), so an

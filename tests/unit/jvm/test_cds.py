@@ -1,4 +1,5 @@
-"""The driver's class-data archive is used when present, silently skipped otherwise."""
+"""The driver's class-data archive is used when present; without one, Spark starts as it
+would and frazil says once how to build one."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ def test_options_name_the_archive_only_when_it_exists(
 ) -> None:
     archive = tmp_path / "spark-driver-x.jsa"
     monkeypatch.setattr(cds, "archive_path", lambda: archive)
+    monkeypatch.setattr(cds, "_told", True)
     assert cds.java_options() == ""
     archive.write_bytes(b"")
     options = cds.java_options()
@@ -36,3 +38,21 @@ def test_each_pyspark_installation_has_an_archive_of_its_own(
     second = cds.archive_path()
     assert first != second
     assert first.name.startswith("spark-driver-") and first.name.endswith("-d.jsa")
+
+
+def test_a_start_without_an_archive_says_once_that_setup_builds_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(cds, "archive_path", lambda: tmp_path / "missing.jsa")
+    monkeypatch.setattr(cds, "_told", False)
+    with caplog.at_level("WARNING", logger=cds.__name__):
+        assert cds.java_options() == ""
+        assert cds.java_options() == ""
+    told = [r.getMessage() for r in caplog.records if r.name == cds.__name__]
+    assert len(told) == 1 and "`frazil setup` builds one" in told[0]
+    # Turned off on purpose: nothing to say.
+    caplog.clear()
+    monkeypatch.setattr(cds, "_told", False)
+    monkeypatch.setenv(cds.CDS_ENV, "0")
+    assert cds.java_options() == ""
+    assert not [r for r in caplog.records if r.name == cds.__name__]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from frazil.engine.routed_layout import name_in, slot_in, table_slot
+from frazil.engine.routed_layout import slot_in, table_slot
 from frazil.sink.evolution import NAME_MAPPING, TableView
 from frazil.sink.iceberg import IcebergTable, IcebergTables
 
@@ -58,21 +58,6 @@ def test_views_read_at_once_equal_views_read_one_by_one(spark: Any, unique: str)
     assert keyed.column_for("seen_at") == "seen_at"
     assert keyed.schema_id > 0
     assert at_once[0].mapping_text is None
-
-
-def test_name_in_matches_the_names_given(spark: Any) -> None:
-    from pyspark.sql import functions as F
-
-    values = ["a.b", "it's", "back\\slash", "ünï", "x", "", "a.b.c", None]
-    frame = spark.createDataFrame([(v,) for v in values], "name string")
-    names = ["a.b", "it's", "back\\slash", "ünï", "", "not there"]
-    got = sorted(
-        (r["name"] for r in frame.where(name_in(F.col("name"), names)).collect()),
-        key=str,
-    )
-    assert got == sorted((v for v in values if v in names), key=str)
-    [one] = frame.where(name_in(F.col("name"), ["x"])).collect()
-    assert one["name"] == "x"
 
 
 def test_a_table_slot_is_the_names_position_and_minus_one_for_any_other(spark: Any) -> None:

@@ -75,7 +75,11 @@ final class RoutedTaskWriter {
         int slot = row.getInt(SLOT_COLUMN);
         Sink sink = slot >= 0 ? bySlot[slot] : null;
         if (sink == null) {
-          UTF8String name = row.getUTF8String(TABLE_COLUMN);
+          // A known table's rows carry its slot, their name column null (a smaller shuffle).
+          UTF8String name =
+              slot >= 0
+                  ? UTF8String.fromString(tables.slots[slot])
+                  : row.getUTF8String(TABLE_COLUMN);
           sink = sinks.get(name);
           if (sink == null) {
             sink = open(name.toString(), kind);

@@ -39,7 +39,8 @@ import org.apache.spark.sql.types.StructType;
  * ({@link TablesTransaction}); a table met first is created with its files ({@link NewTables}).
  *
  * <p>The batch is a Dataset laid out as: the row's kind (int, at {@link #KIND_COLUMN}), its
- * table's name (string, {@link #TABLE_COLUMN}), the record's topic (string, {@link
+ * table's name (string, {@link #TABLE_COLUMN}; null for a known table's row, whose slot names
+ * it), the record's topic (string, {@link
  * #TOPIC_COLUMN}), partition (int, {@link #PARTITION_COLUMN}) and Kafka timestamp in
  * milliseconds (long, {@link #TIMESTAMP_COLUMN}), its table's slot (int, {@link #SLOT_COLUMN}:
  * the table's position among the known tables the driver named, -1 for another), then one
@@ -73,7 +74,7 @@ import org.apache.spark.sql.types.StructType;
 public final class RoutedWrites {
   /** Position of the row's kind: a table shape's index, or one of the codes below. */
   public static final int KIND_COLUMN = 0;
-  /** Position of the name of the row's table. */
+  /** Position of the name of the row's table (null where the slot names a known table). */
   public static final int TABLE_COLUMN = 1;
   /** Position of the record's Kafka topic. */
   public static final int TOPIC_COLUMN = 2;

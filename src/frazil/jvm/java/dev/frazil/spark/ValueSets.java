@@ -8,27 +8,13 @@ import org.apache.spark.sql.Column;
 
 /**
  * A test of a column against many values, built in one call: PySpark's {@code isin} makes a
- * literal per value through py4j, a round trip each (a route's 100 table names cost ~0.1 s a
- * layout, and a layout has several such tests).
+ * literal per value through py4j, a round trip each (a route's 100 table slots would cost
+ * ~0.1 s a layout, and a layout has several such tests).
  */
 public final class ValueSets {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   private ValueSets() {}
-
-  /**
-   * Whether the column's value is one of these strings (Spark's {@code In}, optimized into a
-   * hash set beyond a few values).
-   *
-   * @param column the column
-   * @param values the strings, as a JSON array
-   * @return the test
-   * @throws IOException if {@code values} is not a JSON array of strings
-   */
-  public static Column isIn(Column column, String values) throws IOException {
-    List<String> parsed = JSON.readValue(values, new TypeReference<List<String>>() {});
-    return column.isInCollection(parsed);
-  }
 
   /**
    * Whether the column's value is one of these integers (Spark's {@code In}: a {@code switch}

@@ -244,11 +244,45 @@ def test_a_change_without_key_or_with_an_unknown_op_stops_or_goes_to_the_dlq(
             )
         ]
     )
-    run(config, until_caught_up=True, spark=spark)
+    [report] = run(config, until_caught_up=True, spark=spark)
     assert _rows(spark, table) == {1: ("a", None), 3: ("c", None)}
+    # The changes applied are counted, the dead letters apart, not among them.
+    assert report.rows_written == {table: 2} and report.records_ingested == 2
+    assert report.dead_lettered == 2
     dead = spark.sql(f"SELECT offset, stage, reason FROM lake.{dlq} ORDER BY offset").collect()
     assert [(r[0], r[1]) for r in dead] == [(1, "mode"), (2, "mode")]
     assert "key" in dead[0][2] and "unknown operation" in dead[1][2]
+
+
+def test_a_cdc_tables_dead_letters_name_it_at_every_stage(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A one-table CDC pipeline takes the cached way with a dead-letter queue: a record that
+    fails to decode (before any table) names the table as one failing at the MERGE does, and
+    neither counts among the changes written."""
+    topic, table, name = f"cdead-{unique}", f"db.cdead_{unique}", f"cd_{unique}"
+    dlq = f"db.cdead_dlq_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for value in (
+        {"id": 1, "name": "a", "op": "I"},
+        b"{not json",
+        {"name": "no key", "op": "I"},
+        {"id": 2, "name": "b", "op": "I"},
+        {"id": 1, "name": "a2", "op": "U"},
+    ):
+        producer.produce(topic, value if isinstance(value, bytes) else json.dumps(value).encode())
+    producer.flush(10)
+    write = {"mode": "cdc", "key": ["id"], "op_field": "op"}
+    errors = {"tolerance": "all", "dlq_table": dlq}
+    config = make_config([_pipeline(name, topic, table, write=write, errors=errors)])
+    [report] = run(config, until_caught_up=True, spark=spark)
+    assert _rows(spark, table) == {1: ("a2", None), 2: ("b", None)}
+    assert report.rows_written == {table: 3} and report.dead_lettered == 2
+    dead = spark.sql(
+        f"SELECT offset, stage, target_table FROM lake.{dlq} ORDER BY offset"
+    ).collect()
+    assert [tuple(r) for r in dead] == [(1, "decode", table), (2, "mode", table)]
 
 
 def _debezium(

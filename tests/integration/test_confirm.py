@@ -171,6 +171,9 @@ def test_plan_warns_about_declared_types_an_existing_table_cannot_take(
     )
     assert printed.returncode == 0, printed.stderr[-3000:]
     assert f"warning: {stop_warning}" in printed.stdout
+    # An existing table's columns as they are, then the records' where they differ.
+    assert "table columns (the table's now)" in printed.stdout
+    assert "columns the records bring" in printed.stdout
     assert f"warning: {dlq_warning}" in printed.stdout
     # Spark resolving only, the tables read from their metadata (the default), says what
     # Spark reading them through its catalog says.
@@ -190,6 +193,11 @@ def test_plan_warns_about_declared_types_an_existing_table_cannot_take(
     assert [(e["table_exists"], e["warnings"]) for e in metadata] == [
         (True, [stop_warning]),
         (True, [dlq_warning]),
+    ]
+    assert [f["name"] for f in metadata[0]["existing_table_schema"]["fields"]] == [
+        "id",
+        "amount",
+        "n",
     ]
     # Nothing was created or changed.
     assert [tuple(r) for r in spark.sql(f"DESCRIBE lake.{stops}").collect()][:3] == [

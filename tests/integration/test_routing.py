@@ -248,7 +248,30 @@ def test_plan_describes_a_route(spark: Any, make_config: Any, unique: str) -> No
     [explained] = explain(spark, config, [])
     assert explained.table == "db.k_{value} by kind"
     assert not explained.table_exists
+    assert explained.table_state() == "tables as the records name them"
     assert ("route", "table db.k_{value} named by field kind; else skip") in explained.steps
+    # A route naming its tables: which of them exist, one by one.
+    spark.sql(f"CREATE TABLE lake.db.k_a_{unique} (id bigint, kind string) USING iceberg")
+    static = make_config(
+        [
+            {
+                **config.pipelines[0].model_dump(by_alias=True, exclude_none=True),
+                "route": {
+                    "field": "kind",
+                    "tables": {"a": f"db.k_a_{unique}", "b": f"db.k_b_{unique}"},
+                },
+            }
+        ]
+    )
+    [explained] = explain(spark, static, [])
+    assert explained.tables == ((f"db.k_a_{unique}", True), (f"db.k_b_{unique}", False))
+    assert not explained.table_exists and explained.table_state() == "1 of 2 tables exist"
+    spark.sql(f"CREATE TABLE lake.db.k_b_{unique} (id bigint, kind string) USING iceberg")
+    [explained] = explain(spark, static, [])
+    assert explained.table_exists and explained.table_state() == "all 2 tables exist"
+    assert explained.to_json()["tables"] == {f"db.k_a_{unique}": True, f"db.k_b_{unique}": True}
+    # A route's tables have no one table's columns to show.
+    assert explained.existing_schema is None
     with pytest.raises(ConfigError, match=r"route\.field: column 'nope' is not in the records"):
         explain(
             spark,

@@ -98,7 +98,7 @@ def plan(
         console.print_json(json.dumps([e.to_json() for e in explanations]))
         return
     for e in explanations:
-        state = "exists" if e.table_exists else "will be created"
+        state = e.table_state()
         console.print(
             f"[bold]{e.pipeline}[/] → {e.table} ({state}); {e.value_format} values, schema "
             f"{e.value_schema_source}" + (f"; {e.key_format} keys" if e.key_format else ""),
@@ -107,7 +107,13 @@ def plan(
         console.print(_schema_tree("source columns", e.source_schema))
         for i, t in enumerate(e.transforms, 1):
             console.print(f"  {i}. [bold]{t.name}[/]: {t.description}", highlight=False)
-        console.print(_schema_tree("table columns", e.table_schema))
+        if e.existing_schema is None:
+            console.print(_schema_tree("table columns", e.table_schema))
+        else:
+            # The table as it is: it may have evolved past what the records first brought.
+            console.print(_schema_tree("table columns (the table's now)", e.existing_schema))
+            if e.existing_schema.simpleString() != e.table_schema.simpleString():
+                console.print(_schema_tree("columns the records bring", e.table_schema))
         console.print("steps: " + " → ".join(name for name, _ in e.steps), highlight=False)
         console.print(f"bad records: {e.bad_records}", highlight=False)
         for warning in e.warnings:

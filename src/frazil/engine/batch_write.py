@@ -165,7 +165,7 @@ class BatchWriter:
                     # afterwards replays the batch, and the dead-letter table's marker keeps
                     # its records once.
                     assert self._dead_cached is not None
-                    self._dead_cached.send_unrouted(window, batch.frame)
+                    self._dead_cached.send_unrouted(window, batch.frame, self.pipeline.table)
             except BaseException:
                 batch.release()
                 raise

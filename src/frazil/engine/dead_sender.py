@@ -52,15 +52,21 @@ class DeadLetterSender:
     columns: ColumnAdapter
     cached: bool
 
-    def send_unrouted(self, window: BatchWindow, frame: DataFrame) -> None:
-        """A routed batch's records that failed before routing (decode, transform, route),
-        once each, from the cache of one row per record and table."""
+    def send_unrouted(self, window: BatchWindow, frame: DataFrame, table: str | None) -> None:
+        """A cached batch's records that failed before routing (decode, transform, route),
+        once each, from the cache of one row per record and table.
+
+        Args:
+            table: The pipeline's one table, which its every record is for (``target_table``);
+                None for a routed pipeline's, whose tables are not known yet.
+        """
         from pyspark.sql import functions as F
 
         self.queue.write(
             frame.where(F.col(c.ERROR).isNotNull() & c.first_route()),
             F.col(c.ERROR),
             basis=window.basis,
+            table=table,
         )
 
     def send(self, window: BatchWindow, target: Target, failing: FailingRecords) -> None:

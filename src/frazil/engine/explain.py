@@ -53,6 +53,35 @@ class PipelineExplanation:
     warnings: tuple[str, ...] = ()
     #: Where a record that cannot be written goes (the dead-letter queue, or the stop).
     bad_records: str = ""
+    #: The tables the config names (``table``, a route's), each with whether it exists; a
+    #: route whose tables the records name has only its fixed ones here.
+    tables: tuple[tuple[str, bool], ...] = ()
+    #: A one-table pipeline's existing table's columns as they are now (a table evolves
+    #: past what the records first brought), else None.
+    existing_schema: StructType | None = None
+    #: Whether the records name tables beyond :attr:`tables` (a route's template).
+    named_by_records: bool = False
+
+    def table_state(self) -> str:
+        """Whether the tables exist, in words: ``exists``, ``will be created``, or for a
+        route how many of its tables exist."""
+        if self.table_exists and len(self.tables) <= 1 and not self.named_by_records:
+            return "exists"
+        if len(self.tables) <= 1 and not self.named_by_records:
+            return "will be created"
+        found = sum(1 for _, exists in self.tables if exists)
+        state = (
+            f"all {found} tables exist"
+            if found == len(self.tables)
+            else f"{found} of {len(self.tables)} tables exist"
+        )
+        if self.named_by_records:
+            state = (
+                f"{state}, others as the records name them"
+                if self.tables
+                else ("tables as the records name them")
+            )
+        return state
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form (``--output json``); schemas as Spark's JSON schema."""
@@ -72,6 +101,11 @@ class PipelineExplanation:
             "steps": [{"step": name, "does": does} for name, does in self.steps],
             "warnings": list(self.warnings),
             "bad_records": self.bad_records,
+            "tables": {name: exists for name, exists in self.tables},
+            "existing_table_schema": (
+                None if self.existing_schema is None else self.existing_schema.jsonValue()
+            ),
+            "tables_named_by_records": self.named_by_records,
         }
 
 
@@ -91,11 +125,21 @@ def explain(
             continue
         built = build_pipeline(spark, config, pipeline, views)
         shape, plan = built.shape, built.plan
+        found = {name: views.view(name) for name in pipeline.static_tables()}
+        named_by_records = pipeline.table is None and (
+            pipeline.table_template() is not None or bool(getattr(pipeline.route, "dynamic", False))
+        )
+        one = found.get(pipeline.table) if pipeline.table is not None else None
         result.append(
             PipelineExplanation(
                 pipeline=pipeline.name,
                 table=pipeline.describe_target(),
-                table_exists=pipeline.table is not None and views.view(pipeline.table) is not None,
+                table_exists=bool(found)
+                and all(v is not None for v in found.values())
+                and not named_by_records,
+                tables=tuple((name, view is not None) for name, view in found.items()),
+                existing_schema=None if one is None else c.user_schema(one.schema),
+                named_by_records=named_by_records,
                 value_format=pipeline.value.format,
                 value_schema_source=pipeline.value.source(),
                 key_format=pipeline.key.format if pipeline.key is not None else None,

@@ -120,6 +120,8 @@ class Selection:
     failing: Observation | None = None
     #: Failing records found in the cache before a MERGE (a MERGE with dead letters).
     failing_at: list[Any] | None = None
+    #: The rows the write takes, where counted before it (a MERGE with dead letters).
+    records: int | None = None
 
 
 def observed(
@@ -169,14 +171,22 @@ def merge_with_dead_letters(
     error = columns.error
     own = own_error(error, True)
     written = frame.where(of_table(target.name, counted)).where(F.col(c.OP).isin(*c.WRITTEN_OPS))
-    failing_at = [
-        tuple(r)
-        for r in written.where(own.isNotNull())
-        .select(c.TOPIC, c.PARTITION, c.OFFSET, own["stage"], own["reason"])
-        .collect()
-    ]
-    rows = written.where(error.isNull() if keep is None else error.isNull() & keep)
-    return Selection(rows, failing_at=failing_at)
+    merged = error.isNull() if keep is None else error.isNull() & keep
+    # The failing records and the changes the MERGE takes, counted in the same job: the
+    # cached way's count of the table's changes holds the failing ones too.
+    [found] = written.select(
+        F.collect_list(
+            F.when(
+                own.isNotNull(),
+                F.struct(
+                    F.col(c.TOPIC), F.col(c.PARTITION), F.col(c.OFFSET), own["stage"], own["reason"]
+                ),
+            )
+        ).alias("failing"),
+        F.count(F.when(merged, F.lit(1))).alias("merged"),
+    ).collect()
+    failing_at = [tuple(r) for r in found["failing"]]
+    return Selection(written.where(merged), failing_at=failing_at, records=int(found["merged"]))
 
 
 def with_dead_letters(

@@ -334,6 +334,8 @@ class TableWriter:
         else:
             assert counted is not None
             records, stamps = counted.records, dict(counted.timestamps)
+        if chosen.records is not None:
+            records = chosen.records
         return Written(
             target,
             marker,

@@ -82,17 +82,26 @@ def config_tables(
         dead = pipeline.errors.dlq_table
         if dead is not None and tables.exists(dead):
             found.setdefault(dead, TableRef(dead, pipeline, dead_letters=True))
-    return pick(found, only)
+    return pick(found, only, config)
 
 
-def pick(found: dict[str, TableRef], only: str | None) -> list[TableRef]:
+def pick(
+    found: dict[str, TableRef], only: str | None, config: FrazilConfig | None = None
+) -> list[TableRef]:
     """The tables ``found``, by name, or ``only`` that one.
 
     Raises:
-        MaintenanceError: ``only`` is not one of them.
+        MaintenanceError: ``only`` is not one of them: a table the ``config`` names that does
+            not exist yet, or one it does not name.
     """
     if only is not None:
         if only not in found:
+            writer = None if config is None else _named_by(config, only)
+            if writer is not None:
+                raise MaintenanceError(
+                    f"table {only!r} does not exist yet: pipeline {writer!r} creates it with "
+                    "its first records for it"
+                )
             known = ", ".join(sorted(found)) or "none yet"
             raise MaintenanceError(
                 f"table {only!r} is not a table the config's pipelines write (tables: {known})"
@@ -286,3 +295,12 @@ class MaintenanceThread(threading.Thread):
                 self.passes += 1
             except Exception as exc:  # never let upkeep take the run down
                 log.warning("maintenance pass failed: %s", first_line(exc))
+
+
+def _named_by(config: FrazilConfig, table: str) -> str | None:
+    """The pipeline whose config names ``table`` (``table``, a route's tables, the
+    dead-letter table), if any."""
+    for pipeline in config.pipelines:
+        if table in pipeline.static_tables() or table == pipeline.errors.dlq_table:
+            return pipeline.name
+    return None

@@ -231,7 +231,7 @@ def config_tables(catalog: Any, config: FrazilConfig, only: str | None = None) -
         dead = pipeline.errors.dlq_table
         if dead is not None and catalog.table_exists(dead):
             found.setdefault(dead, TableRef(dead, pipeline, dead_letters=True))
-    return pick(found, only)
+    return pick(found, only, config)
 
 
 def measure(catalog: Any, config: FrazilConfig, ref: TableRef) -> TableHealth:

@@ -125,12 +125,14 @@ def run(
     names: list[str],
     tables: Any,
     small: tuple[list[str], bool] = ([], False),
+    topic: str | None = None,
 ) -> Outcome:
     """Write ``frame`` (in :meth:`Layout.frame`'s layout) to the known tables, ``names`` and
     their ``tables`` (a Java list in the same order, as the ledger keeps it: a list built here
     would cost a py4j round trip per table; None: no known table), and, with a template, to
     the tables it meets first; ``small``: the known tables, and whether the new ones, expected
-    to write files smaller than a Parquet page (:func:`~frazil.engine.routed_sizing.small_tables`).
+    to write files smaller than a Parquet page (:func:`~frazil.engine.routed_sizing.small_tables`);
+    ``topic``: the batch's one Kafka topic, which its rows then do not carry.
     """
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -147,6 +149,7 @@ def run(
         json.dumps(small[0]),
         small[1],
         json.dumps(layout.names),
+        topic,
     )
     outcome = Outcome.parse(result, template)
     layout.met_new = any(t.created for t in outcome.tables.values()) or bool(outcome.refused)
@@ -212,14 +215,16 @@ class RoutedJob:
         spark = self.spark
         cores = max(1, spark.sparkContext.defaultParallelism)
         hot = routed_sizing.hot_tables(layout.names, window.records, self._seen, cores)
-        frame = layout.frame(planned, cores, hot)
+        topics = {t for t, _ in window.partitions}
+        topic = next(iter(topics)) if len(topics) == 1 else None
+        frame = layout.frame(planned, cores, hot, topic)
         if not layout.fits(frame):
             return NotThisWay("the batch does not fit the job's layout")
         small = routed_sizing.small_tables(layout.names, window.records, self._seen)
         try:
             targets = self.ledger.targets
             java_tables = self.ledger.handles().java_tables() if targets else None
-            outcome = run(spark, frame, layout, list(targets), java_tables, small)
+            outcome = run(spark, frame, layout, list(targets), java_tables, small, topic)
         except Exception as exc:  # nothing is committed: the general way names the failure
             log.debug("%s: the one job failed (%s)", self.pipeline.name, str(exc)[:300])
             return NotThisWay("the job failed")

@@ -150,8 +150,16 @@ class Layout:
                 new = min(NEW_TABLE_TASKS, cores * WARM_NEW_TABLE_TASKS_PER_CORE)
         return max(min(cores * TASKS_PER_CORE, MAX_KNOWN_TASKS), known + new), known
 
-    def frame(self, planned: DataFrame, cores: int, hot: tuple[str, ...] = ()) -> DataFrame:
-        """The planned batch in the job's layout, shuffled by table.
+    def frame(
+        self,
+        planned: DataFrame,
+        cores: int,
+        hot: tuple[str, ...] = (),
+        topic: str | None = None,
+    ) -> DataFrame:
+        """The planned batch in the job's layout, shuffled by table; ``topic``: the batch's
+        one Kafka topic, if it reads one (its rows then carry no topic name: the writer is
+        told it once, :func:`~frazil.engine.routed_job.run`).
 
         Each known table gets a task of its own (up to KNOWN_TASKS_PER_CORE per core, then
         tables share them in turn), so that tables of like size spread evenly over the cores:
@@ -178,6 +186,8 @@ class Layout:
             # The task reads the name only where the slot is -1 (:meth:`_task`).
             slot = F.col(c.ROUTE_SLOT)
             fixed[TABLE_COLUMN] = F.when(slot < 0, F.col(c.ROUTE_TABLE)).alias(c.ROUTE_TABLE)
+        if topic is not None:
+            fixed[TOPIC_COLUMN] = F.lit(None).cast("string").alias(c.TOPIC)
         out = with_kind.select(*fixed, *self.shapes)
         return out.repartitionById(total, self._task_of(total, known, hot))
 

@@ -97,7 +97,7 @@ final class RoutedTaskWriter {
         sink.write(values);
         sink.written.records++;
         sink.stamp(
-            topic(row.getUTF8String(TOPIC_COLUMN)),
+            row.isNullAt(TOPIC_COLUMN) ? tables.topic : topic(row.getUTF8String(TOPIC_COLUMN)),
             row.getInt(PARTITION_COLUMN),
             row.getLong(TIMESTAMP_COLUMN));
       }

@@ -40,8 +40,8 @@ import org.apache.spark.sql.types.StructType;
  *
  * <p>The batch is a Dataset laid out as: the row's kind (int, at {@link #KIND_COLUMN}), its
  * table's name (string, {@link #TABLE_COLUMN}; null for a known table's row, whose slot names
- * it), the record's topic (string, {@link
- * #TOPIC_COLUMN}), partition (int, {@link #PARTITION_COLUMN}) and Kafka timestamp in
+ * it), the record's topic (string, {@link #TOPIC_COLUMN}; null in a batch of one topic, which
+ * the job is given), partition (int, {@link #PARTITION_COLUMN}) and Kafka timestamp in
  * milliseconds (long, {@link #TIMESTAMP_COLUMN}), its table's slot (int, {@link #SLOT_COLUMN}:
  * the table's position among the known tables the driver named, -1 for another), then one
  * struct column per table shape from {@link #FIRST_STRUCT} on. A row's kind is the index of the shape holding its values for its
@@ -193,18 +193,22 @@ public final class RoutedWrites {
     final boolean newSmall;
     /** The known tables' names by slot ({@link #SLOT_COLUMN}). */
     final String[] slots;
+    /** The batch's one topic, where its rows carry none ({@link #TOPIC_COLUMN} null). */
+    final String topic;
 
     TaskTables(
         Map<String, Table> known,
         TemplateTable template,
         Set<String> small,
         boolean newSmall,
-        String[] slots) {
+        String[] slots,
+        String topic) {
       this.known = known;
       this.template = template;
       this.small = small;
       this.newSmall = newSmall;
       this.slots = slots;
+      this.topic = topic;
     }
 
     /** The writer properties of a table's files in this batch (over the table's own). */
@@ -326,6 +330,7 @@ public final class RoutedWrites {
    * @param newSmall whether the tables met first are expected to
    * @param slots the known tables' names by slot ({@link #SLOT_COLUMN}), as a JSON array: each
    *     one of {@code names}
+   * @param topic the batch's one Kafka topic, where its rows carry none (null: they do)
    * @return what was written (nothing is committed)
    */
   public static Result write(
@@ -337,7 +342,8 @@ public final class RoutedWrites {
       String namespaceLocation,
       String small,
       boolean newSmall,
-      String slots)
+      String slots,
+      String topic)
       throws IOException {
     Map<String, Table> known = new HashMap<>();
     Map<String, FileIO> ios = new HashMap<>();
@@ -379,7 +385,8 @@ public final class RoutedWrites {
                     newTables,
                     new HashSet<>(JSON.readValue(small, new TypeReference<List<String>>() {})),
                     newSmall,
-                    bySlot));
+                    bySlot,
+                    topic));
     List<TaskOutput> outputs;
     try {
       outputs =

@@ -91,6 +91,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # file's buffered pages), so that less of it is promoted into tenured pages.
     "surv4": {"spark_conf": {"spark.driver.extraJavaOptions": "-XX:SurvivorRatio=4"}},
     "young512s4": {"spark_conf": {"spark.driver.extraJavaOptions": "-Xmn512m -XX:SurvivorRatio=4"}},
+    # Methods over 8,000 bytes of bytecode compiled too (HotSpot never compiles them by
+    # default; a whole stage's generated method can be that large).
+    "hugemethods": {"spark_conf": {"spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods"}},
     # The heap in transparent huge pages (2 MB: 512 times fewer first-touch faults and TLB
     # misses; the kernel gives them to a JVM that asks, THP's "madvise" mode).
     "thp": {"spark_conf": {"spark.driver.extraJavaOptions": "-XX:+UseTransparentHugePages"}},

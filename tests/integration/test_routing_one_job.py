@@ -281,16 +281,19 @@ def test_a_table_taking_most_of_a_batch_is_written_by_a_task_per_partition(
     assert added[0] == 1 and 4 in added[1:], added
 
 
+@pytest.mark.parametrize("topics", [1, 2], ids=["one-topic", "two-topics"])
 def test_each_tables_largest_timestamp_per_partition_from_the_one_job(
     spark: Any,
     make_config: Any,
     kafka_bootstrap: str,
     unique: str,
     caplog: pytest.LogCaptureFixture,
+    topics: int,
 ) -> None:
     """The commits of a batch written in one job carry, per table, the largest Kafka
     timestamp of each partition's records it got (freshness, "valid through"): records of
-    three tables spread over three partitions with timestamps out of order."""
+    three tables spread over three partitions with timestamps out of order. A batch of one
+    topic carries no topic name per row (the job is told it); one of two topics does."""
     import json
 
     from confluent_kafka import Producer
@@ -299,13 +302,16 @@ def test_each_tables_largest_timestamp_per_partition_from_the_one_job(
     from frazil.progress.events import CommitEvent
 
     caplog.set_level(logging.DEBUG, logger=_LOGGER)
-    topic, u = f"stamps-{unique}", unique
-    ensure_topic(kafka_bootstrap, topic, partitions=3)
+    u = unique
+    names = [f"stamps-{unique}-{i}" for i in range(topics)]
+    for topic in names:
+        ensure_topic(kafka_bootstrap, topic, partitions=3)
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 5})
     base = 1_700_000_000_000
     expected: dict[tuple[str, str, int], int] = {}
     for n in range(60):
         kind, partition = ("a", "b", "c")[n % 3], (n // 3) % 3
+        topic = names[(n // 9) % topics]
         # Timestamps rise and fall within each partition and table.
         stamp = base + (n * 7919) % 1000
         producer.produce(
@@ -319,7 +325,7 @@ def test_each_tables_largest_timestamp_per_partition_from_the_one_job(
         [
             {
                 "name": f"st_{u}",
-                "topics": [topic],
+                "topics": names,
                 "schema": {"id": "long", "kind": "string"},
                 "route": {"field": "kind", "table": f"st_{u}.t_{{value}}"},
             }

@@ -18,7 +18,7 @@ from frazil.engine.path_check import absent_paths
 from frazil.engine.pipeline import build_pipeline
 from frazil.engine.shape import batch_options
 from frazil.engine.table_views import CatalogViews, TableViews
-from frazil.sink.evolution import compare
+from frazil.sink.evolution import TableView, compare
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,23 +65,19 @@ class PipelineExplanation:
     def table_state(self) -> str:
         """Whether the tables exist, in words: ``exists``, ``will be created``, or for a
         route how many of its tables exist."""
-        if self.table_exists and len(self.tables) <= 1 and not self.named_by_records:
-            return "exists"
-        if len(self.tables) <= 1 and not self.named_by_records:
-            return "will be created"
+        if not self.tables:
+            return "tables as the records name them"
         found = sum(1 for _, exists in self.tables if exists)
-        state = (
-            f"all {found} tables exist"
-            if found == len(self.tables)
-            else f"{found} of {len(self.tables)} tables exist"
-        )
-        if self.named_by_records:
-            state = (
-                f"{state}, others as the records name them"
-                if self.tables
-                else ("tables as the records name them")
-            )
-        return state
+        if len(self.tables) == 1:
+            state = "exists" if found else "will be created"
+            if not self.named_by_records:
+                return state
+            state = f"{self.tables[0][0]} {state}"
+        elif found == len(self.tables):
+            state = f"all {found} tables exist"
+        else:
+            state = f"{found} of {len(self.tables)} tables exist"
+        return f"{state}, others as the records name them" if self.named_by_records else state
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form (``--output json``); schemas as Spark's JSON schema."""
@@ -117,8 +113,7 @@ def explain(
     Args:
         views: Where the existing tables are read (default: the session's catalog).
     """
-    if views is None:
-        views = CatalogViews(spark, config.catalog.name)
+    views = _ReadOnce(CatalogViews(spark, config.catalog.name) if views is None else views)
     result = []
     for pipeline in config.pipelines:
         if names and pipeline.name not in names:
@@ -189,3 +184,18 @@ def conflicts(views: TableViews, pipeline: PipelineConfig, schema: StructType) -
                 )
             found.append(f"{mismatch.describe(name)}; {then}")
     return found
+
+
+class _ReadOnce:
+    """Each table's view read once (a route's tables are looked at for their state and again
+    for their conflicts)."""
+
+    def __init__(self, views: TableViews) -> None:
+        self._views = views
+        self._read: dict[str, TableView | None] = {}
+
+    def view(self, name: str) -> TableView | None:
+        """The table's view, or None if it does not exist."""
+        if name not in self._read:
+            self._read[name] = self._views.view(name)
+        return self._read[name]

@@ -164,8 +164,9 @@ class Layout:
         Each known table gets a task of its own (up to KNOWN_TASKS_PER_CORE per core, then
         tables share them in turn), so that tables of like size spread evenly over the cores:
         hashed, several would often share a task while others stay empty. Tables met first
-        hash to the tasks after those. A ``hot`` table (:func:`hot_tables`) gets a task per
-        Kafka partition, consecutive from one its name hashes to.
+        hash to the tasks after those. A ``hot`` table
+        (:func:`~frazil.engine.routed_sizing.hot_tables`) gets a task per Kafka partition,
+        consecutive from one its slot hashes to.
         """
         from pyspark.sql import functions as F
 
@@ -201,9 +202,10 @@ class Layout:
             return task
         if hot:
             slot = F.col(c.ROUTE_SLOT)
-            # Consecutive tasks by Kafka partition from the table's slot (hot tables are known;
-            # no overflow: both terms are small).
-            spread = F.pmod(slot + F.col(c.PARTITION), F.lit(total))
+            # Consecutive tasks by Kafka partition from one the table's slot hashes to (hot
+            # tables are known; a hash, not the slot itself, so that hot tables next to each
+            # other in the names do not start at neighbouring tasks and share most of them).
+            spread = F.pmod(F.pmod(F.hash(slot), F.lit(total)) + F.col(c.PARTITION), F.lit(total))
             is_hot = slot_in(slot, [self.names.index(name) for name in hot])
             task = F.when(is_hot, spread).otherwise(self._task_of(total, known, ()))
         else:

@@ -81,8 +81,7 @@ def _tell_missing() -> None:
     _told = True
     log.warning(
         "no class-data archive for this JVM and these jars: Spark starts ~3-4 s slower; "
-        "`frazil setup` builds one (%s=0 hides this)",
-        CDS_ENV,
+        "`frazil setup` builds one"
     )
 
 

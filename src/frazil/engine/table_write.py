@@ -4,7 +4,7 @@ commit that carries the table's marker, and what the commit holds handed back.""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
@@ -221,6 +221,16 @@ class TableWriter:
                 learn,
                 self._carry_budget,
             )
+        if (
+            keep is not None
+            and counted is not None
+            and chosen.observation is None
+            and chosen.records is None
+        ):
+            # A batch planned again past part of what the table holds (a restart after a
+            # kill between two tables' commits): the cached way counted all of the table's
+            # rows in the batch, the write takes those past its marker only.
+            chosen = replace(chosen, records=chosen.rows.count())
         rows, observation = chosen.rows, chosen.observation
         if counted is not None and not merging:
             # A table's rows of the batch in as few tasks (and files) as its size needs:

@@ -161,3 +161,37 @@ def test_every_commands_output_option_takes_the_one_before_the_command() -> None
         (option,) = [p for p in command.params if "--output" in p.opts]
         assert option.callback is not None, path
         assert option.callback.__wrapped__ is inherit_output, path  # type: ignore[attr-defined]
+
+
+def test_tables_names_the_configured_tables_no_run_created_yet(tmp_path: Path) -> None:
+    config = tmp_path / "frazil.yaml"
+    config.write_text(
+        f"catalog: {{warehouse: '{tmp_path / 'lake'}'}}\n"
+        "pipelines:\n"
+        "  - {name: orders, topics: [o], table: db.orders,\n"
+        "     errors: {tolerance: all, dlq_table: db.orders_dlq}}\n"
+        "  - {name: ev, topics: [e], route: {field: kind, tables: {a: db.ev_a, b: [db.ev_b]}}}\n"
+        "  - {name: dyn, topics: [d], route: {field: kind, table: 'db.d_{value}'}}\n"
+    )
+    result = frazil("tables", "-c", str(config))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "not created yet (a pipeline creates a table with its first records for it):",
+        "  db.ev_a (pipeline 'ev')",
+        "  db.ev_b (pipeline 'ev')",
+        "  db.orders (pipeline 'orders')",
+        "  db.orders_dlq (pipeline 'orders')",
+    ]
+    # Scripts get the health of the tables that exist: none.
+    shown = frazil("tables", "-c", str(config), "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == []
+    (config.parent / "dyn.yaml").write_text(
+        f"catalog: {{warehouse: '{tmp_path / 'lake'}'}}\n"
+        "pipelines:\n"
+        "  - {name: dyn, topics: [d], route: {field: kind, table: 'db.d_{value}'}}\n"
+    )
+    result = frazil("tables", "-c", str(config.parent / "dyn.yaml"))
+    assert result.stdout.splitlines() == [
+        "no tables yet: the pipelines name theirs by their records' values"
+    ]

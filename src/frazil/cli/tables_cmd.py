@@ -51,11 +51,26 @@ def tables(
     """Health of every table the config's pipelines write: files, sizes, deletes, snapshots,
     manifests, metadata, last commit and maintenance, and a score with its reasons — read
     from the tables' metadata, without starting Spark where PyIceberg opens the catalog."""
+    from frazil.maintenance.passes import not_created
+
     loaded = load_config(config)
     found = _measured(loaded)
     if output is OutputFormat.json:
         console.print_json(json.dumps([h.to_json() for h in found]))
         return
+    missing = not_created(loaded, {h.table for h in found})
+    if found:
+        _health_table(found)
+    elif not missing:
+        console.print("no tables yet: the pipelines name theirs by their records' values")
+    if missing:
+        console.print("not created yet (a pipeline creates a table with its first records for it):")
+    for table, pipeline in missing:
+        console.print(f"  {escape(table)} (pipeline {escape(repr(pipeline))})", highlight=False)
+
+
+def _health_table(found: list[TableHealth]) -> None:
+    """The tables' health as a table fitted to the console, then each one's reasons."""
     # At 80 columns the less telling columns are left out rather than every header and
     # name cut short; -o json has them all.
     columns = [

@@ -12,7 +12,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -297,10 +297,22 @@ class MaintenanceThread(threading.Thread):
                 log.warning("maintenance pass failed: %s", first_line(exc))
 
 
+def not_created(config: FrazilConfig, existing: Collection[str]) -> list[tuple[str, str]]:
+    """The tables the config names (a pipeline's table, a static route's tables, dead-letter
+    tables) that are not among ``existing``, each with the pipeline that creates it, by name.
+
+    A route that names tables by the records' values names none ahead of them.
+    """
+    missing: dict[str, str] = {}
+    for pipeline in config.pipelines:
+        named = [*pipeline.static_tables(), pipeline.errors.dlq_table]
+        for table in named:
+            if table is not None and table not in existing:
+                missing.setdefault(table, pipeline.name)
+    return sorted(missing.items())
+
+
 def _named_by(config: FrazilConfig, table: str) -> str | None:
     """The pipeline whose config names ``table`` (``table``, a route's tables, the
     dead-letter table), if any."""
-    for pipeline in config.pipelines:
-        if table in pipeline.static_tables() or table == pipeline.errors.dlq_table:
-            return pipeline.name
-    return None
+    return dict(not_created(config, ())).get(table)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import random
 from typing import Any
 
 import pytest
@@ -189,7 +190,10 @@ def _decode(
     """(row, error) of each value; ``rows=False`` for the errors alone (rows None)."""
     schema = schema_from_fields(SCHEMA)
     decoder = JsonDecoder(schema, engine=engine, **options)  # type: ignore[arg-type]
+    # One task reads them all, in order: what the decoder learns from a record (the order of
+    # its fields) meets every value after it.
     raw = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, value binary")
+    raw = raw.coalesce(1)
     decoded = decoder.decode(raw["value"])
     value = decoded.value if rows else decoded.error["reason"]
     out = raw.select("i", value.alias("v"), decoded.error.alias("e")).orderBy("i").collect()
@@ -291,3 +295,56 @@ def test_timestamp_format_is_spark_s(spark: Any) -> None:
     sparks = _decode(spark, "spark", values, timestamp_format="MM/dd/yyyy HH:mm")
     assert frazil[0][0]["ts"] == sparks[0][0]["ts"] is not None
     assert frazil[1][1] is not None and sparks[1][1] is not None
+
+
+def _shuffled_records(seed: int, count: int) -> list[bytes]:
+    """Records whose fields come in runs of one order, then another: some fields left out,
+    some met twice, unknown ones among them, nested objects shuffled too, and text that is
+    not ASCII (accents, an emoji as a surrogate pair, escapes)."""
+    rnd = random.Random(seed)
+    texts = ["plain", "café", "naïve 🚀", 'tab\tquote"', "", "東京"]
+
+    def text() -> str:  # as a producer writes it, escaped or not
+        return json.dumps(rnd.choice(texts), ensure_ascii=rnd.random() < 0.5)
+
+    order = list(SCHEMA)
+    out: list[bytes] = []
+    for n in range(count):
+        if n % 25 == 0:  # a new run: the producer's order changes
+            rnd.shuffle(order)
+        fields = [f for f in order if rnd.random() < 0.8]
+        parts: list[str] = []
+        for f in fields:
+            if f == "s":
+                value = text()
+            elif f == "l":
+                value = str(rnd.randint(-(2**63), 2**63 - 1))
+            elif f == "st":
+                inner = [f'"a": {text()}', f'"n": {rnd.randint(0, 9)}', '"zz": [1]']
+                rnd.shuffle(inner)
+                value = "{" + ", ".join(inner[: rnd.randint(0, 3)]) + "}"
+            elif f == "arrs":
+                value = '[{"x": 1}, {"y": 2, "x": 3}]'
+            elif f == "ts":
+                value = '"2026-03-04T05:06:07Z"'
+            elif f == "d":
+                value = "2.5"
+            else:
+                continue
+            parts.append(f'"{f}": {value}')
+            if rnd.random() < 0.1:
+                parts.append(f'"{f}": null')  # met twice: the last one wins
+            if rnd.random() < 0.1:
+                parts.append('"other": {"s": "not the schema\'s"}')
+        out.append(("{" + ", ".join(parts) + "}").encode())
+    return out
+
+
+def test_fields_in_any_order_read_as_spark_reads_them(spark: Any) -> None:
+    values = _shuffled_records(7, 400)
+    frazil = _decode(spark, "frazil", values)
+    sparks = _decode(spark, "spark", values)
+    for value, (f_row, f_err), (s_row, s_err) in zip(values, frazil, sparks, strict=True):
+        assert (f_err, s_err) == (None, None), value
+        assert _plain(f_row) == _plain(s_row), value
+    assert {_plain(r)["s"] for r, _ in frazil} >= {"café", "naïve 🚀", 'tab\tquote"', "東京"}

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+#: Kafka micro-batches planned without Spark's copy of every record into another row
+#: (``dev.frazil.spark.KafkaRows``).
+KAFKA_ROWS_EXTENSION = "dev.frazil.spark.KafkaRows$Extension"
 #: An analysis session's master (:func:`spark_conf`): plans resolve in the driver, and a
 #: sample of the topics is a job of one task per partition.
 ANALYSIS_MASTER = "local[1]"
@@ -122,7 +125,7 @@ def spark_conf(
         "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     if not analysis:
-        conf["spark.sql.extensions"] = ICEBERG_EXTENSIONS
+        conf["spark.sql.extensions"] = f"{ICEBERG_EXTENSIONS},{KAFKA_ROWS_EXTENSION}"
         conf["spark.sql.defaultCatalog"] = config.catalog.name
     if is_local(master):
         # Where frazil's jar is on the JVM's own classpath: local files written through

@@ -5,7 +5,8 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.json.JsonReadFeature;
-import com.fasterxml.jackson.core.util.JsonRecyclerPools;
+import com.fasterxml.jackson.core.util.BufferRecycler;
+import com.fasterxml.jackson.core.util.RecyclerPool;
 import dev.frazil.spark.JsonConverters.Plan;
 import java.io.IOException;
 import java.io.Serializable;
@@ -36,9 +37,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * time per record on the payments).
  *
  * <p>One pass over the bytes with Jackson's byte-based streaming parser (no {@code Reader}, no
- * char buffer of our own, no copy of the value): one {@link JsonFactory} per JVM, whose buffer
- * pool is a lock-free one rather than Jackson's default {@code ThreadLocal} of soft references.
- * Values convert as Spark's {@code from_json} converts them (its {@code JacksonParser}, read
+ * char buffer of our own, no copy of the value): one {@link JsonFactory} per decoder (per
+ * task), whose buffer pool keeps one buffer set rather than Jackson's default {@code
+ * ThreadLocal} of soft references. Values convert as Spark's {@code from_json} converts them (its {@code JacksonParser}, read
  * for Spark 4.1): the same tokens accepted per type, integral overflow refused, a non-string
  * token in a string field kept as its JSON text, {@code "NaN"}/{@code "Infinity"} strings for
  * floating types, timestamps as ISO-8601 text or epoch seconds, dates as text, binary as
@@ -88,19 +89,45 @@ public final class JsonDecoder extends Expression implements Serializable {
   /**
    * A factory with the features Spark's {@code JSONOptions} turns on by default (single
    * quotes, NaN/Infinity tokens) and Jackson's default read limits (nesting depth 1000, number
-   * length 1000). Its buffer pool is its own and lock-free: each parser takes and returns one
-   * buffer set, so a record allocates no buffers. A decoder (one per task) has a factory of its
-   * own: with one pool and one field-name table per JVM, the task threads took turns at the
-   * same memory for every record (Jackson's pool 3% of a steady run's samples).
+   * length 1000). Its buffer pool is its own ({@link TaskBuffers}): each parser takes and
+   * returns one buffer set, so a record allocates no buffers. A decoder (one per task) has a
+   * factory of its own: with one pool and one field-name table per JVM, the task threads took
+   * turns at the same memory for every record (Jackson's shared lock-free pool was 3% of a
+   * steady run's samples, and allocated a node each time a parser gave its buffers back).
    */
   static JsonFactory factory() {
     return JsonFactory.builder()
         .enable(JsonReadFeature.ALLOW_SINGLE_QUOTES)
         .enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS)
         .streamReadConstraints(StreamReadConstraints.defaults())
-        .recyclerPool(JsonRecyclerPools.newLockFreePool())
+        .recyclerPool(new TaskBuffers())
         .disable(JsonFactory.Feature.INTERN_FIELD_NAMES)
         .build();
+  }
+
+  /**
+   * The buffer sets of one factory's parsers: one kept for the next parser, taken and given
+   * back without allocating. A decoder's parsers run one at a time (one task), so there is
+   * seldom a second; the lock is uncontended but keeps a shared factory safe.
+   */
+  static final class TaskBuffers implements RecyclerPool<BufferRecycler> {
+    private static final long serialVersionUID = 1L;
+    private transient BufferRecycler idle;
+
+    @Override
+    public synchronized BufferRecycler acquirePooled() {
+      BufferRecycler taken = idle;
+      if (taken == null) {
+        return new BufferRecycler();
+      }
+      idle = null;
+      return taken;
+    }
+
+    @Override
+    public synchronized void releasePooled(BufferRecycler recycler) {
+      idle = recycler;
+    }
   }
 
   private final Expression child;

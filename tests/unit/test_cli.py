@@ -193,5 +193,5 @@ def test_tables_names_the_configured_tables_no_run_created_yet(tmp_path: Path) -
     )
     result = frazil("tables", "-c", str(config.parent / "dyn.yaml"))
     assert result.stdout.splitlines() == [
-        "no tables yet: the pipelines name theirs by their records' values"
+        "no tables yet: the pipelines name theirs from their records (values or topics)"
     ]

@@ -62,7 +62,9 @@ def tables(
     if found:
         _health_table(found)
     elif not missing:
-        console.print("no tables yet: the pipelines name theirs by their records' values")
+        console.print(
+            "no tables yet: the pipelines name theirs from their records (values or topics)"
+        )
     if missing:
         console.print("not created yet (a pipeline creates a table with its first records for it):")
     for table, pipeline in missing:

@@ -194,9 +194,13 @@ final class JsonConverters {
       for (int i = 0; i < fields.length; i++) {
         names[i] = fields[i].name();
         quoted[i] = new SerializedString(fields[i].name());
-        after[i] = i;
         index.put(fields[i].name(), i);
         convs[i] = plan.conv(fields[i].dataType());
+      }
+      // First guesses: the schema's order, each name as the lookup finds it (a name the
+      // schema holds twice is its last field, as in from_json).
+      for (int i = 0; i < fields.length; i++) {
+        after[i] = index.get(names[i]);
       }
     }
 

@@ -21,9 +21,10 @@ import scala.runtime.BoxedUnit;
  * is typed so), and the projection wrote each record's key, value and topic into another one:
  * a whole generated stage per batch, before {@code foreachBatch}'s plan reads the rows again
  * (its {@code Scan ExistingRDD} reads their fields as they are). This strategy, ahead of
- * Spark's own, plans a bare Kafka micro-batch scan as the scan alone; anything else (another
- * source, a projection or filter on the stream, a batch read of Kafka) is planned by Spark as
- * before.
+ * Spark's own, plans a Kafka micro-batch scan with nothing between it and what reads it (the
+ * stream itself, or a union, join or aggregate over it) as the scan alone; a projection or
+ * filter on the stream is planned by Spark with the scan as before, and so are other sources
+ * and batch reads of Kafka. Either way the rows are {@code UnsafeRow}s.
  */
 public final class KafkaRows extends SparkStrategy {
   /** The scan of Spark's Kafka source ({@code spark-sql-kafka-0-10}). */

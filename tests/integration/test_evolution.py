@@ -420,3 +420,26 @@ def test_aliases_feed_one_column_from_several_source_fields(
     assert _schema(spark, table) == [("id", "bigint"), ("amount", "bigint")]
     rows = sorted(tuple(r) for r in spark.table(f"lake.{table}").collect())
     assert rows == [(1, 5), (2, 7)]
+
+
+def test_a_sampled_record_holding_a_key_twice_infers_one_column_of_its_last_value(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table = f"twice-{unique}", f"db.twice_{unique}"
+    values: list[bytes | None] = [
+        json.dumps({"id": n, "kind": "abc"[n % 3], "m": {"x": n}}).encode() for n in range(20)
+    ]
+    # Both at the top and nested: Spark's inference gave each field twice, and the pipeline
+    # refused to start ("column 'kind' comes twice").
+    values[5] = b'{"id": 5, "kind": 7, "kind": "c", "m": {"x": 0, "x": 5}}'
+    produce_raw(kafka_bootstrap, topic, values, partitions=1)
+    config = make_config([{"name": f"t_{unique}", "topics": [topic], "table": table}])
+
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    assert report.records_ingested == 20
+    assert _schema(spark, table) == [
+        ("id", "bigint"), ("kind", "string"), ("m", "struct<x:bigint>")
+    ]  # fmt: skip
+    got = spark.sql(f"SELECT id, kind, m.x FROM lake.{table} ORDER BY id").collect()
+    assert [tuple(r) for r in got] == [(n, "abc"[n % 3], n) for n in range(20)]

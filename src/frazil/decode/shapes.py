@@ -51,7 +51,9 @@ _Order = dict[str, "_Order"]
 def in_record_order(schema: StructType, values: list[str]) -> StructType:
     """``schema`` (inferred by Spark, which sorts fields by name) with its fields in the order
     the sampled ``values`` first hold them, at every depth: a table's columns as its
-    producer writes them (a Debezium row's as its source table has them)."""
+    producer writes them (a Debezium row's as its source table has them). A name Spark's
+    inference gives twice (a record holding the key twice) is one field, of the last one's
+    type."""
     order: _Order = {}
     for text in values:
         try:
@@ -81,7 +83,10 @@ def _reorder(data_type: DataType, order: _Order) -> DataType:
     if not isinstance(data_type, StructType):
         return data_type
     rank = {name: i for i, name in enumerate(order)}
-    fields = sorted(data_type.fields, key=lambda f: rank.get(f.name, len(rank)))
+    # A record holding a key twice gives Spark's inference the field twice; the decoders read
+    # its last value (as from_json), so the last field's type stands, once.
+    last = {f.name: f for f in data_type.fields}
+    fields = sorted(last.values(), key=lambda f: rank.get(f.name, len(rank)))
     return StructType(
         [
             StructField(f.name, _reorder(f.dataType, order.get(f.name, {})), f.nullable, f.metadata)

@@ -39,3 +39,14 @@ def test_fields_follow_the_order_records_first_hold_them_at_every_depth() -> Non
     assert in_record_order(
         _struct(("b", T.LongType()), ("a", T.LongType())), ['{"a": 1}']
     ).fieldNames() == ["a", "b"]
+
+
+def test_a_key_a_record_holds_twice_is_one_field_of_the_last_ones_type() -> None:
+    # Spark's inference of {"kind": 1, "kind": "a", "m": {"x": 1, "x": 2}}: each field twice.
+    inner = _struct(("x", T.LongType()), ("x", T.LongType()))
+    inferred = _struct(("kind", T.LongType()), ("kind", T.StringType()), ("m", inner), ("m", inner))
+    values = ['{"kind": 1, "kind": "a", "m": {"x": 1, "x": 2}}']
+
+    ordered = in_record_order(inferred, values)
+
+    assert ordered == _struct(("kind", T.StringType()), ("m", _struct(("x", T.LongType()))))

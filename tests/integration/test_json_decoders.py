@@ -276,6 +276,50 @@ def test_frazil_marks_what_spark_reads_wrongly(spark: Any) -> None:
     assert [e for _, e in sparks] == [None] * 4
 
 
+def _lone(field: str, escape: str) -> str:
+    return (
+        f"field '{field}' holds a lone surrogate '\\{escape}' (half of a UTF-16 pair), "
+        "not a character"
+    )
+
+
+#: Strings with half a UTF-16 surrogate pair escaped alone: no Unicode text holds one, and
+#: written as UTF-8 it would turn into '?'. frazil marks the record, naming the field and the
+#: escape; a pair, and a character written out, read as the character.
+LONE_SURROGATES: list[tuple[bytes, tuple[str, str]]] = [
+    (b'{"s": "\\ud83d alone"}', ("s", "ud83d")),
+    (b'{"s": "end \\ud83d"}', ("s", "ud83d")),
+    (b'{"s": "\\ude00 low first"}', ("s", "ude00")),
+    (b'{"s": "\\ude00\\ud83d"}', ("s", "ude00")),
+    (b'{"st": {"a": "x\\udbff"}}', ("st.a", "udbff")),
+]
+#: Jackson itself refuses a lone surrogate in a name: malformed JSON.
+LONE_SURROGATE_NAMES = [b'{"m": {"k\\ud800": 1.5}}', b'{"m": {"\\udc00": 1}}', b'{"\\ud83d": 1}']
+#: Surrogates frazil reads: (value, the string column's text).
+SURROGATES_KEPT: list[tuple[bytes, str]] = [
+    (b'{"s": "\\ud83d\\ude00 pair"}', "\U0001f600 pair"),
+    (b'{"s": "' + "\U0001f600 written".encode() + b'"}', "\U0001f600 written"),
+    (b'{"s": "\\\\ud83d escaped backslash"}', "\\ud83d escaped backslash"),
+    # A JSON value read into a string column is kept as JSON text: the escape stays an escape.
+    (b'{"s": ["\\ud83d"]}', '["\\uD83D"]'),
+    (b'{"s": {"a": "x\\udfff"}}', '{"a":"x\\uDFFF"}'),
+]
+
+
+def test_frazil_marks_a_lone_surrogate_escape(spark: Any) -> None:
+    frazil = _decode(spark, "frazil", [v for v, _ in LONE_SURROGATES])
+    assert [(r, e["reason"] if e else None) for r, e in frazil] == [
+        (None, _lone(*where)) for _, where in LONE_SURROGATES
+    ]
+    # Spark's path reads the half as '?', a character the producer never sent.
+    sparks = _decode(spark, "spark", [v for v, _ in LONE_SURROGATES[:2]])
+    assert [(r["s"], e) for r, e in sparks] == [("? alone", None), ("end ?", None)]
+    names = _decode(spark, "frazil", LONE_SURROGATE_NAMES)
+    assert [(r, e["reason"]) for r, e in names] == [(None, NOT_OBJECT)] * len(names)
+    pairs = _decode(spark, "frazil", [v for v, _ in SURROGATES_KEPT])
+    assert [(r["s"], e) for r, e in pairs] == [(text, None) for _, text in SURROGATES_KEPT]
+
+
 def test_unknown_fields_are_marked_with_the_rows_kept_under_evolution(spark: Any) -> None:
     values = [
         b'{"s": "a", "new": 1}',

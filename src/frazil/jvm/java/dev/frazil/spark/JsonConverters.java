@@ -375,11 +375,32 @@ final class JsonConverters {
     for (int k = 0; k < length; k++) {
       char ch = chars[offset + k];
       if (ch >= 0x80) {
-        return UTF8String.fromString(new String(chars, offset, length));
+        return UTF8String.fromString(unicode(new String(chars, offset, length)));
       }
       bytes[k] = (byte) ch;
     }
     return UTF8String.fromBytes(bytes);
+  }
+
+  /**
+   * The text itself, when every surrogate in it is half of a pair. Jackson reads an escaped
+   * {@code \\ud83d} without its other half into a string, and UTF-8 has no bytes for one: Java
+   * writes '?' in its place, which would store a character the producer never sent.
+   *
+   * @throws JsonDecoder.Mismatch at the first lone surrogate
+   */
+  static String unicode(String text) {
+    for (int k = 0, n = text.length(); k < n; k++) {
+      char ch = text.charAt(k);
+      if (Character.isHighSurrogate(ch)
+          && k + 1 < n
+          && Character.isLowSurrogate(text.charAt(k + 1))) {
+        k++; // a pair: one character
+      } else if (Character.isSurrogate(ch)) {
+        throw JsonDecoder.Mismatch.loneSurrogate(ch);
+      }
+    }
+    return text;
   }
 
   static final class IntegralConv extends Conv {

@@ -370,6 +370,8 @@ public final class JsonDecoder extends Expression implements Serializable {
     final String expected;
     /** The text of a string that does not parse as the type (a timestamp, a decimal), or null. */
     final String text;
+    /** What is wrong with a value whatever its type (a lone surrogate), or null. */
+    private final String problem;
     String path = "";
 
     Mismatch(String found, DataType expected) {
@@ -377,10 +379,28 @@ public final class JsonDecoder extends Expression implements Serializable {
     }
 
     Mismatch(String found, DataType expected, String text) {
+      this(found, shortType(expected), text, null);
+    }
+
+    private Mismatch(String found, String expected, String text, String problem) {
       super(null, null, false, false);
       this.found = found;
-      this.expected = shortType(expected);
+      this.expected = expected;
       this.text = text;
+      this.problem = problem;
+    }
+
+    /**
+     * Text holding half of a UTF-16 surrogate pair without the other half (JSON's {@code \\ud83d}
+     * escaped alone): no Unicode text holds one, and its UTF-8 would be a '?' in its place.
+     */
+    static Mismatch loneSurrogate(char half) {
+      String escape = String.format("'\\u%04x'", (int) half);
+      return new Mismatch(
+          null,
+          null,
+          null,
+          "holds a lone surrogate " + escape + " (half of a UTF-16 pair), not a character");
     }
 
     Mismatch under(String step) {
@@ -389,6 +409,9 @@ public final class JsonDecoder extends Expression implements Serializable {
     }
 
     String message() {
+      if (problem != null) {
+        return "field '" + path + "' " + problem;
+      }
       if (text != null) {
         return "field '" + path + "' does not parse as " + expected + ": " + quoted(text);
       }

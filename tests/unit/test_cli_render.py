@@ -241,3 +241,29 @@ def test_a_batch_counts_the_kafka_records_between_its_start_and_end() -> None:
     # A partition the start does not name counts nothing (its start is not known).
     assert _covered(start, {"t": {0: 5, 1: 10, 2: 7}}) == 0
     assert _covered(None, {"t": {0: 1}}) is None
+
+
+def test_status_says_whose_throughput_a_stopped_pipeline_shows() -> None:
+    from frazil.cli.status_cmd import _view
+    from frazil.observe.status import PipelineStatus
+
+    def shown(running: bool) -> str:
+        status = PipelineStatus(
+            pipeline="orders",
+            running=running,
+            lag_records={"orders": 0},
+            lag_seconds={"orders": 0.0},
+            records_per_second=3881.0,
+            freshness_seconds=12.5,
+            last_commit_ms=None,
+            dead_letters={},
+            tables=[],
+        )
+        out = _console()
+        out.print(_view([status]))
+        return out.export_text()
+
+    assert "orders  running" in shown(True)
+    assert "3,881 records/s (recent commits)" in shown(True)
+    assert "orders  stopped" in shown(False)
+    assert "3,881 records/s (its last run's recent commits)" in shown(False)

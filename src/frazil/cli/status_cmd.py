@@ -57,7 +57,9 @@ def _view(statuses: list[object]) -> Group:
         dead = ", ".join(f"{k}: {v:,}" for k, v in sorted(s.dead_letters.items())) or "0"
         for i, lag in enumerate(lags or ["—"]):
             grid.add_row("  lag" if i == 0 else "", lag)
-        grid.add_row("  throughput", f"{rate} (recent commits)")
+        # A stopped pipeline's rate is its last run's, not what it does now.
+        over = "recent commits" if s.running else "its last run's recent commits"
+        grid.add_row("  throughput", f"{rate} ({over})")
         grid.add_row("  freshness", fresh)
         grid.add_row("  dead letters", escape(dead))
         by_table = {t.table: t for t in s.tables}

@@ -684,16 +684,73 @@ def test_two_writer_versions_decode_into_one_reader_shape(spark: Any, pb: Any) -
         ],
     )
 
-    assert (o_error, n_error, m_error) == (None, None, None)
+    assert (n_error, m_error) == (None, None)
+    # What cannot convert (bytes into bigint) marks the record, never a null in its place.
+    assert o is None
+    assert o_error["reason"] == (
+        "field 'blob' is binary in this record's schema where the reader's is bigint"
+    )
+    without_blob = ver1.Rec(count=5, ratio=0.5, code=7, gone="x", sub=ver1.Sub(a="a1"))
+    [(o, o_error)] = _decode(
+        spark, decoder, [header(1) + b"\x00" + without_blob.SerializeToString()]
+    )
+    assert o_error is None
     # By name: int widens to bigint, float to double, int becomes text for a string; what the
-    # writer lacks is null (no default: it is not the writer's field); what cannot convert
-    # (bytes into bigint) is null; the writer's extra field is ignored.
+    # writer lacks is null (no default: it is not the writer's field); an unset field whose
+    # default the reader cannot hold is null; the writer's extra field is ignored.
     assert o == {"count": 5, "ratio": 0.5, "code": "7", "sub": {"a": "a1", "b": None},
                  "added": None, "blob": None}  # fmt: skip
     assert n == {"count": 2**40, "ratio": 0.25, "code": "c", "sub": {"a": "a2", "b": "b2"},
                  "added": "y", "blob": 0}  # fmt: skip
     assert m == {"count": None, "ratio": None, "code": None, "sub": None,
                  "added": "from a nested message", "blob": None}  # fmt: skip
+
+
+def test_a_newer_writers_values_an_older_reader_cannot_hold_mark_their_records(
+    spark: Any, pb: Any
+) -> None:
+    from frazil.decode.protobuf import ProtobufDecoder, compile_proto, spark_schema, wire_udf
+    from frazil.decode.schema_registry import header
+
+    # The reader is VERSION_1's (count int, sub a message); id 2 writes count as int64 and
+    # id 3 writes sub as a string.
+    v1 = compile_proto({"ver.proto": VERSION_1}, "ver.proto")
+    v2 = compile_proto({"ver.proto": VERSION_2}, "ver.proto")
+    v3 = compile_proto(
+        {"ver.proto": VERSION_1.replace("Sub sub = 5;", "string sub = 5;")}, "ver.proto"
+    )
+    reader = spark_schema(spark, v1, "frazil.ver1.Rec")
+    decoder = ProtobufDecoder(spark, reader, "frazil.ver1.Rec")
+    decoder.udf = wire_udf(spark, {1: v1, 2: v2, 3: v3}, reader, "http://registry.invalid")
+    ver2 = pb["frazil_ver2"]
+    fits = ver2.Rec(count=7)
+    too_big = ver2.Rec(count=2**40)
+    text_sub = bytes([0x2A, 0x01]) + b"x"  # field 5 (sub), length-delimited: "x"
+
+    out = _decode(
+        spark,
+        decoder,
+        [
+            header(2) + b"\x00" + fits.SerializeToString(),
+            header(2) + b"\x00" + too_big.SerializeToString(),
+            header(3) + b"\x00" + text_sub,
+        ],
+    )
+
+    assert out[0][0]["count"] == 7 and out[0][1] is None
+    assert out[1] == (
+        None,
+        {
+            "stage": "decode",
+            "reason": "field 'count' holds 1099511627776, which the reader's int cannot hold"
+            " (written as bigint)",
+            "detail": out[1][1]["detail"],
+        },
+    )
+    assert out[2][0] is None
+    assert out[2][1]["reason"] == (
+        "field 'sub' is string in this record's schema where the reader's is struct<a:string>"
+    )
 
 
 def test_every_bad_wire_format_value_is_marked_with_its_reason(spark: Any, pb: Any) -> None:
@@ -802,13 +859,14 @@ def test_a_newer_protobuf_writer_met_mid_run_evolves_the_reader_and_table(
 
     # The subject holds v1 at start; v2 (new top-level and nested fields) lives under another
     # subject, so it is first met in a later batch (at most 5 records per batch).
+    # v2 also widens n (int32 to int64) with values an int cannot hold: the column widens.
     body = 'syntax = "proto3";\npackage frazil.evo;\nmessage Item {{ string sku = 1;{item} }}\n'
-    body += "message Order {{ string id = 1; int32 n = 2; Item item = 3;{order} }}\n"
+    body += "message Order {{ string id = 1; {n} n = 2; Item item = 3;{order} }}\n"
     (tmp_path / "v1").mkdir()
     (tmp_path / "v2").mkdir()
-    (tmp_path / "v1" / "evo.proto").write_text(body.format(item="", order=""))
+    (tmp_path / "v1" / "evo.proto").write_text(body.format(item="", order="", n="int32"))
     (tmp_path / "v2" / "evo.proto").write_text(
-        body.format(item=" int64 qty = 2;", order=" string note = 4;")
+        body.format(item=" int64 qty = 2;", order=" string note = 4;", n="int64")
     )
     v1 = protobuf_classes([tmp_path / "v1" / "evo.proto"])["frazil.evo.Order"]
     v2 = protobuf_classes([tmp_path / "v2" / "evo.proto"])["frazil.evo.Order"]
@@ -821,7 +879,8 @@ def test_a_newer_protobuf_writer_met_mid_run_evolves_the_reader_and_table(
     new = ProtobufSerializer(v2, client, other)
     values = [old(v1(id=f"a{n}", n=n, item={"sku": "s"}), ctx) for n in range(5)]
     values += [
-        new(v2(id=f"b{n}", n=n, item={"sku": "t", "qty": n}, note="hi"), ctx) for n in range(3)
+        new(v2(id=f"b{n}", n=2**40 + n, item={"sku": "t", "qty": n}, note="hi"), ctx)
+        for n in range(3)
     ]
     produce_raw(kafka_bootstrap, topic, values, partitions=1)
     pipeline = {
@@ -840,6 +899,7 @@ def test_a_newer_protobuf_writer_met_mid_run_evolves_the_reader_and_table(
     assert sorted(c.split(": ", 1)[1] for c in report.schema_changes) == [
         "add column note string",
         "add field item.qty bigint",
+        "widen n int to bigint",
     ]
     rows = sorted(
         tuple(r)
@@ -847,5 +907,5 @@ def test_a_newer_protobuf_writer_met_mid_run_evolves_the_reader_and_table(
     )
     assert rows == [
         *[(f"a{n}", n, "s", None, None) for n in range(5)],
-        *[(f"b{n}", n, "t", n, "hi") for n in range(3)],
+        *[(f"b{n}", 2**40 + n, "t", n, "hi") for n in range(3)],
     ]

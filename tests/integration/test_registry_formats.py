@@ -310,3 +310,152 @@ def test_unknown_ids_bad_magic_bytes_and_truncated_avro_go_to_the_dlq(
     assert rows[0]["reason"] == f"unknown schema id 987654 at registry {schema_registry_url}"
     assert "bad magic byte" in rows[1]["reason"]
     assert "does not decode" in rows[2]["reason"] or "truncated" in rows[2]["reason"]
+
+
+def _times_schema(unit: str, precision: int, scale: int, extra: list[Any]) -> str:
+    stamp = {"type": "long", "logicalType": f"timestamp-{unit}"}
+    amount = {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
+    return json.dumps(
+        {
+            "type": "record",
+            "name": "Reading",
+            "namespace": "plant",
+            "fields": [
+                {"name": "id", "type": "string"},
+                {"name": "at", "type": stamp},
+                {"name": "seen", "type": ["null", stamp], "default": None},
+                {"name": "marks", "type": {"type": "array", "items": stamp}},
+                {"name": "by_probe", "type": {"type": "map", "values": stamp}},
+                {
+                    "name": "probe",
+                    "type": {
+                        "type": "record",
+                        "name": "Probe",
+                        "fields": [{"name": "calibrated", "type": stamp}],
+                    },
+                },
+                {"name": "amount", "type": amount},
+                *extra,
+            ],
+        }
+    )
+
+
+def _times_record(n: int) -> dict[str, Any]:
+    import datetime as dt
+    import decimal
+
+    at = dt.datetime(2026, 1, 2, 3, 4, 5, 123000, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=n)
+    return {
+        "id": f"r{n}",
+        "at": at,
+        "seen": at if n % 2 else None,
+        "marks": [at, at + dt.timedelta(milliseconds=1)],
+        "by_probe": {"p": at},
+        "probe": {"calibrated": at},
+        "amount": decimal.Decimal(f"{n}.25"),
+    }
+
+
+def test_older_writers_with_other_time_units_and_narrower_decimals_keep_their_values(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    # Avro's resolution matches primitive types and ignores logical ones: a timestamp-millis
+    # long read by a timestamp-micros reader is a thousand times too small, and a decimal's
+    # unscaled bytes take the reader's scale. Each older writer must keep its values.
+    topic, table = f"units-{unique}", f"db.units_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    v1 = _avro(client, _times_schema("millis", 9, 2, []), topic)
+    note = [{"name": "note", "type": ["null", "string"], "default": None}]
+    v2 = _avro(client, _times_schema("micros", 12, 2, note), topic)
+    records = [(None, (v1 if n % 2 == 0 else v2)(_times_record(n))) for n in range(40)]
+    _produce(kafka_bootstrap, topic, records)
+    config = make_config(
+        [{"name": f"u_{unique}", "topics": [topic], "table": table, "format": "avro"}],
+        schema_registry={"url": schema_registry_url},
+    )
+
+    reports = run(config, until_caught_up=True, spark=spark)
+
+    assert reports[0].records_ingested == 40
+    rows = {r["id"]: r.asDict(recursive=True) for r in spark.table(f"lake.{table}").collect()}
+    assert len(rows) == 40
+    for n in range(40):
+        expected = _times_record(n)
+        row = rows[f"r{n}"]
+        at = expected["at"]
+        got = {
+            "at": row["at"],
+            "seen": row["seen"],
+            "marks": row["marks"],
+            "by_probe": row["by_probe"],
+            "probe": row["probe"]["calibrated"],
+            "amount": row["amount"],
+        }
+        assert {k: _utc(v) for k, v in got.items()} == {
+            "at": at,
+            "seen": expected["seen"],
+            "marks": expected["marks"],
+            "by_probe": {"p": at},
+            "probe": at,
+            "amount": expected["amount"],
+        }, n
+
+
+def _utc(value: Any) -> Any:
+    """Spark's naive local datetimes as aware UTC ones, inside lists and maps too."""
+    import datetime as dt
+
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.timezone.utc)
+    if isinstance(value, list):
+        return [_utc(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _utc(v) for k, v in value.items()}
+    return value
+
+
+def test_an_older_writer_whose_values_would_be_misread_goes_to_the_dlq_with_the_field(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    # A decimal whose scale changed and a date that became a timestamp cannot be read into
+    # the newer shape exactly: their records are dead letters naming the field, not values
+    # a thousand or ten times off.
+    topic, table, dead = f"scale-{unique}", f"db.scale_{unique}", f"db.scaledead_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+
+    def schema(scale: int, day: dict[str, Any]) -> str:
+        amount = {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": scale}
+        return json.dumps(
+            {"type": "record", "name": "Pay", "fields": [
+                {"name": "id", "type": "string"}, {"name": "amount", "type": amount},
+                {"name": "day", "type": day}]}
+        )  # fmt: skip
+
+    import datetime as dt
+    import decimal
+
+    v1 = _avro(client, schema(2, {"type": "int", "logicalType": "date"}), topic)
+    v2 = _avro(client, schema(3, {"type": "long", "logicalType": "timestamp-millis"}), topic)
+    day = dt.datetime(2026, 3, 4, tzinfo=dt.timezone.utc)
+    records = [
+        (None, v1({"id": "a", "amount": decimal.Decimal("12.34"), "day": day.date()})),
+        (None, v2({"id": "b", "amount": decimal.Decimal("12.345"), "day": day})),
+    ]
+    _produce(kafka_bootstrap, topic, records, partitions=1)
+    config = make_config(
+        [{"name": f"s_{unique}", "topics": [topic], "table": table, "format": "avro",
+          "errors": {"tolerance": "all", "dlq_table": dead}}],
+        schema_registry={"url": schema_registry_url},
+    )  # fmt: skip
+
+    run(config, until_caught_up=True, spark=spark)
+
+    rows = [r.asDict() for r in spark.table(f"lake.{table}").collect()]
+    assert [(r["id"], r["amount"]) for r in rows] == [("b", decimal.Decimal("12.345"))]
+    dead_rows = spark.sql(f"SELECT offset, reason FROM lake.{dead}").collect()
+    assert [r["offset"] for r in dead_rows] == [0]
+    reason = dead_rows[0]["reason"]
+    assert reason.startswith("written with schema id "), reason
+    assert "field 'amount' is decimal(9,2) where the reader schema" in reason, reason
+    assert "has decimal(9,3)" in reason, reason

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.decode import connect_types, wire
+from frazil.decode.avro_resolution import Misread, bridge
 from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error, hex_prefix
 from frazil.decode.registry import BuildContext, Decoded, Format, register
@@ -174,6 +175,7 @@ class AvroDecoder:
         value: Column | None = None
         single: Column | None = None
         newer: list[tuple[int, list[str]]] = []
+        misread: list[tuple[int, Misread]] = []
         for schema_id, writer in sorted(self.writers.items()):
             missing = _missing(writer.text, reader_fields)
             if missing and (not self.evolve or schema_id > (self.reader_id or -1)):
@@ -181,16 +183,24 @@ class AvroDecoder:
                 newer.append((schema_id, missing))
                 continue
             options: dict[str, str] = dict(_OPTIONS)
-            if schema_id != self.reader_id:
-                # Avro schema resolution: the writer's record read as the reader's shape.
-                options["avroSchema"] = self.reader
+            resolved = bridge(writer.text, self.reader) if schema_id != self.reader_id else None
+            if resolved is not None and resolved.misread:
+                # Resolution would misread these values (logical types differ): marked.
+                misread.append((schema_id, resolved.misread[0]))
+                continue
+            if resolved is not None:
+                # Avro schema resolution: the writer's record read as the reader's shape (with
+                # the writer's own time units and decimal scales where they differ).
+                options["avroSchema"] = resolved.reader
             decoded = from_avro(body, writer.text, options)
+            if resolved is not None and resolved.cast:
+                decoded = decoded.cast(self._type())
             m = wire.matches(data, schema_id)
             value = F.when(m, decoded) if value is None else value.when(m, decoded)
             single = decoded
         if value is None:
             value = F.lit(None).cast(self._type())
-        elif single is not None and len(self.writers) - len(newer) == 1:
+        elif single is not None and len(self.writers) - len(newer) - len(misread) == 1:
             # One writer: decoded unconditionally. Spark rewrites a one-branch CASE so that
             # each column extracts its field inside the branch, and then runs from_avro once
             # per column. A record of another id decodes to nothing useful here, but its
@@ -205,6 +215,18 @@ class AvroDecoder:
                         f"written with schema id {schema_id}, which has fields the reader "
                         f"schema (id {self.reader_id}) lacks: {', '.join(missing)} "
                         "(schema_evolution: freeze)"
+                    ),
+                    F.lit(""),
+                ),
+            )
+        for schema_id, wrong in misread:
+            error = error.when(
+                wire.matches(data, schema_id),
+                decode_error(
+                    F.lit(
+                        f"written with schema id {schema_id}, whose field '{wrong.path}' is "
+                        f"{wrong.writer} where the reader schema (id {self.reader_id}) has "
+                        f"{wrong.reader}: Avro's schema resolution would misread its values"
                     ),
                     F.lit(""),
                 ),

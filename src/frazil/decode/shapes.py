@@ -12,7 +12,9 @@ if TYPE_CHECKING:
 
 
 def merge_fields(old: StructType, new: StructType) -> StructType:
-    """``old`` with the fields of ``new`` it lacks added, at any depth; existing types stay."""
+    """``old`` with the fields of ``new`` it lacks added, at any depth; existing types stay,
+    but for the widenings an Iceberg column takes (int to bigint, float to double, a decimal's
+    precision with its scale)."""
     from pyspark.sql.types import StructField, StructType
 
     fields = list(old.fields)
@@ -40,7 +42,23 @@ def _merge_type(old: DataType, new: DataType) -> DataType:
         return MapType(
             old.keyType, _merge_type(old.valueType, new.valueType), old.valueContainsNull
         )
-    return old
+    return new if _widens(old, new) else old
+
+
+def _widens(old: DataType, new: DataType) -> bool:
+    """Whether ``new`` is a promotion of ``old`` an Iceberg column allows."""
+    from pyspark.sql.types import DecimalType, DoubleType, FloatType, IntegerType, LongType
+
+    if isinstance(old, IntegerType) and isinstance(new, LongType):
+        return True
+    if isinstance(old, FloatType) and isinstance(new, DoubleType):
+        return True
+    return (
+        isinstance(old, DecimalType)
+        and isinstance(new, DecimalType)
+        and new.scale == old.scale
+        and new.precision > old.precision
+    )
 
 
 #: Field names in the order records first hold them, at each depth (a nested object's, a

@@ -121,7 +121,11 @@ final class MessageReader {
       } else if (field.kind == MESSAGE) {
         structs[slot] = field.struct;
       } else if (!fd.hasPresence()) {
-        defaults[slot] = field.convert(field.naturalDefault());
+        try {
+          defaults[slot] = field.convert(field.naturalDefault());
+        } catch (Unreadable e) {
+          // An unset field's default the reader's type cannot hold: nothing was sent, null.
+        }
       }
     }
     for (Field field : fields) {
@@ -340,7 +344,7 @@ final class MessageReader {
       this.conversion =
           kind == SKIP || kind == MESSAGE || kind == GROUP || kind == RAW
               ? null
-              : Conversion.of(ProtobufTypes.type(fd, depth), target, repeated);
+              : Conversion.of(ProtobufTypes.type(fd, depth), target, repeated, fd.getName());
     }
 
     /** How a field's single value is read, following ProtobufTypes' mapping. */
@@ -468,8 +472,11 @@ final class MessageReader {
     void read(CodedInputStream in, int tag, Object[] out) throws IOException {
       int wire = WireFormat.getTagWireType(tag);
       if (kind == SKIP) {
-        in.skipField(tag);
-        return;
+        // A value the reader's type cannot hold (a message where it has a number, a list where
+        // it has one value …): the record is marked rather than the value dropped.
+        throw new Unreadable(
+            "field '" + descriptor.getName() + "' is " + shape(descriptor)
+                + " in this record's schema, which the reader's type for it cannot hold");
       }
       if (mapKey != null) {
         if (wire != WireFormat.WIRETYPE_LENGTH_DELIMITED) {
@@ -723,14 +730,15 @@ final class MessageReader {
 
   /**
    * A value of the writer's type into the reader's, when another schema version changed it:
-   * numbers widen (int to bigint, float to double), anything becomes text for a string, and
-   * what cannot convert is null.
+   * numbers widen (int to bigint, float to double), a bigint the reader's int holds narrows,
+   * anything becomes text for a string. A value the reader's type cannot hold marks its record
+   * ({@link Unreadable}): a null in its place would lose it without a word.
    */
   @FunctionalInterface
   private interface Conversion {
     Object apply(Object value);
 
-    static Conversion of(DataType natural, DataType target, boolean repeated) {
+    static Conversion of(DataType natural, DataType target, boolean repeated, String field) {
       if (repeated && natural instanceof ArrayType && target instanceof ArrayType) {
         natural = ((ArrayType) natural).elementType();
         target = ((ArrayType) target).elementType();
@@ -747,7 +755,41 @@ final class MessageReader {
       if (target.sameType(DataTypes.StringType)) {
         return v -> v instanceof BigDecimal ? ((BigDecimal) v).toPlainString() : v.toString();
       }
-      return v -> null;
+      String writer = natural.simpleString();
+      String reader = target.simpleString();
+      if (target.sameType(DataTypes.IntegerType) && natural.sameType(DataTypes.LongType)) {
+        return v -> {
+          long n = (Long) v;
+          if (n != (int) n) {
+            throw new Unreadable(
+                "field '" + field + "' holds " + n + ", which the reader's int cannot hold"
+                    + " (written as " + writer + ")");
+          }
+          return (int) n;
+        };
+      }
+      return v -> {
+        throw new Unreadable(
+            "field '" + field + "' is " + writer + " in this record's schema where the reader's"
+                + " is " + reader);
+      };
+    }
+  }
+
+  private static String shape(FieldDescriptor fd) {
+    String type =
+        fd.getJavaType() == FieldDescriptor.JavaType.MESSAGE
+            ? fd.getMessageType().getFullName()
+            : fd.getType().name().toLowerCase(java.util.Locale.ROOT);
+    return fd.isMapField() ? "a map" : fd.isRepeated() ? "a repeated " + type : type;
+  }
+
+  /** A value the reader's type cannot hold: the record is marked with this reason. */
+  static final class Unreadable extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    Unreadable(String reason) {
+      super(reason, null, false, false);
     }
   }
 

@@ -183,6 +183,8 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
       return RowFactory.create(message.read(in), null);
     } catch (InvalidProtocolBufferException e) {
       return failure(MessageReader.describe(e, base + in.getTotalBytesRead()));
+    } catch (MessageReader.Unreadable e) {
+      return failure(e.getMessage());
     } catch (IOException | RuntimeException e) {
       // Conversions of odd values (a timestamp beyond Instant's range …): never throw.
       return failure("cannot decode at byte " + (base + in.getTotalBytesRead()) + ": " + e);

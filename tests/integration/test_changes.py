@@ -352,6 +352,41 @@ def test_debezium_envelopes_create_update_delete_read_and_tombstone(
     assert set(_rows(spark, table, "id, email")) == {1, 3}
 
 
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "schemas-enable"])
+def test_debezium_tombstones_delete_by_a_json_struct_key(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, wrapped: bool
+) -> None:
+    # Debezium's keys are JSON structs ({"id": 2}, or Kafka Connect's {schema, payload} with
+    # schemas.enable): a tombstone deletes the row of the key's field of the key column's name.
+    topic, table, name = f"dbzk-{unique}", f"db.dbzk_{unique}", f"zk_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+
+    def key(i: int) -> str:
+        plain = {"id": i}
+        if not wrapped:
+            return json.dumps(plain)
+        schema = {"type": "struct", "fields": [{"field": "id", "type": "int64"}], "optional": False}
+        return json.dumps({"schema": schema, "payload": plain})
+
+    def row(i: int) -> dict[str, Any]:
+        return {"id": i, "email": f"{i}@x"}
+
+    events = [
+        (key(1), _debezium("c", None, row(1), 1, wrapped)),
+        (key(2), _debezium("c", None, row(2), 2, wrapped)),
+        (key(3), _debezium("c", None, row(3), 3, wrapped)),
+        (key(2), None),  # a tombstone without a delete event first
+    ]
+    _produce(kafka_bootstrap, topic, [(k, v, 0) for k, v in events])
+    write = {"mode": "cdc", "key": ["id"], "debezium": True, "tombstones": "delete"}
+    pipeline = {
+        "name": name, "topics": [topic], "table": table, "trigger": "1s",
+        "key_format": "json", "write": write,
+    }  # fmt: skip
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+    assert set(_rows(spark, table, "id, email")) == {1, 3}
+
+
 #: Debezium's Avro envelope for a table ``inventory.customers`` (as its Avro converter
 #: registers it: Value records in before/after, a Source block, op and ts_ms).
 DEBEZIUM_AVRO = {

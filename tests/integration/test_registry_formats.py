@@ -459,3 +459,66 @@ def test_an_older_writer_whose_values_would_be_misread_goes_to_the_dlq_with_the_
     assert reason.startswith("written with schema id "), reason
     assert "field 'amount' is decimal(9,2) where the reader schema" in reason, reason
     assert "has decimal(9,3)" in reason, reason
+
+
+def test_a_newer_writer_that_widens_types_and_drops_a_field_evolves_mid_run(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    # v2 adds no field the reader lacks: it widens n (int to long) and f (float to double),
+    # adds an enum symbol and drops `legacy`. Met in a later batch (another subject), it
+    # becomes the reader; v1's records, before and after it, keep `legacy`.
+    topic, table = f"widen-{unique}", f"db.widen_{unique}"
+
+    def schema(n: str, f: str, symbols: list[str], legacy: bool) -> dict[str, Any]:
+        fields: list[dict[str, Any]] = [
+            {"name": "id", "type": "string"},
+            {"name": "n", "type": n},
+            {"name": "f", "type": f},
+            {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": symbols}},
+        ]
+        if legacy:
+            fields.append({"name": "legacy", "type": "string", "default": ""})
+        return {"type": "record", "name": "W", "fields": fields}
+
+    v1 = schema("int", "float", ["A", "B"], legacy=True)
+    v2 = schema("long", "double", ["A", "B", "C"], legacy=False)
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    v1_id = client.register_schema(f"{topic}-value", Schema(json.dumps(v1), "AVRO"))
+    v2_id = client.register_schema(f"other-{unique}", Schema(json.dumps(v2), "AVRO"))
+    old = [
+        header(v1_id)
+        + avro_bytes(v1, {"id": f"a{n}", "n": n, "f": 0.5, "kind": "B", "legacy": f"L{n}"})
+        for n in range(5)
+    ]
+    new = [
+        header(v2_id) + avro_bytes(v2, {"id": f"b{n}", "n": 2**40 + n, "f": 0.1, "kind": "C"})
+        for n in range(3)
+    ]
+    late = [
+        header(v1_id)
+        + avro_bytes(v1, {"id": f"c{n}", "n": n, "f": 1.5, "kind": "A", "legacy": f"M{n}"})
+        for n in range(2)
+    ]
+    _produce(kafka_bootstrap, topic, [(None, v) for v in old + new + late], partitions=1)
+    config = make_config(
+        [{"name": f"w_{unique}", "topics": [topic], "table": table, "format": "avro",
+          "max_offsets_per_trigger": 5}],
+        schema_registry={"url": schema_registry_url},
+    )  # fmt: skip
+
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    assert report.records_ingested == 10
+    assert sorted(c.split(": ", 1)[1] for c in report.schema_changes) == [
+        "widen f float to double",
+        "widen n int to bigint",
+    ]
+    rows = sorted(
+        (r["id"], r["n"], r["f"], r["kind"], r["legacy"])
+        for r in spark.table(f"lake.{table}").collect()
+    )
+    assert rows == [
+        *[(f"a{n}", n, 0.5, "B", f"L{n}") for n in range(5)],
+        *[(f"b{n}", 2**40 + n, 0.1, "C", None) for n in range(3)],
+        *[(f"c{n}", n, 1.5, "A", f"M{n}") for n in range(2)],
+    ]

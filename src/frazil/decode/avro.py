@@ -136,21 +136,19 @@ class AvroDecoder:
             self.writers[schema_id] = schema
             learned = True
         if self.evolve and not self.scalar:
-            reader_fields = _record_fields(self.reader)
-            # Only forward: a newer writer with fields the reader lacks becomes the reader;
-            # an older writer's fields that a newer version dropped are dropped by Avro's
-            # resolution, as the registry's compatibility rules intend.
-            newer = [
-                i
-                for i, w in self.writers.items()
-                if i > (self.reader_id or -1) and _missing(w.text, reader_fields)
-            ]
+            # Only forward: the newest writer becomes the reader, whatever it changed (fields
+            # added, a type widened, an enum's symbol or a union's branch added: the older
+            # reader cannot read its records), with the fields of the reader it dropped kept
+            # (nullable), so that the older writers' records keep their values.
+            newer = [i for i in self.writers if i > (self.reader_id or -1)]
             if newer:
                 newest = max(newer)
-                self.reader = self.writers[newest].text
+                merged = keep_dropped(raw.sparkSession, self.writers[newest].text, self.reader)
+                if merged != self.reader:
+                    self.reader = merged
+                    self.schema, _ = _shape(raw.sparkSession, self.reader, "value")
+                    learned = True
                 self.reader_id = newest
-                self.schema, _ = _shape(raw.sparkSession, self.reader, "value")
-                learned = True
         return learned
 
     def decode(self, data: Column) -> Decoded:
@@ -183,7 +181,8 @@ class AvroDecoder:
                 newer.append((schema_id, missing))
                 continue
             options: dict[str, str] = dict(_OPTIONS)
-            resolved = bridge(writer.text, self.reader) if schema_id != self.reader_id else None
+            own = schema_id == self.reader_id and writer.text == self.reader
+            resolved = None if own else bridge(writer.text, self.reader)
             if resolved is not None and resolved.misread:
                 # Resolution would misread these values (logical types differ): marked.
                 misread.append((schema_id, resolved.misread[0]))
@@ -247,6 +246,39 @@ class AvroDecoder:
         return self.schema.fields[0].dataType if self.scalar else self.schema
 
 
+def keep_dropped(spark: SparkSession, newer: str, older: str) -> str:
+    """``newer`` (a record schema) with the top-level fields of ``older`` it dropped appended,
+    each nullable with a null default: Avro's resolution then reads those fields of the
+    writers that have them, where the newer schema alone would drop their values. ``newer``
+    itself where nothing was dropped, or where the merged schema does not parse (a dropped
+    field's named type defined again).
+    """
+    new, old = json.loads(newer), json.loads(older)
+    if not (isinstance(new, dict) and isinstance(old, dict)) or "record" not in (
+        new.get("type"),
+        old.get("type"),
+    ):
+        return newer
+    names = {f["name"] for f in new.get("fields", [])}
+    dropped = [f for f in old.get("fields", []) if f["name"] not in names]
+    if new.get("type") != "record" or old.get("type") != "record" or not dropped:
+        return newer
+    kept = []
+    for f in dropped:
+        kind = f["type"]
+        branches = kind if isinstance(kind, list) else [kind]
+        union = ["null", *[b for b in branches if b != "null"]]
+        kept.append(
+            {**{k: v for k, v in f.items() if k != "default"}, "type": union, "default": None}
+        )
+    merged = json.dumps({**new, "fields": [*new["fields"], *kept]})
+    try:
+        _parse_avro(spark, merged)
+    except ValueError:
+        return newer
+    return merged
+
+
 def _missing(writer_text: str, reader_fields: set[str] | None) -> list[str]:
     if reader_fields is None:
         return []
@@ -282,17 +314,24 @@ def _build(context: BuildContext) -> AvroDecoder:
         return AvroDecoder(schema=schema, scalar=scalar, reader=text)
     found = wire.subject_schemas(context, "AVRO", "Avro", all_versions=True)
     registry, versions, latest = found.registry, found.versions, found.latest
-    schema, scalar = _shape(spark, latest.text, name)
     writers = {v.schema_id: v for v in versions if v.schema_type == "AVRO"}
     writers[latest.schema_id] = latest
+    evolve = pipeline.defaults.schema_evolution == "evolve" and context.part == "value"
+    reader = latest.text
+    if evolve:
+        # The subject's older versions' fields the newest dropped stay in the reader: their
+        # records (still in the topic) keep those values, as a table's columns stay.
+        for older in sorted(writers.values(), key=lambda w: -w.schema_id):
+            reader = keep_dropped(spark, reader, older.text)
+    schema, scalar = _shape(spark, reader, name)
     return AvroDecoder(
         schema=schema,
         scalar=scalar,
-        reader=latest.text,
+        reader=reader,
         registry=registry,
         writers=writers,
         reader_id=latest.schema_id,
-        evolve=pipeline.defaults.schema_evolution == "evolve" and context.part == "value",
+        evolve=evolve,
     )
 
 

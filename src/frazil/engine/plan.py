@@ -239,7 +239,7 @@ def _not_a_column(pipeline: PipelineConfig, key: str, name: str, batch: Projecti
     )
 
 
-def _mode_step(pipeline: PipelineConfig) -> Step:
+def _mode_step(pipeline: PipelineConfig, key_decoder: Decoder | None = None) -> Step:
     dead = pipeline.errors.dead_letters
     write = pipeline.defaults.write
     if not write.merges:
@@ -265,12 +265,19 @@ def _mode_step(pipeline: PipelineConfig) -> Step:
     )
 
     def apply(batch: Projection) -> Projection:
+        # Read when the batch is planned: a key decoder's shape may have been learned.
+        fields = (
+            frozenset(f.name for f in key_decoder.schema.fields)
+            if key_decoder is not None and not key_decoder.scalar
+            else None
+        )
         try:
             return change_mode(
                 batch,
                 write,
                 table_keys,
                 c.DECODED_KEY if pipeline.key is not None else None,
+                fields,
             )
         except KeyError as exc:
             raise _not_a_column(pipeline, "write: column", exc.args[0], batch) from None
@@ -354,7 +361,7 @@ def build_plan(
         )
     steps += [
         Step("route", route.describe(), lambda batch: route_step(route, pipeline, batch)),
-        _mode_step(pipeline),
+        _mode_step(pipeline, key_decoder),
         Step(
             "prune",
             "keep raw key, value and headers for the dead-letter queue"

@@ -54,6 +54,7 @@ def change_mode(
     write: WriteConfig,
     table_keys: dict[str, list[str]],
     key_column: str | None = None,
+    key_fields: frozenset[str] | None = None,
 ) -> c.Projection:
     """Set each record's operation for ``write.mode`` upsert or cdc, and check its key.
 
@@ -70,6 +71,7 @@ def change_mode(
         table_keys: Tables whose key differs from ``write.key`` (routed tables' overrides).
         key_column: The decoded Kafka key's (internal) column (``key_format``), for
             tombstones.
+        key_fields: The decoded key's fields where it is a struct (None: a scalar key).
 
     Raises:
         KeyError: ``op_field``, a key column or ``key_column`` is not a column of the batch.
@@ -118,10 +120,9 @@ def change_mode(
         kafka_key = batch[key_column]
         keys = sorted({k for ks in [write.key, *table_keys.values()] for k in ks})
         for name in keys:
-            from_key = kafka_key if len(keys) == 1 and write.key == [name] else None
-            if from_key is None:
-                from_key = kafka_key[name]
-            result[name] = F.when(tombstone, from_key).otherwise(_path(batch, name))
+            result[name] = F.when(
+                tombstone, _from_key(kafka_key, name, keys, key_fields)
+            ).otherwise(_path(batch, name))
         tombstone_op: Column = F.lit(c.OP_DELETE)
     else:
         tombstone_op = F.lit(c.OP_SKIP)
@@ -138,6 +139,19 @@ def change_mode(
     result[c.OP] = op
     result[c.ERROR] = error
     return result
+
+
+def _from_key(
+    kafka_key: Column, name: str, keys: list[str], fields: frozenset[str] | None
+) -> Column:
+    """Key column ``name`` of a tombstone, from its decoded Kafka key: a struct key's field of
+    that name (inside ``payload`` for Kafka Connect's ``{schema, payload}`` JSON), or a scalar
+    key itself for a one-column key."""
+    if fields is None:
+        return kafka_key if keys == [name] else kafka_key[name]
+    if name not in fields and fields == {"schema", "payload"}:
+        return kafka_key["payload"][name]
+    return kafka_key[name]
 
 
 def _missing_key(batch: c.Projection, key: list[str], table_keys: dict[str, list[str]]) -> Column:

@@ -190,11 +190,19 @@ class Actions:
         for key, value in options.items():
             action = action.option(key, str(value))
         result = action.snapshotProperty(MAINTENANCE, "compaction").execute()
+        rewritten = int(result.rewrittenDataFilesCount())
+        removed = int(result.removedDeleteFilesCount())
+        if rewritten:
+            # Iceberg keeps the file-scoped deletes of the files a partial pass rewrote (they
+            # are older than other files of their partition): dropped here, or every read
+            # opens them and the table's live rows count them twice.
+            dangling = java_class(self._jvm, "dev.frazil.iceberg.DanglingDeletes")
+            removed += int(dangling.remove(self.table, MAINTENANCE, "compaction"))
         return (
-            int(result.rewrittenDataFilesCount()),
+            rewritten,
             int(result.rewrittenBytesCount()),
             int(result.addedDataFilesCount()),
-            int(result.removedDeleteFilesCount()),
+            removed,
             int(result.failedDataFilesCount()),
         )
 

@@ -122,6 +122,8 @@ class Commit:
     #: The streaming query and batch that made it (the tables of a route commit a batch each,
     #: a few milliseconds apart); None where the snapshot does not say.
     batch: tuple[str, str] | None = None
+    #: The Kafka offsets its marker records, per (topic, partition); None without a marker.
+    offsets: dict[tuple[str, int], int] | None = None
 
 
 @dataclass
@@ -172,11 +174,19 @@ def _walk(catalog: Any, name: str, pipeline: str) -> _Walk | None:
         window_open &= found.get(RUN_BY, "") == walk.run_by and len(walk.window) <= RECENT_COMMITS
         if window_open:
             query, batch = found.get(QUERY_ID), found.get(BATCH_ID)
+            marked = found.get(OFFSETS)
             walk.window.append(
                 Commit(
                     int(snapshot.timestamp_ms),
                     int(found.get("added-records", 0)),
                     (query, batch) if query and batch else None,
+                    {
+                        (topic, int(p)): int(o)
+                        for topic, parts in json.loads(marked).items()
+                        for p, o in parts.items()
+                    }
+                    if marked
+                    else None,
                 )
             )
         status = walk.status
@@ -230,7 +240,22 @@ def records_per_second(windows: list[list[Commit]]) -> float | None:
     end = max(c.at_ms for c in counted)
     if end <= opener.at_ms:
         return None
-    return sum(c.added for c in counted) / ((end - opener.at_ms) / 1000)
+    return _records(opener, counted) / ((end - opener.at_ms) / 1000)
+
+
+def _records(opener: Commit, counted: list[Commit]) -> int:
+    """Kafka records read after the opening batch: how far the markers' offsets moved (a
+    MERGE's added rows are its batch's distinct keys, not its records; dead letters and
+    records written to several tables count once), else the commits' added rows."""
+    start = opener.offsets
+    if start is None or any(c.offsets is None for c in counted):
+        return sum(c.added for c in counted)
+    end: dict[tuple[str, int], int] = {}
+    for c in counted:
+        assert c.offsets is not None
+        for where, offset in c.offsets.items():
+            end[where] = max(end.get(where, offset), offset)
+    return sum(max(0, end[where] - start[where]) for where in end if where in start)
 
 
 def _missing_topics(

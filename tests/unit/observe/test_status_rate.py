@@ -57,3 +57,18 @@ def test_no_rate_without_a_commit_after_the_opening_batch() -> None:
 def test_commits_without_batch_ids_count_by_time() -> None:
     old = [Commit(3_000, 10), Commit(2_000, 10), Commit(1_000, 10)]
     assert records_per_second([old]) == pytest.approx(10.0)
+
+
+def test_the_markers_offsets_count_records_read_not_rows_a_merge_added() -> None:
+    # An upsert pipeline: 700 records a batch collapse into ~80 rows each MERGE adds; two
+    # routed tables carry the same batch's offsets once.
+    def commit(at: int, added: int, batch: int, offset: int) -> Commit:
+        return Commit(at, added, ("q", str(batch)), {("t", 0): offset, ("t", 1): offset})
+
+    merged = [commit(3_000, 80, 3, 1_050), commit(2_000, 84, 2, 700), commit(1_000, 90, 1, 350)]
+    assert records_per_second([merged]) == pytest.approx(1_400 / 2.0)
+    other = [commit(3_001, 10, 3, 1_050), commit(2_001, 12, 2, 700)]
+    assert records_per_second([merged, other]) == pytest.approx(1_400 / 2.001)
+    # A commit without a marker: the added rows, as before.
+    unmarked = [Commit(3_000, 80, ("q", "3")), *merged[1:]]
+    assert records_per_second([unmarked]) == pytest.approx((80 + 84) / 2.0)

@@ -522,3 +522,35 @@ def test_a_newer_writer_that_widens_types_and_drops_a_field_evolves_mid_run(
         *[(f"b{n}", 2**40 + n, 0.1, "C", None) for n in range(3)],
         *[(f"c{n}", n, 1.5, "A", f"M{n}") for n in range(2)],
     ]
+
+
+def test_dead_letters_of_an_id_registered_later_under_another_subject_replay(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    from frazil.engine.replay import replay
+
+    # Records name an id the registry does not have yet: dead letters. Once the id exists
+    # (here under another subject), a replay fetches it, as a run's batch does.
+    topic, table, dead = f"later-{unique}", f"db.later_{unique}", f"db.laterdead_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    v1_id = client.register_schema(f"{topic}-value", Schema(V1, "AVRO"))
+    probe = client.register_schema(f"probe-{unique}", Schema(V3, "AVRO"))
+    later = probe + 1  # the next id the registry hands out
+    good = header(v1_id) + avro_bytes(json.loads(V1), {"id": "a", "amount": 1})
+    early = header(later) + avro_bytes(json.loads(V2), {"id": "b", "amount": 2, "currency": "EUR"})
+    _produce(kafka_bootstrap, topic, [(None, good), (None, early)], partitions=1)
+    config = make_config(
+        [{"name": f"lt_{unique}", "topics": [topic], "table": table, "format": "avro",
+          "errors": {"tolerance": "all", "dlq_table": dead}}],
+        schema_registry={"url": schema_registry_url},
+    )  # fmt: skip
+    run(config, until_caught_up=True, spark=spark)
+    reasons = [r["reason"] for r in spark.sql(f"SELECT reason FROM lake.{dead}").collect()]
+    assert reasons == [f"unknown schema id {later} at registry {schema_registry_url}"]
+    assert client.register_schema(f"other-{unique}", Schema(V2, "AVRO")) == later
+
+    report = replay(spark, config, config.pipelines[0])
+
+    assert (report.replayed, report.written, report.failed_again) == (1, 1, 0)
+    rows = sorted((r["id"], r["amount"]) for r in spark.table(f"lake.{table}").collect())
+    assert rows == [("a", 1), ("b", 2)]

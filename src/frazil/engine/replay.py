@@ -244,6 +244,11 @@ def _run(
         F.lit(0).alias("timestampType"),
         failed_for.alias(c.FAILED_FOR),
     )
+    # The schema ids the dead letters name that the decoders do not know yet (registered
+    # since, under another subject too), as a run's batch fetches them.
+    for _ in range(3):
+        if not plan.learn(raw):
+            break
     staged, projection = plan.stage(raw)
     projection = only_where_failed(projection, F.col(c.FAILED_FOR))
     # Kept (an internal column, never written): what fails again keeps the table it failed for.

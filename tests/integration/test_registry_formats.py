@@ -534,10 +534,13 @@ def test_dead_letters_of_an_id_registered_later_under_another_subject_replay(
     topic, table, dead = f"later-{unique}", f"db.later_{unique}", f"db.laterdead_{unique}"
     client = SchemaRegistryClient({"url": schema_registry_url})
     v1_id = client.register_schema(f"{topic}-value", Schema(V1, "AVRO"))
-    probe = client.register_schema(f"probe-{unique}", Schema(V3, "AVRO"))
-    later = probe + 1  # the next id the registry hands out
+    # Schemas of their own (the registry gives known content its old id), the second one the
+    # next id the registry hands out.
+    probe_schema = {**json.loads(V1), "doc": f"probe {unique}"}
+    probe = client.register_schema(f"probe-{unique}", Schema(json.dumps(probe_schema), "AVRO"))
+    later, later_schema = probe + 1, {**json.loads(V2), "doc": f"later {unique}"}
     good = header(v1_id) + avro_bytes(json.loads(V1), {"id": "a", "amount": 1})
-    early = header(later) + avro_bytes(json.loads(V2), {"id": "b", "amount": 2, "currency": "EUR"})
+    early = header(later) + avro_bytes(later_schema, {"id": "b", "amount": 2, "currency": "EUR"})
     _produce(kafka_bootstrap, topic, [(None, good), (None, early)], partitions=1)
     config = make_config(
         [{"name": f"lt_{unique}", "topics": [topic], "table": table, "format": "avro",
@@ -547,7 +550,9 @@ def test_dead_letters_of_an_id_registered_later_under_another_subject_replay(
     run(config, until_caught_up=True, spark=spark)
     reasons = [r["reason"] for r in spark.sql(f"SELECT reason FROM lake.{dead}").collect()]
     assert reasons == [f"unknown schema id {later} at registry {schema_registry_url}"]
-    assert client.register_schema(f"other-{unique}", Schema(V2, "AVRO")) == later
+    assert (
+        client.register_schema(f"other-{unique}", Schema(json.dumps(later_schema), "AVRO")) == later
+    )
 
     report = replay(spark, config, config.pipelines[0])
 

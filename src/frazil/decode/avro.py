@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.decode import connect_types, wire
-from frazil.decode.avro_resolution import Misread, bridge
+from frazil.decode.avro_resolution import bridge
 from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error, hex_prefix
 from frazil.decode.registry import BuildContext, Decoded, Format, register
@@ -172,20 +172,35 @@ class AvroDecoder:
         body = wire.payload(data)
         value: Column | None = None
         single: Column | None = None
-        newer: list[tuple[int, list[str]]] = []
-        misread: list[tuple[int, Misread]] = []
+        # Writers whose records are marked, with the reason: never decoded into a loss.
+        marked: list[tuple[int, str]] = []
         for schema_id, writer in sorted(self.writers.items()):
             missing = _missing(writer.text, reader_fields)
             if missing and (not self.evolve or schema_id > (self.reader_id or -1)):
-                # Resolution would drop these fields: marked instead, never lost silently.
-                newer.append((schema_id, missing))
+                # Resolution would drop these fields.
+                marked.append(
+                    (
+                        schema_id,
+                        f"written with schema id {schema_id}, which has fields the reader "
+                        f"schema (id {self.reader_id}) lacks: {', '.join(missing)} "
+                        "(schema_evolution: freeze)",
+                    )
+                )
                 continue
             options: dict[str, str] = dict(_OPTIONS)
             own = schema_id == self.reader_id and writer.text == self.reader
             resolved = None if own else bridge(writer.text, self.reader)
             if resolved is not None and resolved.misread:
-                # Resolution would misread these values (logical types differ): marked.
-                misread.append((schema_id, resolved.misread[0]))
+                # Resolution would misread these values (logical types differ).
+                wrong = resolved.misread[0]
+                marked.append(
+                    (
+                        schema_id,
+                        f"written with schema id {schema_id}, whose field '{wrong.path}' is "
+                        f"{wrong.writer} where the reader schema (id {self.reader_id}) has "
+                        f"{wrong.reader}: Avro's schema resolution would misread its values",
+                    )
+                )
                 continue
             if resolved is not None:
                 # Avro schema resolution: the writer's record read as the reader's shape (with
@@ -199,36 +214,16 @@ class AvroDecoder:
             single = decoded
         if value is None:
             value = F.lit(None).cast(self._type())
-        elif single is not None and len(self.writers) - len(newer) - len(misread) == 1:
+        elif single is not None and len(self.writers) - len(marked) == 1:
             # One writer: decoded unconditionally. Spark rewrites a one-branch CASE so that
             # each column extracts its field inside the branch, and then runs from_avro once
             # per column. A record of another id decodes to nothing useful here, but its
             # header marks it as an error whatever its value.
             value = single
         error = wire.header_errors(data, sorted(self.writers), self.registry.url)
-        for schema_id, missing in newer:
+        for schema_id, reason in marked:
             error = error.when(
-                wire.matches(data, schema_id),
-                decode_error(
-                    F.lit(
-                        f"written with schema id {schema_id}, which has fields the reader "
-                        f"schema (id {self.reader_id}) lacks: {', '.join(missing)} "
-                        "(schema_evolution: freeze)"
-                    ),
-                    F.lit(""),
-                ),
-            )
-        for schema_id, wrong in misread:
-            error = error.when(
-                wire.matches(data, schema_id),
-                decode_error(
-                    F.lit(
-                        f"written with schema id {schema_id}, whose field '{wrong.path}' is "
-                        f"{wrong.writer} where the reader schema (id {self.reader_id}) has "
-                        f"{wrong.reader}: Avro's schema resolution would misread its values"
-                    ),
-                    F.lit(""),
-                ),
+                wire.matches(data, schema_id), decode_error(F.lit(reason), F.lit(""))
             )
         error = error.when(
             _undecoded(value, self.reader, self.scalar),

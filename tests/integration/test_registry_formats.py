@@ -284,7 +284,7 @@ def test_unknown_ids_bad_magic_bytes_and_truncated_avro_go_to_the_dlq(
     client = SchemaRegistryClient({"url": schema_registry_url})
     encode = _avro(client, V1, topic)
     good = [encode({"id": f"g{n}", "amount": n}) for n in range(5)]
-    values = [*good, header(987654) + good[0][5:], b'{"id": "json, not avro"}', good[0][:6]]
+    values = [*good, header(987654) + good[0][5:], b'{"id": "json, not avro"}', good[0][:6], b""]
     _produce(kafka_bootstrap, topic, [(None, v) for v in values], partitions=1)
     config = make_config(
         [
@@ -305,11 +305,12 @@ def test_unknown_ids_bad_magic_bytes_and_truncated_avro_go_to_the_dlq(
         f"g{n}" for n in range(5)
     ]
     rows = spark.sql(f"SELECT offset, stage, reason FROM lake.{dead} ORDER BY offset").collect()
-    assert [r["offset"] for r in rows] == [5, 6, 7]
+    assert [r["offset"] for r in rows] == [5, 6, 7, 8]
     assert {r["stage"] for r in rows} == {"decode"}
     assert rows[0]["reason"] == f"unknown schema id 987654 at registry {schema_registry_url}"
     assert "bad magic byte" in rows[1]["reason"]
     assert "does not decode" in rows[2]["reason"] or "truncated" in rows[2]["reason"]
+    assert rows[3]["reason"] == "empty value"
 
 
 def _times_schema(unit: str, precision: int, scale: int, extra: list[Any]) -> str:

@@ -9,6 +9,10 @@ from frazil import columns as c
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
+#: Reason of a value with nothing in it to decode (no bytes after a wire-format header, or
+#: nothing but whitespace for JSON), whatever the format.
+EMPTY = "empty value"
+
 
 def decode_error(reason: Column, detail: Column) -> Column:
     """The error struct of stage ``decode`` (``columns.ERROR_DDL``)."""

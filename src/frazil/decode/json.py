@@ -27,7 +27,7 @@ from frazil import columns as c
 from frazil.config.decoding import DEFAULT_JSON_DECODER, JsonDecoderName
 from frazil.decode import connect_types, variant, variant_rest, wire
 from frazil.decode.connect_types import Semantics
-from frazil.decode.errors import decode_error
+from frazil.decode.errors import EMPTY, decode_error
 from frazil.decode.json_infer import INFER_SAMPLE, infer_schema, json_text, schema_from_fields
 from frazil.decode.json_reasons import mismatch_reason, unknown_fields
 from frazil.decode.json_schema import json_schema_to_spark
@@ -277,8 +277,6 @@ class JsonDecoder:
         return Decoded(value=value, error=error.cast(c.ERROR_DDL), fields=fields)
 
 
-#: Reason of a value with no JSON in it (both decoders).
-EMPTY = "empty value"
 _DECODER_CLASS = "dev.frazil.spark.JsonDecoder"
 #: Spark types frazil's JVM decoder reads (others fall back to ``from_json``).
 _READ_TYPES = (

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
-from frazil.decode.errors import decode_error
+from frazil.decode.errors import EMPTY, decode_error
 from frazil.decode.fixed import FixedShape
 from frazil.decode.registry import BuildContext, Decoded
 from frazil.jvm.classes import java_class
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
     from pyspark.sql.types import StructType
 
-#: Reason of a value with nothing but whitespace in it (as the typed JSON decoders say).
-EMPTY = "empty value"
 #: Reason of a value ``try_parse_json`` does not read.
 NOT_JSON = "not valid JSON"
 #: Reason of a value with more than whitespace after its first JSON value.

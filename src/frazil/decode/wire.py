@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from frazil.decode.errors import decode_error, hex_prefix
+from frazil.decode.errors import EMPTY, decode_error, hex_prefix
 from frazil.decode.registry import BuildContext
 from frazil.decode.schema_registry import (
     HEADER_BYTES,
@@ -71,6 +71,7 @@ def header_errors(data: Column, known: list[int], registry_url: str) -> Column:
         known_any = m if known_any is None else known_any | m
     return (
         F.when(data.isNull(), F.lit(None))
+        .when(F.length(data) == 0, decode_error(F.lit(EMPTY), F.lit("")))
         .when(
             (F.length(data) < HEADER_BYTES) | ~F.startswith(data, F.lit(b"\x00")),
             decode_error(

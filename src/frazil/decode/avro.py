@@ -249,14 +249,11 @@ def keep_dropped(spark: SparkSession, newer: str, older: str) -> str:
     field's named type defined again).
     """
     new, old = json.loads(newer), json.loads(older)
-    if not (isinstance(new, dict) and isinstance(old, dict)) or "record" not in (
-        new.get("type"),
-        old.get("type"),
-    ):
+    if not all(isinstance(s, dict) and s.get("type") == "record" for s in (new, old)):
         return newer
     names = {f["name"] for f in new.get("fields", [])}
     dropped = [f for f in old.get("fields", []) if f["name"] not in names]
-    if new.get("type") != "record" or old.get("type") != "record" or not dropped:
+    if not dropped:
         return newer
     kept = []
     for f in dropped:

@@ -25,7 +25,8 @@ from pyspark.sql.types import (
 
 from frazil.config import parse_config
 from frazil.config.table_settings import ResolvedTable
-from frazil.sink.evolution import Mismatch, TableView, _fits, _merge, _promotable, compare
+from frazil.decode.shapes import promotes
+from frazil.sink.evolution import Mismatch, TableView, _fits, _merge, compare
 
 TABLE = "db.events"
 
@@ -500,7 +501,7 @@ def test_fits(batch: DataType, table: DataType, fits: bool) -> None:
     ],
 )
 def test_promotable(table: DataType, batch: DataType, promotable: bool) -> None:
-    assert _promotable(table, batch) is promotable
+    assert promotes(table, batch) is promotable
 
 
 def test_merge_keeps_the_tables_type_when_the_batch_fits() -> None:

@@ -42,23 +42,29 @@ def _merge_type(old: DataType, new: DataType) -> DataType:
         return MapType(
             old.keyType, _merge_type(old.valueType, new.valueType), old.valueContainsNull
         )
-    return new if _widens(old, new) else old
+    return new if promotes(old, new) else old
 
 
-def _widens(old: DataType, new: DataType) -> bool:
-    """Whether ``new`` is a promotion of ``old`` an Iceberg column allows."""
-    from pyspark.sql.types import DecimalType, DoubleType, FloatType, IntegerType, LongType
+def promotes(old: DataType, new: DataType) -> bool:
+    """Whether ``new`` is one of Iceberg's type promotions of ``old``: int to long (from any
+    narrower integer), float to double, a decimal's precision with its scale."""
+    from pyspark.sql.types import (
+        ByteType,
+        DecimalType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        ShortType,
+    )
 
-    if isinstance(old, IntegerType) and isinstance(new, LongType):
+    if isinstance(old, (ByteType, ShortType, IntegerType)) and isinstance(new, LongType):
         return True
     if isinstance(old, FloatType) and isinstance(new, DoubleType):
         return True
-    return (
-        isinstance(old, DecimalType)
-        and isinstance(new, DecimalType)
-        and new.scale == old.scale
-        and new.precision > old.precision
-    )
+    if isinstance(old, DecimalType) and isinstance(new, DecimalType):
+        return new.scale == old.scale and new.precision > old.precision
+    return False
 
 
 #: Field names in the order records first hold them, at each depth (a nested object's, a

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from frazil.config.table_settings import ResolvedTable
+from frazil.decode.shapes import promotes
 from frazil.errors import PipelineError
 from frazil.jvm.classes import java_class
 
@@ -309,7 +310,7 @@ def _merge(
         return MapType(table.keyType, sub, table.valueContainsNull), changes, problems
     if _fits(batch, table):
         return table, [], []
-    if _promotable(table, batch):
+    if promotes(table, batch):
         if not evolve:
             return table, [], [_mismatch(path, batch, table, "schema_evolution is freeze")]
         change = f"widen {path} {table.simpleString()} to {batch.simpleString()}"
@@ -349,27 +350,6 @@ def _fits(batch: DataType, table: DataType) -> bool:
             batch.scale <= table.scale
             and batch.precision - batch.scale <= table.precision - table.scale
         )
-    return False
-
-
-def _promotable(table: DataType, batch: DataType) -> bool:
-    """Iceberg's type promotions: int → long, float → double, decimal precision widening."""
-    from pyspark.sql.types import (
-        ByteType,
-        DecimalType,
-        DoubleType,
-        FloatType,
-        IntegerType,
-        LongType,
-        ShortType,
-    )
-
-    if isinstance(table, (ByteType, ShortType, IntegerType)) and isinstance(batch, LongType):
-        return True
-    if isinstance(table, FloatType) and isinstance(batch, DoubleType):
-        return True
-    if isinstance(table, DecimalType) and isinstance(batch, DecimalType):
-        return batch.scale == table.scale and batch.precision > table.precision
     return False
 
 

@@ -113,7 +113,7 @@ final class MessageReader {
         oneofs.computeIfAbsent(oneof, o -> new ArrayList<>()).add(slot);
       }
       if (field.kind == SKIP) {
-        continue; // the reader's type cannot hold it: null, like a field the writer lacks
+        continue; // unset: null; a value sent for it marks its record (Field.read)
       } else if (fd.isMapField()) {
         empties[slot] = Collections.emptyMap();
       } else if (fd.isRepeated()) {

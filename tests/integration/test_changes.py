@@ -951,6 +951,52 @@ def test_debezium_json_schema_changing_mid_run_evolves_in_its_types_malformed_is
     ]  # fmt: skip
 
 
+def test_debezium_json_with_a_declared_schema_dead_letters_a_malformed_embedded_schema(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """The row's columns declared: an embedded schema met later that Connect reads (a
+    column added at the source) changes nothing, the declared columns are the contract; one
+    Connect cannot read is a dead letter with the reason, as without a declared schema."""
+    topic, table, name = f"dbzd-{unique}", f"db.dbzd_{unique}", f"zd_{unique}"
+    dead = f"db.dbzd_dead_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    first = [{"type": "int64", "field": "id"}, {"type": "string", "field": "name"}]
+    grown = [*first, {"type": "int32", "optional": True, "field": "stock"}]
+    broken = [*first, {"type": "int128", "optional": True, "field": "stock"}]
+
+    def event(schema: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+        return {"schema": schema, "payload": {"before": None, "after": after, "op": "c"}}
+
+    events = [event(_connect_envelope(first), {"id": i, "name": f"n{i}"}) for i in range(3)]
+    events.append(event(_connect_envelope(grown), {"id": 3, "name": "g3", "stock": 6}))
+    events.append(event(_connect_envelope(broken), {"id": 4, "name": "b4", "stock": 8}))
+    events.append(event({"type": "struct", "fields": "none"}, {"id": 5, "name": "b5"}))
+    events.append(event(_connect_envelope(first), {"id": 6, "name": "n6"}))
+    _produce(kafka_bootstrap, topic, [(str(i), v, 0) for i, v in enumerate(events)])
+    pipeline = _pipeline(
+        name,
+        topic,
+        table,
+        schema={"id": "bigint", "name": "string"},
+        write={"mode": "cdc", "key": ["id"], "debezium": True},
+        errors={"tolerance": "all", "dlq_table": dead},
+    )
+
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    assert [f.name for f in spark.table(f"lake.{table}").schema] == ["id", "name"]
+    rows = spark.sql(f"SELECT id, name FROM lake.{table}").collect()
+    assert {r[0]: r[1] for r in rows} == {0: "n0", 1: "n1", 2: "n2", 3: "g3", 6: "n6"}
+    reasons = sorted(
+        (r[0], r[1]) for r in spark.sql(f"SELECT offset, reason FROM lake.{dead}").collect()
+    )
+    assert reasons == [
+        (4, "the embedded Connect schema is malformed: field 'after.stock' has type 'int128', "
+            "not a Connect type"),
+        (5, "the embedded Connect schema is malformed: its 'fields' is not a list"),
+    ]  # fmt: skip
+
+
 def test_a_debezium_value_its_semantic_type_cannot_hold_is_a_dead_letter_not_a_null(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:

@@ -28,7 +28,10 @@ ENVELOPE_FIELDS = ("before", "after", "op", "source", "ts_ms", "transaction", "s
 
 
 def envelope_schema(
-    row: StructType, strict: bool = False, extra: tuple[StructField, ...] = ()
+    row: StructType,
+    strict: bool = False,
+    extra: tuple[StructField, ...] = (),
+    embedded: bool = False,
 ) -> StructType:
     """The envelope a declared row schema arrives in, with or without the JSON wrapper.
 
@@ -36,6 +39,7 @@ def envelope_schema(
     as its JSON text). Under ``strict`` (``schema_evolution: freeze``) the wrapper's
     ``schema`` and the ``transaction`` block are declared too, so that they are not taken
     for unknown fields. ``extra``: more fields of the envelope (``ts_us``, ``ts_ns``).
+    ``embedded``: the values embed their Connect schema, read as text to be checked.
     """
     from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
 
@@ -50,7 +54,7 @@ def envelope_schema(
     if strict:
         inner.append(StructField("transaction", StringType(), True))
     fields = [*inner, StructField("payload", StructType(inner), True)]
-    if strict:
+    if strict or embedded:
         fields.append(StructField("schema", StringType(), True))
     return StructType(fields)
 

@@ -342,13 +342,13 @@ def _build(context: BuildContext) -> Decoder:
     connect = None
     if context.pipeline.defaults.write.debezium and context.part == "value":
         connect = _connect_schema(context)
-    decoder, from_envelope = _build_decoder(context, None if connect is None else connect[0])
+    decoder, watched = _build_decoder(context, None if connect is None else connect[0])
     if connect is not None:
         schema, value = connect
         decoder.connect_schemas = (json.dumps(schema),)
-        if from_envelope:
-            # Read by the embedded schema: each envelope's is checked against those met,
-            # hashed as the decoder writes it.
+        if watched:
+            # Each envelope's embedded schema is checked against those met, hashed as the
+            # decoder writes it.
             decoder.watch_schemas = True
             decoder.known_schemas = frozenset({_digest_of(context.spark, decoder, value)})
     return decoder
@@ -377,7 +377,8 @@ def _connect_schema(context: BuildContext) -> tuple[Any, bytes] | None:
 
 
 def _build_decoder(context: BuildContext, connect: Any = None) -> tuple[JsonDecoder, bool]:
-    """The decoder, and whether it reads the envelope by the embedded Connect schema."""
+    """The decoder, and whether it checks each envelope's embedded Connect schema (read by
+    it, or a declared row schema's envelope with the schema as text)."""
     pipeline, part = context.pipeline, context.decoding
     declared = part.schema_
     schema_file = part.schema_file
@@ -392,8 +393,12 @@ def _build_decoder(context: BuildContext, connect: Any = None) -> tuple[JsonDeco
         if pipeline.defaults.write.debezium and context.part == "value":
             from frazil.decode.debezium import envelope_schema
 
-            # The declared fields are the row's: the records are its change events.
-            schema = envelope_schema(schema, strict=freeze)
+            # The declared fields are the row's: the records are its change events. An
+            # embedded Connect schema is still checked: one Connect cannot read marks its
+            # record, as the JSON converter would refuse it.
+            schema = envelope_schema(schema, strict=freeze, embedded=connect is not None)
+            decoder = JsonDecoder(schema, timestamp_format, strict=freeze, engine=engine)
+            return decoder, connect is not None
         return JsonDecoder(schema, timestamp_format, strict=freeze, engine=engine), False
     if schema_file is not None:
         try:

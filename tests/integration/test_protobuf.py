@@ -688,7 +688,7 @@ def test_two_writer_versions_decode_into_one_reader_shape(spark: Any, pb: Any) -
     # What cannot convert (bytes into bigint) marks the record, never a null in its place.
     assert o is None
     assert o_error["reason"] == (
-        "field 'blob' is binary in this record's schema where the reader's is bigint"
+        "schema id 1: field 'blob' is binary in this record's schema where the reader's is bigint"
     )
     without_blob = ver1.Rec(count=5, ratio=0.5, code=7, gone="x", sub=ver1.Sub(a="a1"))
     [(o, o_error)] = _decode(
@@ -742,14 +742,16 @@ def test_a_newer_writers_values_an_older_reader_cannot_hold_mark_their_records(
         None,
         {
             "stage": "decode",
-            "reason": "field 'count' holds 1099511627776, which the reader's int cannot hold"
+            "reason": "schema id 2: field 'count' holds 1099511627776, which the reader's int"
+            " cannot hold"
             " (written as bigint)",
             "detail": out[1][1]["detail"],
         },
     )
     assert out[2][0] is None
     assert out[2][1]["reason"] == (
-        "field 'sub' is string in this record's schema where the reader's is struct<a:string>"
+        "schema id 3: field 'sub' is string in this record's schema where the reader's is"
+        " struct<a:string>"
     )
 
 
@@ -770,14 +772,15 @@ def test_every_bad_wire_format_value_is_marked_with_its_reason(spark: Any, pb: A
         ),
         "no index": (header(2), "schema id 2: truncated message at byte 5"),
         # Where the field that runs past the end starts (code's text, after its length).
-        "truncated": (header(2) + b"\x00" + good[:10], "truncated message at byte 10"),
+        "truncated": (header(2) + b"\x00" + good[:10], "schema id 2: truncated message at byte 10"),
         "bad tag": (
             header(2) + b"\x00\x00",
-            "invalid Protobuf at byte 7: Protocol message contained an invalid tag (zero)",
+            "schema id 2: invalid Protobuf at byte 7: Protocol message contained an invalid tag"
+            " (zero)",
         ),
         "wire type": (
             header(2) + b"\x00\x0f",
-            "invalid Protobuf at byte 7: Protocol message tag had invalid wire type",
+            "schema id 2: invalid Protobuf at byte 7: Protocol message tag had invalid wire type",
         ),
     }
 

@@ -155,3 +155,29 @@ def test_a_pyspark_error_is_its_first_line_with_long_quotes_cut() -> None:
 
     assert text.startswith("[DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE] Cannot resolve")
     assert text.endswith("SQLSTATE: 42K09") and "\n" not in text and len(text) < 500
+
+
+def test_a_driver_jvm_that_is_gone_is_named_not_a_bare_connection_error() -> None:
+    """py4j connecting again to a JVM that was killed raises the socket's own error."""
+    import socket
+
+    from py4j.clientserver import ClientServer, JavaParameters, PythonParameters
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    gateway = ClientServer(JavaParameters(port=port), PythonParameters(port=0))
+    try:
+        with pytest.raises(ConnectionRefusedError) as caught:
+            gateway.jvm.java.lang.System.currentTimeMillis()
+    finally:
+        gateway.shutdown()
+    assert describe(caught.value) == (
+        "the Spark driver (JVM) stopped answering: [Errno 111] Connection refused (did its "
+        "process exit: killed, or out of memory?)"
+    )
+    # The same error raised elsewhere is not taken for the driver's.
+    assert describe(ConnectionRefusedError(111, "Connection refused")).startswith(
+        "ConnectionRefusedError: "
+    )

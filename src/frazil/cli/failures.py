@@ -50,9 +50,10 @@ def describe(exc: BaseException) -> str:
         return str(exc)
     if _is(exc, "py4j.protocol.Py4JJavaError"):
         return _java(exc)
-    if _is(exc, "py4j."):
-        # Py4JNetworkError, Py4JError: the Spark driver's JVM went away or never answered.
-        return f"the Spark driver (JVM) stopped answering: {first_line(exc, _LIMIT)}"
+    if _is(exc, "py4j.") or (isinstance(exc, ConnectionError) and _raised_in_py4j(exc)):
+        # Py4JNetworkError, Py4JError, or the socket's own error when py4j connects again
+        # to a JVM that is gone (killed, out of memory): the Spark driver went away.
+        return f"the Spark driver (JVM) stopped answering: {first_line(exc, _LIMIT)}{_GONE}"
     if _is(exc, "pyspark.errors."):
         # PySpark turns most Py4J errors into its own (AnalysisException, UnknownException…)
         # and keeps the Java one: its chain says what and why, as a Py4J error's does.
@@ -73,6 +74,20 @@ def describe(exc: BaseException) -> str:
         f"{type(exc).__name__}: {first_line(exc, _LIMIT)} "
         "(an unexpected error: `frazil --verbose ...` shows where)"
     )
+
+
+#: What a user checks when the driver's JVM went away.
+_GONE = " (did its process exit: killed, or out of memory?)"
+
+
+def _raised_in_py4j(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside py4j's code (its traceback's last frames)."""
+    tb = exc.__traceback__
+    modules = []
+    while tb is not None:
+        modules.append(str(tb.tb_frame.f_globals.get("__name__", "")))
+        tb = tb.tb_next
+    return any(m.startswith("py4j.") for m in modules[-3:])
 
 
 def _spark(exc: BaseException) -> str:

@@ -138,7 +138,7 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
     }
     Writer[] known = writers();
     if (registryUrl == null) {
-      return decode(plainReader, CodedInputStream.newInstance(data), 0);
+      return decode(plainReader, CodedInputStream.newInstance(data), 0, "");
     }
     if (data.length == 0) {
       return failure("empty value (not Schema Registry wire format)");
@@ -174,20 +174,24 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
       return failure(
           "schema id " + id + ": message index " + Writer.indexes(data) + " not in schema");
     }
-    return decode(message, in, 5);
+    return decode(message, in, 5, "schema id " + id + ": ");
   }
 
-  /** The decoded row, or the failure of a payload that is not a valid message. */
-  private static Row decode(MessageReader message, CodedInputStream in, int base) {
+  /**
+   * The decoded row, or the failure of a payload that is not a valid message; {@code writer}
+   * starts the reason ("schema id 2: ", empty for a plain value), as the header's own do.
+   */
+  private static Row decode(MessageReader message, CodedInputStream in, int base, String writer) {
     try {
       return RowFactory.create(message.read(in), null);
     } catch (InvalidProtocolBufferException e) {
-      return failure(MessageReader.describe(e, base + in.getTotalBytesRead()));
+      return failure(writer + MessageReader.describe(e, base + in.getTotalBytesRead()));
     } catch (MessageReader.Unreadable e) {
-      return failure(e.getMessage());
+      return failure(writer + e.getMessage());
     } catch (IOException | RuntimeException e) {
       // Conversions of odd values (a timestamp beyond Instant's range …): never throw.
-      return failure("cannot decode at byte " + (base + in.getTotalBytesRead()) + ": " + e);
+      return failure(
+          writer + "cannot decode at byte " + (base + in.getTotalBytesRead()) + ": " + e);
     }
   }
 

@@ -17,6 +17,7 @@ from frazil.engine.runner import run
 from frazil.generate.producer import ensure_topic
 from frazil.maintenance.passes import config_tables, measure, run_pass
 from frazil.progress import table_markers
+from frazil.progress.events import MaintenanceDone
 from frazil.sink.iceberg import IcebergTable
 from tests.integration.helpers import payments_pipeline, produce_payments, table_ids
 
@@ -166,11 +167,17 @@ def test_inline_maintenance_compacts_while_the_run_goes_on(
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
-    run(config, spark=spark, stop_event=stop)
+    events: list[Any] = []
+    run(config, spark=spark, stop_event=stop, on_event=events.append)
     feeder.join()
     run(config, until_caught_up=True, spark=spark)
     got = table_ids(spark, table)
     assert len(got) == len(set(got)) and sorted(got) == sorted(ids)
+    # Each action is told as it ends (frazil run prints a line for it; metrics count it).
+    done = [e for e in events if isinstance(e, MaintenanceDone)]
+    compactions = [e for e in done if e.action == "compaction" and not e.skipped]
+    assert compactions and all(e.table == table and e.error is None for e in compactions)
+    assert "rewritten into" in compactions[0].detail
     maintained = [
         r[0]
         for r in spark.sql(

@@ -212,7 +212,10 @@ def test_maintain_backs_off_a_table_whose_merge_lost_to_it(
     run(config, until_caught_up=True, spark=spark)
     [report] = run_pass(spark, config, [ref])
     assert "compaction" in [p.action for p in report.planned]
-    assert "compaction" not in [r.action for r in report.results]
+    [skipped] = [r for r in report.results if r.action == "compaction"]
+    assert skipped.skipped is not None and skipped.detail == ""
+    assert "a pipeline's MERGE into it lost to a concurrent commit" in skipped.skipped
+    assert "(maintenance.merge_backoff)" in skipped.skipped
     assert any(f"{table}: compaction skipped" in line for line in frazil_log.lines)
 
     # Once the back-off is over, it compacts again.
@@ -221,6 +224,7 @@ def test_maintain_backs_off_a_table_whose_merge_lost_to_it(
     [report] = run_pass(spark, config, [ref])
     compactions = [r for r in report.results if r.action == "compaction"]
     assert compactions and compactions[0].error is None, report.results
+    assert compactions[0].skipped is None
     assert _rows(spark, table) == final
 
 

@@ -19,9 +19,9 @@ from frazil.cli.render import (
     summary_rows,
     top,
 )
-from frazil.cli.run_view import Backlog, BatchLines
+from frazil.cli.run_view import Backlog, BatchLines, maintenance_line
 from frazil.engine.report import PipelineReport
-from frazil.progress.events import BatchDone, CommitEvent
+from frazil.progress.events import BatchDone, CommitEvent, MaintenanceDone
 
 
 def _console(width: int = 80) -> Console:
@@ -267,3 +267,19 @@ def test_status_says_whose_throughput_a_stopped_pipeline_shows() -> None:
     assert "3,881 records/s (recent commits)" in shown(True)
     assert "orders  stopped" in shown(False)
     assert "3,881 records/s (its last run's recent commits)" in shown(False)
+
+
+def test_an_inline_maintenance_action_is_a_line_saying_what_it_did_or_why_not() -> None:
+    console = _console()
+    done = MaintenanceDone("db.orders", "compaction", 1.24, "12 data files rewritten into 1")
+    skipped = MaintenanceDone(
+        "db.orders", "compaction", 0.0, "", skipped="a pipeline's MERGE into it lost [40s ago]"
+    )
+    failed = MaintenanceDone("db.orders", "expire", 0.3, "", error="expire of db.orders failed")
+    for event in (done, skipped, failed):
+        console.print(maintenance_line(event), highlight=False, soft_wrap=True)
+    assert console.export_text().splitlines() == [
+        "maintenance db.orders: compaction in 1.2s: 12 data files rewritten into 1",
+        "maintenance db.orders: compaction skipped: a pipeline's MERGE into it lost [40s ago]",
+        "maintenance db.orders: expire failed: expire of db.orders failed",
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import sys
@@ -20,10 +21,22 @@ from frazil.cli.app import (
     err_console,
 )
 from frazil.cli.render import print_reports, top
-from frazil.cli.run_view import BacklogBar, BatchLines, freshness, table_line
+from frazil.cli.run_view import (
+    BacklogBar,
+    BatchLines,
+    freshness,
+    maintenance_line,
+    table_line,
+)
 from frazil.config.loader import load_config
 from frazil.errors import PipelineError
-from frazil.progress.events import BatchDone, BatchStarted, CommitEvent, Event
+from frazil.progress.events import (
+    BatchDone,
+    BatchStarted,
+    CommitEvent,
+    Event,
+    MaintenanceDone,
+)
 from frazil.progress.start import TableReset
 from frazil.transform.check import config_problems
 
@@ -128,6 +141,8 @@ def run(
             log.info("%s: batch %d started", event.pipeline, event.batch_id)
             if bar is not None:
                 bar.started()
+        elif isinstance(event, MaintenanceDone):
+            _maintenance_line(event, quiet=quiet, json_logs=json_logs)
         elif isinstance(event, BatchDone) and not quiet and not json_logs:
             line, written = lines.done(event)
             # A batch is one line, never wrapped by rich (a terminal folds it if it must):
@@ -191,6 +206,18 @@ def run(
         console.print_json(json.dumps([r.to_json() for r in reports]))
     else:
         print_reports(reports, str(config))
+
+
+def _maintenance_line(event: MaintenanceDone, *, quiet: bool, json_logs: bool) -> None:
+    """An inline maintenance action's line among the batches' (a log record under
+    ``--log-format json``; nothing with ``-o json``)."""
+    if json_logs:
+        done = logging.getLogger("frazil.maintenance.done")
+        done.setLevel(logging.INFO)
+        done.info("maintenance", extra={"fields": dataclasses.asdict(event)})
+        return
+    if not quiet:
+        err_console.print(maintenance_line(event), highlight=False, soft_wrap=True)
 
 
 def _print_stopped_now(committed: dict[str, tuple[int, int, int]]) -> None:

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 
-from frazil.progress.events import BatchDone, CommitEvent
+from frazil.progress.events import BatchDone, CommitEvent, MaintenanceDone
 from frazil.progress.freshness import freshness_seconds, pipeline_valid_through
 from frazil.progress.markers import format_ms
 
@@ -38,6 +38,17 @@ def table_line(event: CommitEvent) -> str:
         f"{escape(event.table)} in {event.seconds:.1f}s (total {event.total_records:,}, "
         f"valid through {valid}{tail})"
     )
+
+
+def maintenance_line(event: MaintenanceDone) -> str:
+    """An inline maintenance action's line, in rich markup: what it did, or why it failed or
+    was skipped this pass."""
+    head = f"[dim]maintenance[/] {escape(event.table)}: {event.action}"
+    if event.error:
+        return f"{head} [red]failed[/]: {escape(event.error)}"
+    if event.skipped:
+        return f"{head} skipped: {escape(event.skipped)}"
+    return f"{head} in {event.seconds:.1f}s: {escape(event.detail)}"
 
 
 @dataclass

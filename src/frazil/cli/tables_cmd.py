@@ -250,6 +250,8 @@ def _render(reports: list[Any], dry_run: bool, output: OutputFormat) -> None:
                 console.print(
                     f"  {'would run' if dry_run else 'skipped'} {p.action}: {escape(p.why)}"
                 )
+            elif done.skipped:
+                console.print(f"  skipped {p.action}: {escape(done.skipped)}")
             elif done.error:
                 console.print(f"  [red]{p.action} failed[/]: {escape(done.error)}")
             else:
@@ -291,8 +293,7 @@ def maintain(
             _render(reports, False, output)
         else:
             acted = [
-                f"{r.table}: "
-                + ", ".join(a.action + (" (failed)" if a.error else "") for a in r.results)
+                f"{r.table}: " + ", ".join(a.action + _outcome(a) for a in r.results)
                 for r in reports
                 if r.results
             ]
@@ -306,3 +307,8 @@ def maintain(
         if passes and done >= passes:
             break
         stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+
+def _outcome(result: Any) -> str:
+    """`` (failed)`` or `` (skipped)`` after an action's name in ``maintain``'s line."""
+    return " (failed)" if result.error else " (skipped)" if result.skipped else ""

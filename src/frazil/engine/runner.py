@@ -26,7 +26,7 @@ from frazil.errors import (
     PipelineFailed,
 )
 from frazil.progress import fence
-from frazil.progress.events import CommitEvent, Event
+from frazil.progress.events import CommitEvent, Event, MaintenanceDone
 from frazil.progress.start import (
     TableReset,
     parse_reset,
@@ -268,7 +268,7 @@ def run(
                         pipeline_run.start(pipeline_run.prepare(reset_offsets))
                     if on_started:
                         on_started([r.pipeline.name for r in runs])
-                    upkeep = _inline_maintenance(spark, config, selected, until_caught_up)
+                    upkeep = _inline_maintenance(spark, config, selected, until_caught_up, observed)
                     try:
                         _wait(runs, stop, signals.stop)
                     finally:
@@ -326,15 +326,33 @@ def _confirm_reset(
 
 
 def _inline_maintenance(
-    spark: SparkSession, config: FrazilConfig, selected: list[PipelineConfig], once: bool
+    spark: SparkSession,
+    config: FrazilConfig,
+    selected: list[PipelineConfig],
+    once: bool,
+    emit: Callable[[Event], None],
 ) -> MaintenanceThread | None:
     """``maintenance: {mode: inline}``: passes over the run's own tables on a thread of their
-    own while the run goes on (not for a run that stops once caught up)."""
+    own while the run goes on (not for a run that stops once caught up); each action's end
+    is emitted as a :class:`~frazil.progress.events.MaintenanceDone`."""
     if config.maintenance.mode != "inline" or once:
         return None
+    from frazil.maintenance.actions import ActionResult
     from frazil.maintenance.passes import MaintenanceThread
 
-    thread = MaintenanceThread(spark, config, selected, threading.Event())
+    def done(result: ActionResult) -> None:
+        emit(
+            MaintenanceDone(
+                result.table,
+                result.action,
+                result.seconds,
+                result.detail,
+                error=result.error,
+                skipped=result.skipped,
+            )
+        )
+
+    thread = MaintenanceThread(spark, config, selected, threading.Event(), on_result=done)
     thread.start()
     log.info(
         "inline maintenance: a pass every %s, within %s",

@@ -30,11 +30,20 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: How Iceberg's compaction says file groups' commits failed (partial progress, with
+#: ``partial-progress.max-failed-commits`` 0): they conflicted with a concurrent commit.
+_LOST_COMMITS = "rewrite commits failed"
 #: Attempts of one action when its commit conflicts with a writer.
 ATTEMPTS = 4
 #: Seconds before the first retry (doubled each time).
 BACKOFF_S = 0.5
-_CONFLICTS = ("CommitFailedException", "ValidationException", "CommitStateUnknownException")
+_CONFLICTS = (
+    "CommitFailedException",
+    "ValidationException",
+    "CommitStateUnknownException",
+    # A compaction's file-group commit that lost to a concurrent commit (partial progress).
+    _LOST_COMMITS,
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,8 @@ class ActionResult:
     seconds: float
     detail: str
     error: str | None = None
+    #: Why the action did not run this pass (a pipeline's MERGE holds the table), or None.
+    skipped: str | None = None
 
 
 def with_retries(what: str, call: Callable[[], T], attempts: int = ATTEMPTS) -> T:
@@ -72,6 +83,12 @@ def with_retries(what: str, call: Callable[[], T], attempts: int = ATTEMPTS) -> 
 def _cause(exc: Exception, text: str) -> str:
     """The failure in one line: a JVM call's own exception (py4j's first line only names
     the call), else the first line of the message."""
+    if _LOST_COMMITS in text:
+        return (
+            "its commits kept losing to concurrent commits of the table (a pipeline writing "
+            "it: Iceberg refuses a rewrite of files another commit deleted rows of); the next "
+            "pass tries again"
+        )
     for line in text.strip().splitlines():
         line = line.strip().lstrip(": ")
         if "Exception" in line or "Error" in line:
@@ -182,6 +199,10 @@ class Actions:
             "min-file-size-bytes": health.small_below_bytes,
             "min-input-files": compaction.min_small_files,
             "partial-progress.enabled": "true",
+            # A file group whose commit lost to a concurrent commit (a pipeline's MERGE that
+            # deleted rows of its files) fails the action, to be retried: by default Iceberg
+            # only logs it, and the pass reported "0 data files rewritten" without a reason.
+            "partial-progress.max-failed-commits": 0,
             "max-files-to-rewrite": files,
             "remove-dangling-deletes": "true",
         }

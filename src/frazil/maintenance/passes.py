@@ -150,12 +150,14 @@ def run_pass(
     dry_run: bool = False,
     budget_s: float | None = None,
     on_action: Callable[[str, str], None] | None = None,
+    on_result: Callable[[ActionResult], None] | None = None,
 ) -> list[TableReport]:
     """Measure each table and run its planned actions (none with ``dry_run``).
 
     Args:
         budget_s: Start no new action after this many seconds (inline passes).
         on_action: Called with ``(table, action)`` as each action starts (progress).
+        on_result: Called with each action's result as it ends, or is skipped.
     """
     from frazil.sink.iceberg import IcebergTable
     from frazil.sink.table import qualified
@@ -184,28 +186,23 @@ def run_pass(
                     backoff_s=backoff_s,
                 )
                 if ago is not None:
-                    log.info(
-                        "maintenance: %s: %s skipped: a pipeline's MERGE into it lost to a "
-                        "concurrent commit %.0fs ago (table property %s); rewrites wait %gs",
-                        ref.name,
-                        step.action,
-                        ago,
-                        yielding.MERGE_CONFLICT_AT,
-                        backoff_s,
+                    why = (
+                        f"a pipeline's MERGE into it lost to a concurrent commit {ago:.0f}s ago "
+                        f"(table property {yielding.MERGE_CONFLICT_AT}); rewrites wait "
+                        f"{backoff_s:g}s (maintenance.merge_backoff)"
                     )
+                    _skip(report, ref.name, step.action, why, on_result)
                     continue
             if on_action is not None:
                 on_action(ref.name, step.action)
             wait = budget_s if budget_s is not None else _TURN_WAIT_S
             with yielding.maintenance_turn(name, wait) as free:
                 if not free:
-                    log.info(
-                        "maintenance: %s: %s skipped: the pipeline's MERGEs into it kept "
-                        "running for %.0fs; the next pass tries again",
-                        ref.name,
-                        step.action,
-                        wait,
+                    why = (
+                        f"the pipeline's MERGEs into it kept running for {wait:.0f}s; the next "
+                        "pass tries again"
                     )
+                    _skip(report, ref.name, step.action, why, on_result)
                     continue
                 guard_now = functools.partial(_protected, spark, config, name)
                 # In slices only where a MERGE may lose to it: a table written by key, or
@@ -214,13 +211,29 @@ def run_pass(
                     ref.pipeline is not None and ref.pipeline.settings_for(ref.name).write.merges
                 ) or table.java.properties().get(yielding.MERGE_CONFLICT_AT) is not None
                 free_now = functools.partial(_no_merge_lost, table, backoff_s) if merged else None
-                report.results.append(
-                    _run(actions, step, policy, before, ref.name, guard_now, free_now)
-                )
+                result = _run(actions, step, policy, before, ref.name, guard_now, free_now)
+                report.results.append(result)
+                if on_result is not None:
+                    on_result(result)
             table.refresh()
         table.refresh()
         report.after = read_health(spark, name, table.java, policy)
     return reports
+
+
+def _skip(
+    report: TableReport,
+    table: str,
+    action: str,
+    why: str,
+    on_result: Callable[[ActionResult], None] | None,
+) -> None:
+    """Record an action not run this pass, and why (a pipeline's MERGE holds the table)."""
+    log.info("maintenance: %s: %s skipped: %s", table, action, why)
+    result = ActionResult(table, action, 0.0, "", skipped=why)
+    report.results.append(result)
+    if on_result is not None:
+        on_result(result)
 
 
 def _run(
@@ -269,12 +282,15 @@ class MaintenanceThread(threading.Thread):
         config: FrazilConfig,
         pipelines: list[PipelineConfig],
         stop: threading.Event,
+        on_result: Callable[[ActionResult], None] | None = None,
     ) -> None:
         super().__init__(name="frazil-maintenance", daemon=True)
         self.spark = spark
         self.config = config
         self.pipelines = {p.name for p in pipelines}
         self.stop = stop
+        #: Told of each action as it ends or is skipped (``frazil run`` prints a line).
+        self.on_result = on_result
         self.passes = 0
         self.reports: list[TableReport] = []
 
@@ -291,7 +307,9 @@ class MaintenanceThread(threading.Thread):
                     for t in config_tables(self.spark, self.config)
                     if t.pipeline is not None and t.pipeline.name in self.pipelines
                 ]
-                self.reports = run_pass(self.spark, self.config, tables, budget_s=budget)
+                self.reports = run_pass(
+                    self.spark, self.config, tables, budget_s=budget, on_result=self.on_result
+                )
                 self.passes += 1
             except Exception as exc:  # never let upkeep take the run down
                 log.warning("maintenance pass failed: %s", first_line(exc))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frazil.progress import freshness
-from frazil.progress.events import CommitEvent, Event, SchemaEvolved
+from frazil.progress.events import CommitEvent, Event, MaintenanceDone, SchemaEvolved
 from frazil.reasons import reason_label
 from frazil.source.kafka import DEFAULT_ISOLATION_LEVEL, AuthenticationWatch, TopicOffsets
 
@@ -243,6 +243,12 @@ class CommitHistograms:
             ["pipeline", "table"],
             registry=registry,
         )
+        self.maintenance = Counter(
+            "frazil_table_maintenance_actions",
+            "Inline maintenance actions per table, by outcome (done, failed, skipped)",
+            ["table", "action", "outcome"],
+            registry=registry,
+        )
 
     def on_event(self, event: Event) -> None:
         """Record one engine event."""
@@ -252,6 +258,9 @@ class CommitHistograms:
             self.bytes_written.labels(event.pipeline, event.table).inc(event.bytes_written)
         elif isinstance(event, SchemaEvolved):
             self.evolved.labels(event.pipeline, event.table).inc(len(event.changes))
+        elif isinstance(event, MaintenanceDone):
+            outcome = "failed" if event.error else "skipped" if event.skipped else "done"
+            self.maintenance.labels(event.table, event.action, outcome).inc()
 
 
 class MetricsServer:

@@ -73,4 +73,22 @@ class BatchDone:
     lag_records: int | None = None
 
 
-Event = BatchStarted | BatchSkipped | SchemaEvolved | CommitEvent | BatchDone
+@dataclass(frozen=True)
+class MaintenanceDone:
+    """An inline maintenance action on a table ran, failed or was skipped.
+
+    Attributes:
+        detail: What it did (``12 data files (3.1 MiB) rewritten into 1, …``).
+        error: Why it failed (the table is as it was), None if it did not.
+        skipped: Why it did not run this pass, None if it ran.
+    """
+
+    table: str
+    action: str
+    seconds: float
+    detail: str
+    error: str | None = None
+    skipped: str | None = None
+
+
+Event = BatchStarted | BatchSkipped | SchemaEvolved | CommitEvent | BatchDone | MaintenanceDone

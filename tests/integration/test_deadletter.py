@@ -220,6 +220,12 @@ def test_routed_records_matching_no_table_and_undecodable_ones_go_to_the_dlq(
     assert "matches no table (route default: dlq)" in reasons
     assert "tombstone" in reasons
     assert sum(reports[0].dead_letters.values()) == 42
+    # A few dead letters from each Kafka partition: one file a commit, not a file a partition.
+    added = spark.sql(
+        f"SELECT summary['added-data-files'] FROM lake.{dead}.snapshots "
+        "WHERE summary['added-records'] > 0"
+    ).collect()
+    assert added and all(r[0] == "1" for r in added), added
 
 
 def _one_partition_of_numbers(

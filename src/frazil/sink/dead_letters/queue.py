@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 # The logger name users filter on for the run's dead-letter counts (docs/first-hour.md shows
 # it), whichever module holds the queue.
 log = logging.getLogger("frazil.engine.deadletters")
+#: Dead letters a task of the dead-letter table's write takes (a file each, per day).
+ROWS_PER_FILE = 250_000
 
 
 @dataclass
@@ -289,6 +291,9 @@ class DeadLetters:
             kept = kept.join(held, [c.TOPIC, c.PARTITION, c.OFFSET], "left_anti")
         fresh = kept.drop(c.TOPIC, c.PARTITION, c.OFFSET)
         found = _by_reason(fresh) if seen is None else dict(Counter((s[3], s[4]) for s in seen))
+        # The batch's tasks are its Kafka partitions: a few dead letters from each would be a
+        # file each, a table of small files. Few tasks, as many as the rows need.
+        fresh = fresh.coalesce(max(1, -(-sum(found.values()) // ROWS_PER_FILE)))
         try:
             append_rows(fresh, self.table.name, marker.to_summary())
         except StaleMarker as stale:

@@ -57,3 +57,15 @@ def test_a_single_tables_summary_says_records() -> None:
     text = _printed(_report(tables={"db.a": 5_000}, rows_written={"db.a": 5_000}))
     assert "records written" in text and "rows in table" in text
     assert "rows written" not in text
+
+
+def test_freshness_names_its_commit_when_a_later_one_is_the_last_shown() -> None:
+    """A stop's marker commits after the newest rows: the summary's last commit is the
+    marker's, its freshness the rows' commit's, and it says which."""
+    from frazil.progress.markers import format_ms
+
+    rows_at = 1_796_150_411_268
+    later = _report(last_commit=format_ms(rows_at + 4_000), last_data_commit_ms=rows_at)
+    assert f"1.3 s at the commit of the newest rows, {format_ms(rows_at)}" in _printed(later)
+    same = _report(last_commit=format_ms(rows_at), last_data_commit_ms=rows_at)
+    assert "1.3 s at the last commit (its time − valid through)" in _printed(same)

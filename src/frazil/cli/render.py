@@ -14,6 +14,7 @@ from rich.text import Text
 
 from frazil.cli.app import console
 from frazil.engine.report import PipelineReport
+from frazil.progress.markers import format_ms
 
 #: How many of a long list (tables, topics, dead-letter reasons, schema changes) a summary
 #: names before it says "and N more" (``--output json`` lists them all).
@@ -157,6 +158,17 @@ def _offsets(offsets: dict[str, dict[int, int]]) -> list[str]:
     return lines
 
 
+def _freshness(r: PipelineReport, lag: str) -> str:
+    """The summary's freshness, naming its commit when that is not the last one shown (a
+    stop's or an idle batch's marker commits after the newest rows)."""
+    if r.last_data_commit_ms is None:
+        return f"{lag} at the last commit (its time − valid through)"
+    at = format_ms(r.last_data_commit_ms)
+    if at == r.last_commit:
+        return f"{lag} at the last commit (its time − valid through)"
+    return f"{lag} at the commit of the newest rows, {at} (its time − valid through)"
+
+
 def summary_rows(r: PipelineReport) -> list[tuple[str, str]]:
     """The rows of one pipeline's summary: a bounded number, however many tables it wrote."""
     lag = f"{r.freshness_lag_ms / 1000:.1f} s" if r.freshness_lag_ms is not None else "-"
@@ -182,7 +194,7 @@ def summary_rows(r: PipelineReport) -> list[tuple[str, str]]:
         *(("", line) for line in offsets[1:]),
         ("valid through", r.valid_through or "-"),
         ("last commit", r.last_commit or "-"),
-        ("freshness", f"{lag} at the last commit (its time − valid through)"),
+        ("freshness", _freshness(r, lag)),
     ]
     if routed:
         # The biggest tables by rows, then how many more: a handful of lines for 100 tables.

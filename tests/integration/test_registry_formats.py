@@ -525,6 +525,50 @@ def test_a_newer_writer_that_widens_types_and_drops_a_field_evolves_mid_run(
     ]
 
 
+def test_records_of_another_record_types_schema_are_dead_letters_not_new_columns(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    # A producer writing another subject's schema into the topic (another record type, a
+    # newer id): under evolve it must not become the reader (the table gaining its columns,
+    # the topic's own fields nulled as "dropped"); its records are dead letters naming it.
+    topic, table, dead = f"alien-{unique}", f"db.alien_{unique}", f"db.aliendead_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    own = {**json.loads(V1), "doc": f"own {unique}"}
+    alien = {
+        "type": "record", "name": "Shipment", "namespace": "logistics", "doc": unique,
+        "fields": [{"name": "id", "type": "string"}, {"name": "carrier", "type": "string"},
+                   {"name": "weight", "type": "double"}],
+    }  # fmt: skip
+    own_id = client.register_schema(f"{topic}-value", Schema(json.dumps(own), "AVRO"))
+    alien_id = client.register_schema(f"ship-{unique}-value", Schema(json.dumps(alien), "AVRO"))
+    assert alien_id > own_id
+    records = [header(own_id) + avro_bytes(own, {"id": f"o{n}", "amount": n}) for n in range(3)]
+    records += [
+        header(alien_id) + avro_bytes(alien, {"id": f"s{n}", "carrier": "ups", "weight": 1.5})
+        for n in range(2)
+    ]
+    records += [header(own_id) + avro_bytes(own, {"id": "o3", "amount": 3})]
+    _produce(kafka_bootstrap, topic, [(None, v) for v in records], partitions=1)
+    config = make_config(
+        [{"name": f"a_{unique}", "topics": [topic], "table": table, "format": "avro",
+          "errors": {"tolerance": "all", "dlq_table": dead}}],
+        schema_registry={"url": schema_registry_url},
+    )  # fmt: skip
+
+    run(config, until_caught_up=True, spark=spark)
+
+    assert [f.name for f in spark.table(f"lake.{table}").schema] == ["id", "amount"]
+    rows = sorted(tuple(r) for r in spark.table(f"lake.{table}").collect())
+    assert rows == [(f"o{n}", n) for n in range(4)]
+    dead_rows = spark.sql(f"SELECT offset, reason FROM lake.{dead} ORDER BY offset").collect()
+    assert [r["offset"] for r in dead_rows] == [3, 4]
+    assert dead_rows[0]["reason"] == (
+        f"written with schema id {alien_id}, a record 'logistics.Shipment' where the reader "
+        f"schema (id {own_id}) is 'shop.Order': another record type's schema, which Avro does "
+        "not resolve against the reader's"
+    )
+
+
 def test_dead_letters_of_an_id_registered_later_under_another_subject_replay(
     spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
 ) -> None:

@@ -107,6 +107,9 @@ class AvroDecoder:
     #: (``schema_evolution: evolve``); otherwise its records are marked.
     evolve: bool = False
     _unknown: set[int] = field(default_factory=set)
+    #: Writers met while running whose record is another type than the reader's (another
+    #: subject's schema): never the reader; their records are marked with the reason.
+    _foreign: dict[int, str] = field(default_factory=dict)
 
     def version(self) -> object:
         """The known writer ids and the reader: the projection depends on them."""
@@ -134,13 +137,22 @@ class AvroDecoder:
                 self._unknown.add(schema_id)
                 continue
             self.writers[schema_id] = schema
+            other = another_record(schema.text, self.reader)
+            if other is not None:
+                self._foreign[schema_id] = (
+                    f"written with schema id {schema_id}, a record '{other[0]}' where the "
+                    f"reader schema (id {self.reader_id}) is '{other[1]}': another record "
+                    "type's schema, which Avro does not resolve against the reader's"
+                )
             learned = True
         if self.evolve and not self.scalar:
             # Only forward: the newest writer becomes the reader, whatever it changed (fields
             # added, a type widened, an enum's symbol or a union's branch added: the older
             # reader cannot read its records), with the fields of the reader it dropped kept
             # (nullable), so that the older writers' records keep their values.
-            newer = [i for i in self.writers if i > (self.reader_id or -1)]
+            newer = [
+                i for i in self.writers if i > (self.reader_id or -1) and i not in self._foreign
+            ]
             if newer:
                 newest = max(newer)
                 merged = keep_dropped(raw.sparkSession, self.writers[newest].text, self.reader)
@@ -175,6 +187,9 @@ class AvroDecoder:
         # Writers whose records are marked, with the reason: never decoded into a loss.
         marked: list[tuple[int, str]] = []
         for schema_id, writer in sorted(self.writers.items()):
+            if schema_id in self._foreign:
+                marked.append((schema_id, self._foreign[schema_id]))
+                continue
             missing = _missing(writer.text, reader_fields)
             if missing and (not self.evolve or schema_id > (self.reader_id or -1)):
                 # Resolution would drop these fields.
@@ -269,6 +284,29 @@ def keep_dropped(spark: SparkSession, newer: str, older: str) -> str:
     except ValueError:
         return newer
     return merged
+
+
+def another_record(writer: str, reader: str) -> tuple[str, str] | None:
+    """The full names of a writer's and a reader's records when they are different record
+    types (neither name, nor an alias of the other): Avro's name check of schema resolution,
+    as registries apply it. None when they are one type, or either is not a record."""
+    found = [json.loads(text) for text in (writer, reader)]
+    if not all(isinstance(s, dict) and s.get("type") == "record" for s in found):
+        return None
+    (w_name, w_aliases), (r_name, r_aliases) = (_names(s) for s in found)
+    if w_name == r_name or w_name in r_aliases or r_name in w_aliases:
+        return None
+    return w_name, r_name
+
+
+def _names(record: dict[str, Any]) -> tuple[str, set[str]]:
+    """A record schema's full name and its aliases' (relative to its namespace)."""
+    namespace = str(record.get("namespace") or "")
+
+    def full(name: str) -> str:
+        return name if "." in name or not namespace else f"{namespace}.{name}"
+
+    return full(str(record.get("name", ""))), {full(str(a)) for a in record.get("aliases", [])}
 
 
 def _missing(writer_text: str, reader_fields: set[str] | None) -> list[str]:

@@ -50,10 +50,15 @@ def describe(exc: BaseException) -> str:
         return str(exc)
     if _is(exc, "py4j.protocol.Py4JJavaError"):
         return _java(exc)
-    if _is(exc, "py4j.") or (isinstance(exc, ConnectionError) and _raised_in_py4j(exc)):
-        # Py4JNetworkError, Py4JError, or the socket's own error when py4j connects again
-        # to a JVM that is gone (killed, out of memory): the Spark driver went away.
+    if _is(exc, "py4j.protocol.Py4JNetworkError") or (
+        isinstance(exc, ConnectionError) and _raised_in_py4j(exc)
+    ):
+        # The socket's own error when py4j connects again to a JVM that is gone (killed, out
+        # of memory), or py4j's: the Spark driver went away.
         return f"the Spark driver (JVM) stopped answering: {first_line(exc, _LIMIT)}{_GONE}"
+    if _is(exc, "py4j."):
+        # Py4JError: the JVM answered, but not as asked (a method its jars do not have).
+        return f"the Spark driver (JVM) stopped answering: {first_line(exc, _LIMIT)}"
     if _is(exc, "pyspark.errors."):
         # PySpark turns most Py4J errors into its own (AnalysisException, UnknownException…)
         # and keeps the Java one: its chain says what and why, as a Py4J error's does.

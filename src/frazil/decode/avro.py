@@ -288,25 +288,29 @@ def keep_dropped(spark: SparkSession, newer: str, older: str) -> str:
 
 def another_record(writer: str, reader: str) -> tuple[str, str] | None:
     """The full names of a writer's and a reader's records when they are different record
-    types (neither name, nor an alias of the other): Avro's name check of schema resolution,
-    as registries apply it. None when they are one type, or either is not a record."""
+    types: Avro's name check of schema resolution (the unqualified names, or an alias of
+    either naming the other), as registries' compatibility checks apply it. None when they
+    are one type, or either is not a record."""
     found = [json.loads(text) for text in (writer, reader)]
     if not all(isinstance(s, dict) and s.get("type") == "record" for s in found):
         return None
-    (w_name, w_aliases), (r_name, r_aliases) = (_names(s) for s in found)
-    if w_name == r_name or w_name in r_aliases or r_name in w_aliases:
+    (w_full, w_names), (r_full, r_names) = (_names(s) for s in found)
+    if _short(w_full) in r_names or _short(r_full) in w_names:
         return None
-    return w_name, r_name
+    return w_full, r_full
 
 
 def _names(record: dict[str, Any]) -> tuple[str, set[str]]:
-    """A record schema's full name and its aliases' (relative to its namespace)."""
+    """A record schema's full name, and the unqualified names it answers to (its own and
+    its aliases')."""
+    name = str(record.get("name", ""))
     namespace = str(record.get("namespace") or "")
+    full = name if "." in name or not namespace else f"{namespace}.{name}"
+    return full, {_short(full), *(_short(str(a)) for a in record.get("aliases", []))}
 
-    def full(name: str) -> str:
-        return name if "." in name or not namespace else f"{namespace}.{name}"
 
-    return full(str(record.get("name", ""))), {full(str(a)) for a in record.get("aliases", [])}
+def _short(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
 
 
 def _missing(writer_text: str, reader_fields: set[str] | None) -> list[str]:

@@ -30,20 +30,11 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: How Iceberg's compaction says file groups' commits failed (partial progress, with
-#: ``partial-progress.max-failed-commits`` 0): they conflicted with a concurrent commit.
-_LOST_COMMITS = "rewrite commits failed"
 #: Attempts of one action when its commit conflicts with a writer.
 ATTEMPTS = 4
 #: Seconds before the first retry (doubled each time).
 BACKOFF_S = 0.5
-_CONFLICTS = (
-    "CommitFailedException",
-    "ValidationException",
-    "CommitStateUnknownException",
-    # A compaction's file-group commit that lost to a concurrent commit (partial progress).
-    _LOST_COMMITS,
-)
+_CONFLICTS = ("CommitFailedException", "ValidationException", "CommitStateUnknownException")
 
 
 @dataclass(frozen=True)
@@ -83,12 +74,6 @@ def with_retries(what: str, call: Callable[[], T], attempts: int = ATTEMPTS) -> 
 def _cause(exc: Exception, text: str) -> str:
     """The failure in one line: a JVM call's own exception (py4j's first line only names
     the call), else the first line of the message."""
-    if _LOST_COMMITS in text:
-        return (
-            "its commits kept losing to concurrent commits of the table (a pipeline writing "
-            "it: Iceberg refuses a rewrite of files another commit deleted rows of); the next "
-            "pass tries again"
-        )
     for line in text.strip().splitlines():
         line = line.strip().lstrip(": ")
         if "Exception" in line or "Error" in line:
@@ -101,7 +86,19 @@ def _cause(exc: Exception, text: str) -> str:
 COMPACTION_SLICE_FILES = 200
 
 
-def _compaction_text(rewritten: int, size: int, added: int, deletes: int, failed: int) -> str:
+def _compaction_text(
+    rewritten: int, size: int, added: int, deletes: int, failed: int, overtaken: int = 0
+) -> str:
+    if rewritten == 0 and failed == 0 and deletes == 0:
+        # Iceberg's partial progress only logs the file groups whose commit lost to a
+        # concurrent commit: said here, or the pass reads "0 rewritten" for no reason.
+        if overtaken:
+            return (
+                "nothing rewritten: another commit of the table (a pipeline writing it) came "
+                "in while the compaction ran, and Iceberg dropped the rewrites it conflicted "
+                "with; the next pass tries again"
+            )
+        return "nothing rewritten: Iceberg's planner found no file group to rewrite"
     return (
         f"{rewritten} data files ({size / 1024**2:.1f} MiB) rewritten into {added}, "
         f"{deletes} delete files removed"
@@ -143,7 +140,7 @@ class Actions:
         budget = policy.compaction.max_files_per_pass
         if keep_going is None:
             return self._compact(policy, health, budget)
-        totals = [0, 0, 0, 0, 0]
+        totals = [0, 0, 0, 0, 0, 0]
         slices = 0
         while budget > 0:
             if slices and not keep_going():
@@ -168,10 +165,13 @@ class Actions:
 
     def _compact_counts(
         self, policy: ResolvedPolicy, health: TableHealth, files: int
-    ) -> tuple[int, int, int, int, int]:
+    ) -> tuple[int, int, int, int, int, int]:
         """One rewrite action of at most ``files`` data files: (files rewritten, bytes, files
-        added, delete files removed, files left as they were: a failed file group)."""
+        added, delete files removed, files left as they were: a failed file group, and 1 if
+        another writer committed to the table while it ran, else 0)."""
         compaction = policy.compaction
+        start = self.table.currentSnapshot()
+        start_id = None if start is None else int(start.snapshotId())
         action = self._actions.rewriteDataFiles(self.table)
         if compaction.strategy == "sort":
             if compaction.sort_by:
@@ -199,10 +199,6 @@ class Actions:
             "min-file-size-bytes": health.small_below_bytes,
             "min-input-files": compaction.min_small_files,
             "partial-progress.enabled": "true",
-            # A file group whose commit lost to a concurrent commit (a pipeline's MERGE that
-            # deleted rows of its files) fails the action, to be retried: by default Iceberg
-            # only logs it, and the pass reported "0 data files rewritten" without a reason.
-            "partial-progress.max-failed-commits": 0,
             "max-files-to-rewrite": files,
             "remove-dangling-deletes": "true",
         }
@@ -225,7 +221,21 @@ class Actions:
             int(result.addedDataFilesCount()),
             removed,
             int(result.failedDataFilesCount()),
+            int(self._overtaken(start_id)),
         )
+
+    def _overtaken(self, start_id: int | None) -> bool:
+        """Whether a commit other than maintenance's came in since snapshot ``start_id``."""
+        self.table.refresh()
+        current = self.table.currentSnapshot()
+        for _ in range(1_000):
+            if current is None or int(current.snapshotId()) == start_id:
+                return False
+            if current.summary().get(MAINTENANCE) is None:
+                return True
+            parent = current.parentId()
+            current = None if parent is None else self.table.snapshot(parent)
+        return False
 
     def rewrite_deletes(self, policy: ResolvedPolicy) -> str:
         """Combine position-delete files (and drop those whose data files are gone)."""

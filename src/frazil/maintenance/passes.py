@@ -163,6 +163,7 @@ def run_pass(
     from frazil.sink.table import qualified
 
     started = time.monotonic()
+    spent = False
     backoff_s = parse_duration(config.maintenance.merge_backoff)
     reports: list[TableReport] = []
     for ref in tables:
@@ -177,8 +178,14 @@ def run_pass(
         actions = Actions(spark, name, table.java)
         for step in report.planned:
             if budget_s is not None and time.monotonic() - started > budget_s:
-                log.info("maintenance: budget of %.0fs spent; the rest waits", budget_s)
-                break
+                # Recorded, not told one by one: a pass over many tables would print a line
+                # for each action it leaves; the pass's one line says the budget is spent.
+                if not spent:
+                    log.info("maintenance: budget of %.0fs spent; the rest waits", budget_s)
+                    spent = True
+                why = f"the pass's budget of {budget_s:.0f}s (maintenance.budget) was spent"
+                _skip(report, ref.name, step.action, f"{why}; the next pass runs it", None)
+                continue
             if step.action in yielding.REWRITES:
                 table.refresh()
                 ago = yielding.backing_off(
@@ -211,7 +218,9 @@ def run_pass(
                     ref.pipeline is not None and ref.pipeline.settings_for(ref.name).write.merges
                 ) or table.java.properties().get(yielding.MERGE_CONFLICT_AT) is not None
                 free_now = functools.partial(_no_merge_lost, table, backoff_s) if merged else None
-                result = _run(actions, step, policy, before, ref.name, guard_now, free_now)
+                result = _run(
+                    actions, step, policy, before, ref.name, guard_now, free_now, on_result
+                )
                 report.results.append(result)
                 if on_result is not None:
                     on_result(result)
@@ -244,6 +253,7 @@ def _run(
     table: str,
     guard: Callable[[], Protected],
     free: Callable[[], bool] | None,
+    on_result: Callable[[ActionResult], None] | None = None,
 ) -> ActionResult:
     started = time.monotonic()
 
@@ -266,7 +276,8 @@ def _run(
     try:
         detail = with_retries(f"{step.action} of {table}", call)
     except FrazilError as exc:
-        log.warning("maintenance: %s", exc)
+        # Said once: by the caller's line when it takes results (frazil run), else here.
+        log.log(logging.INFO if on_result else logging.WARNING, "maintenance: %s", exc)
         return ActionResult(table, step.action, time.monotonic() - started, "", error=str(exc))
     log.info("maintenance: %s: %s: %s", table, step.action, detail)
     return ActionResult(table, step.action, time.monotonic() - started, detail)

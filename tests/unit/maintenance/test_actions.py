@@ -40,29 +40,17 @@ def test_a_conflict_is_retried_and_another_failure_names_the_jvms_exception(
     )
 
 
-def test_file_group_commits_that_lost_are_retried_then_named(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Iceberg's compaction with partial progress and no failed commit allowed: a file
-    group's commit that lost to a pipeline's commit fails the action (by default it is only
-    logged, and the pass said "0 data files rewritten" with no reason)."""
-    monkeypatch.setattr(actions, "BACKOFF_S", 0.0)
-    calls: list[int] = []
+def test_a_compaction_that_rewrote_nothing_says_why() -> None:
+    from frazil.maintenance.actions import _compaction_text
 
-    def losing() -> str:
-        calls.append(1)
-        raise RuntimeError(
-            "An error occurred while calling o501.execute.\n"
-            ": java.lang.RuntimeException: partial-progress.enabled is true but 1 rewrite "
-            "commits failed. This is more than the maximum allowed failures of 0. Check the "
-            "logs to determine why the individual commits failed.\n\tat org.apache.Foo(X.java:1)"
-        )
-
-    with pytest.raises(MaintenanceError) as info:
-        with_retries("compaction of db.t", losing)
-    assert len(calls) == actions.ATTEMPTS
-    assert str(info.value) == (
-        "compaction of db.t failed: its commits kept losing to concurrent commits of the table "
-        "(a pipeline writing it: Iceberg refuses a rewrite of files another commit deleted rows "
-        "of); the next pass tries again"
+    assert _compaction_text(0, 0, 0, 0, 0, overtaken=1) == (
+        "nothing rewritten: another commit of the table (a pipeline writing it) came in while "
+        "the compaction ran, and Iceberg dropped the rewrites it conflicted with; the next pass "
+        "tries again"
+    )
+    assert _compaction_text(0, 0, 0, 0, 0) == (
+        "nothing rewritten: Iceberg's planner found no file group to rewrite"
+    )
+    assert _compaction_text(3, 2 * 1024**2, 1, 0, 0, overtaken=1) == (
+        "3 data files (2.0 MiB) rewritten into 1, 0 delete files removed"
     )

@@ -160,21 +160,20 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
           "unknown schema id " + Integer.toUnsignedString(id) + " at registry " + registryUrl);
     }
     Writer writer = known[at];
+    String schema = "schema id " + Integer.toUnsignedString(id) + ": ";
     CodedInputStream in = CodedInputStream.newInstance(data, 5, data.length - 5);
     MessageReader message;
     try {
       message = writer.messageAt(in);
     } catch (InvalidProtocolBufferException e) {
-      return failure(
-          "schema id " + id + ": " + MessageReader.describe(e, 5 + in.getTotalBytesRead()));
+      return failure(schema + MessageReader.describe(e, 5 + in.getTotalBytesRead()));
     } catch (IOException e) {
-      return failure("schema id " + id + ": " + e.getMessage());
+      return failure(schema + e.getMessage());
     }
     if (message == null) {
-      return failure(
-          "schema id " + id + ": message index " + Writer.indexes(data) + " not in schema");
+      return failure(schema + "message index " + Writer.indexes(data) + " not in schema");
     }
-    return decode(message, in, 5, "schema id " + id + ": ");
+    return decode(message, in, 5, schema);
   }
 
   /**

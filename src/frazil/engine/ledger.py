@@ -13,7 +13,7 @@ from frazil.engine.outcomes import Written
 from frazil.engine.threads import each
 from frazil.engine.window import BatchWindow, Partition
 from frazil.errors import StaleMarker, TableRolledBack
-from frazil.progress import markers, offset_rules, table_markers
+from frazil.progress import markers, offset_rules, start, table_markers
 from frazil.progress.events import CommitEvent, Event, SchemaEvolved
 from frazil.progress.freshness import pipeline_valid_through
 from frazil.sink.iceberg import IcebergTables, commits_tables_at_once, iceberg_catalog
@@ -111,6 +111,10 @@ class TableLedger:
             if target is None:
                 continue
             seen, found = target.seen, state.marker
+            if state.retired:
+                # Another pipeline's reset took the table over while this run went on (a
+                # host still on the config before a rename): not a rollback to replay from.
+                raise start.retired_error(self.pipeline, target.name)
             if seen is not None and (found is None or found.commit_id != seen.commit_id):
                 if markers.behind(found, seen):
                     raise TableRolledBack(

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.checkpoint import Checkpoint
-from frazil.maintenance.expiry import RETIRES, to_retire
+from frazil.maintenance.expiry import to_retire
 from frazil.progress import markers, table_markers
+from frazil.progress.markers import RETIRES
 from frazil.progress.start import (
     TableReset,
     decide_start,

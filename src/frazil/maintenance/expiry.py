@@ -25,11 +25,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from frazil.progress.markers import OFFSETS, PIPELINE
+from frazil.progress.markers import OFFSETS, PIPELINE, RETIRES
 
-#: Snapshot summary key of a ``--reset-offsets`` commit: a JSON list of the marker names it
-#: retires (their newest marker, if not newer, pins no snapshot from expiry).
-RETIRES = "frazil.retires"
 #: The marker name suffix of dead-letter replays' fences
 #: (:data:`frazil.engine.replay_state.REPLAY_MARKER`; maintenance sits below the engine).
 REPLAY_FENCE = "/dlq-replay"

@@ -33,6 +33,10 @@ MAX_TIMESTAMPS = "frazil.max-timestamps"
 VALID_THROUGH = "frazil.valid-through"
 VALID_THROUGH_MS = "frazil.valid-through-ms"
 RESET = "frazil.reset"
+#: Snapshot summary key of a ``--reset-offsets`` commit: a JSON list of the marker names it
+#: retires (pipelines not in the resetting config: a former name's, a removed pipeline's).
+#: A retired marker no longer says what the table holds of its pipeline.
+RETIRES = "frazil.retires"
 #: The commit id of the pipeline's marker a batch was planned after (:data:`NO_MARKER`: none);
 #: the catalog refuses the commit if that is no longer the table's newest marker of the
 #: pipeline (``dev.frazil.iceberg.MarkedOperations``).

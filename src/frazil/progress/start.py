@@ -70,6 +70,8 @@ def decide_start(
     """
     marker = state.marker
     if marker is None:
+        if state.retired:
+            raise retired_error(pipeline, table)
         if state.total_records > 0:
             raise PipelineError(
                 f"pipeline {pipeline!r}: table {table} holds {state.total_records:,} rows but "
@@ -284,3 +286,16 @@ def _offset(offset: int | None) -> str:
     if offset == LATEST:
         return "latest"
     return f"{offset:,}"
+
+
+def retired_error(pipeline: str, table: str) -> PipelineError:
+    """The refusal to run a pipeline from markers a later reset retired in ``table``
+    (:attr:`~frazil.progress.table_markers.TableState.retired`)."""
+    return PipelineError(
+        f"pipeline {pipeline!r}: table {table} retired this pipeline's progress markers: a "
+        "later --reset-offsets of another pipeline (this one renamed?) took the table over, "
+        "and what they say is no longer what the table holds of this pipeline. Running on "
+        "from them would write records a second time, so frazil will not: run the pipeline "
+        "that took it over, or run this one once with --reset-offsets to say where it "
+        "continues (docs/exactly-once.md)"
+    )

@@ -8,12 +8,13 @@ itself is :class:`~frazil.progress.markers.Marker`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from frazil.errors import CommitError
-from frazil.progress.markers import COMMIT_ID, PIPELINE, Marker, current_topics
+from frazil.progress.markers import COMMIT_ID, PIPELINE, RETIRES, Marker, current_topics
 from frazil.progress.offset_rules import covered
 from frazil.source.kafka import TopicOffsets
 
@@ -63,11 +64,15 @@ class TableState:
         marker: The pipeline's newest marker, or None.
         snapshot_id: The current snapshot when read (the base of the next commit).
         total_records: Live rows in the table.
+        retired: A newer ``--reset-offsets`` of another pipeline (a rename) retired the
+            pipeline's markers (:data:`~frazil.progress.markers.RETIRES`): ``marker`` is None,
+            whatever the older snapshots say.
     """
 
     marker: Marker | None
     snapshot_id: int | None
     total_records: int
+    retired: bool = False
 
 
 class MarkedTables(Protocol):
@@ -100,6 +105,7 @@ class RawState:
     snapshot_id: int | None
     total_records: int
     marker_summary: dict[str, str] | None
+    retired: bool = False
 
 
 def find_markers(tables: MarkedTables, pipeline: str) -> list[TableState]:
@@ -109,6 +115,7 @@ def find_markers(tables: MarkedTables, pipeline: str) -> list[TableState]:
             None if raw.marker_summary is None else Marker.from_summary(raw.marker_summary.get),
             raw.snapshot_id,
             raw.total_records,
+            raw.retired,
         )
         for raw in tables.states(pipeline, _MAX_WALK)
     ]
@@ -169,11 +176,25 @@ def find_marker(table: MarkedTable, pipeline: str) -> TableState:
     for steps, view in enumerate(table.ancestry()):
         if steps >= _MAX_WALK:
             break
+        if retires(view.get(RETIRES), pipeline):
+            return TableState(None, snapshot_id, table.total_records(), retired=True)
         if view.get(PIPELINE) == pipeline:
             marker = Marker.from_summary(view.get)
             if marker is not None:
                 break
     return TableState(marker, snapshot_id, table.total_records())
+
+
+def retires(retired: str | None, pipeline: str) -> bool:
+    """Whether a reset's list of retired markers (:data:`~frazil.progress.markers.RETIRES`,
+    JSON) names ``pipeline``."""
+    if retired is None:
+        return False
+    try:
+        names = json.loads(retired)
+    except ValueError:
+        return False
+    return isinstance(names, list) and pipeline in names
 
 
 def current_state(state: TableState, ids: dict[str, str]) -> TableState:

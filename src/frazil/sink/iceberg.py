@@ -313,6 +313,7 @@ class IcebergTables:
                 None if r["snapshot_id"] is None else int(r["snapshot_id"]),
                 int(r["total_records"]),
                 None if r["marker"] is None else {str(k): str(v) for k, v in r["marker"].items()},
+                bool(r.get("retired", False)),
             )
             for r in raw
         ]

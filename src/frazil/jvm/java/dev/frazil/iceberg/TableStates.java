@@ -29,6 +29,8 @@ public final class TableStates {
 
   static final String OFFSETS = MarkedOperations.OFFSETS;
   static final String COMMIT_ID = MarkedOperations.COMMIT_ID;
+  /** A --reset-offsets commit's list of the marker names it retires (frazil.progress.markers). */
+  static final String RETIRES = "frazil.retires";
   /** Where a marker's keys start: the summary entries handed back are those under it. */
   static final String PREFIX = "frazil.";
 
@@ -48,7 +50,8 @@ public final class TableStates {
    * (the current snapshot's live rows: {@code total-records} less {@code
    * total-position-deletes}, as frazil.progress.rows counts them; 0 without one) and {@code marker}: the
    * {@code frazil.*} entries of the newest snapshot in the current ancestry (at most {@code
-   * maxWalk} snapshots) whose summary names the pipeline and holds offsets, or null.
+   * maxWalk} snapshots) whose summary names the pipeline and holds offsets, or null, and
+   * {@code retired}: a newer snapshot's reset retired the pipeline (its marker is then null).
    *
    * @throws RuntimeException the first table's failure (in the tables' order), once all are
    *     done
@@ -202,9 +205,16 @@ public final class TableStates {
     }
     out.put("total_records", total);
     Map<String, String> marker = null;
+    boolean retired = false;
     int steps = 0;
     for (Snapshot s = current; s != null && steps < maxWalk; s = parent(table, s), steps++) {
       Map<String, String> summary = s.summary();
+      if (summary != null && retires(summary.get(RETIRES), pipeline)) {
+        // A later --reset-offsets of another pipeline (a rename) retired this one's
+        // markers: what they say is no longer what the table holds of it.
+        retired = true;
+        break;
+      }
       if (summary != null
           && pipeline.equals(summary.get(PIPELINE))
           && summary.get(OFFSETS) != null) {
@@ -218,7 +228,25 @@ public final class TableStates {
       }
     }
     out.put("marker", marker);
+    out.put("retired", retired);
     return out;
+  }
+
+  /** Whether a reset's list of retired markers (JSON, or null) names {@code pipeline}. */
+  static boolean retires(String retiredJson, String pipeline) {
+    if (retiredJson == null) {
+      return false;
+    }
+    try {
+      for (com.fasterxml.jackson.databind.JsonNode name : JSON.readTree(retiredJson)) {
+        if (pipeline.equals(name.asText())) {
+          return true;
+        }
+      }
+    } catch (JsonProcessingException e) {
+      return false; // not frazil's list: retires nothing
+    }
+    return false;
   }
 
   private static Long other(

@@ -123,3 +123,28 @@ def test_sort_order_identifier_fields_and_format_version(spark: Any, unique: str
     assert table.schema().findField("id").isRequired()
     assert table.operations().current().formatVersion() == 3
     assert table.properties().get("write.format.default") == "orc"
+
+
+def test_an_existing_table_partitioned_otherwise_than_the_config_is_warned_of(
+    spark: Any, unique: str, caplog: Any
+) -> None:
+    import logging
+
+    from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+    name = f"db.spec_{unique}"
+    schema = StructType([StructField("id", StringType()), StructField("at", TimestampType())])
+    _ensure(spark, _pipeline(name, ["days(at)"]), schema)
+    with caplog.at_level(logging.WARNING, logger="frazil.sink.table"):
+        _ensure(spark, _pipeline(name, ["days(at)"]), schema)
+        assert not caplog.records  # the same spec: nothing to say
+        _, created = _ensure(spark, _pipeline(name, ["days(at)", "bucket(4, id)"]), schema)
+
+    assert not created
+    [record] = caplog.records
+    assert record.getMessage().startswith(
+        f"table {name}: it is partitioned by days(at), the config's partition_by says days(at), "
+        "bucket(4, id): partition_by applies when frazil creates a table"
+    )
+    table = iceberg_catalog(spark, "lake").loadTable(identifier(spark, ["db", f"spec_{unique}"]))
+    assert [str(f.transform()) for f in table.spec().fields()] == ["day"]

@@ -76,6 +76,7 @@ def ensure_table(
         if table.properties().get(NAME_MAPPING) is None:
             mapping = name_mapping_json(spark, table.schema())
             table.updateProperties().set(NAME_MAPPING, mapping).commit()
+        warn_if_partitioned_otherwise(table, settings)
         return name, False
     ensure_namespace(spark, catalog, parts[:-1])
     iceberg_schema, built_spec, built_order, properties = table_layout(
@@ -225,6 +226,63 @@ def _iceberg_schema(
     for ident in identifiers:
         ids.add(converted.findField(ident).fieldId())
     return java_class(jvm, "org.apache.iceberg.Schema")(converted.columns(), ids)
+
+
+#: Iceberg's names of the time transforms (``PartitionField.transform().toString()``) and
+#: the config's.
+_TIME_TRANSFORMS = {"year": "years", "month": "months", "day": "days", "hour": "hours"}
+
+
+def _table_spec(table: Any) -> list[tuple[str, str]]:
+    """A Java table's current partition spec as ``(Iceberg's transform, source column)``
+    pairs, the void fields a dropped partition field leaves in a v1 table apart."""
+    schema = table.schema()
+    found = []
+    for field in table.spec().fields():
+        transform = str(field.transform().toString())
+        if transform != "void":
+            found.append((transform, str(schema.findColumnName(field.sourceId()))))
+    return found
+
+
+def warn_if_partitioned_otherwise(table: Any, settings: ResolvedTable) -> None:
+    """Warn when an existing table (Java) is partitioned otherwise than its ``partition_by``
+    says (:func:`spec_difference`)."""
+    differs = spec_difference(_table_spec(table), settings.partition_fields())
+    if differs is not None:
+        log.warning("table %s: %s", settings.name, differs)
+
+
+def spec_difference(have: list[tuple[str, str]], want: list[PartitionField]) -> str | None:
+    """Why an existing table's partitioning (``have``: Iceberg's transform names, ``day``,
+    ``bucket[16]``) is not the config's ``partition_by`` (``want``), or None when it is.
+    ``partition_by`` applies when frazil creates a table: an edit later would otherwise go
+    unnoticed, the table and the config disagreeing."""
+
+    def iceberg(field: PartitionField) -> str:
+        for name, configured in _TIME_TRANSFORMS.items():
+            if field.transform == configured:
+                return name
+        return field.transform if field.width is None else f"{field.transform}[{field.width}]"
+
+    def sql(transform: str, column: str) -> str:
+        if transform == "identity":
+            return column
+        head, _, width = transform.partition("[")
+        head = _TIME_TRANSFORMS.get(head, head)
+        return f"{head}({width.rstrip(']')}, {column})" if width else f"{head}({column})"
+
+    wanted = [(iceberg(f), f.column) for f in want]
+    if wanted == have:
+        return None
+    shown_have = ", ".join(sql(t, c) for t, c in have) or "nothing (unpartitioned)"
+    shown_want = ", ".join(sql(t, c) for t, c in wanted) or "nothing"
+    return (
+        f"it is partitioned by {shown_have}, the config's partition_by says {shown_want}: "
+        "partition_by applies when frazil creates a table, and the table keeps its own. To "
+        "change it, use Iceberg's ALTER TABLE … ADD / DROP / REPLACE PARTITION FIELD (e.g. "
+        "through frazil sql): new data is then written by the new spec"
+    )
 
 
 def _add_partition(spec: Any, field: PartitionField) -> Any:

@@ -147,6 +147,7 @@ class TableSet:
         """
         if self.exists(name):
             target = self.target(name)
+            warn_if_partitioned_otherwise(target.table.java, target.settings)
         else:
             target = self.create_routed(name, user, with_values)
         state = table_markers.find_marker(target.table, self.pipeline.name)

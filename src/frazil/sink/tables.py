@@ -23,7 +23,12 @@ from frazil.progress import markers, offset_rules, table_markers
 from frazil.route.rules import Route
 from frazil.sink.evolution import TableView
 from frazil.sink.iceberg import IcebergTable, iceberg_catalog, namespace
-from frazil.sink.table import ensure_table, qualified, table_exists
+from frazil.sink.table import (
+    ensure_table,
+    qualified,
+    table_exists,
+    warn_if_partitioned_otherwise,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -69,3 +69,16 @@ def test_freshness_names_its_commit_when_a_later_one_is_the_last_shown() -> None
     assert f"1.3 s at the commit of the newest rows, {format_ms(rows_at)}" in _printed(later)
     same = _report(last_commit=format_ms(rows_at), last_data_commit_ms=rows_at)
     assert "1.3 s at the last commit (its time − valid through)" in _printed(same)
+
+
+def test_a_routed_summary_counts_the_tables_that_got_rows() -> None:
+    """The route's other tables got a marker only (a batch with no record for them)."""
+    text = _printed(
+        _report(
+            table="route on kind",
+            records_ingested=2,
+            tables={"db.a": 2, "db.b": 0, "db.c": 5},
+            rows_written={"db.a": 2, "db.b": 0, "db.c": 0},
+        )
+    )
+    assert "2 row(s) to 1 table(s)" in text

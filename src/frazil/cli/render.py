@@ -161,7 +161,7 @@ def _offsets(offsets: dict[str, dict[int, int]]) -> list[str]:
 def _freshness(r: PipelineReport, lag: str) -> str:
     """The summary's freshness, naming its commit when that is not the last one shown (a
     stop's or an idle batch's marker commits after the newest rows)."""
-    if r.last_data_commit_ms is None:
+    if r.last_data_commit_ms is None or r.freshness_lag_ms is None:
         return f"{lag} at the last commit (its time − valid through)"
     at = format_ms(r.last_data_commit_ms)
     if at == r.last_commit:
@@ -176,10 +176,9 @@ def summary_rows(r: PipelineReport) -> list[tuple[str, str]]:
     routed = len(r.tables) > 1 or r.table not in r.tables
     if routed:
         # A record routed to several tables is a row in each: say rows, and how many tables.
-        written = (
-            f"{r.records_ingested:,} row(s) to {len(r.rows_written or r.tables)} table(s) "
-            f"in {r.batches} batch(es)"
-        )
+        # The tables that got rows: a routed run's others got only a marker.
+        filled = sum(1 for n in r.rows_written.values() if n) if r.rows_written else len(r.tables)
+        written = f"{r.records_ingested:,} row(s) to {filled} table(s) in {r.batches} batch(es)"
         in_tables = f"{r.table_rows:,} in {len(r.tables)} table(s)"
     else:
         written = f"{r.records_ingested:,} in {r.batches} batch(es)"

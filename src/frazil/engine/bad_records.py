@@ -67,7 +67,7 @@ def own_error(error: Column, routed: bool) -> Column:
 #: The two ways past a record that stops a pipeline with ``errors.tolerance: none``: it will
 #: fail the same way at every run until one of them is taken.
 WAYS_FORWARD = (
-    "To go on: fix the records' producer or the config (schema, transforms) and run again, "
+    "To go on: fix the records' producer or the config (schema, transforms, route) and run again, "
     "or set `errors.tolerance: all` with a dead-letter queue (`errors.dlq_topic` or "
     "`errors.dlq_table`) to set such records aside and keep going (docs/dead-letters.md)."
 )

@@ -113,8 +113,10 @@ def decide_start(
             return Start(
                 from_table=True,
                 set_aside=True,
-                reason=f"checkpoint was ahead of the table ({', '.join(ahead[:4])}"
-                f"{' …' if len(ahead) > 4 else ''}): started from the table's offsets",
+                reason=f"the checkpoint had planned past what the tables committed "
+                f"({', '.join(ahead[:4])}{' …' if len(ahead) > 4 else ''}), as after a stop "
+                "mid-batch: started from the table's offsets (those records are read again, "
+                "once)",
             )
     return Start()
 

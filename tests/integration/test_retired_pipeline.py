@@ -48,3 +48,32 @@ def test_the_old_name_of_a_renamed_pipeline_is_refused_not_run_again(
     run(before, until_caught_up=True, spark=spark)
     got = table_ids(spark, table)
     assert len(got) == len(set(got)) and sorted(got) == sorted(ids + later + last)
+
+
+def test_a_reset_by_a_pipeline_of_other_topics_leaves_the_other_writer_running(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """Two configs writing one table from two topics: the second joins with --reset-offsets,
+    which retires the first one's marker from pinning expiry, but takes over none of its
+    topics: the first goes on from its marker, nothing read twice."""
+    table = f"db.two_{unique}"
+    eu, us = f"eu-{unique}", f"us-{unique}"
+    first = make_config([payments_pipeline(f"eu_{unique}", eu, table)])
+    second = make_config([payments_pipeline(f"us_{unique}", us, table)])
+    ids = produce_payments(kafka_bootstrap, eu, 120, seed=710)
+    run(first, until_caught_up=True, spark=spark)
+    ids += produce_payments(kafka_bootstrap, us, 80, seed=711)
+    run(second, until_caught_up=True, spark=spark, reset_offsets="earliest", confirm_reset=None)
+    ids += produce_payments(kafka_bootstrap, eu, 60, seed=712)
+    ids += produce_payments(kafka_bootstrap, us, 40, seed=713)
+
+    run(first, until_caught_up=True, spark=spark)
+    run(second, until_caught_up=True, spark=spark)
+
+    got = table_ids(spark, table)
+    assert len(got) == len(set(got)) and sorted(got) == sorted(ids)
+    retired = spark.sql(
+        f"SELECT summary['frazil.retires'] FROM lake.{table}.snapshots "
+        "WHERE summary['frazil.retires'] IS NOT NULL"
+    ).collect()
+    assert [r[0] for r in retired] == [f'["eu_{unique}"]']  # retired, yet not taken over

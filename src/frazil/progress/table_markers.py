@@ -14,7 +14,14 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from frazil.errors import CommitError
-from frazil.progress.markers import COMMIT_ID, PIPELINE, RETIRES, Marker, current_topics
+from frazil.progress.markers import (
+    COMMIT_ID,
+    OFFSETS,
+    PIPELINE,
+    RETIRES,
+    Marker,
+    current_topics,
+)
 from frazil.progress.offset_rules import covered
 from frazil.source.kafka import TopicOffsets
 
@@ -64,9 +71,11 @@ class TableState:
         marker: The pipeline's newest marker, or None.
         snapshot_id: The current snapshot when read (the base of the next commit).
         total_records: Live rows in the table.
-        retired: A newer ``--reset-offsets`` of another pipeline (a rename) retired the
-            pipeline's markers (:data:`~frazil.progress.markers.RETIRES`): ``marker`` is None,
-            whatever the older snapshots say.
+        retired: A newer ``--reset-offsets`` of another pipeline retired the pipeline's
+            markers (:data:`~frazil.progress.markers.RETIRES`) and took over topics its newest
+            marker reads (a rename): ``marker`` is None, whatever the older snapshots say. A
+            retirement by a pipeline of other topics (another config writing the same table)
+            leaves the marker as it is.
     """
 
     marker: Marker | None
@@ -173,16 +182,31 @@ def find_marker(table: MarkedTable, pipeline: str) -> TableState:
     table.refresh()
     snapshot_id = table.current_snapshot_id()
     marker = None
+    # Topics that newer resets retiring the pipeline took over (their markers' topics).
+    taken: set[str] = set()
     for steps, view in enumerate(table.ancestry()):
         if steps >= _MAX_WALK:
             break
         if retires(view.get(RETIRES), pipeline):
-            return TableState(None, snapshot_id, table.total_records(), retired=True)
+            taken |= _topics(view.get(OFFSETS))
         if view.get(PIPELINE) == pipeline:
             marker = Marker.from_summary(view.get)
             if marker is not None:
+                if taken and taken & set(marker.offsets):
+                    return TableState(None, snapshot_id, table.total_records(), retired=True)
                 break
     return TableState(marker, snapshot_id, table.total_records())
+
+
+def _topics(offsets: str | None) -> set[str]:
+    """The topics of a marker's offsets (JSON), none if there are none or they do not read."""
+    if offsets is None:
+        return set()
+    try:
+        found = json.loads(offsets)
+    except ValueError:
+        return set()
+    return {str(t) for t in found} if isinstance(found, dict) else set()
 
 
 def retires(retired: str | None, pipeline: str) -> bool:

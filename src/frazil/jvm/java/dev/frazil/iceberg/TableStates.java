@@ -51,7 +51,8 @@ public final class TableStates {
    * total-position-deletes}, as frazil.progress.rows counts them; 0 without one) and {@code marker}: the
    * {@code frazil.*} entries of the newest snapshot in the current ancestry (at most {@code
    * maxWalk} snapshots) whose summary names the pipeline and holds offsets, or null, and
-   * {@code retired}: a newer snapshot's reset retired the pipeline (its marker is then null).
+   * {@code retired}: a newer snapshot's reset retired the pipeline and took over topics its
+   * marker reads (a rename; its marker is then null).
    *
    * @throws RuntimeException the first table's failure (in the tables' order), once all are
    *     done
@@ -206,18 +207,24 @@ public final class TableStates {
     out.put("total_records", total);
     Map<String, String> marker = null;
     boolean retired = false;
+    // Topics that newer resets retiring the pipeline took over (their markers' topics).
+    java.util.Set<String> taken = new java.util.HashSet<>();
     int steps = 0;
     for (Snapshot s = current; s != null && steps < maxWalk; s = parent(table, s), steps++) {
       Map<String, String> summary = s.summary();
       if (summary != null && retires(summary.get(RETIRES), pipeline)) {
-        // A later --reset-offsets of another pipeline (a rename) retired this one's
-        // markers: what they say is no longer what the table holds of it.
-        retired = true;
-        break;
+        taken.addAll(topics(summary.get(OFFSETS)));
       }
       if (summary != null
           && pipeline.equals(summary.get(PIPELINE))
           && summary.get(OFFSETS) != null) {
+        if (!taken.isEmpty()
+            && !java.util.Collections.disjoint(taken, topics(summary.get(OFFSETS)))) {
+          // A later --reset-offsets of another pipeline over the same topics (a rename)
+          // retired this one's markers: what they say is no longer what the table holds.
+          retired = true;
+          break;
+        }
         marker = new LinkedHashMap<>();
         for (Map.Entry<String, String> e : summary.entrySet()) {
           if (e.getKey().startsWith(PREFIX)) {
@@ -230,6 +237,20 @@ public final class TableStates {
     out.put("marker", marker);
     out.put("retired", retired);
     return out;
+  }
+
+  /** The topics of a marker's offsets (JSON), none if there are none or they do not read. */
+  static java.util.Set<String> topics(String offsetsJson) {
+    java.util.Set<String> found = new java.util.HashSet<>();
+    if (offsetsJson == null) {
+      return found;
+    }
+    try {
+      JSON.readTree(offsetsJson).fieldNames().forEachRemaining(found::add);
+    } catch (JsonProcessingException e) {
+      return found;
+    }
+    return found;
   }
 
   /** Whether a reset's list of retired markers (JSON, or null) names {@code pipeline}. */

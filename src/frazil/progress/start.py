@@ -113,10 +113,9 @@ def decide_start(
             return Start(
                 from_table=True,
                 set_aside=True,
-                reason=f"the checkpoint had planned past what the tables committed "
-                f"({', '.join(ahead[:4])}{' …' if len(ahead) > 4 else ''}), as after a stop "
-                "mid-batch: started from the table's offsets (those records are read again, "
-                "once)",
+                reason=f"the checkpoint was ahead of the tables ({', '.join(ahead[:4])}"
+                f"{' …' if len(ahead) > 4 else ''}: a stop mid-batch, or a table rolled back): "
+                "started from the table's offsets, which reads those records again, once",
             )
     return Start()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import sys
@@ -341,16 +342,8 @@ def _inline_maintenance(
     from frazil.maintenance.passes import MaintenanceThread
 
     def done(result: ActionResult) -> None:
-        emit(
-            MaintenanceDone(
-                result.table,
-                result.action,
-                result.seconds,
-                result.detail,
-                error=result.error,
-                skipped=result.skipped,
-            )
-        )
+        # The event is the result as the progress layer (below maintenance) carries it.
+        emit(MaintenanceDone(**dataclasses.asdict(result)))
 
     thread = MaintenanceThread(spark, config, selected, threading.Event(), on_result=done)
     thread.start()

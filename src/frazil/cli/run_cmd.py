@@ -37,7 +37,7 @@ from frazil.progress.events import (
     Event,
     MaintenanceDone,
 )
-from frazil.progress.start import TableReset
+from frazil.progress.start import TableReset, reset_lines
 from frazil.transform.check import config_problems
 
 log = logging.getLogger("frazil.run")
@@ -166,9 +166,8 @@ def run(
             "data of their pipeline continue:",
             highlight=False,
         )
-        for found in resets:
-            for line in found.lines():
-                err_console.print(f"  {line}", highlight=False, soft_wrap=True)
+        for line in reset_lines(resets):
+            err_console.print(f"  {line}", highlight=False, soft_wrap=True)
         if yes:
             return True
         if not sys.stdin.isatty():

@@ -258,6 +258,15 @@ class TableReset:
 
     def lines(self) -> list[str]:
         """What is in the table and what the reset will do, for a person to confirm."""
+        return self._lines(f"{self.table}: {self.rows:,} rows", "records")
+
+    def _shared_key(self) -> tuple[object, ...]:
+        # Tables of one routed pipeline hold one marker (the batch's offsets) and get one
+        # reset: the records read again or skipped are the pipeline's, not each table's.
+        known = self.marker.offsets if self.marker is not None else None
+        return (self.pipeline, self.spec, repr(known), repr(self.target), self.merges)
+
+    def _lines(self, held: str, records: str) -> list[str]:
         parts = self.partitions()
         shown = parts[:_SHOWN_PARTITIONS]
         more = f", … and {len(parts) - len(shown)} more" if len(parts) > len(shown) else ""
@@ -268,15 +277,41 @@ class TableReset:
         again, skipped = self.again(), self.skipped()
         if again:
             twice = "merged again by key" if self.merges else "appended again: duplicate rows"
-            effect = f"{again:,} records read again ({twice})"
+            effect = f"{again:,} {records} read again ({twice})"
         else:
             effect = "no record read again"
         if skipped:
-            effect += f", {skipped:,} records skipped (never written)"
+            effect += f", {skipped:,} {records} skipped (never written)"
         return [
-            f"{self.table}: {self.rows:,} rows; pipeline {self.pipeline} continues at {where}",
+            f"{held}; pipeline {self.pipeline} continues at {where}",
             f"  reset to {self.spec}: {to}; {effect}",
         ]
+
+
+def reset_lines(resets: list[TableReset]) -> list[str]:
+    """What ``--reset-offsets`` does to these tables, for a person to confirm.
+
+    Tables one pipeline routes to, at the same marker, are one entry: the records the reset
+    reads again or skips are the pipeline's, each going to the one table it routes to, so
+    they are counted once and not on every table's line.
+    """
+    groups: dict[tuple[object, ...], list[TableReset]] = {}
+    for found in resets:
+        groups.setdefault(found._shared_key(), []).append(found)
+    lines: list[str] = []
+    for members in groups.values():
+        first = members[0]
+        if len(members) == 1:
+            lines += first.lines()
+            continue
+        names = [m.table for m in members]
+        listed = ", ".join(names[:_SHOWN_PARTITIONS])
+        if len(names) > _SHOWN_PARTITIONS:
+            listed += f", … and {len(names) - _SHOWN_PARTITIONS} more"
+        rows = sum(m.rows for m in members)
+        held = f"{len(members)} tables ({listed}): {rows:,} rows"
+        lines += first._lines(held, "of the pipeline's records")
+    return lines
 
 
 def _offset(offset: int | None) -> str:

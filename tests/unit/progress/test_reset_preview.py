@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from frazil.progress.markers import EARLIEST, Marker
-from frazil.progress.start import TableReset
+from frazil.progress.start import TableReset, reset_lines
 
 
 def _reset(
@@ -57,3 +57,27 @@ def test_many_partitions_are_summed_up() -> None:
 def test_no_confirmation_without_rows_or_marker() -> None:
     assert not _reset("earliest", {"t": {0: 0}}, None).destructive
     assert not _reset("earliest", {"t": {0: 0}}, MARKER, rows=0).destructive
+
+
+def test_a_routed_pipelines_tables_count_its_records_once() -> None:
+    target = {"payments": {0: 0, 1: 0}}
+    tables = [
+        TableReset(f"db.pay_{n}", "pay", "earliest", rows, MARKER, target)
+        for n, rows in enumerate([100_000, 150_000, 1_000])
+    ]
+    lonely = TableReset("db.other", "other", "earliest", 5, None, target)
+    assert reset_lines([*tables, lonely]) == [
+        "3 tables (db.pay_0, db.pay_1, db.pay_2): 251,000 rows; pipeline pay continues at "
+        "payments/0 125,500, payments/1 125,500",
+        "  reset to earliest: payments/0 0, payments/1 0; 251,000 of the pipeline's records "
+        "read again (appended again: duplicate rows)",
+        *lonely.lines(),
+    ]
+
+
+def test_a_routed_pipelines_many_tables_are_summed_up() -> None:
+    target = {"payments": {0: 130_000, 1: 125_500}}
+    tables = [TableReset(f"t{n}", "pay", "latest", 1, MARKER, target) for n in range(9)]
+    lines = reset_lines(tables)
+    assert lines[0].startswith("9 tables (t0, t1, t2, t3, t4, t5, … and 3 more): 9 rows;")
+    assert lines[1].endswith("4,500 of the pipeline's records skipped (never written)")

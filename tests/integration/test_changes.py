@@ -228,7 +228,7 @@ def test_a_change_without_key_or_with_an_unknown_op_stops_or_goes_to_the_dlq(
     with pytest.raises(FrazilError) as failed:
         run(config, until_caught_up=True, spark=spark)
     message = str(failed.value)
-    assert "offset 1" in message and "no value in key column" in message
+    assert "offset 1" in message and "no value in key column id" in message
     assert "unknown operation 'X' in op (expected I, U, D)" in message
     assert _rows(spark, table) == {}
 
@@ -249,9 +249,14 @@ def test_a_change_without_key_or_with_an_unknown_op_stops_or_goes_to_the_dlq(
     # The changes applied are counted, the dead letters apart, not among them.
     assert report.rows_written == {table: 2} and report.records_ingested == 2
     assert report.dead_lettered == 2
-    dead = spark.sql(f"SELECT offset, stage, reason FROM lake.{dlq} ORDER BY offset").collect()
+    dead = spark.sql(
+        f"SELECT offset, stage, reason, detail FROM lake.{dlq} ORDER BY offset"
+    ).collect()
     assert [(r[0], r[1]) for r in dead] == [(1, "mode"), (2, "mode")]
-    assert "key" in dead[0][2] and "unknown operation" in dead[1][2]
+    # The reason names the key column; the detail is the record, as a decode error's is.
+    assert dead[0][2] == "no value in key column id"
+    assert json.loads(dead[0][3]) == {"name": "no key", "op": "I"}
+    assert "unknown operation" in dead[1][2]
 
 
 def test_a_cdc_tables_dead_letters_name_it_at_every_stage(

@@ -79,6 +79,7 @@ def change_mode(
     from pyspark.sql import functions as F
 
     from frazil.decode.debezium import mode_error
+    from frazil.transform.state import value_detail
 
     result = dict(batch)
     skipped = F.coalesce(batch[c.OP] == F.lit(c.OP_SKIP), F.lit(False))
@@ -133,7 +134,17 @@ def change_mode(
         error,
         F.when(
             op.isin(c.OP_UPSERT, c.OP_DELETE) & missing.isNotNull(),
-            mode_error(F.lit("no value in key column(s)"), missing),
+            mode_error(
+                F.concat(
+                    F.when(missing.contains(", "), F.lit("no value in key columns ")).otherwise(
+                        F.lit("no value in key column ")
+                    ),
+                    missing,
+                ),
+                # The offending part is the record (a tombstone's: its Kafka key), as a
+                # decode error's detail is: `dlq show` gives it as the example.
+                value_detail(F.when(tombstone, batch[c.KEY]).otherwise(batch[c.VALUE])),
+            ),
         ),
     )
     result[c.OP] = op

@@ -141,6 +141,8 @@ def test_plan_warns_about_declared_types_an_existing_table_cannot_take(
             # amount now double (bigint cannot become double): the records go to the DLQ.
             {"name": f"dlq_{unique}", "topics": [topic], "table": dead,
              "schema": {"id": "string", "amount": "double", "n": "int"},
+             # The table is unpartitioned: the run would warn that it keeps its spec.
+             "partition_by": ["bucket(4, id)"],
              "errors": {"tolerance": "all", "dlq_table": f"db.plan_dead_{unique}"}},
         ]
     )  # fmt: skip
@@ -155,9 +157,17 @@ def test_plan_warns_about_declared_types_an_existing_table_cannot_take(
         "amount to the dead-letter queue"
     )
 
+    spec_warning = (
+        f"table {dead}: it is partitioned by nothing (unpartitioned), the config's "
+        "partition_by says bucket(4, id): partition_by applies when frazil creates a table, "
+        "and the table keeps its own. To change it, use Iceberg's ALTER TABLE … ADD / DROP / "
+        "REPLACE PARTITION FIELD (e.g. through frazil sql): new data is then written by the new "
+        "spec"
+    )
+
     explained = explain(spark, config, [])
 
-    assert [e.warnings for e in explained] == [(stop_warning,), (dlq_warning,)]
+    assert [e.warnings for e in explained] == [(stop_warning,), (spec_warning, dlq_warning)]
     assert explained[0].to_json()["warnings"] == [stop_warning]
 
     path = tmp_path / "frazil.yaml"
@@ -192,7 +202,7 @@ def test_plan_warns_about_declared_types_an_existing_table_cannot_take(
     assert metadata == catalog
     assert [(e["table_exists"], e["warnings"]) for e in metadata] == [
         (True, [stop_warning]),
-        (True, [dlq_warning]),
+        (True, [spec_warning, dlq_warning]),
     ]
     assert [f["name"] for f in metadata[0]["existing_table_schema"]["fields"]] == [
         "id",

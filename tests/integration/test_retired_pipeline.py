@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from frazil.engine.explain import explain
 from frazil.engine.runner import run
 from frazil.errors import PipelineError
 from tests.integration.helpers import payments_pipeline, produce_payments, table_ids
@@ -31,6 +32,12 @@ def test_the_old_name_of_a_renamed_pipeline_is_refused_not_run_again(
     later = produce_payments(kafka_bootstrap, topic, 100, seed=702)
     run(renamed, until_caught_up=True, spark=spark)
     assert sorted(table_ids(spark, table)) == sorted(ids + later)
+
+    # `frazil plan` says so before any run (the run's own walk of the table's markers).
+    [planned] = explain(spark, before, [])
+    [warning] = [w for w in planned.warnings if "retired" in w]
+    assert warning.startswith(f"the run would refuse to start: pipeline {old!r}: table {table}")
+    assert not [w for w in explain(spark, renamed, [])[0].warnings if "retired" in w]
 
     with pytest.raises(PipelineError) as caught:
         run(before, until_caught_up=True, spark=spark)

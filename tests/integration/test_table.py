@@ -148,3 +148,44 @@ def test_an_existing_table_partitioned_otherwise_than_the_config_is_warned_of(
     )
     table = iceberg_catalog(spark, "lake").loadTable(identifier(spark, ["db", f"spec_{unique}"]))
     assert [str(f.transform()) for f in table.spec().fields()] == ["day"]
+
+
+def test_an_existing_append_table_then_written_by_key_is_warned_of(
+    spark: Any, unique: str, caplog: Any
+) -> None:
+    """A table created for appends keeps copy-on-write and no identifier fields when the
+    config turns to upsert: the run says so, once per opening, and how to change the modes."""
+    import logging
+
+    from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+    name = f"db.tokey_{unique}"
+    schema = StructType([StructField("id", StringType()), StructField("at", TimestampType())])
+    _ensure(spark, _pipeline(name, []), schema)
+    upsert = {"write": {"mode": "upsert", "key": ["id"]}}
+    with caplog.at_level(logging.WARNING, logger="frazil.sink.table"):
+        _, created = _ensure(spark, _pipeline(name, [], **upsert), schema)
+    assert not created
+    [record] = caplog.records
+    message = record.getMessage()
+    assert message.startswith(
+        f"table {name}: written by key (upsert) but not created for it: its row-level writes "
+        "are copy-on-write"
+    )
+    assert "its identifier fields are none where the key is id" in message
+    assert message.endswith(
+        f"ALTER TABLE {name} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read', "
+        "'write.merge.mode'='merge-on-read', 'write.update.mode'='merge-on-read')"
+    )
+
+    # Once the modes are set as suggested, only the identifier fields are left to say.
+    spark.sql(
+        f"ALTER TABLE lake.{name} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read', "
+        "'write.merge.mode'='merge-on-read', 'write.update.mode'='merge-on-read')"
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="frazil.sink.table"):
+        _ensure(spark, _pipeline(name, [], **upsert), schema)
+    [record] = caplog.records
+    assert "row-level" not in record.getMessage()
+    assert "identifier fields are none" in record.getMessage()

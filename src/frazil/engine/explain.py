@@ -19,6 +19,7 @@ from frazil.engine.pipeline import build_pipeline
 from frazil.engine.shape import batch_options
 from frazil.engine.table_views import CatalogViews, TableViews
 from frazil.sink.evolution import TableView, compare
+from frazil.sink.iceberg import IcebergTable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -147,12 +148,42 @@ def explain(
                 steps=tuple(plan.describe()),
                 bad_records=pipeline.errors.describe(),
                 warnings=(
+                    *table_warnings(views, pipeline),
                     *conflicts(views, pipeline, shape.table_schema),
                     *absent_paths(spark, pipeline, shape.value, batch_options(config, pipeline)),
                 ),
             )
         )
     return result
+
+
+def table_warnings(views: TableViews, pipeline: PipelineConfig) -> list[str]:
+    """What the run would refuse or warn of in the pipeline's existing tables, before any
+    record: a table whose markers of the pipeline a later ``--reset-offsets`` retired (the
+    run refuses to start), one laid out otherwise than the config would create it (the run
+    warns; :func:`~frazil.sink.table.layout_differences`). Tables a dynamic route names only
+    at run time are not known here."""
+    from frazil.progress.start import retired_error
+    from frazil.progress.table_markers import find_markers
+    from frazil.sink.iceberg import IcebergTables
+    from frazil.sink.table import layout_differences
+
+    tables = {name: views.table(name) for name in pipeline.static_tables()}
+    existing = {name: table for name, table in tables.items() if table is not None}
+    if not existing:
+        return []
+    found: list[str] = []
+    first = next(iter(existing.values()))
+    # One walk in the JVM for all of them, as the run's start makes it.
+    states = find_markers(IcebergTables(first.spark, list(existing.values())), pipeline.name)
+    for (name, table), state in zip(existing.items(), states, strict=True):
+        if state.retired:
+            found.append(f"the run would refuse to start: {retired_error(pipeline.name, name)}")
+        found += [
+            f"table {name}: {differs}"
+            for differs in layout_differences(table.java, pipeline.settings_for(name))
+        ]
+    return found
 
 
 def conflicts(views: TableViews, pipeline: PipelineConfig, schema: StructType) -> list[str]:
@@ -193,9 +224,16 @@ class _ReadOnce:
     def __init__(self, views: TableViews) -> None:
         self._views = views
         self._read: dict[str, TableView | None] = {}
+        self._tables: dict[str, IcebergTable | None] = {}
 
     def view(self, name: str) -> TableView | None:
         """The table's view, or None if it does not exist."""
         if name not in self._read:
             self._read[name] = self._views.view(name)
         return self._read[name]
+
+    def table(self, name: str) -> IcebergTable | None:
+        """The table, or None if it does not exist."""
+        if name not in self._tables:
+            self._tables[name] = self._views.table(name)
+        return self._tables[name]

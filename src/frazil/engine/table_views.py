@@ -30,6 +30,11 @@ class TableViews(Protocol):
         """The table's current columns and field ids, or None if it does not exist."""
         ...
 
+    def table(self, name: str) -> IcebergTable | None:
+        """The table itself (its spec, properties and snapshots), or None if it does not
+        exist."""
+        ...
+
 
 @dataclass(frozen=True)
 class CatalogViews:
@@ -40,10 +45,15 @@ class CatalogViews:
 
     def view(self, name: str) -> TableView | None:
         """The table through Spark's catalog, or None if it does not exist."""
+        found = self.table(name)
+        return None if found is None else TableView.read(self.spark, found.java)
+
+    def table(self, name: str) -> IcebergTable | None:
+        """The table through Spark's catalog, or None if it does not exist."""
         full = qualified(self.catalog, name)
         if not table_exists(self.spark, full):
             return None
-        return TableView.read(self.spark, IcebergTable(self.spark, full).java)
+        return IcebergTable(self.spark, full)
 
 
 class JavaCatalogViews:
@@ -63,6 +73,7 @@ class JavaCatalogViews:
         self._spark = spark
         self._catalog: Any = None
         self._read: dict[str, TableView | None] = {}
+        self._tables: dict[str, IcebergTable | None] = {}
         jvm = spark.sparkContext._jvm
         assert jvm is not None
         uri = config.catalog.resolved_uri()
@@ -80,11 +91,21 @@ class JavaCatalogViews:
 
     def view(self, name: str) -> TableView | None:
         """The table through the catalog (read once), or None if it does not exist."""
+        if name not in self._read:
+            table = self.table(name)
+            self._read[name] = None if table is None else TableView.read(self._spark, table.java)
+        return self._read[name]
+
+    def table(self, name: str) -> IcebergTable | None:
+        """The table through the catalog (loaded once), or None if it does not exist."""
         if self._catalog is None:
             return None
-        if name not in self._read:
+        if name not in self._tables:
             identifier = self._identifier.parse(name)
             exists = self._catalog.tableExists(identifier)
-            table = self._catalog.loadTable(identifier) if exists else None
-            self._read[name] = None if table is None else TableView.read(self._spark, table)
-        return self._read[name]
+            self._tables[name] = (
+                IcebergTable.loaded(self._spark, name, self._catalog.loadTable(identifier))
+                if exists
+                else None
+            )
+        return self._tables[name]

@@ -136,6 +136,17 @@ class IcebergTable:
         self.held_in: tuple[Any, int] | None = None
 
     @classmethod
+    def loaded(cls, spark: SparkSession, name: str, java: Any) -> IcebergTable:
+        """A handle on a Java ``Table`` already loaded (through a catalog of its own, as
+        ``frazil plan`` reads tables without Spark's catalog)."""
+        handle = cls.__new__(cls)
+        handle.spark = spark
+        handle.name = name
+        handle._java = java
+        handle.held_in = None
+        return handle
+
+    @classmethod
     def in_list(cls, spark: SparkSession, name: str, tables: Any, index: int) -> IcebergTable:
         """A handle on the Java ``Table`` at ``index`` of the Java list ``tables`` (loaded by
         the call that made the list), fetched from the list only when first used: a routed

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil.config.partitioning import PartitionField
 from frazil.config.table_settings import ResolvedTable
+from frazil.config.writes import MERGE_ON_READ_PROPERTIES
 from frazil.errors import PipelineError
 from frazil.jvm.classes import java_class
 from frazil.sink.iceberg import iceberg_catalog, identifier, namespace
@@ -76,7 +77,7 @@ def ensure_table(
         if table.properties().get(NAME_MAPPING) is None:
             mapping = name_mapping_json(spark, table.schema())
             table.updateProperties().set(NAME_MAPPING, mapping).commit()
-        warn_if_partitioned_otherwise(table, settings)
+        warn_if_laid_out_otherwise(table, settings)
         return name, False
     ensure_namespace(spark, catalog, parts[:-1])
     iceberg_schema, built_spec, built_order, properties = table_layout(
@@ -245,12 +246,73 @@ def _table_spec(table: Any) -> list[tuple[str, str]]:
     return found
 
 
-def warn_if_partitioned_otherwise(table: Any, settings: ResolvedTable) -> None:
-    """Warn when an existing table (Java) is partitioned otherwise than its ``partition_by``
-    says (:func:`spec_difference`)."""
-    differs = spec_difference(_table_spec(table), settings.partition_fields())
-    if differs is not None:
+def warn_if_laid_out_otherwise(table: Any, settings: ResolvedTable) -> None:
+    """Warn of each way an existing table (Java) is laid out otherwise than the config would
+    create it (:func:`layout_differences`)."""
+    for differs in layout_differences(table, settings):
         log.warning("table %s: %s", settings.name, differs)
+
+
+def layout_differences(table: Any, settings: ResolvedTable) -> list[str]:
+    """How an existing table (Java) is laid out otherwise than the config would create it:
+    partitioned otherwise than its ``partition_by`` (:func:`spec_difference`), or, written by
+    key, without frazil's merge-on-read properties or identifier fields
+    (:func:`merge_difference`). ``frazil run`` warns of them, ``frazil plan`` shows them."""
+    found = [spec_difference(_table_spec(table), settings.partition_fields())]
+    if settings.write.merges:
+        have = {str(k): str(v) for k, v in dict(table.properties()).items()}
+        identifiers = [str(n) for n in table.schema().identifierFieldNames()]
+        found.append(merge_difference(have, identifiers, settings))
+    return [differs for differs in found if differs is not None]
+
+
+#: Iceberg's row-level write mode when a table does not set one.
+_DEFAULT_ROW_LEVEL_MODE = "copy-on-write"
+
+
+def merge_difference(
+    properties: dict[str, str], identifiers: list[str], settings: ResolvedTable
+) -> str | None:
+    """Why an existing table written by key (upsert, CDC) is not laid out as frazil would
+    create it for that (``settings``: its row-level write modes, its identifier fields), or
+    None when it is. A table created for appends and then written by key keeps its own: its
+    changes rewrite whole data files (copy-on-write) where frazil's tables write deletes."""
+    wanted = {
+        k: settings.table_properties[k]
+        for k in MERGE_ON_READ_PROPERTIES
+        if k in settings.table_properties
+        and properties.get(k, _DEFAULT_ROW_LEVEL_MODE) != settings.table_properties[k]
+    }
+    modes = sorted({properties.get(k, _DEFAULT_ROW_LEVEL_MODE) for k in wanted})
+    missing_ids = sorted(set(settings.identifier_fields) - set(identifiers))
+    if not wanted and not missing_ids:
+        return None
+    said = []
+    steps = []
+    if wanted:
+        said.append(
+            f"its row-level writes are {', '.join(modes)} (each batch of changes rewrites the "
+            "data files it touches, where a table frazil creates for upsert/CDC writes deletes)"
+        )
+        listed = ", ".join(f"'{k}'='{v}'" for k, v in sorted(wanted.items()))
+        steps.append(f"ALTER TABLE {settings.name} SET TBLPROPERTIES ({listed})")
+    if missing_ids:
+        # Not offered as a step: Iceberg takes only required columns as identifier fields,
+        # and an existing optional column cannot be made required.
+        said.append(
+            f"its identifier fields are {', '.join(identifiers) or 'none'} where the key is "
+            f"{', '.join(settings.identifier_fields)} (frazil merges by the config's key; "
+            "readers that go by identifier fields do not see it)"
+        )
+    found = (
+        f"written by key ({settings.write.mode}) but not created for it: "
+        + "; ".join(said)
+        + ". The rows are right either way: table properties and identifier fields apply when "
+        "frazil creates a table, and the table keeps its own"
+    )
+    if steps:
+        found += ". To write deletes as frazil's tables do (e.g. through frazil sql): " + steps[0]
+    return found
 
 
 def spec_difference(have: list[tuple[str, str]], want: list[PartitionField]) -> str | None:

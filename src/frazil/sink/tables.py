@@ -27,7 +27,7 @@ from frazil.sink.table import (
     ensure_table,
     qualified,
     table_exists,
-    warn_if_partitioned_otherwise,
+    warn_if_laid_out_otherwise,
 )
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ class TableSet:
         """
         if self.exists(name):
             target = self.target(name)
-            warn_if_partitioned_otherwise(target.table.java, target.settings)
+            warn_if_laid_out_otherwise(target.table.java, target.settings)
         else:
             target = self.create_routed(name, user, with_values)
         state = table_markers.find_marker(target.table, self.pipeline.name)

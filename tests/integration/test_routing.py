@@ -364,3 +364,38 @@ def test_invalid_utf8_values_sanitized_as_decoded(spark: Any) -> None:
     frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, v binary")
     got = dict(frame.select("i", sanitize(F.col("v")).alias("s")).collect())
     assert [got[i] for i in range(len(values))] == ["_a_b", "ok_z", "_", "plain_1"]
+
+
+def test_a_routes_append_tables_then_written_by_key_are_warned_of_at_start(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, caplog: Any
+) -> None:
+    """Tables a route created for appends keep copy-on-write when the pipeline turns to
+    upsert: the start says so for each, and the changes are merged right all the same."""
+    import logging
+
+    topic, u = f"rkey-{unique}", unique
+    first = [{"id": n, "type": ["a", "b"][n % 2], "amount": n} for n in range(20)]
+    produce_json(kafka_bootstrap, topic, first)
+
+    def pipeline(write: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "name": f"rk_{u}",
+            "topics": [topic],
+            "schema": {"id": "long", "type": "string", "amount": "long"},
+            "route": {"field": "type", "tables": {"a": f"db.rka_{u}", "b": f"db.rkb_{u}"}},
+            "write": write,
+        }
+
+    run(make_config([pipeline({"mode": "append"})]), until_caught_up=True, spark=spark)
+    # The same ids again, with new amounts: merged by key, not appended twice.
+    produce_json(kafka_bootstrap, topic, [{**r, "amount": r["amount"] + 100} for r in first])
+    upsert = make_config([pipeline({"mode": "upsert", "key": ["id"]})])
+    with caplog.at_level(logging.WARNING, logger="frazil.sink.table"):
+        run(upsert, until_caught_up=True, spark=spark)
+
+    warned = sorted(
+        r.getMessage().split(":")[0] for r in caplog.records if "written by key" in r.getMessage()
+    )
+    assert warned == [f"table db.rka_{u}", f"table db.rkb_{u}"]
+    assert rows(spark, f"db.rka_{u}", "id, amount") == [(n, n + 100) for n in range(0, 20, 2)]
+    assert rows(spark, f"db.rkb_{u}", "id, amount") == [(n, n + 100) for n in range(1, 20, 2)]

@@ -169,10 +169,10 @@ def test_an_existing_append_table_then_written_by_key_is_warned_of(
     [record] = caplog.records
     message = record.getMessage()
     assert message.startswith(
-        f"table {name}: written by key (upsert) but not created for it: its row-level writes "
-        "are copy-on-write"
+        f"table {name}: written by key (upsert) but not created for it: its "
+        "write.delete.mode, write.merge.mode, write.update.mode are copy-on-write"
     )
-    assert "its identifier fields are none where the key is id" in message
+    assert "its identifier fields are none, the config's id" in message
     assert message.endswith(
         f"ALTER TABLE {name} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read', "
         "'write.merge.mode'='merge-on-read', 'write.update.mode'='merge-on-read')"
@@ -187,5 +187,5 @@ def test_an_existing_append_table_then_written_by_key_is_warned_of(
     with caplog.at_level(logging.WARNING, logger="frazil.sink.table"):
         _ensure(spark, _pipeline(name, [], **upsert), schema)
     [record] = caplog.records
-    assert "row-level" not in record.getMessage()
+    assert "copy-on-write" not in record.getMessage()
     assert "identifier fields are none" in record.getMessage()

@@ -122,12 +122,14 @@ class BatchHandler:
             topics: Kafka's topic ids, checked before each batch (a topic deleted and
                 created again under the query stops it); None: not checked.
         """
+        known = tables.known()
+        tables.warn_if_written_otherwise(known)
         return cls(
             pipeline=pipeline,
             live=live,
             tables=tables,
             ledger=TableLedger(
-                pipeline.name, tables.known(), tables, on_event, slack_ms=pipeline.slack_ms()
+                pipeline.name, known, tables, on_event, slack_ms=pipeline.slack_ms()
             ),
             cursor=BatchCursor(checkpoint, admin, topics, slack_ms=pipeline.slack_ms()),
             dead_letters=dead_letters,

@@ -177,7 +177,8 @@ def table_warnings(views: TableViews, pipeline: PipelineConfig) -> list[str]:
     # One walk in the JVM for all of them, as the run's start makes it.
     states = find_markers(IcebergTables(first.spark, list(existing.values())), pipeline.name)
     for (name, table), state in zip(existing.items(), states, strict=True):
-        if state.retired:
+        # As the start decides: a route's table without rows is not refused.
+        if state.retired and (pipeline.table is not None or state.total_records > 0):
             found.append(f"the run would refuse to start: {retired_error(pipeline.name, name)}")
         found += [
             f"table {name}: {differs}"

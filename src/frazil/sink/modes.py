@@ -79,7 +79,6 @@ def change_mode(
     from pyspark.sql import functions as F
 
     from frazil.decode.debezium import mode_error
-    from frazil.transform.state import value_detail
 
     result = dict(batch)
     skipped = F.coalesce(batch[c.OP] == F.lit(c.OP_SKIP), F.lit(False))
@@ -141,15 +140,34 @@ def change_mode(
                     ),
                     missing,
                 ),
-                # The offending part is the record (a tombstone's: its Kafka key), as a
-                # decode error's detail is: `dlq show` gives it as the example.
-                value_detail(F.when(tombstone, batch[c.KEY]).otherwise(batch[c.VALUE])),
+                _keyless_detail(result, tombstone, key_column),
             ),
         ),
     )
     result[c.OP] = op
     result[c.ERROR] = error
     return result
+
+
+def _keyless_detail(result: c.Projection, tombstone: Column, key_column: str | None) -> Column:
+    """A keyless change's detail: the change as decoded, in JSON (its key columns absent:
+    JSON leaves nulls out), whatever the topic's format (Avro's and Protobuf's bytes say
+    nothing read as text, a Debezium envelope's text starts with its schema); a tombstone's,
+    its decoded Kafka key. Evaluated for such changes only."""
+    from pyspark.sql import functions as F
+
+    from frazil.transform.state import QUOTED
+
+    user = [
+        name
+        for name in result
+        if not name.startswith(c.INTERNAL_PREFIX) and not name.startswith(c.METADATA_PREFIX)
+    ]
+    change = F.to_json(F.struct(*[result[name].alias(name) for name in user]))
+    if key_column is not None:
+        key = F.to_json(F.struct(result[key_column].alias("key")))
+        change = F.when(tombstone, key).otherwise(change)
+    return F.substring(change, 1, QUOTED)
 
 
 def _from_key(

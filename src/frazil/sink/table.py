@@ -246,23 +246,27 @@ def _table_spec(table: Any) -> list[tuple[str, str]]:
     return found
 
 
-def warn_if_laid_out_otherwise(table: Any, settings: ResolvedTable) -> None:
+def warn_if_laid_out_otherwise(table: Any, settings: ResolvedTable, *, spec: bool = True) -> None:
     """Warn of each way an existing table (Java) is laid out otherwise than the config would
     create it (:func:`layout_differences`)."""
-    for differs in layout_differences(table, settings):
+    for differs in layout_differences(table, settings, spec=spec):
         log.warning("table %s: %s", settings.name, differs)
 
 
-def layout_differences(table: Any, settings: ResolvedTable) -> list[str]:
+def layout_differences(table: Any, settings: ResolvedTable, *, spec: bool = True) -> list[str]:
     """How an existing table (Java) is laid out otherwise than the config would create it:
-    partitioned otherwise than its ``partition_by`` (:func:`spec_difference`), or, written by
-    key, without frazil's merge-on-read properties or identifier fields
-    (:func:`merge_difference`). ``frazil run`` warns of them, ``frazil plan`` shows them."""
-    found = [spec_difference(_table_spec(table), settings.partition_fields())]
+    partitioned otherwise than its ``partition_by`` (:func:`spec_difference`; ``spec``: look
+    at it), or, written by key, without frazil's merge-on-read properties or identifier
+    fields (:func:`merge_difference`). ``frazil run`` warns of them, ``frazil plan`` shows
+    them."""
+    found = [spec_difference(_table_spec(table), settings.partition_fields()) if spec else None]
     if settings.write.merges:
-        have = {str(k): str(v) for k, v in dict(table.properties()).items()}
+        # Only the properties compared: a table's map holds its name mapping (large).
+        java = table.properties()
+        have = {k: str(v) for k in MERGE_ON_READ_PROPERTIES if (v := java.get(k)) is not None}
         identifiers = [str(n) for n in table.schema().identifierFieldNames()]
-        found.append(merge_difference(have, identifiers, settings))
+        version = int(table.operations().current().formatVersion())
+        found.append(merge_difference(have, identifiers, settings, version))
     return [differs for differs in found if differs is not None]
 
 
@@ -271,36 +275,47 @@ _DEFAULT_ROW_LEVEL_MODE = "copy-on-write"
 
 
 def merge_difference(
-    properties: dict[str, str], identifiers: list[str], settings: ResolvedTable
+    properties: dict[str, str],
+    identifiers: list[str],
+    settings: ResolvedTable,
+    format_version: int = 2,
 ) -> str | None:
     """Why an existing table written by key (upsert, CDC) is not laid out as frazil would
-    create it for that (``settings``: its row-level write modes, its identifier fields), or
-    None when it is. A table created for appends and then written by key keeps its own: its
-    changes rewrite whole data files (copy-on-write) where frazil's tables write deletes."""
-    wanted = {
-        k: settings.table_properties[k]
+    create it for that (``settings``: merge-on-read modes, its identifier fields), or None
+    when it is. A table created for appends and then written by key keeps its own: Iceberg's
+    copy-on-write, where a batch's MERGE rewrites the data files it touches.
+
+    Args:
+        properties: The table's row-level mode properties (those it sets).
+        identifiers: The table's identifier fields.
+        format_version: The table's format version (merge-on-read needs 2 or more).
+    """
+    wanted = sorted(
+        k
         for k in MERGE_ON_READ_PROPERTIES
-        if k in settings.table_properties
-        and properties.get(k, _DEFAULT_ROW_LEVEL_MODE) != settings.table_properties[k]
-    }
-    modes = sorted({properties.get(k, _DEFAULT_ROW_LEVEL_MODE) for k in wanted})
+        if settings.table_properties.get(k, "").lower() == "merge-on-read"
+        and properties.get(k, _DEFAULT_ROW_LEVEL_MODE).lower() != "merge-on-read"
+    )
     missing_ids = sorted(set(settings.identifier_fields) - set(identifiers))
     if not wanted and not missing_ids:
         return None
     said = []
-    steps = []
     if wanted:
+        modes = sorted({properties.get(k, _DEFAULT_ROW_LEVEL_MODE).lower() for k in wanted})
         said.append(
-            f"its row-level writes are {', '.join(modes)} (each batch of changes rewrites the "
-            "data files it touches, where a table frazil creates for upsert/CDC writes deletes)"
+            f"its {', '.join(wanted)} {'is' if len(wanted) == 1 else 'are'} {', '.join(modes)}"
+            + (
+                " (each batch's MERGE rewrites the data files it touches, where a table frazil "
+                "creates for upsert/CDC writes deletes)"
+                if "write.merge.mode" in wanted
+                else ""
+            )
         )
-        listed = ", ".join(f"'{k}'='{v}'" for k, v in sorted(wanted.items()))
-        steps.append(f"ALTER TABLE {settings.name} SET TBLPROPERTIES ({listed})")
     if missing_ids:
         # Not offered as a step: Iceberg takes only required columns as identifier fields,
         # and an existing optional column cannot be made required.
         said.append(
-            f"its identifier fields are {', '.join(identifiers) or 'none'} where the key is "
+            f"its identifier fields are {', '.join(identifiers) or 'none'}, the config's "
             f"{', '.join(settings.identifier_fields)} (frazil merges by the config's key; "
             "readers that go by identifier fields do not see it)"
         )
@@ -310,8 +325,14 @@ def merge_difference(
         + ". The rows are right either way: table properties and identifier fields apply when "
         "frazil creates a table, and the table keeps its own"
     )
-    if steps:
-        found += ". To write deletes as frazil's tables do (e.g. through frazil sql): " + steps[0]
+    if wanted:
+        # Row-level deletes need format version 2: merge-on-read on a version 1 table fails.
+        upgrade = ["'format-version'='2'"] if format_version < 2 else []
+        listed = ", ".join(upgrade + [f"'{k}'='merge-on-read'" for k in wanted])
+        found += (
+            ". To write deletes as frazil's tables do (e.g. through frazil sql): "
+            f"ALTER TABLE {settings.name} SET TBLPROPERTIES ({listed})"
+        )
     return found
 
 

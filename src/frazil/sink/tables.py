@@ -196,6 +196,15 @@ class TableSet:
                 found[name] = target
         return found
 
+    def warn_if_written_otherwise(self, known: dict[str, Target]) -> None:
+        """At a run's start: warn of the pipeline's tables (:meth:`known`) that it writes by
+        key but that were created for appends (copy-on-write; their partitioning was compared
+        when the route first met them, :meth:`adopt`). A one-table pipeline's table is
+        checked as it is opened (:func:`~frazil.sink.table.ensure_table`)."""
+        if self.pipeline.table is None and self.pipeline.defaults.write.merges:
+            for target in known.values():
+                warn_if_laid_out_otherwise(target.table.java, target.settings, spec=False)
+
     def nameable(self) -> dict[str, Target]:
         """Every existing table the route can send records to, whether it holds a marker of
         the pipeline or not (those ``--reset-offsets`` records its marker in)."""

@@ -37,7 +37,7 @@ from frazil.progress.events import (
     Event,
     MaintenanceDone,
 )
-from frazil.progress.start import TableReset, reset_lines
+from frazil.progress.start import TableReset, reset_lines, table_names
 from frazil.transform.check import config_problems
 
 log = logging.getLogger("frazil.run")
@@ -171,7 +171,7 @@ def run(
         if yes:
             return True
         if not sys.stdin.isatty():
-            names = ", ".join(found.table for found in resets)
+            names = table_names([found.table for found in resets])
             raise PipelineError(
                 f"--reset-offsets {reset_offsets} not applied to {names}: they hold data "
                 "(above) and there is no terminal to ask on; nothing was changed. Run again "

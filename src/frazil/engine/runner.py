@@ -31,6 +31,7 @@ from frazil.progress.events import CommitEvent, Event, MaintenanceDone
 from frazil.progress.start import (
     TableReset,
     parse_reset,
+    table_names,
 )
 from frazil.source.admin import JvmKafkaAdmin
 from frazil.source.kafka import (
@@ -322,7 +323,7 @@ def _confirm_reset(
     resets = [found for r in runs for found in r.reset_preview(spec)]
     held = [found for found in resets if found.destructive]
     if held and not confirm(held):
-        names = ", ".join(found.table for found in held)
+        names = table_names([found.table for found in held])
         raise PipelineError(f"--reset-offsets {spec} not applied to {names}: nothing was changed")
 
 

@@ -288,6 +288,15 @@ class TableReset:
         ]
 
 
+def table_names(names: list[str]) -> str:
+    """Table names for a sentence: the first few, then how many more (a route's can be
+    thousands)."""
+    listed = ", ".join(names[:_SHOWN_PARTITIONS])
+    if len(names) > _SHOWN_PARTITIONS:
+        listed += f", … and {len(names) - _SHOWN_PARTITIONS:,} more"
+    return listed
+
+
 def reset_lines(resets: list[TableReset]) -> list[str]:
     """What ``--reset-offsets`` does to these tables, for a person to confirm.
 
@@ -304,10 +313,7 @@ def reset_lines(resets: list[TableReset]) -> list[str]:
         if len(members) == 1:
             lines += first.lines()
             continue
-        names = [m.table for m in members]
-        listed = ", ".join(names[:_SHOWN_PARTITIONS])
-        if len(names) > _SHOWN_PARTITIONS:
-            listed += f", … and {len(names) - _SHOWN_PARTITIONS} more"
+        listed = table_names([m.table for m in members])
         rows = sum(m.rows for m in members)
         held = f"{len(members)} tables ({listed}): {rows:,} rows"
         lines += first._lines(held, "of the pipeline's records")

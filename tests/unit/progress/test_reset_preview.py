@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from frazil.progress.markers import EARLIEST, Marker
-from frazil.progress.start import TableReset, reset_lines
+from frazil.progress.start import TableReset, reset_lines, table_names
 
 
 def _reset(
@@ -81,3 +81,10 @@ def test_a_routed_pipelines_many_tables_are_summed_up() -> None:
     lines = reset_lines(tables)
     assert lines[0].startswith("9 tables (t0, t1, t2, t3, t4, t5, … and 3 more): 9 rows;")
     assert lines[1].endswith("4,500 of the pipeline's records skipped (never written)")
+
+
+def test_table_names_in_a_sentence_stop_after_a_few() -> None:
+    assert table_names(["a", "b"]) == "a, b"
+    assert (
+        table_names([f"t{n}" for n in range(1_006)]) == "t0, t1, t2, t3, t4, t5, … and 1,000 more"
+    )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.batch import StopRequested
+from frazil.engine.kafka_watch import KafkaWatch, outage_error
 from frazil.engine.observers import Observers
 from frazil.engine.pipeline_run import PipelineRun
 from frazil.engine.report import PipelineReport
@@ -363,10 +364,12 @@ def _failed(r: PipelineRun) -> bool:
 
 
 def _wait(runs: list[PipelineRun], *stops: threading.Event) -> None:
+    watches = [KafkaWatch(r.pipeline.name, r.config.kafka.bootstrap_servers) for r in runs]
     while True:
         if any(s.is_set() for s in stops):
             return
-        for r in runs:
+        for r, watch in zip(runs, watches, strict=True):
+            _look(r, watch)
             r.hand_over()
             if _failed(r):
                 # Topics come and go (rotated topics under a pattern aged out by retention, a
@@ -394,6 +397,16 @@ def _wait(runs: list[PipelineRun], *stops: threading.Event) -> None:
             query.awaitTermination(1)
         except Exception:  # the query failed: the loop above decides what to do
             continue
+
+
+def _look(r: PipelineRun, watch: KafkaWatch) -> None:
+    """Give the run's query status to its Kafka watch (a batch waiting on Kafka is said)."""
+    query = r.query
+    try:
+        status = query.status if query is not None and query.isActive else None
+    except Exception:  # the query ended meanwhile: the loop decides what that means
+        status = None
+    watch.look(status)
 
 
 def _stop_all(runs: list[PipelineRun]) -> None:
@@ -434,6 +447,9 @@ def _raise_first_failure(runs: list[PipelineRun]) -> None:
             # The batch's own exception: Spark's says only that the callback raised, the
             # cause a line deep in the Python traceback it quotes.
             raise PipelineFailed(r.pipeline.name, failure) from failure
+        outage = outage_error(r.pipeline.name, r.config.kafka.bootstrap_servers, text)
+        if outage is not None:
+            raise outage
         first = text.strip().splitlines()[0] if text.strip() else repr(exc)
         raise PipelineError(f"pipeline {r.pipeline.name!r} failed: {first}")
 

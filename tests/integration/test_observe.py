@@ -165,7 +165,7 @@ def test_status_from_kafka_and_the_tables_without_spark(
     assert down.lag_records == {topic: None} and down.lag_seconds == {topic: None}
     # The cause: a timeout, or the connection refused, whichever librdkafka reports first.
     (problem,) = down.problems
-    assert problem.startswith("lag unknown: Kafka at 127.0.0.1:1"), problem
+    assert problem.startswith("lag unknown: Kafka does not answer at 127.0.0.1:1"), problem
     assert down.tables[0].records == len(ids)  # the tables' side stands
     path.write_text(yaml.safe_dump(away.model_dump(mode="json", by_alias=True)))
     shown = CliRunner().invoke(app, ["status", "-c", str(path), "-o", "json"])
@@ -176,7 +176,7 @@ def test_status_from_kafka_and_the_tables_without_spark(
     # The lag's own line ("790 records/s" on the throughput line contains "0 records").
     (lag_line,) = [ln for ln in text.output.splitlines() if ln.strip().startswith("lag  ")]
     assert f"{topic}: unknown" in lag_line and "records" not in lag_line, text.output
-    assert "lag unknown: Kafka at 127.0.0.1:1" in " ".join(text.output.split())
+    assert "lag unknown: Kafka does not answer at 127.0.0.1:1" in " ".join(text.output.split())
 
     # A topic misspelt in a pipeline that never committed: named, where it shows no lag and
     # no commit otherwise.
@@ -186,6 +186,41 @@ def test_status_from_kafka_and_the_tables_without_spark(
     (never,) = read_status(config.model_copy(update={"pipelines": [misspelt]}))
     assert never.last_commit_ms is None and never.lag_records == {}
     assert never.problems == [f"topic(s) {topic}-typo do not exist at {kafka_bootstrap}"]
+
+
+def test_status_counts_topics_a_pattern_matched_since_and_partitions_added(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """Partitions the pipeline has not read yet (a new topic its pattern matches, partitions
+    added to a topic) are lag too, all they hold: Spark's source reads them from the start."""
+    from confluent_kafka.admin import NewPartitions
+
+    from frazil.observe.status import read_status
+    from tests.integration.helpers import table_ids
+
+    first, second = f"pst-{unique}.a", f"pst-{unique}.b"
+    table, name = f"db.pst_{unique}", f"pst_{unique}"
+    ids = produce_payments(kafka_bootstrap, first, 100, seed=41, partitions=2)
+    pipeline = payments_pipeline(name, first, table)
+    del pipeline["topics"]
+    config = make_config([{**pipeline, "topic_pattern": f"pst-{unique}\\..*"}])
+    run(config, until_caught_up=True, spark=spark)
+
+    ids += produce_payments(kafka_bootstrap, second, 70, seed=42, partitions=1)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.create_partitions([NewPartitions(first, 3)]).values():
+        future.result(30)
+    ids += produce_payments(kafka_bootstrap, first, 90, seed=43, partitions=3)
+
+    (status,) = read_status(config)
+    assert status.lag_records == {first: 90, second: 70}
+    assert status.problems == []
+
+    run(config, until_caught_up=True, spark=spark)
+    (caught_up,) = read_status(config)
+    assert caught_up.lag_records == {first: 0, second: 0}
+    got = table_ids(spark, table)
+    assert len(got) == len(set(got)) and sorted(got) == sorted(ids)
 
 
 def test_json_logs_one_line_per_commit_and_jvm_lines_in_a_file(

@@ -295,8 +295,9 @@ class MetricsServer:
 
 def kafka_latest(
     admin_conf: dict[str, Any], isolation: str = DEFAULT_ISOLATION_LEVEL
-) -> Callable[[TopicOffsets], TopicOffsets]:
-    """A function reading Kafka's latest offsets with one admin client kept open.
+) -> Callable[..., TopicOffsets]:
+    """A function reading Kafka's latest offsets (or, given ``earliest=True``, the earliest)
+    with one admin client kept open.
 
     Args:
         admin_conf: The librdkafka admin client's settings.
@@ -317,9 +318,12 @@ def kafka_latest(
     level = IsolationLevel[isolation.upper()]
     _NO_SUCH_PARTITION = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION}
 
-    def latest(partitions: TopicOffsets) -> TopicOffsets:
+    def latest(partitions: TopicOffsets, earliest: bool = False) -> TopicOffsets:
+        # ``earliest``: the first offsets Kafka keeps instead (where a new partition is read
+        # from).
+        spec = OffsetSpec.earliest() if earliest else OffsetSpec.latest()  # type: ignore[no-untyped-call]
         asked = {
-            TopicPartition(topic, partition): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+            TopicPartition(topic, partition): spec
             for topic, parts in partitions.items()
             for partition in parts
         }

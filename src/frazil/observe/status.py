@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -284,6 +285,34 @@ def _missing_topics(
     return [f"topic(s) {', '.join(missing)} do not exist at {config.kafka.bootstrap_servers}"]
 
 
+def _with_unread_partitions(
+    config: FrazilConfig,
+    pipeline: PipelineConfig,
+    committed: TopicOffsets,
+    offsets_of: Callable[..., TopicOffsets],
+) -> TopicOffsets:
+    """The committed offsets and Kafka's partitions of the pipeline's topics they do not name
+    yet (a topic its pattern matched since, partitions added), at their earliest offsets:
+    Spark's Kafka source reads a partition it meets from its start, so all such a partition
+    holds is lag.
+
+    Raises:
+        KafkaError: Kafka did not answer.
+    """
+    found = list_partitions(config, pipeline, timeout=5.0)
+    unread = {
+        topic: dict.fromkeys((p for p in parts if p not in committed.get(topic, {})), 0)
+        for topic, parts in found.items()
+    }
+    unread = {topic: parts for topic, parts in unread.items() if parts}
+    if not unread:
+        return committed
+    merged = {topic: dict(parts) for topic, parts in committed.items()}
+    for topic, parts in offsets_of(unread, earliest=True).items():
+        merged.setdefault(topic, {}).update(parts)
+    return merged
+
+
 def _dead_letters(catalog: Any, pipeline: PipelineConfig) -> dict[str, int]:
     if pipeline.errors.dlq_table is None:
         return {}
@@ -325,8 +354,13 @@ def read_status(
         lag_s: dict[str, float | None] = {}
         if committed:
             try:
+                if unreachable:  # met by a pipeline before: not waited for again
+                    raise unreachable[0]
+                committed = _with_unread_partitions(config, pipeline, committed, latest_of)
                 latest = latest_of(committed)
             except Exception as exc:
+                if isinstance(exc, KafkaError) and exc not in unreachable:
+                    unreachable.append(exc)
                 # Unknown, not 0: a lag read as "caught up" while Kafka is away would hide
                 # the very backlog an operator looks for.
                 reason = str(exc) or type(exc).__name__

@@ -182,6 +182,10 @@ def test_tables_names_the_configured_tables_no_run_created_yet(tmp_path: Path) -
         "  db.orders (pipeline 'orders')",
         "  db.orders_dlq (pipeline 'orders')",
     ]
+    # optimize --dry-run says the same, rather than nothing.
+    planned = frazil("optimize", "-c", str(config), "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    assert planned.stdout.splitlines() == result.stdout.splitlines()
     # Scripts get the health of the tables that exist: none.
     shown = frazil("tables", "-c", str(config), "-o", "json")
     assert shown.returncode == 0, shown.stderr

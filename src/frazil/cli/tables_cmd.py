@@ -51,17 +51,23 @@ def tables(
     """Health of every table the config's pipelines write: files, sizes, deletes, snapshots,
     manifests, metadata, last commit and maintenance, and a score with its reasons — read
     from the tables' metadata, without starting Spark where PyIceberg opens the catalog."""
-    from frazil.maintenance.passes import not_created
-
     loaded = load_config(config)
     found = _measured(loaded)
     if output is OutputFormat.json:
         console.print_json(json.dumps([h.to_json() for h in found]))
         return
-    missing = not_created(loaded, {h.table for h in found})
     if found:
         _health_table(found)
-    elif not missing:
+    _say_not_created(loaded, {h.table for h in found})
+
+
+def _say_not_created(loaded: FrazilConfig, found: set[str]) -> None:
+    """Name the config's tables that do not exist yet (none found at all is said too: a
+    command that printed nothing would look as if it had not looked)."""
+    from frazil.maintenance.passes import not_created
+
+    missing = not_created(loaded, found)
+    if not found and not missing:
         console.print(
             "no tables yet: the pipelines name theirs from their records (values or topics)"
         )
@@ -184,6 +190,8 @@ def optimize(
         refs = config_tables(spark, loaded, only=table)
         reports = _pass(spark, loaded, refs, dry_run, output is OutputFormat.text)
     _render(reports, dry_run, output)
+    if output is OutputFormat.text and table is None:
+        _say_not_created(loaded, {r.table for r in reports})
 
 
 def _measured(loaded: FrazilConfig, only: str | None = None) -> list[TableHealth]:

@@ -247,7 +247,7 @@ def test_status_says_whose_throughput_a_stopped_pipeline_shows() -> None:
     from frazil.cli.status_cmd import _view
     from frazil.observe.status import PipelineStatus
 
-    def shown(running: bool) -> str:
+    def shown(running: bool, last_commit_ms: int | None = None) -> str:
         status = PipelineStatus(
             pipeline="orders",
             running=running,
@@ -255,7 +255,7 @@ def test_status_says_whose_throughput_a_stopped_pipeline_shows() -> None:
             lag_seconds={"orders": 0.0},
             records_per_second=3881.0,
             freshness_seconds=12.5,
-            last_commit_ms=None,
+            last_commit_ms=last_commit_ms,
             dead_letters={},
             tables=[],
         )
@@ -267,6 +267,12 @@ def test_status_says_whose_throughput_a_stopped_pipeline_shows() -> None:
     assert "3,881 records/s (recent commits)" in shown(True)
     assert "orders  stopped" in shown(False)
     assert "3,881 records/s (its last run's recent commits)" in shown(False)
+    # Running, but nothing committed for a while (Kafka away, say): the rate is that old.
+    import time
+
+    quiet = int(time.time() * 1000) - 58_000
+    assert "3,881 records/s (recent commits, the last 58s ago)" in shown(True, quiet)
+    assert "(recent commits)" in shown(True, int(time.time() * 1000) - 5_000)
 
 
 def test_an_inline_maintenance_action_is_a_line_saying_what_it_did_or_why_not() -> None:

@@ -16,6 +16,9 @@ from frazil.cli.app import OUTPUT_OPTION, OutputFormat, app, console
 from frazil.config.loader import load_config
 from frazil.errors import ConfigError
 
+#: How long a running pipeline may go without a commit before its rate is said to be old.
+_QUIET_MS = 30_000
+
 
 def _ago(ms: int | None) -> str:
     if ms is None:
@@ -59,6 +62,13 @@ def _view(statuses: list[object]) -> Group:
             grid.add_row("  lag" if i == 0 else "", lag)
         # A stopped pipeline's rate is its last run's, not what it does now.
         over = "recent commits" if s.running else "its last run's recent commits"
+        if (
+            s.running
+            and s.last_commit_ms is not None
+            and time.time() * 1000 - s.last_commit_ms > (_QUIET_MS)
+        ):
+            # A rate that stopped: the commits it was measured over are not now's.
+            over += f", the last {_ago(s.last_commit_ms)}"
         grid.add_row("  throughput", f"{rate} ({over})")
         grid.add_row("  freshness", fresh)
         grid.add_row("  dead letters", escape(dead))

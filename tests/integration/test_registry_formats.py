@@ -604,3 +604,59 @@ def test_dead_letters_of_an_id_registered_later_under_another_subject_replay(
     assert (report.replayed, report.written, report.failed_again) == (1, 1, 0)
     rows = sorted((r["id"], r["amount"]) for r in spark.table(f"lake.{table}").collect())
     assert rows == [("a", 1), ("b", 2)]
+
+
+def test_a_version_that_cannot_read_the_older_ones_never_becomes_the_reader(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    # A version changing a field's type as Avro does not resolve (long to string), which a
+    # registry without compatibility checks lets through: made the reader, every older
+    # producer's records stopped decoding ("truncated or corrupt"). Its records are the dead
+    # letters, with Avro's reason; the older writers' go on, at the start and while running.
+    topic, table, dead = f"unres-{unique}", f"db.unres_{unique}", f"db.unresdead_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    v1 = {**json.loads(V1), "doc": f"v1 {unique}"}
+    fields = [{"name": "id", "type": "string"}, {"name": "amount", "type": "string"}]
+    bad = {**v1, "doc": f"bad {unique}", "fields": fields}
+    v1_id = client.register_schema(f"{topic}-value", Schema(json.dumps(v1), "AVRO"))
+    # First met by its id only (another subject's): the reader is chosen while running.
+    bad_id = client.register_schema(f"elsewhere-{unique}-value", Schema(json.dumps(bad), "AVRO"))
+
+    def good(n: int) -> bytes:
+        return header(v1_id) + avro_bytes(v1, {"id": f"g{n}", "amount": n})
+
+    def wrong(n: int) -> bytes:
+        return header(bad_id) + avro_bytes(bad, {"id": f"b{n}", "amount": f"x{n}"})
+
+    records = [good(0), good(1), wrong(0), good(2), wrong(1), good(3)]
+    _produce(kafka_bootstrap, topic, [(None, v) for v in records], partitions=1)
+    config = make_config(
+        [{"name": f"u_{unique}", "topics": [topic], "table": table, "format": "avro",
+          "errors": {"tolerance": "all", "dlq_table": dead}}],
+        schema_registry={"url": schema_registry_url},
+    )  # fmt: skip
+
+    run(config, until_caught_up=True, spark=spark)
+
+    rows = sorted(tuple(r) for r in spark.table(f"lake.{table}").collect())
+    assert rows == [(f"g{n}", n) for n in range(4)]
+    dead_rows = spark.sql(f"SELECT offset, reason FROM lake.{dead} ORDER BY offset").collect()
+    assert [r["offset"] for r in dead_rows] == [2, 4]
+    reason = dead_rows[0]["reason"]
+    assert reason.startswith(
+        f"written with schema id {bad_id}, which Avro's schema resolution does not read as the "
+        f"reader schema (id {v1_id}): "
+    )
+    assert "/fields/1/type" in reason, reason
+
+    # The version in the topic's subject, its newest: at the start too, not the reader.
+    assert client.register_schema(f"{topic}-value", Schema(json.dumps(bad), "AVRO")) == bad_id
+    _produce(kafka_bootstrap, topic, [(None, good(4)), (None, wrong(2))], partitions=1)
+    run(config, until_caught_up=True, spark=spark)
+    rows = sorted(tuple(r) for r in spark.table(f"lake.{table}").collect())
+    assert rows == [(f"g{n}", n) for n in range(5)]
+    assert [f.dataType.simpleString() for f in spark.table(f"lake.{table}").schema] == [
+        "string",
+        "bigint",
+    ]
+    assert spark.sql(f"SELECT count(*) FROM lake.{dead}").first()[0] == 3

@@ -110,6 +110,11 @@ class AvroDecoder:
     #: Writers met while running whose record is another type than the reader's (another
     #: subject's schema): never the reader; their records are marked with the reason.
     _foreign: dict[int, str] = field(default_factory=dict)
+    #: Writers Avro's resolution does not read as the reader, each with Avro's reason: their
+    #: records are marked (never decoded into garbage or read as corrupt).
+    _unresolved: dict[int, str] = field(default_factory=dict)
+    #: Newer writers passed over as the reader: they cannot read the writers before them.
+    _passed: set[int] = field(default_factory=set)
 
     def version(self) -> object:
         """The known writer ids and the reader: the projection depends on them."""
@@ -145,22 +150,42 @@ class AvroDecoder:
                     "type's schema, which Avro does not resolve against the reader's"
                 )
             learned = True
+        spark = raw.sparkSession
         if self.evolve and not self.scalar:
             # Only forward: the newest writer becomes the reader, whatever it changed (fields
             # added, a type widened, an enum's symbol or a union's branch added: the older
             # reader cannot read its records), with the fields of the reader it dropped kept
-            # (nullable), so that the older writers' records keep their values.
+            # (nullable), so that the older writers' records keep their values. Not a writer
+            # whose schema cannot read those before it (a type changed as Avro does not
+            # resolve, int to string: a version the registry's checks let through): every
+            # older producer's records would stop decoding; its own are marked instead.
             newer = [
-                i for i in self.writers if i > (self.reader_id or -1) and i not in self._foreign
+                i
+                for i in self.writers
+                if i > (self.reader_id or -1) and i not in self._foreign and i not in self._passed
             ]
-            if newer:
-                newest = max(newer)
-                merged = keep_dropped(raw.sparkSession, self.writers[newest].text, self.reader)
+            for candidate in sorted(newer, reverse=True):
+                merged = keep_dropped(spark, self.writers[candidate].text, self.reader)
+                older = [
+                    w.text
+                    for i, w in self.writers.items()
+                    if i < candidate and i not in self._foreign
+                ]
+                if any(unresolved(spark, merged, text) for text in older):
+                    self._passed.add(candidate)
+                    continue
                 if merged != self.reader:
                     self.reader = merged
-                    self.schema, _ = _shape(raw.sparkSession, self.reader, "value")
+                    self.schema, _ = _shape(spark, self.reader, "value")
                     learned = True
-                self.reader_id = newest
+                self.reader_id = candidate
+                break
+        if learned:
+            self._unresolved = {
+                i: why
+                for i, w in self.writers.items()
+                if i not in self._foreign and (why := unresolved(spark, self.reader, w.text))
+            }
         return learned
 
     def decode(self, data: Column) -> Decoded:
@@ -189,6 +214,16 @@ class AvroDecoder:
         for schema_id, writer in sorted(self.writers.items()):
             if schema_id in self._foreign:
                 marked.append((schema_id, self._foreign[schema_id]))
+                continue
+            if schema_id in self._unresolved:
+                marked.append(
+                    (
+                        schema_id,
+                        f"written with schema id {schema_id}, which Avro's schema resolution "
+                        f"does not read as the reader schema (id {self.reader_id}): "
+                        f"{self._unresolved[schema_id]}",
+                    )
+                )
                 continue
             missing = _missing(writer.text, reader_fields)
             if missing and (not self.evolve or schema_id > (self.reader_id or -1)):
@@ -286,6 +321,27 @@ def keep_dropped(spark: SparkSession, newer: str, older: str) -> str:
     return merged
 
 
+def unresolved(spark: SparkSession, reader: str, writer: str) -> str | None:
+    """Why Avro's schema resolution cannot read ``writer``'s records as ``reader`` (Avro's own
+    check, ``SchemaCompatibility``: its first incompatibility and where), or None when it can.
+    Logical types are not looked at (nor by Avro): :func:`~frazil.decode.avro_resolution.bridge`
+    does that."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    parser = jvm.org.apache.avro.Schema.Parser
+    checked = jvm.org.apache.avro.SchemaCompatibility.checkReaderWriterCompatibility(
+        parser().parse(reader), parser().parse(writer)
+    )
+    result = checked.getResult()
+    if str(result.getCompatibility()) == "COMPATIBLE":
+        return None
+    found = result.getIncompatibilities()
+    if found.isEmpty():
+        return str(checked.getDescription())
+    first = found.get(0)
+    return f"{first.getMessage()} (at {first.getLocation()})"
+
+
 def another_record(writer: str, reader: str) -> tuple[str, str] | None:
     """The full names of a writer's and a reader's records when they are different record
     types: Avro's name check of schema resolution (the unqualified names, or an alias of
@@ -351,12 +407,22 @@ def _build(context: BuildContext) -> AvroDecoder:
     writers = {v.schema_id: v for v in versions if v.schema_type == "AVRO"}
     writers[latest.schema_id] = latest
     evolve = pipeline.defaults.schema_evolution == "evolve" and context.part == "value"
-    reader = latest.text
+    reader, reader_id = latest.text, latest.schema_id
+    passed: set[int] = set()
     if evolve:
         # The subject's older versions' fields the newest dropped stay in the reader: their
-        # records (still in the topic) keep those values, as a table's columns stay.
-        for older in sorted(writers.values(), key=lambda w: -w.schema_id):
-            reader = keep_dropped(spark, reader, older.text)
+        # records (still in the topic) keep those values, as a table's columns stay. A
+        # version that cannot read those before it is passed over, as while running
+        # (AvroDecoder.learn).
+        for candidate in sorted(writers, reverse=True):
+            merged = writers[candidate].text
+            for older in sorted((w for i, w in writers.items() if i < candidate), key=_newest):
+                merged = keep_dropped(spark, merged, older.text)
+            if any(unresolved(spark, merged, w.text) for i, w in writers.items() if i < candidate):
+                passed.add(candidate)
+                continue
+            reader, reader_id = merged, candidate
+            break
     schema, scalar = _shape(spark, reader, name)
     return AvroDecoder(
         schema=schema,
@@ -364,9 +430,17 @@ def _build(context: BuildContext) -> AvroDecoder:
         reader=reader,
         registry=registry,
         writers=writers,
-        reader_id=latest.schema_id,
+        reader_id=reader_id,
         evolve=evolve,
+        _unresolved={
+            i: why for i, w in writers.items() if (why := unresolved(spark, reader, w.text))
+        },
+        _passed=passed,
     )
+
+
+def _newest(schema: RegisteredSchema) -> int:
+    return -schema.schema_id
 
 
 def _parse_avro(spark: SparkSession, text: str) -> None:

@@ -16,7 +16,15 @@ import pytest
 import yaml
 from confluent_kafka import Producer
 
-from frazil.decode.variant import EMPTY, NOT_JSON, TRAILING, too_deep, too_large
+from frazil.decode.variant import (
+    EMPTY,
+    LONE_SURROGATE,
+    NOT_JSON,
+    NOT_UTF8,
+    TRAILING,
+    too_deep,
+    too_large,
+)
 from frazil.engine.runner import run
 from frazil.generate.producer import ensure_topic
 from tests.integration.helpers import drain
@@ -64,7 +72,13 @@ _BAD: list[tuple[bytes, str]] = [
     (b"{'single': 'quotes'}", NOT_JSON),
     (b"not json at all", NOT_JSON),
     (b'{"id": NaN}', NOT_JSON),
-    (b"\xff\xfe\x00garbage", NOT_JSON),
+    (b"\xff\xfe\x00garbage", NOT_UTF8),
+    # Bytes Spark's parse would replace, halves it would make "?": never landed changed.
+    (b'{"a": "caf\xe9"}', NOT_UTF8),  # Latin-1
+    (b'{"a": "\xed\xa0\x80"}', NOT_UTF8),  # a surrogate encoded
+    (b'{"\xff": 1}', NOT_UTF8),
+    (b'{"a": "\\ud83d x"}', LONE_SURROGATE),
+    (b'{"a": "\\ude00"}', LONE_SURROGATE),
     (b"", EMPTY),
     (b"  \n ", EMPTY),
     (b'{"a": 1} {"b": 2}', TRAILING),
@@ -98,6 +112,7 @@ def test_any_json_lands_whole_in_a_variant_column(
     good = [json.dumps(v).encode() for v in _good()]
     good.append(_WIRE + b'{"id": "wire", "amount": 1}')  # a wire-format header is skipped
     good.append(b'{"dup": 1, "dup": 2}')  # the last value wins, as from_json reads it
+    good.append(b'{"e": "\\ud83d\\ude00", "s": "\\\\ud83d"}')  # a pair; no escape
     placed = _produce(kafka_bootstrap, topic, [*good, *(v for v, _ in _BAD)])
     reasons = {value: reason for value, reason in _BAD}
     name = f"v_{unique}"

@@ -43,6 +43,16 @@ if TYPE_CHECKING:
 NOT_JSON = "not valid JSON"
 #: Reason of a value with more than whitespace after its first JSON value.
 TRAILING = "not valid JSON: more follows the first value"
+#: Reason of a value whose bytes are not UTF-8 (Spark's parse would replace them).
+NOT_UTF8 = "not valid JSON: not UTF-8 (JSON text is UTF-8, RFC 8259)"
+#: Reason of a value with half a surrogate pair escaped alone (Spark's parse makes it `?`).
+LONE_SURROGATE = "not valid JSON: half a UTF-16 surrogate pair escaped alone, not a character"
+#: An escaped high surrogate without its low half after it, or a low one without its high
+#: half before it (Java's regex; an escaped backslash before ``\u`` is no escape).
+_LONE_SURROGATE = (
+    r"(?i)(?<!\\)\\ud[89ab][0-9a-f]{2}(?!\\ud[c-f][0-9a-f]{2})"
+    r"|(?<!\\ud[89ab][0-9a-f]{2})(?<!\\)\\ud[c-f][0-9a-f]{2}"
+)
 #: What ``JsonDepth`` gives for a value with more after its first JSON value.
 _TRAILING_DEPTH = -1
 #: Characters of a bad value quoted in its error detail (as the JSON decoder quotes).
@@ -111,7 +121,13 @@ class VariantDecoder(FixedShape):
         text = _text(data)
         size = F.octet_length(data)
         depth = json_depth(data)
-        within = (size <= F.lit(self.max_bytes)) & (depth <= F.lit(self.max_depth))
+        # What Spark's parse would not keep as written: bytes that are not UTF-8 (replaced)
+        # and lone surrogate halves (made `?`): dead letters, as the JSON decoder's are.
+        utf8 = F.is_valid_utf8(text)
+        lone = F.coalesce(
+            text.contains("\\u") & F.regexp_like(text, F.lit(_LONE_SURROGATE)), F.lit(False)
+        )
+        within = (size <= F.lit(self.max_bytes)) & (depth <= F.lit(self.max_depth)) & utf8 & ~lone
         # Gated on its input, not by a CASE around it: Spark's optimiser pushes a test of a
         # CASE's result into its branches, where it is no longer the same subexpression.
         parsed = F.try_parse_json(F.when(within, text))
@@ -134,6 +150,8 @@ class VariantDecoder(FixedShape):
             .when(
                 depth > F.lit(self.max_depth), decode_error(F.lit(too_deep(self.max_depth)), detail)
             )
+            .when(~utf8, decode_error(F.lit(NOT_UTF8), detail))
+            .when(lone, decode_error(F.lit(LONE_SURROGATE), detail))
             .when(
                 parsed.isNull(),
                 F.when(

@@ -14,11 +14,16 @@ from frazil.errors import PipelineError, PipelineFailed, TopicRecreated
 PROXY = "An exception was raised by the Python Proxy. Return Message: Traceback ..."
 
 
-def _run(restart: str | None) -> Any:
+#: Nothing listens on port 1 here.
+KAFKA = SimpleNamespace(kafka=SimpleNamespace(bootstrap_servers="127.0.0.1:1"))
+
+
+def _run(restart: str | None, failure: str = PROXY) -> Any:
     return SimpleNamespace(
         pipeline=SimpleNamespace(name="p"),
+        config=KAFKA,
         handler=SimpleNamespace(error=None, failure=None, restart=restart),
-        query=SimpleNamespace(exception=lambda: PROXY),
+        query=SimpleNamespace(exception=lambda: failure),
     )
 
 
@@ -31,6 +36,16 @@ def test_a_table_rolled_back_during_the_last_batch_ends_the_stop_cleanly() -> No
 def test_any_other_failure_of_the_last_batch_is_reported() -> None:
     with pytest.raises(PipelineError, match="pipeline 'p' failed: An exception was raised"):
         _raise_first_failure([_run(None)])
+
+
+def test_a_query_that_gave_up_on_kafka_is_reported_in_frazils_words() -> None:
+    gone = "org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node"
+    with pytest.raises(PipelineError) as failed:
+        _raise_first_failure([_run(None, gone)])
+    assert str(failed.value).startswith(
+        "pipeline 'p' stopped: Kafka did not answer at 127.0.0.1:1 (kafka.bootstrap_servers): "
+        "127.0.0.1:1 refused the connection"
+    )
 
 
 def test_the_batchs_own_exception_is_reported_as_the_cause() -> None:
@@ -75,6 +90,7 @@ def test_a_batch_failing_just_after_the_look_is_restarted_not_reported() -> None
     query.awaitTermination = lambda timeout: None
     run = SimpleNamespace(
         pipeline=SimpleNamespace(name="p"),
+        config=KAFKA,
         handler=handler,
         query=query,
         warming=False,

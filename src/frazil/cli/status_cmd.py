@@ -62,11 +62,8 @@ def _view(statuses: list[object]) -> Group:
             grid.add_row("  lag" if i == 0 else "", lag)
         # A stopped pipeline's rate is its last run's, not what it does now.
         over = "recent commits" if s.running else "its last run's recent commits"
-        if (
-            s.running
-            and s.last_commit_ms is not None
-            and time.time() * 1000 - s.last_commit_ms > (_QUIET_MS)
-        ):
+        quiet_ms = None if s.last_commit_ms is None else time.time() * 1000 - s.last_commit_ms
+        if s.running and quiet_ms is not None and quiet_ms > _QUIET_MS:
             # A rate that stopped: the commits it was measured over are not now's.
             over += f", the last {_ago(s.last_commit_ms)}"
         grid.add_row("  throughput", f"{rate} ({over})")

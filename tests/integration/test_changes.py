@@ -392,6 +392,55 @@ def test_debezium_tombstones_delete_by_a_json_struct_key(
     assert set(_rows(spark, table, "id, email")) == {1, 3}
 
 
+def test_debezium_keys_with_schemas_enable_are_their_payload_in_the_rows_types(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """Keys of Connect's JSON converter with schemas.enable carry their schema: the key
+    column holds the payload in the schema's types (``int32`` an ``int``), and a tombstone
+    deletes its row without widening the ``int`` key column to ``bigint``."""
+    topic, table, name = f"dbzw-{unique}", f"db.dbzw_{unique}", f"zw_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    key_schema = {
+        "type": "struct", "optional": False, "name": "dbserver1.inventory.orders.Key",
+        "fields": [{"field": "order_id", "type": "int32", "optional": False}],
+    }  # fmt: skip
+    row = [
+        {"field": "order_id", "type": "int32", "optional": False},
+        {"field": "qty", "type": "int32", "optional": True},
+    ]
+
+    def key(i: int) -> str:
+        return json.dumps({"schema": key_schema, "payload": {"order_id": i}})
+
+    def event(op: str, before: Any, after: Any) -> dict[str, Any]:
+        return {
+            "schema": _connect_envelope(row),
+            "payload": {"before": before, "after": after, "op": op},
+        }
+
+    events = [(key(i), event("c", None, {"order_id": i, "qty": i})) for i in range(1, 5)]
+    events += [
+        (key(2), event("u", None, {"order_id": 2, "qty": 20})),
+        (key(3), event("d", {"order_id": 3, "qty": 3}, None)),
+        (key(3), None),  # the tombstone after a delete
+        (key(4), None),  # a tombstone alone
+    ]
+    _produce(kafka_bootstrap, topic, [(k, v, 0) for k, v in events])
+    write = {"mode": "cdc", "key": ["order_id"], "debezium": True, "tombstones": "delete"}
+    pipeline = {
+        "name": name, "topics": [topic], "table": table, "trigger": "1s",
+        "key_format": "json", "write": write,
+    }  # fmt: skip
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    schema = spark.table(f"lake.{table}").schema
+    assert [(f.name, f.dataType.simpleString()) for f in schema] == [
+        ("order_id", "int"), ("qty", "int"), ("key", "struct<order_id:int>"),
+    ]  # fmt: skip
+    rows = spark.sql(f"SELECT order_id, qty, key.order_id FROM lake.{table}").collect()
+    assert sorted(tuple(r) for r in rows) == [(1, 1, 1), (2, 20, 2)]
+
+
 #: Debezium's Avro envelope for a table ``inventory.customers`` (as its Avro converter
 #: registers it: Value records in before/after, a Source block, op and ts_ms).
 DEBEZIUM_AVRO = {

@@ -560,8 +560,11 @@ def test_records_of_another_record_types_schema_are_dead_letters_not_new_columns
     assert [f.name for f in spark.table(f"lake.{table}").schema] == ["id", "amount"]
     rows = sorted(tuple(r) for r in spark.table(f"lake.{table}").collect())
     assert rows == [(f"o{n}", n) for n in range(4)]
-    dead_rows = spark.sql(f"SELECT offset, reason FROM lake.{dead} ORDER BY offset").collect()
+    query = f"SELECT offset, reason, detail FROM lake.{dead} ORDER BY offset"
+    dead_rows = spark.sql(query).collect()
     assert [r["offset"] for r in dead_rows] == [3, 4]
+    # The detail is the record as its own schema reads it: what was sent, not its bytes.
+    assert json.loads(dead_rows[1]["detail"]) == {"id": "s1", "carrier": "ups", "weight": 1.5}
     assert dead_rows[0]["reason"] == (
         f"written with schema id {alien_id}, a record 'logistics.Shipment' where the reader "
         f"schema (id {own_id}) is 'shop.Order': another record type's schema, which Avro does "
@@ -660,3 +663,48 @@ def test_a_version_that_cannot_read_the_older_ones_never_becomes_the_reader(
         "bigint",
     ]
     assert spark.sql(f"SELECT count(*) FROM lake.{dead}").first()[0] == 3
+
+
+def test_a_version_adding_a_field_without_a_default_becomes_the_reader_of_all(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    # A producer adds a field without a default (a registry without compatibility checks
+    # lets it through): as Avro reads it, that version cannot read the older records. The
+    # reader is the version with the field nullable (null default), as the table adds it:
+    # every record lands, older ones null there, at the start and while running.
+    topic, table = f"nodef-{unique}", f"db.nodef_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    v1 = {**json.loads(V1), "doc": f"v1 {unique}"}
+    v2 = {
+        **v1,
+        "doc": f"v2 {unique}",
+        "fields": [*v1["fields"], {"name": "currency", "type": "string"}],
+    }
+    v1_id = client.register_schema(f"{topic}-value", Schema(json.dumps(v1), "AVRO"))
+    v2_id = client.register_schema(f"later-{unique}-value", Schema(json.dumps(v2), "AVRO"))
+
+    def old(n: int) -> bytes:
+        return header(v1_id) + avro_bytes(v1, {"id": f"a{n}", "amount": n})
+
+    def new(n: int) -> bytes:
+        return header(v2_id) + avro_bytes(v2, {"id": f"b{n}", "amount": n, "currency": "EUR"})
+
+    _produce(kafka_bootstrap, topic, [(None, v) for v in [old(0), new(0), old(1), new(1)]], 1)
+    config = make_config(
+        [{"name": f"n_{unique}", "topics": [topic], "table": table, "format": "avro"}],
+        schema_registry={"url": schema_registry_url},
+    )  # fmt: skip
+
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    assert report.records_ingested == 4
+    rows = sorted(tuple(r) for r in spark.table(f"lake.{table}").collect())
+    assert rows == [("a0", 0, None), ("a1", 1, None), ("b0", 0, "EUR"), ("b1", 1, "EUR")]
+
+    # Newest in the topic's subject at the start: the reader too, older records read on.
+    assert client.register_schema(f"{topic}-value", Schema(json.dumps(v2), "AVRO")) == v2_id
+    _produce(kafka_bootstrap, topic, [(None, old(2)), (None, new(2))], partitions=1)
+    run(config, until_caught_up=True, spark=spark)
+    rows = sorted(tuple(r) for r in spark.table(f"lake.{table}").collect())
+    assert rows[-2:] == [("b1", 1, "EUR"), ("b2", 2, "EUR")]
+    assert ("a2", 2, None) in rows and len(rows) == 6

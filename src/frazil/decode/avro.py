@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+#: Characters of a marked record's JSON quoted in its error detail.
+_DETAIL_CHARS = 200
 #: Options of every ``from_avro``: a bad record is null (then marked), never an exception;
 #: union members are named by type (``member_int``), not position, so adding a branch to a
 #: union does not move the others.
@@ -273,7 +275,8 @@ class AvroDecoder:
         error = wire.header_errors(data, sorted(self.writers), self.registry.url)
         for schema_id, reason in marked:
             error = error.when(
-                wire.matches(data, schema_id), decode_error(F.lit(reason), F.lit(""))
+                wire.matches(data, schema_id),
+                decode_error(F.lit(reason), _as_written(body, self.writers[schema_id].text)),
             )
         error = error.when(
             _undecoded(value, self.reader, self.scalar),
@@ -291,34 +294,59 @@ class AvroDecoder:
         return self.schema.fields[0].dataType if self.scalar else self.schema
 
 
+def _as_written(body: Column, writer: str) -> Column:
+    """A marked record's detail: the record as its own writer schema reads it, in JSON (the
+    fields it holds say what was sent; its bytes say nothing read as text); evaluated for
+    marked records only."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    decoded = from_avro(body, writer, dict(_OPTIONS))
+    record = _record_fields(writer) is not None
+    text = F.to_json(decoded if record else F.struct(decoded.alias("value")))
+    return F.coalesce(F.substring(text, 1, _DETAIL_CHARS), hex_prefix(body))
+
+
 def keep_dropped(spark: SparkSession, newer: str, older: str) -> str:
-    """``newer`` (a record schema) with the top-level fields of ``older`` it dropped appended,
-    each nullable with a null default: Avro's resolution then reads those fields of the
-    writers that have them, where the newer schema alone would drop their values. ``newer``
-    itself where nothing was dropped, or where the merged schema does not parse (a dropped
-    field's named type defined again).
+    """``newer`` (a record schema) as a reader of ``older``'s records too: the top-level
+    fields of ``older`` it dropped appended, and the fields it added without a default made
+    nullable with a null default (a producer's schema need not say what older records hold;
+    the table adds the column as optional anyway). Avro's resolution then reads the dropped
+    fields of the writers that have them, where the newer schema alone would drop their
+    values, and reads older writers' records, where a field without a default would refuse
+    them. ``newer`` itself where nothing changes, or where the merged schema does not parse
+    (a dropped field's named type defined again).
     """
     new, old = json.loads(newer), json.loads(older)
     if not all(isinstance(s, dict) and s.get("type") == "record" for s in (new, old)):
         return newer
     names = {f["name"] for f in new.get("fields", [])}
+    old_names = {f["name"] for f in old.get("fields", [])}
     dropped = [f for f in old.get("fields", []) if f["name"] not in names]
-    if not dropped:
+    added = [f["name"] for f in new.get("fields", []) if f["name"] not in old_names]
+    undefaulted = {n for n in added if "default" not in _field(new, n)}
+    if not dropped and not undefaulted:
         return newer
-    kept = []
-    for f in dropped:
-        kind = f["type"]
-        branches = kind if isinstance(kind, list) else [kind]
-        union = ["null", *[b for b in branches if b != "null"]]
-        kept.append(
-            {**{k: v for k, v in f.items() if k != "default"}, "type": union, "default": None}
-        )
-    merged = json.dumps({**new, "fields": [*new["fields"], *kept]})
+    fields = [_optional(f) if f["name"] in undefaulted else f for f in new["fields"]]
+    merged = json.dumps({**new, "fields": [*fields, *(_optional(f) for f in dropped)]})
     try:
         _parse_avro(spark, merged)
     except ValueError:
         return newer
     return merged
+
+
+def _field(record: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(f for f in record["fields"] if f["name"] == name)
+
+
+def _optional(field: dict[str, Any]) -> dict[str, Any]:
+    """A record field as a nullable one with a null default (null the union's first branch,
+    as Avro wants of a default)."""
+    kind = field["type"]
+    branches = kind if isinstance(kind, list) else [kind]
+    union = ["null", *[b for b in branches if b != "null"]]
+    return {**{k: v for k, v in field.items() if k != "default"}, "type": union, "default": None}
 
 
 def unresolved(spark: SparkSession, reader: str, writer: str) -> str | None:

@@ -97,7 +97,8 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def _connect_field(spec: dict[str, Any]) -> Semantic:
+def connect_field(spec: dict[str, Any]) -> Semantic:
+    """What a Connect schema ``spec`` (a field's, or a whole key's) says: type, name, scale."""
     params = spec.get("parameters") or {}
     return Semantic(
         type=str(spec.get("type", "")),
@@ -107,11 +108,13 @@ def _connect_field(spec: dict[str, Any]) -> Semantic:
     )
 
 
-def _connect_struct(spec: Any) -> dict[str, Semantic]:
+def connect_struct(spec: Any) -> dict[str, Semantic]:
+    """What a Connect struct schema says of each of its fields, by name; empty if ``spec``
+    is not a struct."""
     if not isinstance(spec, dict) or spec.get("type") != "struct":
         return {}
     return {
-        str(f["field"]): _connect_field(f)
+        str(f["field"]): connect_field(f)
         for f in spec.get("fields") or []
         if isinstance(f, dict) and "field" in f
     }
@@ -186,16 +189,16 @@ def from_connect_schema(schema: Any) -> Semantics:
     """The semantics in a JSON converter's embedded schema (the ``schema`` of a
     ``{"schema", "payload"}`` value) of a Debezium envelope: ``after``'s fields (``before``'s
     where ``after`` lacks one) and ``source``'s."""
-    envelope = _connect_struct(schema)
+    envelope = connect_struct(schema)
     if not isinstance(schema, dict):
         return NONE
     parts = {str(f.get("field")): f for f in schema.get("fields") or [] if isinstance(f, dict)}
     row: dict[str, Semantic] = {}
     for image in ("before", "after"):
-        row.update(_connect_struct(parts.get(image)))
+        row.update(connect_struct(parts.get(image)))
     if not envelope:
         return NONE
-    return Semantics(row, _connect_struct(parts.get("source")))
+    return Semantics(row, connect_struct(parts.get("source")))
 
 
 def from_connect_schemas(schemas: list[Any]) -> Semantics:

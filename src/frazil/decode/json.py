@@ -339,6 +339,14 @@ def _build(context: BuildContext) -> Decoder:
         return variant_rest.TypedRestDecoder(
             schema_from_fields(part.schema_), part.variant, whole, reader
         )
+    if context.part == "key" and part.source() == "inferred" and context.batch_options:
+        from frazil.decode import connect_key
+
+        # Keys of Connect's JSON converter with schemas.enable: the key is the payload.
+        wrapped = connect_key.wrapped_key_schema(_sampled(context, "key"))
+        if wrapped is not None:
+            engine = context.pipeline.value.json_decoder
+            return connect_key.build(wrapped, JsonDecoder, engine=engine)
     connect = None
     if context.pipeline.defaults.write.debezium and context.part == "value":
         connect = _connect_schema(context)
@@ -371,9 +379,16 @@ def _connect_schema(context: BuildContext) -> tuple[Any, bytes] | None:
     None without one."""
     if context.batch_options is None:
         return None
+    return connect_types.connect_schema_of(_sampled(context, "value"))
+
+
+def _sampled(context: BuildContext, column: str) -> list[bytes]:
+    """The first :data:`CONNECT_SAMPLE` non-null ``column`` values (``key``, ``value``) of
+    the topics."""
+    assert context.batch_options is not None
     raw = read_topics(context.spark, context.batch_options)
-    rows = raw.where(raw["value"].isNotNull()).limit(CONNECT_SAMPLE).select("value").collect()
-    return connect_types.connect_schema_of([bytes(row[0]) for row in rows])
+    rows = raw.where(raw[column].isNotNull()).limit(CONNECT_SAMPLE).select(column).collect()
+    return [bytes(row[0]) for row in rows]
 
 
 def _build_decoder(context: BuildContext, connect: Any = None) -> tuple[JsonDecoder, bool]:

@@ -239,7 +239,11 @@ def _not_a_column(pipeline: PipelineConfig, key: str, name: str, batch: Projecti
     )
 
 
-def _mode_step(pipeline: PipelineConfig, key_decoder: Decoder | None = None) -> Step:
+def _mode_step(
+    pipeline: PipelineConfig,
+    key_decoder: Decoder | None = None,
+    chain: TransformChain | None = None,
+) -> Step:
     dead = pipeline.errors.dead_letters
     write = pipeline.defaults.write
     if not write.merges:
@@ -264,6 +268,9 @@ def _mode_step(pipeline: PipelineConfig, key_decoder: Decoder | None = None) -> 
         "tombstones delete by Kafka key" if write.tombstones == "delete" else ("tombstones skipped")
     )
 
+    # The columns after transforms, as the plan was built for them (replanned as they grow).
+    types = {f.name: f.dataType for f in chain.schema.fields} if chain is not None else None
+
     def apply(batch: Projection) -> Projection:
         # Read when the batch is planned: a key decoder's shape may have been learned.
         fields = (
@@ -278,6 +285,7 @@ def _mode_step(pipeline: PipelineConfig, key_decoder: Decoder | None = None) -> 
                 table_keys,
                 c.DECODED_KEY if pipeline.key is not None else None,
                 fields,
+                types,
             )
         except KeyError as exc:
             raise _not_a_column(pipeline, "write: column", exc.args[0], batch) from None
@@ -361,7 +369,7 @@ def build_plan(
         )
     steps += [
         Step("route", route.describe(), lambda batch: route_step(route, pipeline, batch)),
-        _mode_step(pipeline, key_decoder),
+        _mode_step(pipeline, key_decoder, chain),
         Step(
             "prune",
             "keep raw key, value and headers for the dead-letter queue"

@@ -9,6 +9,7 @@ from frazil.config.writes import WriteConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
+    from pyspark.sql.types import DataType
 
 #: Reason of a tombstone sent to the dead-letter queue by an append pipeline.
 TOMBSTONE = "null value (a tombstone): an append table has no row to delete"
@@ -55,6 +56,7 @@ def change_mode(
     table_keys: dict[str, list[str]],
     key_column: str | None = None,
     key_fields: frozenset[str] | None = None,
+    column_types: dict[str, DataType] | None = None,
 ) -> c.Projection:
     """Set each record's operation for ``write.mode`` upsert or cdc, and check its key.
 
@@ -72,6 +74,9 @@ def change_mode(
         key_column: The decoded Kafka key's (internal) column (``key_format``), for
             tombstones.
         key_fields: The decoded key's fields where it is a struct (None: a scalar key).
+        column_types: The batch's columns' types, where known: a tombstone's key is read
+            into its key column's type (an inferred key's ``bigint`` would widen an ``int``
+            column; one that does not fit is null, and the tombstone marked).
 
     Raises:
         KeyError: ``op_field``, a key column or ``key_column`` is not a column of the batch.
@@ -120,9 +125,11 @@ def change_mode(
         kafka_key = batch[key_column]
         keys = sorted({k for ks in [write.key, *table_keys.values()] for k in ks})
         for name in keys:
-            result[name] = F.when(
-                tombstone, _from_key(kafka_key, name, keys, key_fields)
-            ).otherwise(_path(batch, name))
+            from_key = _from_key(kafka_key, name, keys, key_fields)
+            kind = (column_types or {}).get(name)
+            if kind is not None:
+                from_key = from_key.try_cast(kind)
+            result[name] = F.when(tombstone, from_key).otherwise(_path(batch, name))
         tombstone_op: Column = F.lit(c.OP_DELETE)
     else:
         tombstone_op = F.lit(c.OP_SKIP)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -441,6 +442,104 @@ def test_debezium_keys_with_schemas_enable_are_their_payload_in_the_rows_types(
     assert sorted(tuple(r) for r in rows) == [(1, 1, 1), (2, 20, 2)]
 
 
+def test_debezium_json_topics_per_source_table_routed_by_topic_with_their_tombstones(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """Debezium's layout: a topic per source table, each with its own row and key schema
+    (embedded, ``schemas.enable``), one pipeline over them routed by topic. Every table's
+    schema is read at the start (a key column named only by the second table is there), and
+    a tombstone deletes in its own topic's table."""
+    prefix = f"dbzr{unique}.inv"
+    customers, orders = f"{prefix}.customers", f"{prefix}.orders"
+    for topic in (customers, orders):
+        ensure_topic(kafka_bootstrap, topic, partitions=2)
+    decimal = {"name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "2"}}
+    customer_row = [
+        {"field": "id", "type": "int32"},
+        {"field": "email", "type": "string", "optional": True},
+    ]
+    order_row = [
+        {"field": "order_id", "type": "int64"},
+        {"field": "customer", "type": "int32", "optional": True},
+        {"field": "total", "type": "bytes", "optional": True, **decimal},
+    ]
+
+    def key(name: str, kind: str, value: int) -> str:
+        schema = {"type": "struct", "fields": [{"field": name, "type": kind}]}
+        return json.dumps({"schema": schema, "payload": {name: value}})
+
+    def event(row: list[Any], op: str, before: Any, after: Any) -> dict[str, Any]:
+        payload = {"before": before, "after": after, "op": op}
+        return {"schema": _connect_envelope(row), "payload": payload}
+
+    def cents(n: int) -> str:
+        return base64.b64encode(n.to_bytes(4, "big", signed=True)).decode()
+
+    def order(i: int, customer: int, total: int) -> dict[str, Any]:
+        return {"order_id": i, "customer": customer, "total": cents(total)}
+
+    _produce(kafka_bootstrap, customers, [
+        (key("id", "int32", 1), event(customer_row, "c", None, {"id": 1, "email": "a@x"}), 0),
+        (key("id", "int32", 2), event(customer_row, "c", None, {"id": 2, "email": "b@x"}), 1),
+        (key("id", "int32", 2), None, 1),  # a tombstone alone
+        (key("id", "int32", 1), event(customer_row, "u", None, {"id": 1, "email": "a2@x"}), 0),
+    ])  # fmt: skip
+    _produce(kafka_bootstrap, orders, [
+        (key("order_id", "int64", 10), event(order_row, "c", None, order(10, 1, 1234)), 0),
+        (key("order_id", "int64", 11), event(order_row, "c", None, order(11, 2, -5)), 1),
+        (key("order_id", "int64", 12), event(order_row, "c", None, order(12, 2, 7)), 1),
+        (key("order_id", "int64", 11), event(order_row, "d", order(11, 2, -5), None), 1),
+        (key("order_id", "int64", 11), None, 1),  # the tombstone after a delete
+        (key("order_id", "int64", 12), None, 1),
+    ])  # fmt: skip
+    write = {"mode": "cdc", "key": ["id"], "debezium": True, "tombstones": "delete"}
+    tables = f"db.dbzr_{unique}_{{1}}"
+    pipeline = {
+        "name": f"zr_{unique}", "topic_pattern": f"dbzr{unique}\\.inv\\..*", "trigger": "1s",
+        "key_format": "json", "transforms": [{"drop": ["key"]}], "write": write,
+        "route": {"topic": f"dbzr{unique}\\.inv\\.(\\w+)", "table": tables},
+        "tables": {tables.replace("{1}", "orders"): {"write": {"key": ["order_id"]}}},
+    }  # fmt: skip
+
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    def table(name: str) -> tuple[list[tuple[str, str]], list[tuple[Any, ...]]]:
+        frame = spark.table(f"lake.{tables.replace('{1}', name)}")
+        fields = [(f.name, f.dataType.simpleString()) for f in frame.schema]
+        return fields, sorted(tuple(r) for r in frame.collect())
+
+    assert table("customers") == ([("id", "int"), ("email", "string")], [(1, "a2@x")])
+    order_fields = [("order_id", "bigint"), ("customer", "int"), ("total", "decimal(38,2)")]
+    assert table("orders") == (order_fields, [(10, 1, Decimal("12.34"))])
+
+
+def test_inferred_json_over_two_topics_meets_both_shapes_at_the_start(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A schema inferred from the start of every partition of every topic: the second
+    topic's key column, named by its table's key, is known before the first batch."""
+    users, orders = f"infu-{unique}", f"info-{unique}"
+    for topic in (users, orders):
+        ensure_topic(kafka_bootstrap, topic, partitions=2)
+    _produce(
+        kafka_bootstrap, users, [(None, {"user_id": i, "name": f"u{i}"}, i % 2) for i in range(50)]
+    )
+    _produce(kafka_bootstrap, orders, [(None, {"order_id": 7, "qty": q}, 0) for q in (1, 2)])
+    table = f"db.inf_{unique}_{{1}}"
+    pipeline = {
+        "name": f"inf_{unique}", "topics": [users, orders], "trigger": "1s",
+        "write": {"mode": "upsert", "key": ["user_id"]},
+        "route": {"topic": f"inf(\\w)-{unique}", "table": table},
+        "tables": {table.replace("{1}", "o"): {"write": {"key": ["order_id"]}}},
+    }  # fmt: skip
+
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    rows = spark.table(f"lake.{table.replace('{1}', 'o')}").select("order_id", "qty").collect()
+    assert [tuple(r) for r in rows] == [(7, 2)]
+    assert spark.table(f"lake.{table.replace('{1}', 'u')}").count() == 50
+
+
 #: Debezium's Avro envelope for a table ``inventory.customers`` (as its Avro converter
 #: registers it: Value records in before/after, a Source block, op and ts_ms).
 DEBEZIUM_AVRO = {
@@ -823,7 +922,6 @@ _SEMANTIC_AVRO = {
 def test_debezium_semantic_types_from_the_avro_converters_schema(
     spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
 ) -> None:
-    from decimal import Decimal
 
     from tests.integration.registry_helpers import produce_avro
 

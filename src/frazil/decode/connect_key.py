@@ -7,7 +7,8 @@ Connect source's). The key is the payload, in the types its schema states (``int
 ``{"id": 7}``, not the wrapper with its schema, and a tombstone names its row in the types
 the row's own columns have (an inferred ``bigint`` would widen an ``int`` key column).
 
-The schema is read once, from the first sampled key, when the pipeline starts; records are
+The schema is read once, from the keys sampled at the start of each partition, when the
+pipeline starts (a topic per source table: each table's key fields); records are
 decoded in the JVM by :class:`~frazil.decode.json.JsonDecoder` and mapped with Spark SQL
 expressions (:func:`frazil.decode.connect_types.convert`).
 """
@@ -32,21 +33,41 @@ if TYPE_CHECKING:
 SCALAR_FIELD = "key"
 
 
-def wrapped_key_schema(samples: list[bytes]) -> Any | None:
-    """The Connect schema of the first sampled key that parses as JSON, if that key is a
-    ``{"schema", "payload"}`` wrapper whose schema Connect reads; None otherwise (keys
-    written without ``schemas.enable``, or not JSON: decoded as they are)."""
+def wrapped_key_schemas(samples: list[bytes]) -> list[Any]:
+    """The distinct Connect schemas of the sampled keys, in the order met, if the first key
+    that parses as JSON is a ``{"schema", "payload"}`` wrapper whose schema Connect reads (a
+    pipeline over a topic per source table meets one key schema per table); empty otherwise
+    (keys written without ``schemas.enable``, or not JSON: decoded as they are). Keys of
+    another shape after the first are left out."""
+    met: dict[str, Any] = {}
     for data in samples:
         try:
             found = json.loads(data[5:] if data[:1] == b"\x00" else data)
         except ValueError:
             continue
-        if not isinstance(found, dict) or set(found) != {"schema", "payload"}:
-            return None
-        schema = found["schema"]
-        readable = not isinstance(connect_types.read_type(schema), str)
-        return schema if readable else None
-    return None
+        wrapped = isinstance(found, dict) and set(found) == {"schema", "payload"}
+        readable = wrapped and not isinstance(connect_types.read_type(found["schema"]), str)
+        if not readable:
+            if not met:
+                return []
+            continue
+        met.setdefault(json.dumps(found["schema"], sort_keys=True), found["schema"])
+    return list(met.values())
+
+
+def merged_schema(schemas: list[Any]) -> Any:
+    """One Connect schema reading every key of ``schemas``: the first, or for struct keys a
+    struct of every field met, in the order met (the first schema naming a field gives its
+    type), each optional: a topic's key holds only its own table's fields."""
+    first = schemas[0]
+    if not isinstance(first, dict) or first.get("type") != "struct" or len(schemas) == 1:
+        return first
+    fields: dict[str, Any] = {}
+    for schema in schemas:
+        if isinstance(schema, dict) and schema.get("type") == "struct":
+            for f in schema.get("fields") or []:
+                fields.setdefault(f["field"], {**f, "optional": True})
+    return {"type": "struct", "optional": False, "fields": list(fields.values())}
 
 
 def _semantic_type(semantic: Semantic, kind: DataType) -> DataType:
@@ -143,13 +164,14 @@ class ConnectKeyDecoder:
         return Decoded(value=value, error=read.error, fields=columns)
 
 
-def build(connect: Any, reader: type[JsonDecoder], **options: Any) -> ConnectKeyDecoder:
-    """The decoder of keys wrapped with ``connect`` (from :func:`wrapped_key_schema`);
+def build(schemas: list[Any], reader: type[JsonDecoder], **options: Any) -> ConnectKeyDecoder:
+    """The decoder of keys wrapped with ``schemas`` (from :func:`wrapped_key_schemas`);
     ``options`` are the JSON reader's (its engine)."""
     from pyspark.sql.types import StructField, StructType
 
+    connect = merged_schema(schemas)
     payload = connect_types.read_type(connect)
-    assert not isinstance(payload, str), "wrapped_key_schema returns readable schemas only"
+    assert not isinstance(payload, str), "wrapped_key_schemas returns readable schemas only"
     return ConnectKeyDecoder(
         connect, reader(StructType([StructField("payload", payload, True)]), **options)
     )

@@ -216,18 +216,20 @@ def from_connect_schemas(schemas: list[Any]) -> Semantics:
     return Semantics(row, source)
 
 
-def connect_schema_of(values: list[bytes]) -> tuple[Any, bytes] | None:
-    """The embedded Connect schema of the first sampled JSON value that has one (a struct
-    with ``before`` or ``after``), and that value; None if none has. A Schema Registry
-    wire-format header (magic byte 0 and a 4-byte id) is skipped."""
+def connect_schemas_of(values: list[bytes]) -> list[tuple[Any, bytes]]:
+    """The distinct embedded Connect schemas (structs with ``before`` or ``after``) of the
+    sampled JSON values, in the order met, each with the first value that has it; empty if
+    none has. A Schema Registry wire-format header (magic byte 0 and a 4-byte id) is
+    skipped."""
+    met: dict[str, tuple[Any, bytes]] = {}
     for data in values:
         try:
             found = json.loads(data[5:] if data[:1] == b"\x00" else data)
         except ValueError:
             continue
         if isinstance(found, dict) and is_envelope_schema(schema := found.get("schema")):
-            return schema, data
-    return None
+            met.setdefault(json.dumps(schema, sort_keys=True), (schema, data))
+    return list(met.values())
 
 
 def is_envelope_schema(schema: Any) -> bool:

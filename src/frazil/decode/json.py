@@ -34,7 +34,7 @@ from frazil.decode.json_schema import json_schema_to_spark
 from frazil.decode.registry import BuildContext, Decoded, Decoder, Format, register
 from frazil.decode.shapes import in_record_order, merge_fields
 from frazil.errors import ConfigError
-from frazil.source.kafka import read_topics
+from frazil.source.kafka import sample_topics
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -44,8 +44,10 @@ if TYPE_CHECKING:
 _CORRUPT = c.JSON_CORRUPT
 #: Characters of a bad value quoted in its error detail.
 _QUOTED_CHARS = 200
-#: Records sampled for a Debezium envelope's embedded Connect schema (its semantic types).
+#: Records sampled for a Debezium envelope's embedded Connect schema (its semantic types),
+#: and for a wrapped key's: spread over the partitions, at least CONNECT_SAMPLE_EACH from each.
 CONNECT_SAMPLE = 20
+CONNECT_SAMPLE_EACH = 5
 #: Reason of a record holding fields the (inferred) schema does not have yet; the decoder
 #: learns them from the batch (:meth:`JsonDecoder.learn`).
 NEW_FIELDS = "fields not in the schema yet"
@@ -343,55 +345,63 @@ def _build(context: BuildContext) -> Decoder:
         from frazil.decode import connect_key
 
         # Keys of Connect's JSON converter with schemas.enable: the key is the payload.
-        wrapped = connect_key.wrapped_key_schema(_sampled(context, "key"))
-        if wrapped is not None:
+        wrapped = connect_key.wrapped_key_schemas(_sampled(context, "key"))
+        if wrapped:
             engine = context.pipeline.value.json_decoder
             return connect_key.build(wrapped, JsonDecoder, engine=engine)
-    connect = None
+    connect: list[tuple[Any, bytes]] = []
     if context.pipeline.defaults.write.debezium and context.part == "value":
-        connect = _connect_schema(context)
-    decoder, watched = _build_decoder(context, None if connect is None else connect[0])
-    if connect is not None:
-        schema, value = connect
-        decoder.connect_schemas = (json.dumps(schema),)
+        connect = _connect_schemas(context)
+    decoder, watched = _build_decoder(context, [schema for schema, _ in connect])
+    if connect:
+        decoder.connect_schemas = tuple(json.dumps(schema) for schema, _ in connect)
         if watched:
             # Each envelope's embedded schema is checked against those met, hashed as the
             # decoder writes it.
             decoder.watch_schemas = True
-            decoder.known_schemas = frozenset({_digest_of(context.spark, decoder, value)})
+            values = [value for _, value in connect]
+            decoder.known_schemas = _digests_of(context.spark, decoder, values)
     return decoder
 
 
-def _digest_of(spark: SparkSession, decoder: JsonDecoder, value: bytes) -> int:
-    """The hash of ``value``'s embedded schema as ``decoder`` writes it."""
+def _digests_of(spark: SparkSession, decoder: JsonDecoder, values: list[bytes]) -> frozenset[int]:
+    """The hashes of ``values``' embedded schemas as ``decoder`` writes them."""
     from pyspark.sql import functions as F
 
-    one = spark.createDataFrame([(bytearray(value),)], "value binary")
+    rows = spark.createDataFrame([(bytearray(v),) for v in values], "value binary")
     text = decoder.embedded_schema(F.col("value"))
-    row = one.select(F.xxhash64(text)).first()
-    assert row is not None
-    return int(row[0])
+    return frozenset(int(row[0]) for row in rows.select(F.xxhash64(text)).collect())
 
 
-def _connect_schema(context: BuildContext) -> tuple[Any, bytes] | None:
-    """The embedded Connect schema of the first sampled Debezium record that has one (JSON
-    converter with ``schemas.enable=true``), read once at start, and that record's value;
-    None without one."""
+def _connect_schemas(context: BuildContext) -> list[tuple[Any, bytes]]:
+    """The embedded Connect schemas of the sampled Debezium records that have one (JSON
+    converter with ``schemas.enable=true``), read once at start, each with a record's value:
+    one per source table for a pipeline over a topic per table, and the older and newer
+    schema of a table changed within the sample; only those Connect reads. Empty without
+    one."""
+    from frazil.decode.debezium import read_envelope
+
     if context.batch_options is None:
-        return None
-    return connect_types.connect_schema_of(_sampled(context, "value"))
+        return []
+    found = connect_types.connect_schemas_of(_sampled(context, "value"))
+    # One Connect cannot read is not taken in: met again while running, its records are
+    # marked with the reason (JsonDecoder.learn).
+    return [
+        (schema, value) for schema, value in found if not isinstance(read_envelope(schema), str)
+    ]
 
 
 def _sampled(context: BuildContext, column: str) -> list[bytes]:
-    """The first :data:`CONNECT_SAMPLE` non-null ``column`` values (``key``, ``value``) of
-    the topics."""
+    """Non-null ``column`` values (``key``, ``value``) from the start of every partition of
+    the topics: :data:`CONNECT_SAMPLE`, at least :data:`CONNECT_SAMPLE_EACH` from each."""
     assert context.batch_options is not None
-    raw = read_topics(context.spark, context.batch_options)
-    rows = raw.where(raw[column].isNotNull()).limit(CONNECT_SAMPLE).select(column).collect()
-    return [bytes(row[0]) for row in rows]
+    options = context.batch_options
+    return sample_topics(context.spark, options, column, CONNECT_SAMPLE, CONNECT_SAMPLE_EACH)
 
 
-def _build_decoder(context: BuildContext, connect: Any = None) -> tuple[JsonDecoder, bool]:
+def _build_decoder(
+    context: BuildContext, connect: list[Any] | None = None
+) -> tuple[JsonDecoder, bool]:
     """The decoder, and whether it checks each envelope's embedded Connect schema (read by
     it, or a declared row schema's envelope with the schema as text)."""
     pipeline, part = context.pipeline, context.decoding
@@ -411,9 +421,9 @@ def _build_decoder(context: BuildContext, connect: Any = None) -> tuple[JsonDeco
             # The declared fields are the row's: the records are its change events. An
             # embedded Connect schema is still checked: one Connect cannot read marks its
             # record, as the JSON converter would refuse it.
-            schema = envelope_schema(schema, strict=freeze, embedded=connect is not None)
+            schema = envelope_schema(schema, strict=freeze, embedded=bool(connect))
             decoder = JsonDecoder(schema, timestamp_format, strict=freeze, engine=engine)
-            return decoder, connect is not None
+            return decoder, bool(connect)
         return JsonDecoder(schema, timestamp_format, strict=freeze, engine=engine), False
     if schema_file is not None:
         try:
@@ -435,11 +445,14 @@ def _build_decoder(context: BuildContext, connect: Any = None) -> tuple[JsonDeco
     # Inferred: the existing table's shape keeps the decoded columns stable across restarts;
     # fields met later are learned batch by batch (or refused under freeze).
     evolving = context.part == "value" and not freeze
-    if connect is not None:
+    if connect:
         from frazil.decode.debezium import connect_envelope
 
-        # Debezium with its schema embedded: the envelope's shape is stated, not guessed.
-        envelope = connect_envelope(connect)
+        # Debezium with its schema embedded: the envelope's shape is stated, not guessed
+        # (each sampled schema's fields, in the order met).
+        envelope = None
+        for one in filter(None, (connect_envelope(schema) for schema in connect)):
+            envelope = one if envelope is None else merge_fields(envelope, one)
         if envelope is not None:
             return JsonDecoder(envelope, timestamp_format, evolving, freeze, engine=engine), True
     if context.table_schema is not None:

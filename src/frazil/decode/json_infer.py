@@ -13,7 +13,7 @@ from frazil.config.pipeline import PipelineConfig
 from frazil.config.types import to_spark_ddl
 from frazil.decode.shapes import in_record_order
 from frazil.errors import PipelineError
-from frazil.source.kafka import read_topics
+from frazil.source.kafka import sample_topics
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 #: Records sampled to infer a schema.
 INFER_SAMPLE = 1000
+#: Records sampled at least from each partition (a topic per source table: each one's fields).
+SAMPLE_MINIMUM = 20
 
 
 def schema_from_fields(fields: dict[str, str]) -> StructType:
@@ -51,17 +53,15 @@ def json_text(data: Column) -> Column:
 def sample_values(
     spark: SparkSession, batch_options: dict[str, str], sample: int, column: str = "value"
 ) -> list[str]:
-    """The JSON text of up to ``sample`` non-null records at the start of the topics."""
-    from pyspark.sql import functions as F
+    """The JSON text of about ``sample`` non-null records at the start of the topics, taken
+    from every partition (:func:`~frazil.source.kafka.sample_topics`)."""
+    values = sample_topics(spark, batch_options, column, sample, SAMPLE_MINIMUM)
+    return [_text(value) for value in values]
 
-    raw = read_topics(spark, batch_options)
-    return [
-        row[0]
-        for row in raw.select(json_text(F.col(column)))
-        .where(F.col(column).isNotNull())
-        .limit(sample)
-        .collect()
-    ]
+
+def _text(value: bytes) -> str:
+    # As json_text reads a record: without a wire-format header, undecodable bytes replaced.
+    return (value[5:] if value[:1] == b"\x00" else value).decode("utf-8", "replace")
 
 
 def infer_schema(

@@ -177,9 +177,15 @@ class FieldRoute:
 
 @dataclass(frozen=True)
 class TopicNameRoute:
-    """``route: {topic: 'regex', table: 'db.x_{1}'}``: the topic's name picks the table."""
+    """``route: {topic: 'regex', table: 'db.x_{1}'}``: the topic's name picks the table.
+
+    A tombstone has a topic too: with ``tombstones: delete`` it goes to its topic's table
+    (Debezium's topic per source table: the tombstone after a delete, or alone, deletes the
+    row of its key there); otherwise it matches nothing, as in a field's route.
+    """
 
     config: TopicRoute
+    tombstones: bool = False
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -221,7 +227,9 @@ class TopicNameRoute:
         for i in range(1, groups + 1):
             values[str(i)] = sanitize(F.regexp_extract(topic, pattern, i))
         matched = F.when(topic.rlike(pattern), F.array(_fill(cfg.table, values)))
-        return _settle(batch, matched, cfg.default, topic, F.lit("topic"))
+        return _settle(
+            batch, matched, cfg.default, topic, F.lit("topic"), tombstones=self.tombstones
+        )
 
 
 def _describe_field(field: str) -> str:
@@ -264,9 +272,11 @@ def _settle(
     what: Column,
     *,
     unmatched: Column | None = None,
+    tombstones: bool = False,
 ) -> c.Projection:
     """Apply the route's default to records ``matched`` left null (``unmatched``: a cheaper
-    test of that, if the route has one)."""
+    test of that, if the route has one); ``tombstones``: a tombstone keeps the table it
+    matched (never the default), else it goes nowhere."""
     from pyspark.sql import functions as F
 
     result = dict(batch)
@@ -290,7 +300,8 @@ def _settle(
         )
     else:
         tables = F.coalesce(matched, F.array(F.lit(default)))
-    result[c.TABLE] = F.when(tombstone, empty).otherwise(tables)
+    kept = F.coalesce(matched, empty) if tombstones else empty
+    result[c.TABLE] = F.when(tombstone, kept).otherwise(tables)
     return result
 
 
@@ -304,5 +315,5 @@ def build_route(pipeline: PipelineConfig) -> Route:
         assert pipeline.table is not None
         return SingleTableRoute(pipeline.table)
     if isinstance(cfg, TopicRoute):
-        return TopicNameRoute(cfg)
+        return TopicNameRoute(cfg, tombstones=pipeline.defaults.write.tombstones == "delete")
     return FieldRoute(cfg)

@@ -22,7 +22,7 @@ from pyspark.sql.types import (
 from frazil.config.writes import WriteConfig
 from frazil.decode.connect_types import (
     Semantic,
-    connect_schema_of,
+    connect_schemas_of,
     from_avro_schema,
     from_connect_schema,
     spark_type,
@@ -73,13 +73,18 @@ def test_the_embedded_connect_schema_names_the_rows_and_the_sources_fields() -> 
     assert not from_connect_schema({"type": "string"})
 
 
-def test_the_first_sampled_value_with_an_envelope_schema_is_taken() -> None:
+def test_each_sampled_envelope_schema_is_taken_once_in_the_order_met() -> None:
     envelope = json.dumps({"schema": CONNECT, "payload": {}}).encode()
     values = [b"not json", json.dumps({"id": 1}).encode(), b"\x00\x00\x00\x00\x07" + envelope]
-    assert connect_schema_of(values) == (CONNECT, values[2])
-    assert connect_schema_of([envelope]) == (CONNECT, envelope)
+    assert connect_schemas_of(values) == [(CONNECT, values[2])]
+    other = {**CONNECT, "name": "orders.Envelope"}
+    second = json.dumps({"schema": other, "payload": {}}).encode()
+    assert connect_schemas_of([envelope, second, envelope]) == [
+        (CONNECT, envelope),
+        (other, second),
+    ]
     empty = json.dumps({"schema": {"type": "struct", "fields": []}}).encode()
-    assert connect_schema_of([empty]) is None
+    assert connect_schemas_of([empty]) == []
 
 
 #: The Avro converter's schema of the same envelope (connect.name, connect.parameters).

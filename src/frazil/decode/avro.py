@@ -24,7 +24,7 @@ from frazil.decode.avro_resolution import bridge
 from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error, hex_prefix
 from frazil.decode.registry import BuildContext, Decoded, Format, register
-from frazil.decode.schema_registry import RegisteredSchema, SchemaRegistry
+from frazil.decode.schema_registry import RegisteredSchema, SchemaRegistry, SubjectNotFoundError
 from frazil.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -432,6 +432,7 @@ def _build(context: BuildContext) -> AvroDecoder:
         return AvroDecoder(schema=schema, scalar=scalar, reader=text)
     found = wire.subject_schemas(context, "AVRO", "Avro", all_versions=True)
     registry, versions, latest = found.registry, found.versions, found.latest
+    _check_one_record_type(context, registry, found.subject, latest)
     writers = {v.schema_id: v for v in versions if v.schema_type == "AVRO"}
     writers[latest.schema_id] = latest
     evolve = pipeline.defaults.schema_evolution == "evolve" and context.part == "value"
@@ -465,6 +466,47 @@ def _build(context: BuildContext) -> AvroDecoder:
         },
         _passed=passed,
     )
+
+
+def _check_one_record_type(
+    context: BuildContext, registry: SchemaRegistry, subject: str, latest: RegisteredSchema
+) -> None:
+    """A pipeline over several topics reads them with its first topic's subject: another
+    topic whose own subject (``<topic>-value``) holds another record type (Debezium's topic
+    per source table, each with its own ``Envelope``) would only fail or be dead-lettered,
+    record by record. Said at the start instead, with what to do.
+
+    Raises:
+        ConfigError: Another topic's subject holds another record type.
+    """
+    topics = context.pipeline.topics or []
+    if context.decoding.subject is not None or len(topics) < 2:
+        return
+    mine = _full_name(latest.text)
+    if mine is None:
+        return
+    for topic in topics[1:]:
+        other = context.decoding.subject_name([topic])
+        assert other is not None
+        try:
+            theirs = _full_name(registry.latest(other).text)
+        except SubjectNotFoundError:
+            continue
+        if theirs is not None and theirs != mine:
+            raise ConfigError(
+                f"{context.config_key('subject')}: topics {topics[0]!r} and {topic!r} hold "
+                f"different Avro record types (subject {subject!r}: '{mine}', {other!r}: "
+                f"'{theirs}'), and a pipeline reads its topics with one record type: give "
+                "each topic a pipeline of its own (one config holds many), or set subject: to "
+                "a schema that reads them all"
+            )
+
+
+def _full_name(text: str) -> str | None:
+    parsed = json.loads(text)
+    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+        return None
+    return _names(parsed)[0]
 
 
 def _newest(schema: RegisteredSchema) -> int:

@@ -626,6 +626,80 @@ def test_debezium_avro_through_the_registry(
     assert [(r[0], r[1], r[2]) for r in dead] == [(5, "mode", "t")]
 
 
+def test_debezium_avro_topics_per_source_table_routed_by_topic(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    """Debezium's Avro converter: an Envelope per source table, each under its topic's own
+    subject. One pipeline over the topics, routed by topic, reads each record with its own
+    record type's schemas; each table gets its own columns and rows, and a new version of
+    one table's schema evolves that table only."""
+    from tests.integration.registry_helpers import produce_avro
+
+    customers, orders = f"dbzav_{unique}.inv.customers", f"dbzav_{unique}.inv.orders"
+
+    def envelope(table: str, fields: list[dict[str, Any]]) -> str:
+        row = {"type": "record", "name": "Value", "fields": fields}
+        return json.dumps({
+            "type": "record", "name": "Envelope", "namespace": f"dbserver1.inventory.{table}",
+            "fields": [
+                {"name": "before", "type": ["null", row], "default": None},
+                {"name": "after", "type": ["null", "Value"], "default": None},
+                {"name": "op", "type": "string"},
+            ],
+        })  # fmt: skip
+
+    def event(op: str, before: Any, after: Any) -> dict[str, Any]:
+        return {"before": before, "after": after, "op": op}
+
+    customer_fields = [{"name": "id", "type": "int"}, {"name": "email", "type": "string"}]
+    order_fields = [{"name": "order_id", "type": "long"}, {"name": "qty", "type": "int"}]
+    url = schema_registry_url
+    produce_avro(kafka_bootstrap, url, customers, envelope("customers", customer_fields), [
+        event("c", None, {"id": 1, "email": "a@x"}),
+        event("c", None, {"id": 2, "email": "b@x"}),
+        event("u", {"id": 1, "email": "a@x"}, {"id": 1, "email": "a2@x"}),
+    ], partitions=2)  # fmt: skip
+    produce_avro(kafka_bootstrap, url, orders, envelope("orders", order_fields), [
+        event("c", None, {"order_id": 10, "qty": 1}),
+        event("c", None, {"order_id": 11, "qty": 2}),
+        event("d", {"order_id": 11, "qty": 2}, None),
+    ])  # fmt: skip
+    tables = f"db.dbzav_{unique}_{{1}}"
+    pipeline = {
+        "name": f"zav_{unique}", "topics": [customers, orders], "format": "avro",
+        "trigger": "1s", "write": {"mode": "cdc", "key": ["id"], "debezium": True},
+        "route": {"topic": f"dbzav_{unique}\\.inv\\.(\\w+)", "table": tables},
+        "tables": {tables.replace("{1}", "orders"): {"write": {"key": ["order_id"]}}},
+    }  # fmt: skip
+    config = make_config([pipeline], schema_registry={"url": url})
+
+    run(config, until_caught_up=True, spark=spark)
+
+    def table(name: str) -> tuple[list[tuple[str, str]], list[tuple[Any, ...]]]:
+        frame = spark.table(f"lake.{tables.replace('{1}', name)}")
+        fields = [(f.name, f.dataType.simpleString()) for f in frame.schema]
+        return fields, sorted(tuple(r) for r in frame.collect())
+
+    assert table("customers") == ([("id", "int"), ("email", "string")], [(1, "a2@x"), (2, "b@x")])
+    assert table("orders") == ([("order_id", "bigint"), ("qty", "int")], [(10, 1)])
+
+    # Orders gain a column at the source: its new version becomes orders' reader only.
+    grown = [*order_fields, {"name": "note", "type": ["null", "string"], "default": None}]
+    produce_avro(kafka_bootstrap, url, orders, envelope("orders", grown), [
+        event("c", None, {"order_id": 12, "qty": 3, "note": "gift"}),
+    ])  # fmt: skip
+    produce_avro(kafka_bootstrap, url, customers, envelope("customers", customer_fields), [
+        event("d", {"id": 2, "email": "b@x"}, None),
+    ])  # fmt: skip
+    run(config, until_caught_up=True, spark=spark)
+
+    assert table("customers") == ([("id", "int"), ("email", "string")], [(1, "a2@x")])
+    assert table("orders") == (
+        [("order_id", "bigint"), ("qty", "int"), ("note", "string")],
+        [(10, 1, None), (12, 3, "gift")],
+    )
+
+
 def test_routed_tables_each_with_their_own_key_and_format_version_3(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:

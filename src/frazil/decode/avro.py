@@ -23,7 +23,7 @@ from frazil.decode import connect_types, wire
 from frazil.decode.avro_resolution import bridge
 from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error, hex_prefix
-from frazil.decode.registry import BuildContext, Decoded, Format, register
+from frazil.decode.registry import BuildContext, Decoded, Decoder, Format, register
 from frazil.decode.schema_registry import RegisteredSchema, SchemaRegistry, SubjectNotFoundError
 from frazil.errors import ConfigError
 
@@ -121,6 +121,10 @@ class AvroDecoder:
     def version(self) -> object:
         """The known writer ids and the reader: the projection depends on them."""
         return (tuple(sorted(self.writers)), self.reader_id)
+
+    def owned(self) -> list[int]:
+        """The writer ids of the reader's record type (not another's met while running)."""
+        return sorted(i for i in self.writers if i not in self._foreign)
 
     def semantics(self) -> Semantics:
         """The reader schema's ``connect.name`` (and ``connect.parameters``) properties, as
@@ -415,8 +419,8 @@ def _shape(spark: SparkSession, reader: str, name: str) -> tuple[StructType, boo
     return StructType([StructField(name, spark_type, True)]), True
 
 
-def _build(context: BuildContext) -> AvroDecoder:
-    spark, pipeline = context.spark, context.pipeline
+def _build(context: BuildContext) -> Decoder:
+    spark = context.spark
     name = context.decoding.column
     schema_file = context.decoding.schema_file
     if schema_file is not None:
@@ -431,8 +435,19 @@ def _build(context: BuildContext) -> AvroDecoder:
         schema, scalar = _shape(spark, text, name)
         return AvroDecoder(schema=schema, scalar=scalar, reader=text)
     found = wire.subject_schemas(context, "AVRO", "Avro", all_versions=True)
+    others = _other_record_types(context, found)
+    if not others:
+        return _registry_decoder(context, found)
+    from frazil.decode.avro_topics import AvroTopicsDecoder
+
+    return AvroTopicsDecoder([_registry_decoder(context, f) for f in (found, *others)])
+
+
+def _registry_decoder(context: BuildContext, found: wire.SubjectSchemas) -> AvroDecoder:
+    """The decoder of one subject's record type: its versions the writers, the newest that
+    reads all before it the reader (under ``evolve``, with the fields they dropped)."""
+    spark, pipeline = context.spark, context.pipeline
     registry, versions, latest = found.registry, found.versions, found.latest
-    _check_one_record_type(context, registry, found.subject, latest)
     writers = {v.schema_id: v for v in versions if v.schema_type == "AVRO"}
     writers[latest.schema_id] = latest
     evolve = pipeline.defaults.schema_evolution == "evolve" and context.part == "value"
@@ -452,7 +467,7 @@ def _build(context: BuildContext) -> AvroDecoder:
                 continue
             reader, reader_id = merged, candidate
             break
-    schema, scalar = _shape(spark, reader, name)
+    schema, scalar = _shape(spark, reader, context.decoding.column)
     return AvroDecoder(
         schema=schema,
         scalar=scalar,
@@ -468,38 +483,50 @@ def _build(context: BuildContext) -> AvroDecoder:
     )
 
 
-def _check_one_record_type(
-    context: BuildContext, registry: SchemaRegistry, subject: str, latest: RegisteredSchema
-) -> None:
-    """A pipeline over several topics reads them with its first topic's subject: another
-    topic whose own subject (``<topic>-value``) holds another record type (Debezium's topic
-    per source table, each with its own ``Envelope``) would only fail or be dead-lettered,
-    record by record. Said at the start instead, with what to do.
+def _other_record_types(
+    context: BuildContext, first: wire.SubjectSchemas
+) -> list[wire.SubjectSchemas]:
+    """The subjects of the pipeline's other topics (``<topic>-value``, ``<topic>-key``) that
+    hold record types other than ``first``'s and than each other's, in topic order: each
+    read by a decoder of its own (Debezium's Avro ``Envelope`` per source table). Only for a
+    routed pipeline over listed topics without ``subject:``.
 
     Raises:
-        ConfigError: Another topic's subject holds another record type.
+        ConfigError: Such topics for a single table (one table, one record type).
     """
     topics = context.pipeline.topics or []
     if context.decoding.subject is not None or len(topics) < 2:
-        return
-    mine = _full_name(latest.text)
-    if mine is None:
-        return
+        return []
+    names = {_full_name(first.latest.text)}
+    if None in names:
+        return []
+    found: list[wire.SubjectSchemas] = []
     for topic in topics[1:]:
-        other = context.decoding.subject_name([topic])
-        assert other is not None
+        subject = context.decoding.subject_name([topic])
+        assert subject is not None
         try:
-            theirs = _full_name(registry.latest(other).text)
+            theirs = first.registry.latest(subject)
         except SubjectNotFoundError:
             continue
-        if theirs is not None and theirs != mine:
+        name = _full_name(theirs.text)
+        if name is None or name in names:
+            continue
+        if context.pipeline.route is None:
             raise ConfigError(
                 f"{context.config_key('subject')}: topics {topics[0]!r} and {topic!r} hold "
-                f"different Avro record types (subject {subject!r}: '{mine}', {other!r}: "
-                f"'{theirs}'), and a pipeline reads its topics with one record type: give "
-                "each topic a pipeline of its own (one config holds many), or set subject: to "
-                "a schema that reads them all"
+                f"different Avro record types (subject {first.subject!r}: "
+                f"'{_full_name(first.latest.text)}', {subject!r}: '{name}'), and one table "
+                "holds one record type: route the topics to tables of their own (route: "
+                "{topic: ...}), give each topic a pipeline, or set subject: to a schema "
+                "that reads them all"
             )
+        names.add(name)
+        found.append(
+            wire.subject_schemas(
+                context, "AVRO", "Avro", all_versions=True, subject=subject, registry=first.registry
+            )
+        )
+    return found
 
 
 def _full_name(text: str) -> str | None:

@@ -1,6 +1,7 @@
-"""Decoded shapes as they grow: fields learned from later records merged into a schema, and
-inferred fields put in the order the records hold them. Shared by the decoders that learn
-(JSON's inference, Protobuf's newer writers)."""
+"""Decoded shapes as they grow: fields learned from later records merged into a schema,
+inferred fields put in the order the records hold them, and a value of one shape read as
+another (:func:`conform`). Shared by the decoders that learn (JSON's inference, Protobuf's
+newer writers), the decoder of several Avro record types and the tables' writes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pyspark.sql import Column
     from pyspark.sql.types import DataType, StructType
 
 
@@ -117,3 +119,32 @@ def _reorder(data_type: DataType, order: _Order) -> DataType:
             for f in fields
         ]
     )
+
+
+def conform(column: Column, batch: DataType, table: DataType) -> Column:
+    """``column`` (of ``batch`` type) in the table's shape: nested fields by name, in the
+    table's order, null where the batch has none; safe casts for narrower primitives."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if batch == table:
+        return column
+    if isinstance(batch, StructType) and isinstance(table, StructType):
+        lowered = {f.name.lower(): f for f in batch.fields}
+        parts = []
+        for f in table.fields:
+            source = lowered.get(f.name.lower())
+            if source is None:
+                parts.append(F.lit(None).cast(f.dataType).alias(f.name))
+            else:
+                parts.append(
+                    conform(column.getField(source.name), source.dataType, f.dataType).alias(f.name)
+                )
+        return F.when(column.isNotNull(), F.struct(*parts))
+    if isinstance(batch, ArrayType) and isinstance(table, ArrayType):
+        element_batch, element_table = batch.elementType, table.elementType
+        return F.transform(column, lambda e: conform(e, element_batch, element_table))
+    if isinstance(batch, MapType) and isinstance(table, MapType):
+        value_batch, value_table = batch.valueType, table.valueType
+        return F.transform_values(column, lambda _, v: conform(v, value_batch, value_table))
+    return column.cast(table)

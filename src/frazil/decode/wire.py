@@ -105,7 +105,13 @@ class SubjectSchemas:
 
 
 def subject_schemas(
-    context: BuildContext, schema_type: str, what: str, *, all_versions: bool = False
+    context: BuildContext,
+    schema_type: str,
+    what: str,
+    *,
+    all_versions: bool = False,
+    subject: str | None = None,
+    registry: SchemaRegistry | None = None,
 ) -> SubjectSchemas:
     """The registry schemas of the context's part (value or key subject).
 
@@ -114,6 +120,8 @@ def subject_schemas(
         schema_type: The registry's type the format needs (``AVRO``, ``PROTOBUF``, ``JSON``).
         what: The format's name for messages (``Avro``, ``a JSON Schema`` …).
         all_versions: Also fetch every version of the subject (writer schemas to prefetch).
+        subject: The subject, where not the part's own (another topic's).
+        registry: The client to ask, where one is open already.
 
     Raises:
         ConfigError: No subject can be named, or it holds another type of schema.
@@ -122,8 +130,8 @@ def subject_schemas(
     """
     assert context.config.schema_registry is not None
     pipeline = context.pipeline
-    registry = SchemaRegistry(context.config.schema_registry)
-    subject = context.decoding.subject_name(pipeline.topics)
+    registry = registry or SchemaRegistry(context.config.schema_registry)
+    subject = subject or context.decoding.subject_name(pipeline.topics)
     if subject is None:
         raise ConfigError(
             f"{context.config_key('subject')}: a topic_pattern pipeline names its registry subject"

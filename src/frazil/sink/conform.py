@@ -13,40 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
+from frazil.decode.shapes import conform
 from frazil.sink.evolution import Diff, TableView
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
-    from pyspark.sql.types import DataType, StructField, StructType
-
-
-def conform(column: Column, batch: DataType, table: DataType) -> Column:
-    """``column`` (of ``batch`` type) in the table's shape: nested fields by name, in the
-    table's order, null where the batch has none; safe casts for narrower primitives."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, MapType, StructType
-
-    if batch == table:
-        return column
-    if isinstance(batch, StructType) and isinstance(table, StructType):
-        lowered = {f.name.lower(): f for f in batch.fields}
-        parts = []
-        for f in table.fields:
-            source = lowered.get(f.name.lower())
-            if source is None:
-                parts.append(F.lit(None).cast(f.dataType).alias(f.name))
-            else:
-                parts.append(
-                    conform(column.getField(source.name), source.dataType, f.dataType).alias(f.name)
-                )
-        return F.when(column.isNotNull(), F.struct(*parts))
-    if isinstance(batch, ArrayType) and isinstance(table, ArrayType):
-        element_batch, element_table = batch.elementType, table.elementType
-        return F.transform(column, lambda e: conform(e, element_batch, element_table))
-    if isinstance(batch, MapType) and isinstance(table, MapType):
-        value_batch, value_table = batch.valueType, table.valueType
-        return F.transform_values(column, lambda _, v: conform(v, value_batch, value_table))
-    return column.cast(table)
+    from pyspark.sql.types import StructField, StructType
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,8 @@ def wrapped_key_schemas(samples: list[bytes]) -> list[Any]:
     another shape after the first are left out."""
     met: dict[str, Any] = {}
     for data in samples:
-        try:
-            found = json.loads(data[5:] if data[:1] == b"\x00" else data)
-        except ValueError:
+        found = connect_types.sampled_json(data)
+        if found is connect_types.NOT_JSON:
             continue
         wrapped = isinstance(found, dict) and set(found) == {"schema", "payload"}
         readable = wrapped and not isinstance(connect_types.read_type(found["schema"]), str)

@@ -216,6 +216,19 @@ def from_connect_schemas(schemas: list[Any]) -> Semantics:
     return Semantics(row, source)
 
 
+#: What :func:`sampled_json` gives for a value that is not JSON.
+NOT_JSON = object()
+
+
+def sampled_json(data: bytes) -> Any:
+    """A sampled value's JSON document (a Schema Registry wire-format header skipped), or
+    :data:`NOT_JSON`."""
+    try:
+        return json.loads(data[5:] if data[:1] == b"\x00" else data)
+    except ValueError:
+        return NOT_JSON
+
+
 def connect_schemas_of(values: list[bytes]) -> list[tuple[Any, bytes]]:
     """The distinct embedded Connect schemas (structs with ``before`` or ``after``) of the
     sampled JSON values, in the order met, each with the first value that has it; empty if
@@ -223,10 +236,7 @@ def connect_schemas_of(values: list[bytes]) -> list[tuple[Any, bytes]]:
     skipped."""
     met: dict[str, tuple[Any, bytes]] = {}
     for data in values:
-        try:
-            found = json.loads(data[5:] if data[:1] == b"\x00" else data)
-        except ValueError:
-            continue
+        found = sampled_json(data)
         if isinstance(found, dict) and is_envelope_schema(schema := found.get("schema")):
             met.setdefault(json.dumps(schema, sort_keys=True), (schema, data))
     return list(met.values())

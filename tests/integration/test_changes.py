@@ -626,6 +626,23 @@ def test_debezium_avro_through_the_registry(
     assert [(r[0], r[1], r[2]) for r in dead] == [(5, "mode", "t")]
 
 
+def _envelope(table: str, fields: list[dict[str, Any]]) -> str:
+    """Debezium's Avro value schema of a source table: an ``Envelope`` in its namespace."""
+    row = {"type": "record", "name": "Value", "fields": fields}
+    return json.dumps({
+        "type": "record", "name": "Envelope", "namespace": f"dbserver1.inventory.{table}",
+        "fields": [
+            {"name": "before", "type": ["null", row], "default": None},
+            {"name": "after", "type": ["null", "Value"], "default": None},
+            {"name": "op", "type": "string"},
+        ],
+    })  # fmt: skip
+
+
+def _event(op: str, before: Any, after: Any) -> dict[str, Any]:
+    return {"before": before, "after": after, "op": op}
+
+
 def test_debezium_avro_topics_per_source_table_routed_by_topic(
     spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
 ) -> None:
@@ -637,32 +654,18 @@ def test_debezium_avro_topics_per_source_table_routed_by_topic(
 
     customers, orders = f"dbzav_{unique}.inv.customers", f"dbzav_{unique}.inv.orders"
 
-    def envelope(table: str, fields: list[dict[str, Any]]) -> str:
-        row = {"type": "record", "name": "Value", "fields": fields}
-        return json.dumps({
-            "type": "record", "name": "Envelope", "namespace": f"dbserver1.inventory.{table}",
-            "fields": [
-                {"name": "before", "type": ["null", row], "default": None},
-                {"name": "after", "type": ["null", "Value"], "default": None},
-                {"name": "op", "type": "string"},
-            ],
-        })  # fmt: skip
-
-    def event(op: str, before: Any, after: Any) -> dict[str, Any]:
-        return {"before": before, "after": after, "op": op}
-
     customer_fields = [{"name": "id", "type": "int"}, {"name": "email", "type": "string"}]
     order_fields = [{"name": "order_id", "type": "long"}, {"name": "qty", "type": "int"}]
     url = schema_registry_url
-    produce_avro(kafka_bootstrap, url, customers, envelope("customers", customer_fields), [
-        event("c", None, {"id": 1, "email": "a@x"}),
-        event("c", None, {"id": 2, "email": "b@x"}),
-        event("u", {"id": 1, "email": "a@x"}, {"id": 1, "email": "a2@x"}),
+    produce_avro(kafka_bootstrap, url, customers, _envelope("customers", customer_fields), [
+        _event("c", None, {"id": 1, "email": "a@x"}),
+        _event("c", None, {"id": 2, "email": "b@x"}),
+        _event("u", {"id": 1, "email": "a@x"}, {"id": 1, "email": "a2@x"}),
     ], partitions=2)  # fmt: skip
-    produce_avro(kafka_bootstrap, url, orders, envelope("orders", order_fields), [
-        event("c", None, {"order_id": 10, "qty": 1}),
-        event("c", None, {"order_id": 11, "qty": 2}),
-        event("d", {"order_id": 11, "qty": 2}, None),
+    produce_avro(kafka_bootstrap, url, orders, _envelope("orders", order_fields), [
+        _event("c", None, {"order_id": 10, "qty": 1}),
+        _event("c", None, {"order_id": 11, "qty": 2}),
+        _event("d", {"order_id": 11, "qty": 2}, None),
     ])  # fmt: skip
     tables = f"db.dbzav_{unique}_{{1}}"
     pipeline = {
@@ -685,11 +688,11 @@ def test_debezium_avro_topics_per_source_table_routed_by_topic(
 
     # Orders gain a column at the source: its new version becomes orders' reader only.
     grown = [*order_fields, {"name": "note", "type": ["null", "string"], "default": None}]
-    produce_avro(kafka_bootstrap, url, orders, envelope("orders", grown), [
-        event("c", None, {"order_id": 12, "qty": 3, "note": "gift"}),
+    produce_avro(kafka_bootstrap, url, orders, _envelope("orders", grown), [
+        _event("c", None, {"order_id": 12, "qty": 3, "note": "gift"}),
     ])  # fmt: skip
-    produce_avro(kafka_bootstrap, url, customers, envelope("customers", customer_fields), [
-        event("d", {"id": 2, "email": "b@x"}, None),
+    produce_avro(kafka_bootstrap, url, customers, _envelope("customers", customer_fields), [
+        _event("d", {"id": 2, "email": "b@x"}, None),
     ])  # fmt: skip
     run(config, until_caught_up=True, spark=spark)
 
@@ -697,6 +700,65 @@ def test_debezium_avro_topics_per_source_table_routed_by_topic(
     assert table("orders") == (
         [("order_id", "bigint"), ("qty", "int"), ("note", "string")],
         [(10, 1, None), (12, 3, "gift")],
+    )
+
+
+def test_debezium_avro_source_table_added_later_gets_its_own_table(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    """A routed pipeline over a topic pattern, its subject the first table's: a source table
+    added later (a new topic, a new subject, another record type) is read with its own
+    schema when its records come, and gets its own table; nothing is marked."""
+    from tests.integration.registry_helpers import produce_avro
+
+    customers, shipments = f"dbzgr_{unique}.inv.customers", f"dbzgr_{unique}.inv.shipments"
+
+    customer_fields = [{"name": "id", "type": "int"}, {"name": "email", "type": "string"}]
+    url = schema_registry_url
+    produce_avro(kafka_bootstrap, url, customers, _envelope("customers", customer_fields), [
+        _event("c", None, {"id": 1, "email": "a@x"}),
+        _event("c", None, {"id": 2, "email": "b@x"}),
+    ])  # fmt: skip
+    tables = f"db.dbzgr_{unique}_{{1}}"
+    pipeline = {
+        "name": f"zgr_{unique}", "topic_pattern": f"dbzgr_{unique}\\.inv\\..*",
+        "format": "avro", "subject": f"{customers}-value", "trigger": "1s",
+        "write": {"mode": "cdc", "key": ["id"], "debezium": True},
+        "route": {"topic": f"dbzgr_{unique}\\.inv\\.(\\w+)", "table": tables},
+        "tables": {tables.replace("{1}", "shipments"): {"write": {"key": ["shipment_id"]}}},
+    }  # fmt: skip
+    config = make_config([pipeline], schema_registry={"url": url})
+    run(config, until_caught_up=True, spark=spark)
+
+    shipment_fields = [
+        {"name": "shipment_id", "type": "long"},
+        {"name": "carrier", "type": ["null", "string"], "default": None},
+    ]
+    produce_avro(kafka_bootstrap, url, shipments, _envelope("shipments", shipment_fields), [
+        _event("c", None, {"shipment_id": 7, "carrier": "ups"}),
+        _event("c", None, {"shipment_id": 8, "carrier": None}),
+        _event("u", {"shipment_id": 7, "carrier": "ups"}, {"shipment_id": 7, "carrier": "dhl"}),
+        _event("d", {"shipment_id": 8, "carrier": None}, None),
+    ], partitions=2)  # fmt: skip
+    # Its second version, in the same run: the newest reads both (schema_evolution: evolve).
+    weighed = [*shipment_fields, {"name": "kg", "type": ["null", "double"], "default": None}]
+    produce_avro(kafka_bootstrap, url, shipments, _envelope("shipments", weighed), [
+        _event("c", None, {"shipment_id": 9, "carrier": "ups", "kg": 2.5}),
+    ])  # fmt: skip
+    produce_avro(kafka_bootstrap, url, customers, _envelope("customers", customer_fields), [
+        _event("d", {"id": 1, "email": "a@x"}, None),
+    ])  # fmt: skip
+    run(config, until_caught_up=True, spark=spark)
+
+    def table(name: str) -> tuple[list[tuple[str, str]], list[tuple[Any, ...]]]:
+        frame = spark.table(f"lake.{tables.replace('{1}', name)}")
+        fields = [(f.name, f.dataType.simpleString()) for f in frame.schema]
+        return fields, sorted(tuple(r) for r in frame.collect())
+
+    assert table("customers") == ([("id", "int"), ("email", "string")], [(2, "b@x")])
+    assert table("shipments") == (
+        [("shipment_id", "bigint"), ("carrier", "string"), ("kg", "double")],
+        [(7, "dhl", None), (9, "ups", 2.5)],
     )
 
 

@@ -1,21 +1,21 @@
 """Avro values with spark-avro's ``from_avro``: plain (``schema_file``) or Schema Registry.
 
-In the registry's wire format each record names its writer schema (magic byte 0, a 4-byte
-schema id, then the Avro binary). Every writer id known to the decoder gets its own
-``from_avro`` with that writer schema, resolved by Avro's schema resolution to one reader
-shape (the newest version of the subject when the run starts); one ``CASE`` on the 5-byte
-header picks the branch, so each record is decoded once, in the JVM.
+In the registry's wire format each record names its writer schema (magic byte 0, a 4-byte schema
+id, then the Avro binary). Every writer id known to the decoder gets its own ``from_avro`` with
+that writer schema, resolved by Avro's schema resolution to one reader shape (the newest version
+of the subject when the run starts); one ``CASE`` on the 5-byte header picks the branch, so each
+record is decoded once, in the JVM.
 
-Writer ids are prefetched (every version of the subject) when the decoder is built; an id
-met later is fetched when a batch holds it (:meth:`AvroDecoder.learn`), and the batch is
-planned again. An id the registry does not have marks its records ("unknown schema id").
+Writer ids are prefetched (every version of the subject) when the decoder is built
+(:mod:`frazil.decode.avro_build`); an id met later is fetched when a batch holds it
+(:meth:`AvroDecoder.learn`), and the batch is planned again. An id the registry does not have
+marks its records ("unknown schema id").
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
@@ -23,9 +23,8 @@ from frazil.decode import connect_types, wire
 from frazil.decode.avro_resolution import bridge
 from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error, hex_prefix
-from frazil.decode.registry import BuildContext, Decoded, Decoder, Format, register
-from frazil.decode.schema_registry import RegisteredSchema, SchemaRegistry, SubjectNotFoundError
-from frazil.errors import ConfigError
+from frazil.decode.registry import Decoded
+from frazil.decode.schema_registry import RegisteredSchema, SchemaRegistry
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -140,7 +139,12 @@ class AvroDecoder:
         """
         if self.registry is None:
             return False
-        ids = wire.ids_in(raw, column)
+        return self.learn_ids(wire.ids_in(raw, column), raw.sparkSession)
+
+    def learn_ids(self, ids: set[int], spark: SparkSession) -> bool:
+        """:meth:`learn` for the schema ids a batch's records carry."""
+        if self.registry is None:
+            return False
         learned = False
         for schema_id in sorted(set(ids) - set(self.writers)):
             schema = self.registry.by_id(schema_id)
@@ -156,7 +160,6 @@ class AvroDecoder:
                     "type's schema, which Avro does not resolve against the reader's"
                 )
             learned = True
-        spark = raw.sparkSession
         if self.evolve and not self.scalar:
             # Only forward: the newest writer becomes the reader, whatever it changed (fields
             # added, a type widened, an enum's symbol or a union's branch added: the older
@@ -182,7 +185,7 @@ class AvroDecoder:
                     continue
                 if merged != self.reader:
                     self.reader = merged
-                    self.schema, _ = _shape(spark, self.reader, "value")
+                    self.schema, _ = shape_of(spark, self.reader, "value")
                     learned = True
                 self.reader_id = candidate
                 break
@@ -334,7 +337,7 @@ def keep_dropped(spark: SparkSession, newer: str, older: str) -> str:
     fields = [_optional(f) if f["name"] in undefaulted else f for f in new["fields"]]
     merged = json.dumps({**new, "fields": [*fields, *(_optional(f) for f in dropped)]})
     try:
-        _parse_avro(spark, merged)
+        parse_avro(spark, merged)
     except ValueError:
         return newer
     return merged
@@ -382,13 +385,21 @@ def another_record(writer: str, reader: str) -> tuple[str, str] | None:
     found = [json.loads(text) for text in (writer, reader)]
     if not all(isinstance(s, dict) and s.get("type") == "record" for s in found):
         return None
-    (w_full, w_names), (r_full, r_names) = (_names(s) for s in found)
+    (w_full, w_names), (r_full, r_names) = (record_names(s) for s in found)
     if _short(w_full) in r_names or _short(r_full) in w_names:
         return None
     return w_full, r_full
 
 
-def _names(record: dict[str, Any]) -> tuple[str, set[str]]:
+def full_name(text: str) -> str | None:
+    """The full name of a record schema (None for a schema of another type)."""
+    parsed = json.loads(text)
+    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+        return None
+    return record_names(parsed)[0]
+
+
+def record_names(record: dict[str, Any]) -> tuple[str, set[str]]:
     """A record schema's full name, and the unqualified names it answers to (its own and
     its aliases')."""
     name = str(record.get("name", ""))
@@ -410,7 +421,7 @@ def _missing(writer_text: str, reader_fields: set[str] | None) -> list[str]:
     return sorted(writer_fields - reader_fields)
 
 
-def _shape(spark: SparkSession, reader: str, name: str) -> tuple[StructType, bool]:
+def shape_of(spark: SparkSession, reader: str, name: str) -> tuple[StructType, bool]:
     from pyspark.sql.types import StructField, StructType
 
     spark_type = avro_spark_type(spark, reader)
@@ -419,128 +430,7 @@ def _shape(spark: SparkSession, reader: str, name: str) -> tuple[StructType, boo
     return StructType([StructField(name, spark_type, True)]), True
 
 
-def _build(context: BuildContext) -> Decoder:
-    spark = context.spark
-    name = context.decoding.column
-    schema_file = context.decoding.schema_file
-    if schema_file is not None:
-        key = context.config_key("schema_file")
-        try:
-            text = Path(schema_file).read_text()
-            _parse_avro(spark, text)
-        except OSError as exc:
-            raise ConfigError(f"{key}: cannot read {schema_file}: {exc}") from None
-        except ValueError as exc:
-            raise ConfigError(f"{key}: {schema_file} is not an Avro schema: {exc}") from None
-        schema, scalar = _shape(spark, text, name)
-        return AvroDecoder(schema=schema, scalar=scalar, reader=text)
-    found = wire.subject_schemas(context, "AVRO", "Avro", all_versions=True)
-    others = _other_record_types(context, found)
-    if not others:
-        return _registry_decoder(context, found)
-    from frazil.decode.avro_topics import AvroTopicsDecoder
-
-    return AvroTopicsDecoder([_registry_decoder(context, f) for f in (found, *others)])
-
-
-def _registry_decoder(context: BuildContext, found: wire.SubjectSchemas) -> AvroDecoder:
-    """The decoder of one subject's record type: its versions the writers, the newest that
-    reads all before it the reader (under ``evolve``, with the fields they dropped)."""
-    spark, pipeline = context.spark, context.pipeline
-    registry, versions, latest = found.registry, found.versions, found.latest
-    writers = {v.schema_id: v for v in versions if v.schema_type == "AVRO"}
-    writers[latest.schema_id] = latest
-    evolve = pipeline.defaults.schema_evolution == "evolve" and context.part == "value"
-    reader, reader_id = latest.text, latest.schema_id
-    passed: set[int] = set()
-    if evolve:
-        # The subject's older versions' fields the newest dropped stay in the reader: their
-        # records (still in the topic) keep those values, as a table's columns stay. A
-        # version that cannot read those before it is passed over, as while running
-        # (AvroDecoder.learn).
-        for candidate in sorted(writers, reverse=True):
-            merged = writers[candidate].text
-            for older in sorted((w for i, w in writers.items() if i < candidate), key=_newest):
-                merged = keep_dropped(spark, merged, older.text)
-            if any(unresolved(spark, merged, w.text) for i, w in writers.items() if i < candidate):
-                passed.add(candidate)
-                continue
-            reader, reader_id = merged, candidate
-            break
-    schema, scalar = _shape(spark, reader, context.decoding.column)
-    return AvroDecoder(
-        schema=schema,
-        scalar=scalar,
-        reader=reader,
-        registry=registry,
-        writers=writers,
-        reader_id=reader_id,
-        evolve=evolve,
-        _unresolved={
-            i: why for i, w in writers.items() if (why := unresolved(spark, reader, w.text))
-        },
-        _passed=passed,
-    )
-
-
-def _other_record_types(
-    context: BuildContext, first: wire.SubjectSchemas
-) -> list[wire.SubjectSchemas]:
-    """The subjects of the pipeline's other topics (``<topic>-value``, ``<topic>-key``) that
-    hold record types other than ``first``'s and than each other's, in topic order: each
-    read by a decoder of its own (Debezium's Avro ``Envelope`` per source table). Only for a
-    routed pipeline over listed topics without ``subject:``.
-
-    Raises:
-        ConfigError: Such topics for a single table (one table, one record type).
-    """
-    topics = context.pipeline.topics or []
-    if context.decoding.subject is not None or len(topics) < 2:
-        return []
-    names = {_full_name(first.latest.text)}
-    if None in names:
-        return []
-    found: list[wire.SubjectSchemas] = []
-    for topic in topics[1:]:
-        subject = context.decoding.subject_name([topic])
-        assert subject is not None
-        try:
-            theirs = first.registry.latest(subject)
-        except SubjectNotFoundError:
-            continue
-        name = _full_name(theirs.text)
-        if name is None or name in names:
-            continue
-        if context.pipeline.route is None:
-            raise ConfigError(
-                f"{context.config_key('subject')}: topics {topics[0]!r} and {topic!r} hold "
-                f"different Avro record types (subject {first.subject!r}: "
-                f"'{_full_name(first.latest.text)}', {subject!r}: '{name}'), and one table "
-                "holds one record type: route the topics to tables of their own (route: "
-                "{topic: ...}), give each topic a pipeline, or set subject: to a schema "
-                "that reads them all"
-            )
-        names.add(name)
-        found.append(
-            wire.subject_schemas(
-                context, "AVRO", "Avro", all_versions=True, subject=subject, registry=first.registry
-            )
-        )
-    return found
-
-
-def _full_name(text: str) -> str | None:
-    parsed = json.loads(text)
-    if not isinstance(parsed, dict) or parsed.get("type") != "record":
-        return None
-    return _names(parsed)[0]
-
-
-def _newest(schema: RegisteredSchema) -> int:
-    return -schema.schema_id
-
-
-def _parse_avro(spark: SparkSession, text: str) -> None:
+def parse_avro(spark: SparkSession, text: str) -> None:
     """Check a schema with Avro's own parser (the JVM's), raising ValueError with its message."""
     try:
         json.loads(text)
@@ -553,6 +443,3 @@ def _parse_avro(spark: SparkSession, text: str) -> None:
     except Exception as exc:  # py4j wraps SchemaParseException
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ValueError(message.split(": ", 1)[-1]) from None
-
-
-register(Format(name="avro", build=_build))

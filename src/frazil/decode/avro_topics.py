@@ -1,14 +1,16 @@
 """Avro topics of different record types in one routed pipeline, through the registry.
 
-Debezium's Avro converter registers an ``Envelope`` per source table, under each topic's
-own subject (``dbserver1.inventory.customers-value``, ``…orders-value``); a pipeline over
-those topics, routed by topic, writes each table's rows. Each record type is read by an
-:class:`~frazil.decode.avro.AvroDecoder` of its own (its subject's versions the writers,
-Avro's resolution among them, evolution as for one subject), chosen per record by the schema
-id in its header. The decoded rows are one shape: every type's fields, merged by name at any
-depth (Debezium's ``before`` and ``after`` hold every table's columns), each record's own
-fields filled and the others null; a routed table takes the columns its records hold values
-in. All in Spark SQL expressions: one ``from_avro`` per record, of its own writer.
+Debezium's Avro converter registers an ``Envelope`` per source table, under each topic's own
+subject (``dbserver1.inventory.customers-value``, ``…orders-value``); a pipeline over those
+topics, routed by topic, writes each table's rows. The listed topics' subjects are read at
+start; a record type met later (a source table added while running, another topic of a
+``topic_pattern``) gets its decoder when a batch holds it, as a new writer id does. Each record
+type is read by an :class:`~frazil.decode.avro.AvroDecoder` of its own (its subject's versions
+the writers, Avro's resolution among them, evolution as for one subject), chosen per record by
+the schema id in its header. The decoded rows are one shape: every type's fields, merged by name
+at any depth (Debezium's ``before`` and ``after`` hold every table's columns), each record's own
+fields filled and the others null; a routed table takes the columns its records hold values in.
+All in Spark SQL expressions: one ``from_avro`` per record, of its own writer.
 """
 
 from __future__ import annotations
@@ -34,12 +36,14 @@ class AvroTopicsDecoder:
     """Reads each record with the decoder of its writer's record type.
 
     Attributes:
-        parts: One decoder per record type, the first topic's first: a record of an id none
-            of them owns is marked as the first marks it (an unknown id, another record
-            type's schema).
+        parts: One decoder per record type, the first topic's first, then the other listed
+            topics', then those met while running: a record of an id none of them owns is
+            marked as the first marks it (an unknown id, not an Avro schema).
     """
 
     parts: list[AvroDecoder]
+    #: Record types (and their columns) may come while running.
+    learns_record_types: bool = True
 
     @property
     def schema(self) -> StructType:
@@ -71,17 +75,54 @@ class AvroTopicsDecoder:
         return Semantics(row, source)
 
     def learn(self, raw: DataFrame, column: str) -> bool:
-        """Each part fetches the batch's new ids: its own type's a writer (under ``evolve``
-        perhaps its reader), another's marked as not its own."""
+        """The batch's new ids, each to the part of its record type (a writer, under
+        ``evolve`` perhaps the reader): a record type no part reads gets a part of its own,
+        its first id the reader."""
+        from frazil.decode.avro import AvroDecoder, full_name, shape_of
+
+        spark = raw.sparkSession
+        first = self.parts[0]
+        registry = first.registry
+        if registry is None:
+            return False
+        known = {i for part in self.parts for i in part.writers}
+        types = {full_name(part.reader): part for part in self.parts}
+        # Each new id to its record type's part (Avro would resolve two types of the same
+        # unqualified name, Debezium's Envelopes, against each other): a type no part reads
+        # gets one; an id that is no Avro record to the first part, which marks it.
+        given: dict[int, set[int]] = {}
         learned = False
+        for schema_id in sorted(wire.ids_in(raw, column) - known):
+            schema = registry.by_id(schema_id)
+            if (
+                schema is None
+                or schema.schema_type != "AVRO"
+                or not (name := full_name(schema.text))
+            ):
+                given.setdefault(id(first), set()).add(schema_id)
+                continue
+            if name not in types:
+                shape, scalar = shape_of(spark, schema.text, "value")
+                types[name] = AvroDecoder(
+                    schema=shape,
+                    scalar=scalar,
+                    reader=schema.text,
+                    registry=registry,
+                    reader_id=schema_id,
+                    evolve=first.evolve,
+                )
+                self.parts.append(types[name])
+            given.setdefault(id(types[name]), set()).add(schema_id)
         for part in self.parts:
-            learned = part.learn(raw, column) or learned
+            learned = part.learn_ids(given.get(id(part), set()), spark) or learned
         return learned
 
     def decode(self, data: Column) -> Decoded:
         """Each record by its writer's part, projected into :attr:`schema`."""
         from pyspark.sql import functions as F
 
+        if len(self.parts) == 1:
+            return self.parts[0].decode(data)
         shape = self.schema
         value: Column | None = None
         error: Column | None = None

@@ -165,4 +165,4 @@ def build_decoder(context: BuildContext) -> Decoder:
 
 def _load_builtins() -> None:
     # Importing a format module registers it; done lazily so the registry has no cycle.
-    from frazil.decode import avro, json, passthrough, protobuf  # noqa: F401
+    from frazil.decode import avro_build, json, passthrough, protobuf  # noqa: F401

@@ -243,7 +243,12 @@ def _mode_step(
     pipeline: PipelineConfig,
     key_decoder: Decoder | None = None,
     chain: TransformChain | None = None,
+    *,
+    pending: bool = False,
 ) -> Step:
+    """The write mode's step. ``pending``: the decoder learns record types while running, so
+    a table's own key may name columns no record type met so far has (its rows are marked
+    keyless until then, rather than the plan failing)."""
     dead = pipeline.errors.dead_letters
     write = pipeline.defaults.write
     if not write.merges:
@@ -286,6 +291,7 @@ def _mode_step(
                 c.DECODED_KEY if pipeline.key is not None else None,
                 fields,
                 types,
+                pending_table_keys=pending,
             )
         except KeyError as exc:
             raise _not_a_column(pipeline, "write: column", exc.args[0], batch) from None
@@ -369,7 +375,9 @@ def build_plan(
         )
     steps += [
         Step("route", route.describe(), lambda batch: route_step(route, pipeline, batch)),
-        _mode_step(pipeline, key_decoder, chain),
+        _mode_step(
+            pipeline, key_decoder, chain, pending=getattr(decoder, "learns_record_types", False)
+        ),
         Step(
             "prune",
             "keep raw key, value and headers for the dead-letter queue"

@@ -125,7 +125,11 @@ def resolve_shape(
         )
     source = source_schema(pipeline, value, key)
     chain = build_chain(spark, pipeline, source)
-    _check_columns(config, pipeline, chain.schema)
+    # A decoder that learns record types while running (routed Avro topics) has not met
+    # every table's columns yet: a table's own settings are checked when its records come.
+    _check_columns(
+        config, pipeline, chain.schema, tables=not getattr(value, "learns_record_types", False)
+    )
     return PipelineShape(
         value=value, key=key, source_schema=source, chain=chain, consumed=consumed_columns(pipeline)
     )
@@ -166,11 +170,17 @@ def source_schema(pipeline: PipelineConfig, value: Decoder, key: Decoder | None)
     return StructType(fields)
 
 
-def _check_columns(config: FrazilConfig, pipeline: PipelineConfig, schema: StructType) -> None:
+def _check_columns(
+    config: FrazilConfig, pipeline: PipelineConfig, schema: StructType, *, tables: bool = True
+) -> None:
     """Partition, sort, route, key and ordering columns must be table columns (after decoding
-    and transforms): known only now for inferred, registry and transformed schemas."""
+    and transforms): known only now for inferred, registry and transformed schemas.
+    ``tables``: also those of ``tables:`` entries."""
     index = config.pipelines.index(pipeline)
     problems = column_problems(pipeline, [f.name for f in schema.fields], index=index)
+    if not tables:
+        own = f"pipelines[{index}].tables."
+        problems = [(key, reason) for key, reason in problems if not key.startswith(own)]
     problems += _variant_path_problems(pipeline, schema, index=index)
     if problems:
         raise ConfigError("\n".join(f"{key}: {reason}" for key, reason in problems), problems)

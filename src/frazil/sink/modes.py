@@ -57,6 +57,8 @@ def change_mode(
     key_column: str | None = None,
     key_fields: frozenset[str] | None = None,
     column_types: dict[str, DataType] | None = None,
+    *,
+    pending_table_keys: bool = False,
 ) -> c.Projection:
     """Set each record's operation for ``write.mode`` upsert or cdc, and check its key.
 
@@ -77,6 +79,9 @@ def change_mode(
         column_types: The batch's columns' types, where known: a tombstone's key is read
             into its key column's type (an inferred key's ``bigint`` would widen an ``int``
             column; one that does not fit is null, and the tombstone marked).
+        pending_table_keys: A table's own key columns the batch does not have (yet: a
+            record type not met so far) leave that table's changes without a key value
+            (marked) instead of raising.
 
     Raises:
         KeyError: ``op_field``, a key column or ``key_column`` is not a column of the batch.
@@ -125,6 +130,8 @@ def change_mode(
         kafka_key = batch[key_column]
         keys = sorted({k for ks in [write.key, *table_keys.values()] for k in ks})
         for name in keys:
+            if pending_table_keys and name not in write.key and name.split(".")[0] not in batch:
+                continue  # no record of that table decodes yet: none of its tombstones either
             from_key = _from_key(kafka_key, name, keys, key_fields)
             kind = (column_types or {}).get(name)
             if kind is not None:
@@ -135,7 +142,7 @@ def change_mode(
         tombstone_op = F.lit(c.OP_SKIP)
     op = F.when(skipped, F.lit(c.OP_SKIP)).when(tombstone, tombstone_op).otherwise(op)
     # A change names its row by its table's key: check each key it will be written by.
-    missing = _missing_key(result, write.key, table_keys)
+    missing = _missing_key(result, write.key, table_keys, pending=pending_table_keys)
     error = F.coalesce(
         error,
         F.when(
@@ -190,12 +197,20 @@ def _from_key(
     return kafka_key[name]
 
 
-def _missing_key(batch: c.Projection, key: list[str], table_keys: dict[str, list[str]]) -> Column:
-    """The key columns a record lacks a value in, for the tables it goes to; null if none."""
+def _missing_key(
+    batch: c.Projection, key: list[str], table_keys: dict[str, list[str]], *, pending: bool = False
+) -> Column:
+    """The key columns a record lacks a value in, for the tables it goes to; null if none.
+    ``pending``: a table key's column the batch does not have is missing in every record."""
     from pyspark.sql import functions as F
 
+    def value(name: str) -> Column:
+        if pending and name not in key and name.split(".")[0] not in batch:
+            return F.lit(None)
+        return _path(batch, name)
+
     def nulls(columns: list[str]) -> Column:
-        return F.concat_ws(", ", *[F.when(_path(batch, k).isNull(), F.lit(k)) for k in columns])
+        return F.concat_ws(", ", *[F.when(value(k).isNull(), F.lit(k)) for k in columns])
 
     tables = batch[c.TABLE]
     others = F.lit(True)

@@ -81,7 +81,13 @@ def _decoders(spark: Any, config: Any, proto_file: Path) -> dict[str, tuple[str,
     reader = spark_schema(spark, compiled, "frazil.bench.Payment")
     # The registry decoder without a registry: the writer's schema is handed over directly.
     wire = ProtobufDecoder(spark, reader, "frazil.bench.Payment")
-    wire.udf = wire_udf(spark, {_SCHEMA_ID: compiled}, reader, "http://bench.invalid")
+    wire.udf = wire_udf(
+        spark,
+        {_SCHEMA_ID: compiled},
+        reader,
+        "http://bench.invalid",
+        messages=("frazil.bench.Payment",),
+    )
     return {"json": ("json", json_decoder), "protobuf": ("protobuf", plain), "wire": ("wire", wire)}
 
 

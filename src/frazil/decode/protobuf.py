@@ -16,6 +16,7 @@ Registry, for its wire format (magic byte, schema id, message indexes): each sch
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,12 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 _DECODER_CLASS = "dev.frazil.spark.ProtobufDecoder"
+#: How the mark of a record of a message the reader does not read ends
+#: (``ProtobufDecoder.ANOTHER_MESSAGE``): a routed pipeline learns that message from it.
+ANOTHER_MESSAGE = "another message type"
+#: That mark's text: "schema id 7: a message 'shop.Sale' where the reader reads 'web.Click':
+#: another message type".
+_OTHER_MESSAGE = re.compile(r"schema id (\d+): a message '([^']+)' where the reader reads ")
 _names = itertools.count()
 
 
@@ -204,12 +211,15 @@ def wire_udf(
     reader: StructType,
     registry_url: str,
     also: SparkSession | None = None,
+    *,
+    messages: tuple[str, ...],
 ) -> str:
     """One UDF decoding the wire format of every known writer id into ``reader``.
 
     One instance for all ids (it picks the writer by the value's id) so that each record is
     decoded by a single call: a ``CASE`` over one UDF per id made Spark call the UDF once per
-    column it feeds.
+    column it feeds. ``messages``: the full names of the messages it reads; a record of
+    another is marked (:data:`ANOTHER_MESSAGE`).
     """
     jvm = _jvm_decoders(spark)
     ids = sorted(writers)
@@ -222,8 +232,11 @@ def wire_udf(
         java_ids[i] = schema_id
         byte_arrays[i] = writers[schema_id].data
         roots[i] = writers[schema_id].root
+    names = gateway.new_array(jvm.java.lang.String, len(messages))
+    for i, name in enumerate(messages):
+        names[i] = name
     java = jvm.dev.frazil.spark.ProtobufDecoder
-    decoder = java(java_ids, byte_arrays, roots, reader.json(), registry_url)
+    decoder = java(java_ids, byte_arrays, roots, reader.json(), registry_url, names)
     return _register(spark, decoder, reader, also)
 
 
@@ -249,11 +262,21 @@ class ProtobufDecoder:
     #: Whether a newer writer with fields the reader lacks becomes the reader
     #: (``schema_evolution: evolve``).
     evolve: bool = False
+    #: Whether a record of another message is read as its own, that message's fields joining
+    #: the shape (a routed pipeline: topics of different messages), rather than marked.
+    learns_record_types: bool = False
+    #: The other messages read so far (full names), besides :attr:`message`.
+    others: list[str] = field(default_factory=list)
 
     @property
     def scalar(self) -> bool:
         """A message decodes into a struct."""
         return False
+
+    @property
+    def messages(self) -> tuple[str, ...]:
+        """The full names of the messages read: records of any other are marked."""
+        return tuple(n for n in (self.message, *self.others) if n is not None)
 
     def version(self) -> object:
         """The UDF in use: a new one is registered when writers are learned."""
@@ -278,17 +301,28 @@ class ProtobufDecoder:
                 continue  # its records stay marked: unknown schema id
             added = True
         if added or not self.udf:
-            self.udf = wire_udf(
-                self.spark, self.writers, self.schema, self.registry.url, batch_session
-            )
+            self._register(batch_session)
         return added
+
+    def _register(self, batch_session: SparkSession | None) -> None:
+        assert self.registry is not None
+        self.udf = wire_udf(
+            self.spark,
+            self.writers,
+            self.schema,
+            self.registry.url,
+            batch_session,
+            messages=self.messages,
+        )
 
     def semantics(self) -> Semantics:
         """Protobuf carries no Kafka Connect semantic types."""
         return connect_types.NONE
 
     def learn(self, raw: DataFrame, column: str) -> bool:
-        """Fetch and compile the writer schemas of the batch's ids not known yet."""
+        """Fetch and compile the writer schemas of the batch's ids not known yet; in a routed
+        pipeline, take in the other messages its records are (their fields join the shape);
+        under ``evolve``, the fields newer writers add to the messages read."""
         if self.registry is None:
             return False
         found = []
@@ -298,26 +332,43 @@ class ProtobufDecoder:
                 found.append(schema)
         session = raw.sparkSession
         added = self.add_writers(found, session)
-        if added and self.evolve and self.message is not None:
-            from frazil.decode.shapes import merge_fields
+        taken = self._other_messages(raw, column) if self.learns_record_types else []
+        from frazil.decode.shapes import merge_fields
 
-            merged = self.schema
+        merged = self.schema
+        for schema_id, name in taken:
+            merged = merge_fields(merged, spark_schema(self.spark, self.writers[schema_id], name))
+        if added and self.evolve:
             for schema in sorted(found, key=lambda f: f.schema_id):
-                if schema.schema_id not in self.writers:
-                    continue
-                try:
-                    shape = spark_schema(self.spark, self.writers[schema.schema_id], self.message)
-                except ValueError:
-                    continue  # the message is not in that writer: nothing to take from it
-                merged = merge_fields(merged, shape)
-            if merged != self.schema:
-                # The newer writer's fields join the reader (at any depth): fields match by
-                # name, so older writers decode into it with the new fields null.
-                self.schema = merged
-                self.udf = wire_udf(
-                    self.spark, self.writers, self.schema, self.registry.url, session
-                )
-        return added
+                for name in self.messages:
+                    if schema.schema_id not in self.writers:
+                        continue
+                    try:
+                        shape = spark_schema(self.spark, self.writers[schema.schema_id], name)
+                    except ValueError:
+                        continue  # the message is not in that writer: nothing to take from it
+                    merged = merge_fields(merged, shape)
+        if merged != self.schema or taken:
+            # The new fields join the reader (at any depth): fields match by name, so older
+            # writers decode into it with the new fields null.
+            self.schema = merged
+            self._register(session)
+        return added or bool(taken)
+
+    def _other_messages(self, raw: DataFrame, column: str) -> list[tuple[int, str]]:
+        """The batch's records' messages the decoder does not read yet, each with a writer
+        id that has it (its records' marks name both), now read too."""
+        from pyspark.sql import functions as F
+
+        error = F.call_function(self.udf, F.col(column))["error"]
+        marks = raw.select(error.alias("e")).where(F.col("e").endswith(ANOTHER_MESSAGE))
+        taken: dict[str, int] = {}
+        for row in marks.distinct().collect():
+            found = _OTHER_MESSAGE.match(row["e"])
+            if found is not None:
+                taken.setdefault(found.group(2), int(found.group(1)))
+        self.others.extend(sorted(taken))
+        return [(schema_id, name) for name, schema_id in sorted(taken.items())]
 
     def decode(self, data: Column) -> Decoded:
         """The decoded struct, and the mark of records that do not decode."""
@@ -456,10 +507,30 @@ def _build(context: BuildContext) -> ProtobufDecoder:
         message,
         registry=registry,
         evolve=context.pipeline.defaults.schema_evolution == "evolve" and context.part == "value",
+        # Routed: topics of different messages (a subject each) go to tables of their own.
+        learns_record_types=context.pipeline.route is not None,
     )
     decoder.writers[latest.schema_id] = compiled
     decoder.add_writers([v for v in versions if v.schema_id != latest.schema_id])
+    # The subject's older versions' own message, where a version renamed its package: still
+    # the records' message, read by field name (another topic's message is not).
+    renamed = {_same_message(w, message) for w in decoder.writers.values()} - {None, message}
+    if renamed:
+        decoder.others = sorted(n for n in renamed if n is not None)
+        decoder._register(None)
     return decoder
+
+
+def _same_message(compiled: Descriptors, message: str) -> str | None:
+    """The full name of the schema's own message named as ``message`` without its package."""
+    from google.protobuf import descriptor_pb2
+
+    files = descriptor_pb2.FileDescriptorSet()
+    files.ParseFromString(compiled.data)
+    root = next(f for f in files.file if f.name == compiled.root)
+    short = message.rsplit(".", 1)[-1]
+    found = [n for n in _message_names(root) if n == message or n.rsplit(".", 1)[-1] == short]
+    return message if message in found else (found[0] if len(found) == 1 else None)
 
 
 register(Format(name="protobuf", build=_build))

@@ -47,12 +47,16 @@ def is_bad_record_failure(exc: BaseException) -> bool:
 
 def learnable(error: Column) -> Column:
     """Whether a record's error is one a decoder may learn from (a new schema id, new JSON
-    fields): such records replan the batch rather than go to the dead-letter queue."""
+    fields, another Protobuf message in a routed pipeline): such records replan the batch
+    rather than go to the dead-letter queue (they do when nothing is learned)."""
     from frazil.decode.json import NEW_FIELDS, NEW_SCHEMA
+    from frazil.decode.protobuf import ANOTHER_MESSAGE
 
     reason = error["reason"]
     return error.isNotNull() & (
-        reason.startswith("unknown schema id") | reason.isin(NEW_FIELDS, NEW_SCHEMA)
+        reason.startswith("unknown schema id")
+        | reason.isin(NEW_FIELDS, NEW_SCHEMA)
+        | reason.endswith(ANOTHER_MESSAGE)
     )
 
 

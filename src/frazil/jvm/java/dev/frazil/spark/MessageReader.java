@@ -82,6 +82,8 @@ final class MessageReader {
   /** Field numbers up to this are looked up in an array, larger ones in a map. */
   private static final int DENSE_LIMIT = 2048;
 
+  /** The full name of the message read (its package and enclosing messages first). */
+  final String fullName;
   private final int width;
   private final Object[] defaults;
   private final Field[] dense;
@@ -92,6 +94,7 @@ final class MessageReader {
   private final Object[] empties;
 
   private MessageReader(Descriptor message, StructType target, int depth, Builder builder) {
+    fullName = message.getFullName();
     StructField[] targetFields = target.fields();
     width = targetFields.length;
     defaults = new Object[width];

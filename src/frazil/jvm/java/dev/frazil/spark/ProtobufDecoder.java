@@ -40,7 +40,9 @@ import org.apache.spark.sql.types.StructType;
  * message at byte 17"; the UDF never throws for one record.
  */
 public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
-  private static final long serialVersionUID = 3L;
+  private static final long serialVersionUID = 4L;
+  /** The end of the mark of a record whose message is not one the reader reads. */
+  public static final String ANOTHER_MESSAGE = "another message type";
 
   private final int[] ids;
   private final byte[][] descriptorSets;
@@ -48,6 +50,8 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
   private final String messageName;
   private final String readerSchemaJson;
   private final String registryUrl;
+  /** The messages (full names) the reader reads, wire format; a record of another is marked. */
+  private final String[] messages;
 
   /** Built on first use in each JVM (an instance arrives serialized in every task). */
   private transient volatile Writer[] writers;
@@ -71,6 +75,7 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
     this.messageName = messageName;
     this.readerSchemaJson = readerSchemaJson;
     this.registryUrl = null;
+    this.messages = new String[] {messageName};
   }
 
   /**
@@ -83,13 +88,17 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
    * @param rootFiles each id's own file in its set
    * @param readerSchemaJson the reader shape, as Spark's JSON form of a {@code StructType}
    * @param registryUrl the registry's URL, for the message of an unknown id
+   * @param messages the full names of the messages the reader reads: a record of another
+   *     (another index into the same file, another subject's message) is marked, never read
+   *     by field name into a shape that is not its own
    */
   public ProtobufDecoder(
       int[] ids,
       byte[][] descriptorSets,
       String[] rootFiles,
       String readerSchemaJson,
-      String registryUrl) {
+      String registryUrl,
+      String[] messages) {
     int[] order = sortedOrder(ids);
     this.ids = new int[ids.length];
     this.descriptorSets = new byte[ids.length][];
@@ -102,6 +111,7 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
     this.messageName = null;
     this.readerSchemaJson = readerSchemaJson;
     this.registryUrl = registryUrl;
+    this.messages = messages.clone();
   }
 
   private static int[] sortedOrder(int[] ids) {
@@ -173,7 +183,26 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
     if (message == null) {
       return failure(schema + "message index " + Writer.indexes(data) + " not in schema");
     }
+    if (!reads(message.fullName)) {
+      return failure(
+          schema
+              + "a message '"
+              + message.fullName
+              + "' where the reader reads '"
+              + String.join("', '", messages)
+              + "': "
+              + ANOTHER_MESSAGE);
+    }
     return decode(message, in, 5, schema);
+  }
+
+  private boolean reads(String fullName) {
+    for (String name : messages) {
+      if (name.equals(fullName)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**

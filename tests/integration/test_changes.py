@@ -498,7 +498,12 @@ def test_debezium_json_topics_per_source_table_routed_by_topic_with_their_tombst
         "name": f"zr_{unique}", "topic_pattern": f"dbzr{unique}\\.inv\\..*", "trigger": "1s",
         "key_format": "json", "transforms": [{"drop": ["key"]}], "write": write,
         "route": {"topic": f"dbzr{unique}\\.inv\\.(\\w+)", "table": tables},
-        "tables": {tables.replace("{1}", "orders"): {"write": {"key": ["order_id"]}}},
+        "tables": {
+            tables.replace("{1}", "orders"): {"write": {"key": ["order_id"]}},
+            # A table of a source table added later, declared ahead: its key column is
+            # unknown until its records come.
+            tables.replace("{1}", "shipments"): {"write": {"key": ["shipment_id"]}},
+        },
     }  # fmt: skip
 
     run(make_config([pipeline]), until_caught_up=True, spark=spark)
@@ -510,6 +515,25 @@ def test_debezium_json_topics_per_source_table_routed_by_topic_with_their_tombst
 
     assert table("customers") == ([("id", "int"), ("email", "string")], [(1, "a2@x")])
     order_fields = [("order_id", "bigint"), ("customer", "int"), ("total", "decimal(38,2)")]
+    assert table("orders") == (order_fields, [(10, 1, Decimal("12.34"))])
+
+    # The source table added: its topic, its rows, its tombstone.
+    shipments = f"{prefix}.shipments"
+    shipment_row = [
+        {"field": "shipment_id", "type": "int64"},
+        {"field": "carrier", "type": "string", "optional": True},
+    ]
+    ensure_topic(kafka_bootstrap, shipments, partitions=1)
+    ups, dhl = {"shipment_id": 7, "carrier": "ups"}, {"shipment_id": 8, "carrier": "dhl"}
+    _produce(kafka_bootstrap, shipments, [
+        (key("shipment_id", "int64", 7), event(shipment_row, "c", None, ups), 0),
+        (key("shipment_id", "int64", 8), event(shipment_row, "c", None, dhl), 0),
+        (key("shipment_id", "int64", 8), event(shipment_row, "d", dhl, None), 0),
+        (key("shipment_id", "int64", 8), None, 0),
+    ])  # fmt: skip
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    assert table("shipments") == ([("shipment_id", "bigint"), ("carrier", "string")], [(7, "ups")])
     assert table("orders") == (order_fields, [(10, 1, Decimal("12.34"))])
 
 

@@ -93,6 +93,9 @@ class JsonDecoder:
     bad_schemas: dict[int, str] = dataclass_field(default_factory=dict)
     #: ``frazil`` (frazil's JVM decoder) or ``spark`` (``from_json``).
     engine: JsonDecoderName = DEFAULT_JSON_DECODER
+    #: Routed, with a shape that grows while running: a table whose records come later (a
+    #: source table added, a pattern's new topic) brings columns unknown at the start.
+    learns_record_types: bool = False
     _version: int = 0
 
     @property
@@ -361,6 +364,8 @@ def _build(context: BuildContext) -> Decoder:
             decoder.watch_schemas = True
             values = [value for _, value in connect]
             decoder.known_schemas = _digests_of(context.spark, decoder, values)
+    if context.pipeline.route is not None and (decoder.evolving or decoder.watch_schemas):
+        decoder.learns_record_types = True
     return decoder
 
 

@@ -292,11 +292,26 @@ def _mode_step(
                 fields,
                 types,
                 pending_table_keys=pending,
+                key_names=_key_names(key_decoder) if pending else None,
             )
         except KeyError as exc:
             raise _not_a_column(pipeline, "write: column", exc.args[0], batch) from None
 
     return Step("mode", f"{what} ({', '.join(write.key)}); {tombstones}", apply)
+
+
+def _key_names(key_decoder: Decoder | None) -> frozenset[str] | None:
+    """The names a decoded Kafka key holds values of (a struct's fields; a Connect
+    ``{schema, payload}`` key's payload fields); None for a scalar key or none."""
+    from pyspark.sql.types import StructType
+
+    if key_decoder is None or key_decoder.scalar:
+        return None
+    schema = key_decoder.schema
+    names = frozenset(schema.fieldNames())
+    if names == {"schema", "payload"} and isinstance(schema["payload"].dataType, StructType):
+        return frozenset(schema["payload"].dataType.fieldNames())
+    return names
 
 
 def build_plan(

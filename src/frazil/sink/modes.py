@@ -59,6 +59,7 @@ def change_mode(
     column_types: dict[str, DataType] | None = None,
     *,
     pending_table_keys: bool = False,
+    key_names: frozenset[str] | None = None,
 ) -> c.Projection:
     """Set each record's operation for ``write.mode`` upsert or cdc, and check its key.
 
@@ -81,7 +82,8 @@ def change_mode(
             column; one that does not fit is null, and the tombstone marked).
         pending_table_keys: A table's own key columns the batch does not have (yet: a
             record type not met so far) leave that table's changes without a key value
-            (marked) instead of raising.
+            (marked) instead of raising; so does a tombstone whose decoded key
+            (``key_names``: the names it holds, where known) lacks such a column.
 
     Raises:
         KeyError: ``op_field``, a key column or ``key_column`` is not a column of the batch.
@@ -130,8 +132,15 @@ def change_mode(
         kafka_key = batch[key_column]
         keys = sorted({k for ks in [write.key, *table_keys.values()] for k in ks})
         for name in keys:
-            if pending_table_keys and name not in write.key and name.split(".")[0] not in batch:
-                continue  # no record of that table decodes yet: none of its tombstones either
+            if (
+                pending_table_keys
+                and name not in write.key
+                and (
+                    name.split(".")[0] not in batch
+                    or (key_names is not None and name not in key_names)
+                )
+            ):
+                continue  # no record (or key) of that table decodes yet: nor its tombstones
             from_key = _from_key(kafka_key, name, keys, key_fields)
             kind = (column_types or {}).get(name)
             if kind is not None:

@@ -58,6 +58,11 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
 
   private transient MessageReader plainReader;
 
+  /** The message of the last record, and whether the reader reads it (one task's thread). */
+  private transient MessageReader lastMessage;
+
+  private transient boolean lastReads;
+
   /**
    * A decoder of plain Protobuf: every value is one {@code messageName} message.
    *
@@ -183,7 +188,12 @@ public final class ProtobufDecoder implements UDF1<byte[], Row>, Serializable {
     if (message == null) {
       return failure(schema + "message index " + Writer.indexes(data) + " not in schema");
     }
-    if (!reads(message.fullName)) {
+    if (message != lastMessage) {
+      // Records of one message follow each other: its name is compared once per run of them.
+      lastReads = reads(message.fullName);
+      lastMessage = message;
+    }
+    if (!lastReads) {
       return failure(
           schema
               + "a message '"

@@ -240,3 +240,47 @@ def test_truncated_avro_stops_the_batch_naming_the_record(
     message = str(caught.value)
     assert f"topic {topic} partition 0 offset 1: decode: not Avro" in message
     assert spark.table(f"lake.{table}").count() == 0
+
+
+def test_from_avro_plans_from_several_threads_at_once(spark: Any) -> None:
+    """The tables of a batch are planned from several threads on one decoded frame. Spark's
+    ``map(...)`` of ``from_avro``'s options is filled while a plan is optimized, in a builder
+    the plans share: planning at once failed with ``DUPLICATED_MAP_KEY`` (or handed a plan
+    a map with options missing). The options are one literal now."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark.sql import functions as F
+
+    from frazil.decode.avro import from_avro
+
+    writer = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}]}
+    reader = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {"name": "a", "type": "long"},
+            {"name": "b", "type": ["null", "string"], "default": None},
+        ],
+    }
+    rows = []
+    for i in range(20):
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, fastavro.parse_schema(writer), {"a": i})
+        rows.append((i, out.getvalue()))
+    raw = spark.createDataFrame(rows, "id long, data binary")
+    decoded = raw.select(
+        "id",
+        from_avro(F.col("data"), json.dumps(writer), {"avroSchema": json.dumps(reader)}).alias("v"),
+    )
+
+    def plan(slot: int) -> None:
+        for _ in range(30):
+            left, right = decoded.alias("l"), decoded.alias("r")
+            # A self-join copies the from_avro (new attribute ids) but not its options.
+            joined = left.join(right, F.col("l.id") == F.col("r.id")).where(F.col("l.id") > slot)
+            joined._jdf.queryExecution().optimizedPlan()
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(plan, range(8)))
+    got = sorted((r.id, r.v.a, r.v.b) for r in decoded.collect())
+    assert got == [(i, i, None) for i in range(20)]

@@ -727,6 +727,71 @@ def test_debezium_avro_topics_per_source_table_routed_by_topic(
     )
 
 
+def test_debezium_avro_keys_and_tombstones_over_three_record_types_in_one_batch(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    """Debezium's Avro converter for keys and values, three source tables in one batch (a
+    topic pattern, each key and value record type met while running), tombstones deleting,
+    failures to a dead-letter table: each table equals its source, its ``key`` column holds
+    the decoded key's fields only, and nothing is a dead letter. The tables' writes are
+    planned at once from several threads on one decoded batch."""
+    from tests.integration.registry_helpers import produce_avro
+
+    prefix = f"dbzak_{unique}.inv"
+    shapes = {
+        "customers": ("id", "int", [{"name": "email", "type": "string"}]),
+        "orders": ("order_id", "long", [{"name": "qty", "type": "int"}]),
+        "parts": ("sku", "string", [{"name": "kg", "type": ["null", "double"], "default": None}]),
+    }
+    values = {
+        "customers": [{"id": 1, "email": "a@x"}, {"id": 2, "email": "b@x"}],
+        "orders": [{"order_id": 10, "qty": 1}, {"order_id": 11, "qty": 2}],
+        "parts": [{"sku": "p1", "kg": 1.5}, {"sku": "p2", "kg": None}],
+    }
+    url = schema_registry_url
+    for name, (key, key_type, rest) in shapes.items():
+        topic = f"{prefix}.{name}"
+        fields = [{"name": key, "type": key_type}, *rest]
+        key_schema = json.dumps({
+            "type": "record", "name": "Key", "namespace": f"dbserver1.inventory.{name}",
+            "fields": [{"name": key, "type": key_type}],
+        })  # fmt: skip
+        first, second = values[name]
+        produce_avro(kafka_bootstrap, url, topic, _envelope(name, fields), [
+            _event("c", None, first), _event("c", None, second), _event("d", second, None),
+        ], key=lambda e, k=key: {k: (e["after"] or e["before"])[k]},
+            key_schema_str=key_schema, partitions=2)  # fmt: skip
+        produce_avro(kafka_bootstrap, url, topic, _envelope(name, fields), [None],
+            key=lambda _, k=key, v=second[key]: {k: v}, key_schema_str=key_schema)  # fmt: skip
+    tables = f"db.dbzak_{unique}_{{1}}"
+    pipeline = {
+        "name": f"zak_{unique}", "topic_pattern": f"dbzak_{unique}\\.inv\\..*",
+        "format": "avro", "subject": f"{prefix}.customers-value",
+        "key_format": "avro", "key_subject": f"{prefix}.customers-key",
+        "write": {"mode": "cdc", "key": ["id"], "debezium": True, "tombstones": "delete"},
+        "route": {"topic": f"dbzak_{unique}\\.inv\\.(\\w+)", "table": tables},
+        "tables": {
+            tables.replace("{1}", "orders"): {"write": {"key": ["order_id"]}},
+            tables.replace("{1}", "parts"): {"write": {"key": ["sku"]}},
+        },
+        "errors": {"tolerance": "all", "dlq_table": f"ops.dbzak_{unique}_dlq"},
+    }  # fmt: skip
+    config = make_config([pipeline], schema_registry={"url": url})
+
+    run(config, until_caught_up=True, spark=spark)
+
+    for name, (key, _, _) in shapes.items():
+        frame = spark.table(f"lake.{tables.replace('{1}', name)}")
+        first = values[name][0]
+        assert frame.schema["key"].dataType.fieldNames() == [
+            "id", "order_id", "sku"
+        ], name  # fmt: skip
+        rows = [r.asDict(recursive=True) for r in frame.collect()]
+        assert [{k: r[k] for k in first} for r in rows] == [first], name
+        assert rows[0]["key"][key] == first[key], name
+    assert spark.table(f"lake.ops.dbzak_{unique}_dlq").count() == 0
+
+
 def test_debezium_avro_source_table_added_later_gets_its_own_table(
     spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
 ) -> None:

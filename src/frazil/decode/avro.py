@@ -38,13 +38,27 @@ _DETAIL_CHARS = 200
 _OPTIONS = {"mode": "PERMISSIVE", "enableStableIdentifiersForUnionType": "true"}
 
 
+def from_avro(data: Column, schema_text: str, options: dict[str, str] | None = None) -> Column:
+    """spark-avro's ``from_avro`` of ``data`` with ``schema_text`` as the writer schema, its
+    options (:data:`_OPTIONS` and ``options``) one literal map: the tables of a batch are
+    planned from several threads, and ``from_avro`` evaluates its options while a plan is
+    optimized (see :mod:`frazil.jvm.literals`)."""
+    from pyspark.sql import functions as F
+
+    from frazil.jvm.literals import string_map
+
+    return F.call_function(
+        "from_avro", data, F.lit(schema_text), string_map({**_OPTIONS, **(options or {})})
+    )
+
+
 def avro_spark_type(spark: SparkSession, schema_text: str) -> Any:
     """The Spark type ``from_avro`` produces for an Avro schema (asked of spark-avro itself)."""
-    from pyspark.sql.avro.functions import from_avro
+    from pyspark.sql import functions as F
 
     empty = spark.createDataFrame([], "data binary")
     return (
-        empty.select(from_avro("data", schema_text, dict(_OPTIONS)).alias("decoded"))
+        empty.select(from_avro(F.col("data"), schema_text).alias("decoded"))
         .schema["decoded"]
         .dataType
     )
@@ -200,10 +214,9 @@ class AvroDecoder:
     def decode(self, data: Column) -> Decoded:
         """The decoded value, and the mark of records that do not decode."""
         from pyspark.sql import functions as F
-        from pyspark.sql.avro.functions import from_avro
 
         if self.registry is None:
-            plain = from_avro(data, self.reader, dict(_OPTIONS))
+            plain = from_avro(data, self.reader)
             bad = data.isNotNull() & _undecoded(plain, self.reader, self.scalar)
             error = F.when(
                 bad,
@@ -246,7 +259,7 @@ class AvroDecoder:
                     )
                 )
                 continue
-            options: dict[str, str] = dict(_OPTIONS)
+            options: dict[str, str] = {}
             own = schema_id == self.reader_id and writer.text == self.reader
             resolved = None if own else bridge(writer.text, self.reader)
             if resolved is not None and resolved.misread:
@@ -306,9 +319,8 @@ def _as_written(body: Column, writer: str) -> Column:
     fields it holds say what was sent; its bytes say nothing read as text); evaluated for
     marked records only."""
     from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro
 
-    decoded = from_avro(body, writer, dict(_OPTIONS))
+    decoded = from_avro(body, writer)
     record = _record_fields(writer) is not None
     text = F.to_json(decoded if record else F.struct(decoded.alias("value")))
     return F.coalesce(F.substring(text, 1, _DETAIL_CHARS), hex_prefix(body))

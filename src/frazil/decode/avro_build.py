@@ -56,7 +56,8 @@ def build(context: BuildContext) -> Decoder:
 
     # Routed: a record type met later (a topic created while running, a pattern's topics)
     # gets a decoder of its own then.
-    return AvroTopicsDecoder([first, *(registry_decoder(context, f) for f in others)])
+    parts = [first, *(registry_decoder(context, f) for f in others)]
+    return AvroTopicsDecoder(parts, packs=context.part == "value")
 
 
 def registry_decoder(context: BuildContext, found: wire.SubjectSchemas) -> AvroDecoder:

@@ -15,6 +15,7 @@ All in Spark SQL expressions: one ``from_avro`` per record, of its own writer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,7 @@ from frazil import columns as c
 from frazil.decode import connect_types, wire
 from frazil.decode.connect_types import Semantics
 from frazil.decode.registry import Decoded
-from frazil.decode.shapes import conform, merge_fields
+from frazil.decode.shapes import conform, let, merge_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -42,6 +43,9 @@ class AvroTopicsDecoder:
     """
 
     parts: list[AvroDecoder]
+    #: Several record types decode as one struct holding the error (:attr:`packed`); a key
+    #: (one column) does not.
+    packs: bool = False
     #: Record types (and their columns) may come while running.
     learns_record_types: bool = True
 
@@ -117,8 +121,17 @@ class AvroTopicsDecoder:
             learned = part.learn_ids(given.get(id(part), set()), spark) or learned
         return learned
 
+    @property
+    def packed(self) -> bool:
+        """Several record types (and :attr:`packs`): decoded as one struct, the error inside,
+        in a select of its own (the plan takes the columns out of it in the next): named in
+        each column's extraction, the choice among the types would be decoded once per
+        column."""
+        return self.packs and len(self.parts) > 1
+
     def decode(self, data: Column) -> Decoded:
-        """Each record by its writer's part, projected into :attr:`schema`."""
+        """Each record by its writer's part, projected into :attr:`schema`; with several
+        parts, as one struct holding the error too when :attr:`packed`."""
         from pyspark.sql import functions as F
 
         if len(self.parts) == 1:
@@ -134,12 +147,49 @@ class AvroTopicsDecoder:
             owned = wire.matches(data, ids[0])
             for schema_id in ids[1:]:
                 owned = owned | wire.matches(data, schema_id)
-            row = conform(found.value, part.schema, shape)
+            # The record decoded once (a lambda's argument), then read into the shape:
+            # conforming names the decoded struct once per nested field, and Spark shares
+            # no work inside a branch, so each would decode the record again.
+            if self.packed:
+                both = F.struct(found.value.alias("value"), found.error.alias("error"))
+                row = let(both, _packer(part.schema, shape))
+            else:
+                row = let(found.value, _conformer(part.schema, shape))
+                error = (
+                    F.when(owned, found.error) if error is None else error.when(owned, found.error)
+                )
             value = F.when(owned, row) if value is None else value.when(owned, row)
-            error = F.when(owned, found.error) if error is None else error.when(owned, found.error)
         # A record of an id no part owns: the first part's mark (unknown id, another type).
-        first = decoded[0].error
-        return Decoded(
-            value=F.lit(None).cast(shape) if value is None else value,
-            error=(first if error is None else error.otherwise(first)).cast(c.ERROR_DDL),
+        first = decoded[0].error.cast(c.ERROR_DDL)
+        if not self.packed:
+            return Decoded(
+                value=F.lit(None).cast(shape) if value is None else value,
+                error=(first if error is None else error.otherwise(first)).cast(c.ERROR_DDL),
+            )
+        unknown = F.struct(
+            *[F.lit(None).cast(f.dataType).alias(f.name) for f in shape.fields],
+            first.alias(c.ERROR),
         )
+        packed = unknown if value is None else value.otherwise(unknown)
+        # No record (a tombstone's value): null, as one part decodes it.
+        packed = F.when(data.isNotNull(), packed)
+        return Decoded(value=packed, error=packed[c.ERROR])
+
+
+def _conformer(part: StructType, shape: StructType) -> Callable[[Column], Column]:
+    """A part's decoded value in the shape."""
+    return lambda value: conform(value, part, shape)
+
+
+def _packer(part: StructType, shape: StructType) -> Callable[[Column], Column]:
+    """A part's decoded ``bound.value`` in the shape, its ``bound.error`` as the last field."""
+    from pyspark.sql import functions as F
+
+    def pack(bound: Column) -> Column:
+        row = conform(bound["value"], part, shape)
+        return F.struct(
+            *[row[f.name].alias(f.name) for f in shape.fields],
+            bound["error"].cast(c.ERROR_DDL).alias(c.ERROR),
+        )
+
+    return pack

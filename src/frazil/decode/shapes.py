@@ -6,6 +6,7 @@ newer writers), the decoder of several Avro record types and the tables' writes.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -119,6 +120,15 @@ def _reorder(data_type: DataType, order: _Order) -> DataType:
             for f in fields
         ]
     )
+
+
+def let(bound: Column, body: Callable[[Column], Column]) -> Column:
+    """``body`` of ``bound``, with ``bound`` computed once per record: a lambda's argument is
+    computed once, where an expression named in many places may be computed in each (Spark
+    shares no work inside a condition's branches)."""
+    from pyspark.sql import functions as F
+
+    return F.transform(F.array(bound), body)[0]
 
 
 def conform(column: Column, batch: DataType, table: DataType) -> Column:

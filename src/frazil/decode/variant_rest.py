@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from frazil import columns as c
 from frazil.decode.fixed import NothingLearned
 from frazil.decode.registry import Decoded, Decoder
+from frazil.decode.shapes import let
 from frazil.decode.variant import VariantDecoder
 
 if TYPE_CHECKING:
@@ -82,11 +83,12 @@ class TypedRestDecoder(NothingLearned):
         """The typed fields and the rest, and the error of a value that is not JSON or passes
         a limit, as one struct.
 
-        The record's parts are bound once each (:func:`_let`): Spark shares no work between
-        the branches of the columns' conditions, so each use of the variant, its fields or
-        the typed row would parse the record again. The error rides in the struct, since
-        apart it would parse the value again too; the plan computes the struct in a select
-        of its own and takes the columns out of it in the next (:attr:`packed`).
+        The record's parts are bound once each (:func:`~frazil.decode.shapes.let`): Spark
+        shares no work between the branches of the columns' conditions, so each use of the
+        variant, its fields or the typed row would parse the record again. The error rides in
+        the struct, since apart it would parse the value again too; the plan computes the
+        struct in a select of its own and takes the columns out of it in the next
+        (:attr:`packed`).
         """
         from pyspark.sql import functions as F
 
@@ -102,9 +104,9 @@ class TypedRestDecoder(NothingLearned):
         def split(x: Column) -> Column:
             # The value's top-level fields, each a variant; null for an array or a scalar.
             entries = F.try_variant_get(x["variant"], "$", "map<string,variant>")
-            return _let(entries, lambda e: F.struct(*self._columns(x, e)))
+            return let(entries, lambda e: F.struct(*self._columns(x, e)))
 
-        value = F.when(data.isNotNull(), _let(bound, split))
+        value = F.when(data.isNotNull(), let(bound, split))
         return Decoded(value=value, error=value[c.ERROR])
 
     def _columns(self, bound: Column, entries: Column) -> list[Column]:
@@ -191,14 +193,6 @@ def _rest(
         .when(whole_reads, F.when(F.size(entries) > present, F.to_variant_object(undeclared)))
         .when(F.size(everything) > F.lit(0), F.to_variant_object(everything))
     )
-
-
-def _let(bound: Column, body: Callable[[Column], Column]) -> Column:
-    """``body`` of ``bound``, with ``bound`` computed once per record: a lambda's argument is
-    computed once, where an expression named in many places may be computed in each."""
-    from pyspark.sql import functions as F
-
-    return F.transform(F.array(bound), body)[0]
 
 
 def _nests(schema: StructType) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from frazil.jvm.literals import long_map
 from frazil.progress.markers import EARLIEST, NO_MARKER, Marker, current_topics
 from frazil.source.kafka import TopicOffsets
 
@@ -33,15 +34,16 @@ def offset_filter(marker: Marker | None, planned: TopicOffsets | None = None) ->
 
     if marker is None or not marker.offsets:
         return None
-    entries = []
+    entries = {}
     for topic, parts in sorted(marker.offsets.items()):
         for partition, offset in sorted(parts.items()):
             if planned is not None and partition not in planned.get(topic, {}):
                 continue
-            entries += [F.lit(f"{topic}\x00{partition}"), F.lit(offset)]
+            entries[f"{topic}\x00{partition}"] = offset
     if not entries:
         return None
-    bounds = F.create_map(*entries)
+    # One literal, not Spark's map(...): see frazil.jvm.literals.
+    bounds = long_map(entries)
     key = F.concat(F.col(c.TOPIC), F.lit("\x00"), F.col(c.PARTITION).cast("string"))
     return F.col(c.OFFSET) >= F.coalesce(F.try_element_at(bounds, key), F.lit(0))
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from frazil import columns as c
 from frazil.config.table_settings import ResolvedTable
 from frazil.jvm.classes import java_class
+from frazil.jvm.literals import string_map
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -103,7 +104,7 @@ def dead_letter_columns(
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import functions as F
 
-    classes = F.create_map(*[F.lit(x) for pair in ERROR_CLASSES.items() for x in pair])
+    classes = string_map(ERROR_CLASSES)
     headers = (
         F.col(c.HEADERS)
         if has_headers

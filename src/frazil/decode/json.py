@@ -96,6 +96,9 @@ class JsonDecoder:
     #: Routed, with a shape that grows while running: a table whose records come later (a
     #: source table added, a pattern's new topic) brings columns unknown at the start.
     learns_record_types: bool = False
+    #: What the start found that a dry run should say: sampled envelopes whose embedded
+    #: schema Connect cannot read (their columns are not in the shape).
+    start_notes: tuple[str, ...] = ()
     _version: int = 0
 
     @property
@@ -353,9 +356,16 @@ def _build(context: BuildContext) -> Decoder:
             engine = context.pipeline.value.json_decoder
             return connect_key.build(wrapped, JsonDecoder, engine=engine)
     connect: list[tuple[Any, bytes]] = []
+    unread: list[str] = []
     if context.pipeline.defaults.write.debezium and context.part == "value":
-        connect = _connect_schemas(context)
+        connect, unread = _connect_schemas(context)
     decoder, watched = _build_decoder(context, [schema for schema, _ in connect])
+    decoder.start_notes = tuple(
+        f"a sampled Debezium envelope's embedded schema is not one Kafka Connect reads "
+        f"({reason}): its records go to the dead-letter queue with that reason, and its "
+        "columns are not among the columns shown"
+        for reason in unread
+    )
     if connect:
         decoder.connect_schemas = tuple(json.dumps(schema) for schema, _ in connect)
         if watched:
@@ -378,22 +388,27 @@ def _digests_of(spark: SparkSession, decoder: JsonDecoder, values: list[bytes]) 
     return frozenset(int(row[0]) for row in rows.select(F.xxhash64(text)).collect())
 
 
-def _connect_schemas(context: BuildContext) -> list[tuple[Any, bytes]]:
+def _connect_schemas(context: BuildContext) -> tuple[list[tuple[Any, bytes]], list[str]]:
     """The embedded Connect schemas of the sampled Debezium records that have one (JSON
     converter with ``schemas.enable=true``), read once at start, each with a record's value:
     one per source table for a pipeline over a topic per table, and the older and newer
     schema of a table changed within the sample; only those Connect reads. Empty without
-    one."""
+    one. Second: why each sampled schema Connect cannot read is not read."""
     from frazil.decode.debezium import read_envelope
 
     if context.batch_options is None:
-        return []
+        return [], []
     found = connect_types.connect_schemas_of(_sampled(context, "value"))
     # One Connect cannot read is not taken in: met again while running, its records are
     # marked with the reason (JsonDecoder.learn).
-    return [
-        (schema, value) for schema, value in found if not isinstance(read_envelope(schema), str)
-    ]
+    readable, unread = [], []
+    for schema, value in found:
+        read = read_envelope(schema)
+        if isinstance(read, str):
+            unread.append(read)
+        else:
+            readable.append((schema, value))
+    return readable, unread
 
 
 def _sampled(context: BuildContext, column: str) -> list[bytes]:

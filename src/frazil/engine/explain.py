@@ -151,6 +151,9 @@ def explain(
                     *table_warnings(views, pipeline),
                     *conflicts(views, pipeline, shape.table_schema),
                     *absent_paths(spark, pipeline, shape.value, batch_options(config, pipeline)),
+                    # What the value decoder's start met and left out (JSON's unreadable
+                    # embedded schemas).
+                    *getattr(shape.value, "start_notes", ()),
                 ),
             )
         )

@@ -26,7 +26,8 @@ from typing import Any
 from bench.common import WORK_DIR, write_result
 from bench.formats import PROTO, _parse, proto_module
 from frazil.config import parse_config
-from frazil.decode.protobuf import ProtobufDecoder, compile_proto, spark_schema, wire_udf
+from frazil.decode.protobuf import ProtobufDecoder, spark_schema, wire_udf
+from frazil.decode.protobuf_schemas import compile_proto
 from frazil.decode.registry import BuildContext, Decoder, build_decoder
 from frazil.decode.schema_registry import header
 from frazil.engine.session import build_spark

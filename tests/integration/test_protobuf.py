@@ -168,7 +168,7 @@ def test_plain_protobuf_with_a_proto_file_maps_every_type(
 def test_a_descriptor_set_works_like_the_proto_file(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, shop: Any, tmp_path: Path
 ) -> None:
-    from frazil.decode.protobuf import compile_proto
+    from frazil.decode.protobuf_schemas import compile_proto
 
     sources = {"shop.proto": (PROTOS / "shop.proto").read_text()}
     desc = tmp_path / "shop.desc"
@@ -520,7 +520,8 @@ def pb(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def _plain(spark: Any, source: str, message: str) -> Any:
-    from frazil.decode.protobuf import ProtobufDecoder, compile_proto, plain_udf, spark_schema
+    from frazil.decode.protobuf import ProtobufDecoder, plain_udf, spark_schema
+    from frazil.decode.protobuf_schemas import compile_proto
 
     compiled = compile_proto({"test.proto": source}, "test.proto")
     reader = spark_schema(spark, compiled, message)
@@ -717,7 +718,8 @@ def test_proto2_presence_groups_and_closed_enums(spark: Any, pb: Any) -> None:
 
 def _versions(spark: Any) -> tuple[Any, str]:
     """A wire-format decoder knowing ids 1 (VERSION_1) and 2 (VERSION_2, the reader)."""
-    from frazil.decode.protobuf import ProtobufDecoder, compile_proto, spark_schema, wire_udf
+    from frazil.decode.protobuf import ProtobufDecoder, spark_schema, wire_udf
+    from frazil.decode.protobuf_schemas import compile_proto
 
     v1 = compile_proto({"ver.proto": VERSION_1}, "ver.proto")
     v2 = compile_proto({"ver.proto": VERSION_2}, "ver.proto")
@@ -780,7 +782,8 @@ def test_two_writer_versions_decode_into_one_reader_shape(spark: Any, pb: Any) -
 def test_a_newer_writers_values_an_older_reader_cannot_hold_mark_their_records(
     spark: Any, pb: Any
 ) -> None:
-    from frazil.decode.protobuf import ProtobufDecoder, compile_proto, spark_schema, wire_udf
+    from frazil.decode.protobuf import ProtobufDecoder, spark_schema, wire_udf
+    from frazil.decode.protobuf_schemas import compile_proto
     from frazil.decode.schema_registry import header
 
     # The reader is VERSION_1's (count int, sub a message); id 2 writes count as int64 and
@@ -908,7 +911,7 @@ def test_record_keys_decode_as_protobuf(
 def test_a_descriptor_set_without_the_message_names_the_message_key(
     spark: Any, make_config: Any, tmp_path: Path
 ) -> None:
-    from frazil.decode.protobuf import compile_proto
+    from frazil.decode.protobuf_schemas import compile_proto
     from frazil.decode.registry import BuildContext, build_decoder
 
     desc = tmp_path / "types.desc"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pb2
 
-from frazil.decode import protobuf as pb
+from frazil.decode import protobuf_schemas as pb
 from frazil.decode.schema_registry import RegisteredSchema
 from frazil.errors import ConfigError
 
@@ -59,7 +59,7 @@ def test_message_names_are_full_names_with_nested_ones_and_no_map_entries() -> N
     compiled = pb.compile_proto({"orders.proto": ORDERS, "common.proto": COMMON}, "orders.proto")
     root = next(f for f in _set(compiled.data).file if f.name == "orders.proto")
 
-    assert pb._message_names(root) == ["shop.v1.Order", "shop.v1.Order.Line", "shop.v1.Refund"]
+    assert pb.message_names(root) == ["shop.v1.Order", "shop.v1.Order.Line", "shop.v1.Refund"]
 
 
 def test_a_proto_schema_file_is_compiled_with_its_folder_on_the_import_path(
@@ -68,7 +68,7 @@ def test_a_proto_schema_file_is_compiled_with_its_folder_on_the_import_path(
     (tmp_path / "orders.proto").write_text(ORDERS)
     (tmp_path / "common.proto").write_text(COMMON)
 
-    compiled = pb._load_file(tmp_path / "orders.proto", "shop.v1.Order", "k.schema_file", "k.m")
+    compiled = pb.load_file(tmp_path / "orders.proto", "shop.v1.Order", "k.schema_file", "k.m")
 
     assert compiled.root == "orders.proto"
     assert "common.proto" in [f.name for f in _set(compiled.data).file]
@@ -79,10 +79,10 @@ def test_a_descriptor_set_picks_the_file_defining_the_message(tmp_path: Path) ->
     desc = tmp_path / "orders.desc"
     desc.write_bytes(data)
 
-    assert pb._load_file(desc, "shop.v1.Order.Line", "k", "m").root == "orders.proto"
-    assert pb._load_file(desc, "shop.common.Money", "k", "m").root == "common.proto"
+    assert pb.load_file(desc, "shop.v1.Order.Line", "k", "m").root == "orders.proto"
+    assert pb.load_file(desc, "shop.common.Money", "k", "m").root == "common.proto"
     with pytest.raises(ConfigError) as caught:
-        pb._load_file(desc, "shop.v1.Nope", "pipelines[0].schema_file", "pipelines[0].message")
+        pb.load_file(desc, "shop.v1.Nope", "pipelines[0].schema_file", "pipelines[0].message")
     assert str(caught.value) == (
         "pipelines[0].message: no message 'shop.v1.Nope' in orders.desc (messages: "
         "google.protobuf.Timestamp, shop.common.Money, shop.v1.Order, shop.v1.Order.Line, "
@@ -107,7 +107,7 @@ def test_unusable_schema_files_name_the_config_key(
     if content is not None:
         path.write_bytes(content)
     with pytest.raises(ConfigError) as caught:
-        pb._load_file(path, "a.B", "pipelines[0].schema_file", "pipelines[0].message")
+        pb.load_file(path, "a.B", "pipelines[0].schema_file", "pipelines[0].message")
     assert str(caught.value).startswith(expected.format(path=path))
 
 
@@ -131,7 +131,7 @@ def test_well_known_files_come_from_the_protobuf_package() -> None:
 
 @dataclass
 class _Registry:
-    """What :func:`protobuf._compile_registered` asks of the registry: the references."""
+    """What :func:`protobuf_schemas.compile_registered` asks of the registry: the references."""
 
     files: dict[str, str] = field(default_factory=dict)
 
@@ -146,7 +146,7 @@ def test_registry_proto_text_compiles_with_its_references() -> None:
     )
     schema = RegisteredSchema(schema_id=7, schema_type="PROTOBUF", text=ORDERS)
 
-    compiled = pb._compile_registered(registry, schema)  # type: ignore[arg-type]
+    compiled = pb.compile_registered(registry, schema)  # type: ignore[arg-type]
 
     assert compiled.root == "frazil_schema_7.proto"
     names = {f.name for f in _set(compiled.data).file}
@@ -163,22 +163,22 @@ def test_registry_base64_descriptors_resolve_references_and_well_known_imports()
     registry = _Registry({"common.proto": b64("common.proto")})
     schema = RegisteredSchema(schema_id=8, schema_type="PROTOBUF", text=b64("orders.proto"))
 
-    result = pb._compile_registered(registry, schema)  # type: ignore[arg-type]
+    result = pb.compile_registered(registry, schema)  # type: ignore[arg-type]
 
     assert result.root == "orders.proto"
     names = {f.name for f in _set(result.data).file}
     assert names == {"orders.proto", "common.proto", "google/protobuf/timestamp.proto"}
     with pytest.raises(ValueError, match=r"schema id 8 imports common\.proto, which is not usable"):
-        pb._compile_registered(_Registry(), schema)  # type: ignore[arg-type]
+        pb.compile_registered(_Registry(), schema)  # type: ignore[arg-type]
 
 
 def test_a_registry_schema_with_several_messages_needs_the_message_key() -> None:
     one = pb.compile_proto({"common.proto": COMMON}, "common.proto")
     several = pb.compile_proto({"orders.proto": ORDERS, "common.proto": COMMON}, "orders.proto")
 
-    assert pb._only_message(one, "pipelines[0].message") == "shop.common.Money"
+    assert pb.only_message(one, "pipelines[0].message") == "shop.common.Money"
     with pytest.raises(ConfigError) as caught:
-        pb._only_message(several, "pipelines[0].key_message")
+        pb.only_message(several, "pipelines[0].key_message")
     assert str(caught.value) == (
         "pipelines[0].key_message: the registry schema defines 2 top-level messages "
         "(shop.v1.Order, shop.v1.Refund); set key_message to the records' message"

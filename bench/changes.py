@@ -45,6 +45,20 @@ Afterwards the last cdc table is compacted with Iceberg's ``rewrite_data_files``
 with deletes rewritten), then ``rewrite_position_delete_files``: delete files before and
 after.
 
+``--tables N`` (Debezium formats) spreads the stream over N source tables: a topic each
+(4 partitions), its own record type (``dbserver1.inventory.t<i>.Envelope``: with
+``debezium-avro`` a subject and a reader each) and a column of its own (``note_t<i>``),
+``records / N`` changes over ``keys / N`` keys each (table i's stream seeded apart). Both
+pipelines read the topics with one ``topic_pattern`` routed by topic to a table each
+(``debezium-avro``: ``subject:`` the first topic's, the others met while running); every cdc
+table is checked against its own replay.
+
+``--envelope postgres`` (Debezium formats) writes the ``source`` block of Debezium's
+PostgreSQL connector (12 fields: ``version``, ``connector``, ``name``, ``ts_ms``, ``snapshot``,
+``db``, ``sequence``, ``schema``, ``table``, ``txId``, ``lsn``, ``xmin``) instead of
+``connector`` and ``lsn``, and with ``debezium-avro`` both pipelines decode the keys through the
+registry (``key_format: avro``), as Debezium's users do.
+
 Goal: cdc ≥ 0.5× append.
 
 The result goes to ``bench/results/changes.json`` (``op-field``) or
@@ -52,7 +66,7 @@ The result goes to ``bench/results/changes.json`` (``op-field``) or
 
 Usage: .venv/bin/python -m bench.changes [--records 1000000] [--keys 100000] [--rounds 2]
     [--per-trigger 250000] [--format op-field|debezium-json|debezium-avro]
-    [--json-schema inferred|declared]
+    [--json-schema inferred|declared] [--tables 1] [--envelope minimal|postgres]
 """
 
 from __future__ import annotations
@@ -230,20 +244,104 @@ _CONNECT_KEY = {
 _DEBEZIUM_OPS = {"I": "c", "U": "u", "D": "d"}
 
 
-def debezium_json_factory(make: Callable[[], Change]) -> Factory:
+#: ``--envelope postgres``: the ``source`` block of Debezium's PostgreSQL connector, as
+#: (field, Connect type, optional); ``minimal`` keeps ``connector`` and ``lsn`` only.
+POSTGRES_SOURCE = [
+    ("version", "string", False),
+    ("connector", "string", False),
+    ("name", "string", False),
+    ("ts_ms", "int64", False),
+    ("snapshot", "string", True),
+    ("db", "string", False),
+    ("sequence", "string", True),
+    ("schema", "string", False),
+    ("table", "string", False),
+    ("txId", "int64", True),
+    ("lsn", "int64", True),
+    ("xmin", "int64", True),
+]
+_AVRO_TYPES = {"string": "string", "int64": "long"}
+
+
+def _own_column(schema: dict[str, Any], table: str, avro: bool) -> dict[str, Any]:
+    """``schema`` (an envelope's) with a column of the source table's own in its rows,
+    ``note_<table>`` (an optional string): source tables have columns of their own, so a
+    pipeline over several reads their records into one merged shape."""
+    copied: dict[str, Any] = json.loads(json.dumps(schema))
+    for field in copied["fields"]:
+        if avro and field["name"] == "before":
+            row = next(t for t in field["type"] if isinstance(t, dict))
+            row["fields"].append(
+                {"name": f"note_{table}", "type": ["null", "string"], "default": None}
+            )
+        elif not avro and field.get("field") in ("before", "after"):
+            field["fields"] = [
+                *field["fields"],
+                {"type": "string", "optional": True, "field": f"note_{table}"},
+            ]
+    return copied
+
+
+def _full_source(schema: dict[str, Any], avro: bool) -> dict[str, Any]:
+    """``schema`` (an envelope's, Connect's or Avro's) with the PostgreSQL ``source`` block."""
+    copied: dict[str, Any] = json.loads(json.dumps(schema))
+    for field in copied["fields"]:
+        if avro and field["name"] == "source":
+            field["type"]["fields"] = [
+                {"name": n, "type": ["null", _AVRO_TYPES[t]], "default": None}
+                if optional
+                else {"name": n, "type": _AVRO_TYPES[t]}
+                for n, t, optional in POSTGRES_SOURCE
+            ]
+        elif not avro and field.get("field") == "source":
+            field["fields"] = [
+                {"type": t, "optional": optional, "field": n} for n, t, optional in POSTGRES_SOURCE
+            ]
+    return copied
+
+
+def _source(seq: int, table: str, full: bool) -> dict[str, Any]:
+    """A change's ``source`` block."""
+    if not full:
+        return {"connector": "postgresql", "lsn": seq}
+    return {
+        "version": "2.7.0.Final", "connector": "postgresql", "name": "dbserver1",
+        "ts_ms": TS_MS + seq, "snapshot": "false", "db": "inventory",
+        "sequence": f'["{seq - 1}","{seq}"]', "schema": "public", "table": table,
+        "txId": 1000 + seq, "lsn": seq, "xmin": None,
+    }  # fmt: skip
+
+
+def _of_table(schema: dict[str, Any], table: str) -> dict[str, Any]:
+    """A schema of the ``items`` source table as the same one of ``table`` (its record names)."""
+    text = json.dumps(schema).replace("dbserver1.inventory.items", f"dbserver1.inventory.{table}")
+    renamed: dict[str, Any] = json.loads(text)
+    return renamed
+
+
+def debezium_json_factory(
+    make: Callable[[], Change], table: str = "items", full_source: bool = False
+) -> Factory:
     """``debezium-json``: the JSON converter's ``{schema, payload}`` envelope and key."""
+    envelope, key_schema = _of_table(_CONNECT_ENVELOPE, table), _of_table(_CONNECT_KEY, table)
+    if full_source:
+        envelope = _full_source(envelope, avro=False)
+    own = table != "items"
+    if own:
+        envelope = _own_column(envelope, table, avro=False)
 
     def row(key: int, found: Row | None) -> dict[str, Any] | None:
         if found is None:
             return None
         seq, name, cents = found
-        return {
+        fields = {
             "id": key,
             "seq": seq,
             "name": name,
             "amount": base64.b64encode(_decimal_bytes(cents)).decode(),
             "created": CREATED_MS + seq,
         }
+        return {**fields, f"note_{table}": f"n{seq}"} if own else fields
 
     def encode() -> tuple[bytes | None, bytes]:
         change = make()
@@ -251,12 +349,12 @@ def debezium_json_factory(make: Callable[[], Change]) -> Factory:
         payload = {
             "before": row(change.key, change.before),
             "after": row(change.key, change.after),
-            "source": {"connector": "postgresql", "lsn": seq},
+            "source": _source(seq, table, full_source),
             "op": _DEBEZIUM_OPS[change.op],
             "ts_ms": TS_MS + seq,
         }
-        key = {"schema": _CONNECT_KEY, "payload": {"id": change.key}}
-        return _compact(key), _compact({"schema": _CONNECT_ENVELOPE, "payload": payload})
+        key = {"schema": key_schema, "payload": {"id": change.key}}
+        return _compact(key), _compact({"schema": envelope, "payload": payload})
 
     return encode
 
@@ -336,7 +434,13 @@ DEBEZIUM_AVRO_KEY = {
 }
 
 
-def debezium_avro_factory(make: Callable[[], Change], registry_url: str, topic: str) -> Factory:
+def debezium_avro_factory(
+    make: Callable[[], Change],
+    registry_url: str,
+    topic: str,
+    table: str = "items",
+    full_source: bool = False,
+) -> Factory:
     """``debezium-avro``: envelope and key serialized by confluent-kafka's AvroSerializer,
     which registers them under ``<topic>-value`` and ``<topic>-key``."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -344,8 +448,14 @@ def debezium_avro_factory(make: Callable[[], Change], registry_url: str, topic: 
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     client = SchemaRegistryClient({"url": registry_url})
-    value_serializer = AvroSerializer(client, json.dumps(DEBEZIUM_AVRO))
-    key_serializer = AvroSerializer(client, json.dumps(DEBEZIUM_AVRO_KEY))
+    envelope = _of_table(DEBEZIUM_AVRO, table)
+    if full_source:
+        envelope = _full_source(envelope, avro=True)
+    own = table != "items"
+    if own:
+        envelope = _own_column(envelope, table, avro=True)
+    value_serializer = AvroSerializer(client, json.dumps(envelope))
+    key_serializer = AvroSerializer(client, json.dumps(_of_table(DEBEZIUM_AVRO_KEY, table)))
     value_ctx = SerializationContext(topic, MessageField.VALUE)
     key_ctx = SerializationContext(topic, MessageField.KEY)
 
@@ -354,7 +464,14 @@ def debezium_avro_factory(make: Callable[[], Change], registry_url: str, topic: 
             return None
         seq, name, cents = found
         amount = Decimal(cents).scaleb(-2)
-        return {"id": key, "seq": seq, "name": name, "amount": amount, "created": CREATED_MS + seq}
+        fields = {
+            "id": key,
+            "seq": seq,
+            "name": name,
+            "amount": amount,
+            "created": CREATED_MS + seq,
+        }
+        return {**fields, f"note_{table}": f"n{seq}"} if own else fields
 
     def encode() -> tuple[bytes | None, bytes]:
         change = make()
@@ -362,7 +479,7 @@ def debezium_avro_factory(make: Callable[[], Change], registry_url: str, topic: 
         value = {
             "before": row(change.key, change.before),
             "after": row(change.key, change.after),
-            "source": {"connector": "postgresql", "lsn": seq},
+            "source": _source(seq, table, full_source),
             "op": _DEBEZIUM_OPS[change.op],
             "ts_ms": TS_MS + seq,
         }
@@ -432,7 +549,23 @@ def main() -> None:
         default="inferred",
         help="debezium-json: infer the envelope's schema or declare it",
     )
+    parser.add_argument(
+        "--tables",
+        type=int,
+        default=1,
+        help="Debezium formats: source tables (a topic and record type each), routed by topic",
+    )
+    parser.add_argument(
+        "--envelope",
+        choices=("minimal", "postgres"),
+        default="minimal",
+        help="Debezium formats: the source block (connector and lsn, or PostgreSQL's 12 "
+        "fields); postgres also decodes debezium-avro's keys",
+    )
     args = parser.parse_args()
+    if (args.tables > 1 or args.envelope != "minimal") and args.format == "op-field":
+        parser.error("--tables and --envelope apply to the Debezium formats")
+    full_source = args.envelope == "postgres"
     fmt: str = args.format
     declared = fmt == "debezium-json" and args.json_schema == "declared"
     label = f"{fmt}, {args.json_schema} schema" if fmt == "debezium-json" else fmt
@@ -443,24 +576,33 @@ def main() -> None:
     registry = LocalRegistry(work / "state", port=free_port()) if fmt == "debezium-avro" else None
     try:
         registry_url = registry.up(timeout=180) if registry is not None else None
-        topic = f"bench-changes-{run_id}"
-        ensure_topic(broker.bootstrap, topic, partitions=4)
-        make, live = changes(1, args.keys)
-        factory: Factory
-        if fmt == "debezium-json":
-            factory = debezium_json_factory(make)
-        elif fmt == "debezium-avro":
-            assert registry_url is not None
-            factory = debezium_avro_factory(make, registry_url, topic)
-        else:
-            factory = op_field_factory(make)
+        tables = args.tables
+        prefix = f"bench-changes-{run_id}"
+        topics = [prefix] if tables == 1 else [f"{prefix}.t{i}" for i in range(tables)]
+        expected_by_table: list[dict[int, tuple[Any, ...]]] = []
         started = time.monotonic()
-        produced = produce_events(broker.bootstrap, topic, args.records, event_factory=factory)
+        produced_count = 0
+        for i, topic in enumerate(topics):
+            ensure_topic(broker.bootstrap, topic, partitions=4)
+            make, live = changes(1 + i, args.keys // tables)
+            source = "items" if tables == 1 else f"t{i}"
+            factory: Factory
+            if fmt == "debezium-json":
+                factory = debezium_json_factory(make, source, full_source)
+            elif fmt == "debezium-avro":
+                assert registry_url is not None
+                factory = debezium_avro_factory(make, registry_url, topic, source, full_source)
+            else:
+                factory = op_field_factory(make)
+            count = args.records // tables + (1 if i < args.records % tables else 0)
+            produced = produce_events(broker.bootstrap, topic, count, event_factory=factory)
+            produced_count += produced.count
+            expected_by_table.append(expected_rows(live, fmt))
         produce_seconds = time.monotonic() - started
-        expected = expected_rows(live, fmt)
+        live_keys = sum(len(e) for e in expected_by_table)
         console.print(
-            f"produced {produced.count:,} {fmt} changes over {args.keys:,} keys "
-            f"({len(expected):,} live at the end) in {produce_seconds:.1f}s"
+            f"produced {produced_count:,} {fmt} changes over {args.keys:,} keys in "
+            f"{tables} table(s) ({live_keys:,} live at the end) in {produce_seconds:.1f}s"
         )
         cdc_write: dict[str, Any] = {"mode": "cdc", "key": ["id"]}
         if fmt == "op-field":
@@ -471,11 +613,24 @@ def main() -> None:
         def config_for(mode: str, name: str) -> Any:
             pipeline: dict[str, Any] = {
                 "name": name,
-                "topics": [topic],
-                "table": f"bench.{name}",
                 "max_offsets_per_trigger": args.per_trigger,
                 "trigger": "5s",
             }
+            if tables == 1:
+                pipeline.update(topics=topics, table=f"bench.{name}")
+            else:
+                pattern = prefix.replace("-", "\\-")
+                pipeline["topic_pattern"] = f"{pattern}\\.t\\d+"
+                pipeline["route"] = {
+                    "topic": f"{pattern}\\.(t\\d+)",
+                    "table": f"bench.{name}_{{1}}",
+                }
+                if fmt == "debezium-avro":
+                    pipeline["subject"] = f"{topics[0]}-value"
+            if fmt == "debezium-avro" and full_source:
+                # As Debezium's users read its Avro keys: through the registry too.
+                pipeline["key_format"] = "avro"
+                pipeline["key_subject"] = f"{topics[0]}-key"
             if fmt == "op-field":
                 pipeline["schema"] = dict(SCHEMA)
             elif fmt == "debezium-avro":
@@ -507,13 +662,16 @@ def main() -> None:
                 reports = run(config_for(mode, name), until_caught_up=True, spark=spark)
                 seconds = time.monotonic() - t0
                 report = reports[0]
-                table = f"lake.bench.{name}"
-                count = int(spark.table(table).count())
+                names = [f"lake.bench.{name}"]
+                if tables > 1:
+                    names = [f"lake.bench.{name}_t{i}" for i in range(tables)]
+                count = sum(int(spark.table(t).count()) for t in names)
                 if mode == "cdc":
-                    last_cdc = table
-                    problems.extend(type_problems(spark, table, fmt))
-                    if table_rows(spark, table, fmt) != expected:
-                        problems.append(f"{name}: the table is not the replayed stream")
+                    last_cdc = names[0]
+                    for table, expected in zip(names, expected_by_table, strict=True):
+                        problems.extend(type_problems(spark, table, fmt))
+                        if table_rows(spark, table, fmt) != expected:
+                            problems.append(f"{table}: the table is not the replayed stream")
                 elif count != args.records:
                     problems.append(f"{name}: {count:,} rows, expected {args.records:,}")
                 rows.append(
@@ -549,7 +707,7 @@ def main() -> None:
         compact_seconds = time.monotonic() - t0
         deletes_after = count_of(spark, f"SELECT count(*) FROM {last_cdc}.delete_files")
         data_after = count_of(spark, f"SELECT count(*) FROM {last_cdc}.data_files")
-        if table_rows(spark, last_cdc, fmt) != expected:
+        if table_rows(spark, last_cdc, fmt) != expected_by_table[0]:
             problems.append("after compaction the table is not the replayed stream")
         spark.stop()
     finally:
@@ -571,7 +729,8 @@ def main() -> None:
     append, cdc = median("append", rate), median("cdc", rate)
     ratio = cdc / append
     summary = Table(
-        title=f"changes ({label}): {args.records:,} over {args.keys:,} keys, 4 partitions, "
+        title=f"changes ({label}): {args.records:,} over {args.keys:,} keys, "
+        f"{args.tables} table(s), 4 partitions each, "
         f"{args.per_trigger:,}/batch, local[2]"
     )
     for column in ("pipeline", "round", "rows", "batches", "seconds", "s/batch", "changes/s"):
@@ -598,7 +757,12 @@ def main() -> None:
     for problem in problems:
         console.print(f"[red]mismatch[/] {problem}")
     path = write_result(
-        "changes" if fmt == "op-field" else f"changes-{fmt}" + ("-declared" if declared else ""),
+        "changes"
+        if fmt == "op-field"
+        else f"changes-{fmt}"
+        + ("-declared" if declared else "")
+        + (f"-tables{args.tables}" if args.tables > 1 else "")
+        + ("-postgres" if full_source else ""),
         {
             "format": fmt,
             "json_schema": None if fmt != "debezium-json" else args.json_schema,
@@ -606,7 +770,9 @@ def main() -> None:
             "append_reads": "rows" if fmt == "op-field" else "raw Debezium envelopes",
             "records": args.records,
             "keys": args.keys,
-            "live_keys_at_end": len(expected),
+            "tables": args.tables,
+            "envelope": args.envelope,
+            "live_keys_at_end": live_keys,
             "partitions": 4,
             "master": "local[2]",
             "max_offsets_per_trigger": args.per_trigger,

@@ -67,18 +67,6 @@ def test_options_pass_client_settings_through() -> None:
     assert options["kafka.max.poll.records"] == "20000"
     fewer = _with_properties({"max.poll.records": "500"})
     assert source_options(fewer, fewer.pipelines[0])["kafka.max.poll.records"] == "500"
-    # No more than a batch's share of a partition, never below Kafka's 500 (a poll is kept,
-    # decompressed, for the next batch).
-    config = _config()
-    pipeline = config.pipelines[0]
-    for cap, partitions, poll in [
-        (50_000, 20, "2500"), (1_000_000, 4, "20000"), (10, 4, "500"), (30_001, 3, "10001"),
-    ]:  # fmt: skip
-        options = source_options(config, pipeline, max_offsets=cap, partitions=partitions)
-        assert options["kafka.max.poll.records"] == poll, (cap, partitions)
-    assert source_options(config, pipeline, max_offsets=50_000)["kafka.max.poll.records"] == (
-        "20000"
-    )
 
 
 def test_pattern_pipeline_and_resume_offsets() -> None:

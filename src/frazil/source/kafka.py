@@ -33,8 +33,6 @@ DEFAULT_ISOLATION_LEVEL = "read_committed"
 #: "Where the CPU goes in the steady state"). A poll
 #: still returns only what the consumer has fetched (``max.partition.fetch.bytes``, 1 MiB).
 DEFAULT_MAX_POLL_RECORDS = 20_000
-#: Kafka's own ``max.poll.records``: never fewer.
-MIN_POLL_RECORDS = 500
 #: Bytes of fetched records the pipeline's Kafka consumers may hold at once, over the
 #: consumers Spark keeps for it: Kafka's default per partition (``max.partition.fetch.bytes``,
 #: 1 MiB) times Spark's default consumer cache (``spark.kafka.consumer.cache.capacity``, 64).
@@ -98,6 +96,9 @@ def source_options(
         # uncommitted records would ingest the aborted copies too. kafka.properties can
         # override it.
         "kafka.isolation.level": DEFAULT_ISOLATION_LEVEL,
+        # Fewer polls per task, each followed by the reader's two offset requests (above).
+        # kafka.properties can override it.
+        "kafka.max.poll.records": str(DEFAULT_MAX_POLL_RECORDS),
     }
     options.update(_failover_options(config.kafka.properties))
     if pipeline.topics is not None:
@@ -112,9 +113,6 @@ def source_options(
     cap = max_offsets or pipeline.max_offsets_per_trigger
     if cap:
         options["maxOffsetsPerTrigger"] = str(cap)
-    # Fewer polls per task, each followed by the reader's two offset requests (above), but
-    # no more than a batch reads. kafka.properties can override it.
-    options["kafka.max.poll.records"] = str(poll_records(cap, partitions))
     if pipeline.min_partitions:
         options["minPartitions"] = str(pipeline.min_partitions)
     elif parallelism is not None:
@@ -124,23 +122,6 @@ def source_options(
     for key, value in config.kafka.properties.items():
         options[f"kafka.{key}"] = value
     return options
-
-
-def poll_records(cap: int | None, partitions: int | None) -> int:
-    """``max.poll.records``: :data:`DEFAULT_MAX_POLL_RECORDS`, or a batch's share of a
-    partition when ``max_offsets_per_trigger`` makes it smaller (never below Kafka's 500).
-
-    Spark's Kafka reader keeps each partition's last poll, decompressed, in its fetched-data
-    pool for the next batch (or 5 minutes), while ``max.partition.fetch.bytes`` bounds only
-    the compressed bytes fetched: 20 partitions of ~2.8 KB Debezium JSON records read 2,500 a
-    partition a batch kept ~680 MiB of driver heap after a run with polls of 20,000, ~280 MiB
-    with polls of 2,500 (``bench.fetch_retention``). A partition taking more than its share
-    (Spark gives a batch's records to partitions by their backlog) polls more often.
-    """
-    if not cap or not partitions:
-        return DEFAULT_MAX_POLL_RECORDS
-    share = -(-cap // partitions)
-    return max(MIN_POLL_RECORDS, min(DEFAULT_MAX_POLL_RECORDS, share))
 
 
 def fetch_options(partitions: int, parallelism: int = 1, pipelines: int = 1) -> dict[str, str]:

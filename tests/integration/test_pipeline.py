@@ -22,7 +22,7 @@ from frazil.errors import DecodeError, KafkaError, PipelineError
 from frazil.generate.producer import ensure_topic
 from frazil.progress.events import BatchStarted, CommitEvent
 from frazil.progress.offset_rules import CAUGHT_UP_SLACK_MS
-from frazil.source.kafka import list_partitions
+from frazil.source.clients import list_partitions
 from tests.integration.helpers import (
     end_offsets,
     frazil_snapshots,

@@ -47,7 +47,7 @@ from frazil.local.secure import (
 )
 from frazil.observe.groups import read_group_offsets
 from frazil.observe.status import read_status
-from frazil.source.kafka import admin_config
+from frazil.source.clients import admin_config
 from tests.integration.conftest import SPARK_SECRET
 from tests.integration.helpers import end_offsets, payments_pipeline, produce_payments, table_ids
 from tests.integration.test_broker_failover import _free_base

@@ -191,7 +191,7 @@ def test_a_listed_topic_that_stays_away_stops_the_run_after_a_few_restarts(
     # Spark's offset reader asks for a missing topic fetchOffset.numRetries times, 1 s apart,
     # before the query fails: 18 attempts (for broker failover) made each of the six starts
     # take ~19 s, 114 s of CI. Three attempts fail the same way, sooner.
-    monkeypatch.setattr("frazil.source.kafka.FAILOVER_OFFSET_ATTEMPTS", 3)
+    monkeypatch.setattr("frazil.source.options.FAILOVER_OFFSET_ATTEMPTS", 3)
     topic, table, name = f"gone-{unique}", f"db.gone_{unique}", f"gn_{unique}"
     config = make_config([payments_pipeline(name, topic, table)])
     ids = produce_payments(kafka_bootstrap, topic, 500, seed=71)

@@ -20,7 +20,7 @@ from frazil.generate.producer import ensure_topic
 from frazil.observe.metrics import kafka_latest
 from frazil.progress.offset_rules import CAUGHT_UP_SLACK_MS
 from frazil.source.admin import JvmKafkaAdmin
-from frazil.source.kafka import admin_config
+from frazil.source.clients import admin_config
 from tests.integration.helpers import (
     end_offsets,
     frazil_snapshots,

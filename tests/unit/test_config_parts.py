@@ -7,7 +7,7 @@ import pytest
 from frazil.config.durations import parse_duration
 from frazil.config.partitioning import PartitionField, parse_partition_field
 from frazil.config.types import TypeSyntaxError, to_spark_ddl
-from frazil.source.kafka import merge_offsets, offsets_from_json, offsets_to_json
+from frazil.source.offsets import merge_offsets, offsets_from_json, offsets_to_json
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 
 from frazil.config.secrets import redact_mapping, secret_values
 from frazil.local import secure, tls
-from frazil.source.kafka import authentication_failure, librdkafka_properties
+from frazil.source.clients import authentication_failure, librdkafka_properties
 
 SCRAM_JAAS = (
     "org.apache.kafka.common.security.scram.ScramLoginModule required "

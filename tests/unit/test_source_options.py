@@ -9,13 +9,13 @@ import pytest
 from frazil.config import FrazilConfig, parse_config
 from frazil.engine.runner import select_pipelines
 from frazil.errors import ConfigError
-from frazil.source.kafka import (
+from frazil.source.clients import admin_config
+from frazil.source.offsets import records_between
+from frazil.source.options import (
     FETCH_RECEIVE_BUFFER_BYTES,
     MAX_FETCH_BYTES,
-    admin_config,
     fetch_options,
     isolation_level,
-    records_between,
     source_options,
     split_options,
 )
@@ -226,7 +226,7 @@ def test_records_between_a_start_and_the_latest_offsets() -> None:
 def test_an_unknown_host_is_told_apart_from_a_closed_port() -> None:
     import socket
 
-    from frazil.source.kafka import unreachable
+    from frazil.source.clients import unreachable
 
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))

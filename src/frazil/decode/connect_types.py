@@ -35,6 +35,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from frazil.jvm.columns import jvm_column
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
     from pyspark.sql.types import DataType
@@ -422,13 +424,4 @@ def connect_decimal(raw: Column, scale: Column, target: DataType) -> Column:
     if it does not fit) or a string, its exact text; null for null or empty bytes.
 
     One JVM call per record (``dev.frazil.spark.ConnectDecimal``), in generated code."""
-    from pyspark.sql import SparkSession
-    from pyspark.sql.classic.column import Column as ClassicColumn
-    from pyspark.sql.classic.column import _to_java_column
-
-    jvm = SparkSession.active().sparkContext._jvm
-    assert jvm is not None
-    java = jvm.dev.frazil.spark.ConnectDecimal.column(
-        _to_java_column(raw), _to_java_column(scale), target.json()
-    )
-    return ClassicColumn(java)
+    return jvm_column("dev.frazil.spark.ConnectDecimal", "column", raw, scale, target.json())

@@ -34,6 +34,7 @@ from frazil.decode.json_schema import json_schema_to_spark
 from frazil.decode.registry import BuildContext, Decoded, Decoder, Format, register
 from frazil.decode.shapes import in_record_order, merge_fields
 from frazil.errors import ConfigError
+from frazil.jvm.columns import jvm_column
 from frazil.source.kafka import sample_topics
 
 if TYPE_CHECKING:
@@ -320,16 +321,17 @@ def frazil_column(
     once here; the decoder resolves it once per task.
     """
     from pyspark.sql import SparkSession
-    from pyspark.sql.classic.column import Column as ClassicColumn
-    from pyspark.sql.classic.column import _to_java_column
 
-    spark = SparkSession.active()
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    decoder = jvm.dev.frazil.spark.JsonDecoder
-    java = decoder.column(_to_java_column(data), schema.json(), timestamp_format, zone, unknown)
-    return ClassicColumn(java)
+    zone = SparkSession.active().conf.get("spark.sql.session.timeZone") or "UTC"
+    return jvm_column(
+        "dev.frazil.spark.JsonDecoder",
+        "column",
+        data,
+        schema.json(),
+        timestamp_format,
+        zone,
+        unknown,
+    )
 
 
 def _build(context: BuildContext) -> Decoder:

@@ -33,7 +33,7 @@ from frazil import columns as c
 from frazil.decode.errors import EMPTY, decode_error
 from frazil.decode.fixed import FixedShape
 from frazil.decode.registry import BuildContext, Decoded
-from frazil.jvm.classes import java_class
+from frazil.jvm.columns import jvm_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -72,15 +72,7 @@ def too_deep(limit: int) -> str:
 def json_depth(data: Column) -> Column:
     """How deep each value (binary) nests, or -1 when more follows its first JSON value:
     frazil's ``dev.frazil.spark.JsonDepth`` expression, resolved in the session's JVM."""
-    from pyspark.sql import SparkSession
-    from pyspark.sql.classic.column import Column as ClassicColumn
-    from pyspark.sql.classic.column import _to_java_column
-
-    jvm = SparkSession.active().sparkContext._jvm
-    assert jvm is not None
-    return ClassicColumn(
-        java_class(jvm, "dev.frazil.spark.JsonDepth").column(_to_java_column(data))
-    )
+    return jvm_column("dev.frazil.spark.JsonDepth", "column", data)
 
 
 def _text(data: Column) -> Column:

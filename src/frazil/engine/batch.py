@@ -37,7 +37,7 @@ from frazil.progress.events import BatchDone, BatchSkipped, BatchStarted, Event
 from frazil.sink.dead_letters.queue import DeadLetters
 from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
-from frazil.source.kafka import TopicOffsets
+from frazil.source.offsets import TopicOffsets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

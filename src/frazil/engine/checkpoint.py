@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil.errors import PipelineError
 from frazil.jvm.classes import java_class
-from frazil.source.kafka import TopicOffsets, offsets_from_json
+from frazil.source.offsets import TopicOffsets, offsets_from_json
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.jvm.classes import java_class
-from frazil.source.kafka import TopicOffsets
+from frazil.source.offsets import TopicOffsets
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Observation, SparkSession

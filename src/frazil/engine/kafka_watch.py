@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from frazil.errors import PipelineError
-from frazil.source.kafka import unreachable
+from frazil.source.clients import unreachable
 
 log = logging.getLogger(__name__)
 

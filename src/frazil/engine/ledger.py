@@ -18,7 +18,7 @@ from frazil.progress.events import CommitEvent, Event, SchemaEvolved
 from frazil.progress.freshness import pipeline_valid_through
 from frazil.sink.iceberg import IcebergTables, commits_tables_at_once, iceberg_catalog
 from frazil.sink.tables import TableSet, Target
-from frazil.source.kafka import offsets_to_json
+from frazil.source.offsets import offsets_to_json
 
 log = logging.getLogger("frazil.engine.batch")
 

@@ -18,7 +18,7 @@ from frazil.observe.metrics import MetricsServer, PipelineSample, TableSample
 from frazil.progress import markers
 from frazil.progress.events import BatchDone, CommitEvent, Event
 from frazil.source.admin import JvmKafkaAdmin
-from frazil.source.kafka import TopicOffsets
+from frazil.source.offsets import TopicOffsets
 
 if TYPE_CHECKING:
     from frazil.engine.pipeline_run import PipelineRun

@@ -31,7 +31,9 @@ from frazil.route.patterns import check_java_patterns
 from frazil.sink.dead_letters.queue import DeadLetters
 from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
-from frazil.source.kafka import TopicOffsets, read_stream, source_options
+from frazil.source.kafka import read_stream
+from frazil.source.offsets import TopicOffsets
+from frazil.source.options import source_options
 from frazil.transform.check import config_problems
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from frazil import columns as c
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.table_settings import ResolvedTable
-from frazil.jvm.classes import java_class
+from frazil.jvm.columns import jvm_column
 from frazil.sink.conform import WriteColumns, write_columns
 from frazil.sink.evolution import TableView, compare, spark_schema
 
@@ -241,7 +241,7 @@ class Layout:
 def table_slot(column: Column, names: Sequence[str]) -> Column:
     """Each row's position of ``column``'s value among ``names``, -1 for any other value or
     null (``dev.frazil.spark.TableSlot``: one hash lookup per row), built in one JVM call."""
-    return _jvm_column("dev.frazil.spark.TableSlot", "column", column, names)
+    return jvm_column("dev.frazil.spark.TableSlot", "column", column, json.dumps(list(names)))
 
 
 def slot_in(column: Column, slots: Sequence[int]) -> Column:
@@ -251,19 +251,7 @@ def slot_in(column: Column, slots: Sequence[int]) -> Column:
 
     if len(slots) == 1:
         return column == F.lit(slots[0])
-    return _jvm_column("dev.frazil.spark.ValueSets", "isInInts", column, slots)
-
-
-def _jvm_column(cls: str, method: str, column: Column, values: Sequence[object]) -> Column:
-    """``cls.method(column, values as JSON)``: a column built by frazil's JVM classes."""
-    from pyspark import SparkContext
-    from pyspark.sql.classic.column import Column as ClassicColumn
-    from pyspark.sql.classic.column import _to_java_column
-
-    context = SparkContext._active_spark_context
-    assert context is not None and context._jvm is not None
-    build = getattr(java_class(context._jvm, cls), method)
-    return ClassicColumn(build(_to_java_column(column), json.dumps(list(values))))
+    return jvm_column("dev.frazil.spark.ValueSets", "isInInts", column, json.dumps(list(slots)))
 
 
 def template_eligible(settings: ResolvedTable) -> bool:

@@ -35,10 +35,7 @@ from frazil.progress.start import (
     table_names,
 )
 from frazil.source.admin import JvmKafkaAdmin
-from frazil.source.kafka import (
-    admin_config,
-    list_partitions,
-)
+from frazil.source.clients import admin_config, list_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

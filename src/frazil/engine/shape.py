@@ -15,7 +15,7 @@ from frazil.config.pipeline import PipelineConfig
 from frazil.config.variant_paths import is_variant_path, parse_variant_path
 from frazil.decode.registry import BuildContext, Decoder, build_decoder
 from frazil.errors import ConfigError
-from frazil.source.kafka import source_options
+from frazil.source.options import source_options
 from frazil.transform.chain import TransformChain, build_chain
 from frazil.transform.check import column_problems
 from frazil.transform.metadata import metadata_fields

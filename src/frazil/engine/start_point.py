@@ -24,7 +24,7 @@ from frazil.progress.start import (
 )
 from frazil.sink.tables import TableSet, Target
 from frazil.source.admin import JvmKafkaAdmin
-from frazil.source.kafka import TopicOffsets
+from frazil.source.offsets import TopicOffsets
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

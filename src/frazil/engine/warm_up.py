@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from frazil.config.pipeline import PipelineConfig
 from frazil.engine.checkpoint import Checkpoint
 from frazil.source.admin import JvmKafkaAdmin
-from frazil.source.kafka import TopicOffsets, records_between
+from frazil.source.offsets import TopicOffsets, records_between
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery

@@ -10,7 +10,7 @@ from frazil.engine.checkpoint import Checkpoint
 from frazil.errors import PipelineError, TopicRecreated
 from frazil.progress import markers, offset_rules, table_markers
 from frazil.source.admin import JvmKafkaAdmin
-from frazil.source.kafka import TopicOffsets
+from frazil.source.offsets import TopicOffsets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

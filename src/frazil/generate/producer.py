@@ -29,7 +29,7 @@ from rich.progress import (
 
 from frazil.errors import KafkaError
 from frazil.generate.payments import PaymentGenerator
-from frazil.source.kafka import KAFKA_CLIENT_LOGGER
+from frazil.source.clients import KAFKA_CLIENT_LOGGER
 
 #: Makes one record per call: ``(key, value)``; a ``None`` key lets Kafka pick the partition.
 EventFactory = Callable[[], tuple[bytes | None, bytes]]

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from frazil.jvm.classes import java_class
+from frazil.jvm.columns import jvm_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -30,10 +30,4 @@ def long_map(entries: Mapping[str, int]) -> Column:
 
 
 def _literal(method: str, entries: Mapping[str, object]) -> Column:
-    from pyspark import SparkContext
-    from pyspark.sql.classic.column import Column as ClassicColumn
-
-    context = SparkContext._active_spark_context
-    assert context is not None and context._jvm is not None
-    maps = java_class(context._jvm, "dev.frazil.spark.ConstantMaps")
-    return ClassicColumn(getattr(maps, method)(json.dumps(dict(entries))))
+    return jvm_column("dev.frazil.spark.ConstantMaps", method, json.dumps(dict(entries)))

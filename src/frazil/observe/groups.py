@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from frazil.errors import first_line
-from frazil.source.kafka import TopicOffsets
+from frazil.source.offsets import TopicOffsets
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,9 @@ from typing import Any
 from frazil.progress import freshness
 from frazil.progress.events import CommitEvent, Event, MaintenanceDone, SchemaEvolved
 from frazil.reasons import reason_label
-from frazil.source.kafka import DEFAULT_ISOLATION_LEVEL, AuthenticationWatch, TopicOffsets
+from frazil.source.clients import AuthenticationWatch
+from frazil.source.offsets import TopicOffsets
+from frazil.source.options import DEFAULT_ISOLATION_LEVEL
 
 log = logging.getLogger(__name__)
 

@@ -31,13 +31,9 @@ from frazil.progress.markers import (
     VALID_THROUGH_MS,
 )
 from frazil.progress.rows import live_rows
-from frazil.source.kafka import (
-    TopicOffsets,
-    admin_config,
-    isolation_level,
-    list_partitions,
-    offsets_from_json,
-)
+from frazil.source.clients import admin_config, list_partitions
+from frazil.source.offsets import TopicOffsets, offsets_from_json
+from frazil.source.options import isolation_level
 
 #: Commits the throughput is measured over.
 RECENT_COMMITS = 20

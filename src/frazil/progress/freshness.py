@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from frazil.source.kafka import TopicOffsets
+from frazil.source.offsets import TopicOffsets
 
 
 def pipeline_valid_through(marks: Iterable[int | None]) -> int | None:

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from frazil.source.kafka import TopicOffsets, offsets_from_json, offsets_to_json
+from frazil.source.offsets import TopicOffsets, offsets_from_json, offsets_to_json
 
 PIPELINE = "frazil.pipeline"
 QUERY_ID = "frazil.query-id"

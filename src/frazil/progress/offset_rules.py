@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from frazil.jvm.literals import long_map
 from frazil.progress.markers import EARLIEST, NO_MARKER, Marker, current_topics
-from frazil.source.kafka import TopicOffsets
+from frazil.source.offsets import TopicOffsets
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from frazil.errors import ConfigError, PipelineError
 from frazil.progress.markers import EARLIEST, LATEST, Marker
 from frazil.progress.table_markers import TableState
-from frazil.source.kafka import TopicOffsets
+from frazil.source.offsets import TopicOffsets
 
 
 def ahead_of(checkpoint: TopicOffsets, marker: Marker | None) -> list[str]:

@@ -23,7 +23,7 @@ from frazil.progress.markers import (
     current_topics,
 )
 from frazil.progress.offset_rules import covered
-from frazil.source.kafka import TopicOffsets
+from frazil.source.offsets import TopicOffsets
 
 
 class SummaryView(Protocol):

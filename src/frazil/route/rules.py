@@ -26,7 +26,7 @@ from frazil.config.routing import (
     template_pattern,
 )
 from frazil.config.variant_paths import is_variant_path, parse_variant_path
-from frazil.jvm.classes import java_class
+from frazil.jvm.columns import jvm_column
 from frazil.route.single import SingleTableRoute
 
 if TYPE_CHECKING:
@@ -51,14 +51,7 @@ def sanitize(value: Column) -> Column:
     which title-cases every Unicode code point (~2 GB allocated, a second or more of a routed
     pipeline's first batch).
     """
-    from pyspark import SparkContext
-    from pyspark.sql.classic.column import Column as ClassicColumn
-    from pyspark.sql.classic.column import _to_java_column
-
-    context = SparkContext._active_spark_context
-    assert context is not None and context._jvm is not None
-    names = java_class(context._jvm, "dev.frazil.spark.TableNameText")
-    return ClassicColumn(names.column(_to_java_column(value.cast("string"))))
+    return jvm_column("dev.frazil.spark.TableNameText", "column", value.cast("string"))
 
 
 def sanitize_text(value: str) -> str:

@@ -17,7 +17,8 @@ from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.errors import KafkaError
 from frazil.jvm.classes import java_class
-from frazil.source.kafka import TopicOffsets, isolation_level
+from frazil.source.offsets import TopicOffsets
+from frazil.source.options import isolation_level
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

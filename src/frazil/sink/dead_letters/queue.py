@@ -31,7 +31,8 @@ from frazil.sink.dead_letters.format import (
 from frazil.sink.dead_letters.topic import DeadLetterTopic, carried_topic_rows
 from frazil.sink.iceberg import IcebergTable, append_rows, stale_marker
 from frazil.sink.table import ensure_table, qualified
-from frazil.source.kafka import TopicOffsets, admin_config
+from frazil.source.clients import admin_config
+from frazil.source.offsets import TopicOffsets
 
 
 def marker_name(pipeline: str, source: str = "") -> str:

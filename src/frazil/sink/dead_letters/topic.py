@@ -50,7 +50,7 @@ class DeadLetterTopic:
         if self._producer is None:
             from confluent_kafka import Producer
 
-            from frazil.source.kafka import KAFKA_CLIENT_LOGGER
+            from frazil.source.clients import KAFKA_CLIENT_LOGGER
 
             self._limit = min(MAX_MESSAGE_BYTES, self._ensure_topic())
             self._producer = Producer(

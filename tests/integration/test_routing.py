@@ -232,6 +232,38 @@ def _wait_for(condition: Any, seconds: float) -> None:
     raise AssertionError("condition not met in time")
 
 
+def test_plan_names_a_topic_routes_tables_from_the_topics(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A route whose template takes the topic's name: ``plan`` names the table of each topic
+    the pipeline reads now (Kafka's, for a topic pattern) and of each ``tables:`` entry, and
+    says which exist."""
+    from frazil.engine.explain import explain
+
+    prefix = f"plt_{unique}"
+    for name in ("Customers", "orders"):
+        produce_json(kafka_bootstrap, f"{prefix}.inv.{name}", [{"id": 1}])
+    spark.sql(f"CREATE TABLE lake.db.{prefix}_orders (id bigint) USING iceberg")
+    config = make_config(
+        [
+            {
+                "name": prefix,
+                "topic_pattern": f"{prefix}\\.inv\\..*",
+                "schema": {"id": "long"},
+                "route": {"topic": f"{prefix}\\.inv\\.(\\w+)", "table": f"db.{prefix}_{{1}}"},
+                "tables": {f"db.{prefix}_later": {"partition_by": []}},
+            }
+        ]
+    )
+    [explained] = explain(spark, config, [])
+    assert explained.tables == (
+        (f"db.{prefix}_customers", False),  # names as the run makes them: lower case
+        (f"db.{prefix}_orders", True),
+        (f"db.{prefix}_later", False),
+    )
+    assert explained.table_state() == "1 of 3 tables exist, others as the records name them"
+
+
 def test_plan_describes_a_route(spark: Any, make_config: Any, unique: str) -> None:
     from frazil.engine.explain import explain
 

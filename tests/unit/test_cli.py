@@ -59,6 +59,21 @@ def test_validate_names_where_each_schema_comes_from(tmp_path: Path) -> None:
     assert "json, schema none (each value whole in the variant column 'doc');" in lines["whole"]
 
 
+def test_validate_names_each_routed_tables_own_key(tmp_path: Path) -> None:
+    config = tmp_path / "routed.yaml"
+    config.write_text(
+        "pipelines:\n"
+        "  - name: dbz\n"
+        "    topic_pattern: 'db\\.inv\\..*'\n"
+        "    route: {topic: 'db\\.inv\\.(\\w+)', table: 'inv.{1}'}\n"
+        "    write: {mode: cdc, key: [id], debezium: true}\n"
+        "    tables: {inv.orders: {write: {key: [order_id]}}, inv.parts: {write: {key: [id]}}}\n"
+    )
+    result = frazil("validate", "-c", str(config), env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert "cdc by Debezium on id (inv.orders: order_id);" in result.stdout
+
+
 def test_validate_reports_each_problem_and_fails(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text(

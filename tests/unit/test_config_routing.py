@@ -17,7 +17,7 @@ from frazil.config.routing import (
 )
 from frazil.config.sorting import SortField, parse_sort_field
 from frazil.errors import ConfigError
-from frazil.route.rules import sanitize_text
+from frazil.route.rules import sanitize_text, topic_table
 
 _KINDS = (
     "route needs 'field' and 'tables' (static), 'field' and a 'table' template with {value} "
@@ -390,6 +390,19 @@ def test_sanitize_text(value: str, expected: str) -> None:
 def test_sanitized_values_fit_the_template() -> None:
     pattern = template_pattern("db.events_{value}")
     assert pattern.fullmatch("db.events_" + sanitize_text("Order Created!"))
+
+
+@pytest.mark.parametrize(
+    ("topic", "expected"),
+    [
+        ("dbserver1.inventory.Orders", "inv.orders_dbserver1_inventory_orders"),
+        ("dbserver1.inventory.order-lines", "inv.order_lines_dbserver1_inventory_order_lines"),
+        ("elsewhere.orders", None),
+    ],
+)
+def test_topic_table_names_the_table_as_the_run_does(topic: str, expected: str | None) -> None:
+    route = TopicRoute(topic=r"dbserver1\.inventory\.([\w-]+)", table="inv.{1}_{topic}")
+    assert topic_table(route, topic) == expected
 
 
 # --- per-table settings ----------------------------------------------------------------------

@@ -59,7 +59,15 @@ def validate(
         mode = ""
         if write.merges:
             how = "Debezium" if write.debezium else write.op_field or ""
-            mode = f"{write.mode}{' by ' + how if how else ''} on {', '.join(write.key)}; "
+            own = [
+                f"{name}: {', '.join(settings.write.key)}"
+                for name, settings in pipeline.tables.items()
+                if settings.write is not None
+                and settings.write.key is not None
+                and settings.write.key != write.key
+            ]
+            keys = ", ".join(write.key) + (f" ({'; '.join(own)})" if own else "")
+            mode = f"{write.mode}{' by ' + how if how else ''} on {keys}; "
         console.print(
             f"  [bold]{pipeline.name}[/]: {source} → "
             f"{_target(pipeline)} "

@@ -150,7 +150,11 @@ class WriteConfig(_Frozen):
                 raise ValueError("'ops' applies to mode cdc")
             return self
         if not self.key:
-            raise ValueError(f"mode {self.mode} needs 'key': the columns identifying a row")
+            raise ValueError(
+                f"mode {self.mode} needs 'key': the columns identifying a row (in a routed "
+                "pipeline, of each table that sets no key of its own in "
+                "tables.<name>.write.key)"
+            )
         if self.mode == "upsert":
             if self.op_field is not None or self.debezium or self.ops != OpCodes():
                 raise ValueError(

@@ -298,7 +298,14 @@ def unwrap(
         F.when(
             unknown,
             mode_error(
-                F.lit("not a row change: Debezium op is not c, r, u or d"),
+                # The code itself, as the op-field's reasons quote theirs (a truncate's 't').
+                F.when(op.isNull(), F.lit("not a row change: no Debezium op")).otherwise(
+                    F.concat(
+                        F.lit("not a row change: Debezium op '"),
+                        op,
+                        F.lit("' is not c, r, u or d"),
+                    )
+                ),
                 F.coalesce(op, F.lit("(no op)")),
             ),
         ),

@@ -58,15 +58,23 @@ class DeadLetterSender:
 
         Args:
             table: The pipeline's one table, which its every record is for (``target_table``);
-                None for a routed pipeline's, whose tables are not known yet.
+                None for a routed pipeline's: a record that failed after routing (stage
+                ``mode``: an operation code, a key value) names the table it was routed to
+                when there is one, the others none (they would go to every table).
         """
         from pyspark.sql import functions as F
 
+        target: str | Column | None = table
+        if table is None:
+            routes = F.col(c.TABLE)
+            target = F.when(
+                (F.col(c.ERROR)["stage"] == F.lit("mode")) & (F.size(routes) == 1), routes[0]
+            )
         self.queue.write(
             frame.where(F.col(c.ERROR).isNotNull() & c.first_route()),
             F.col(c.ERROR),
             basis=window.basis,
-            table=table,
+            table=target,
         )
 
     def send(self, window: BatchWindow, target: Target, failing: FailingRecords) -> None:

@@ -121,7 +121,8 @@ def explain(
             continue
         built = build_pipeline(spark, config, pipeline, views)
         shape, plan = built.shape, built.plan
-        found = {name: views.view(name) for name in pipeline.static_tables()}
+        known = known_tables(config, pipeline)
+        found = {name: views.view(name) for name in known}
         named_by_records = pipeline.table is None and (
             pipeline.table_template() is not None or bool(getattr(pipeline.route, "dynamic", False))
         )
@@ -148,7 +149,7 @@ def explain(
                 steps=tuple(plan.describe()),
                 bad_records=pipeline.errors.describe(),
                 warnings=(
-                    *table_warnings(views, pipeline),
+                    *table_warnings(views, pipeline, known),
                     *conflicts(views, pipeline, shape.table_schema),
                     *absent_paths(spark, pipeline, shape.value, batch_options(config, pipeline)),
                     # What the value decoder's start met and left out (JSON's unreadable
@@ -160,7 +161,32 @@ def explain(
     return result
 
 
-def table_warnings(views: TableViews, pipeline: PipelineConfig) -> list[str]:
+def known_tables(config: FrazilConfig, pipeline: PipelineConfig) -> list[str]:
+    """The tables the pipeline writes that are known before any record: its ``table``, a
+    route's fixed ones, those ``tables:`` configures, and a topic route's for each topic
+    it reads now (listed, or those of its ``topic_pattern`` Kafka has)."""
+    from frazil.config.routing import TopicRoute
+    from frazil.errors import KafkaError
+    from frazil.route.rules import topic_table
+    from frazil.source.clients import list_partitions
+
+    names = pipeline.static_tables()
+    route = pipeline.route
+    if isinstance(route, TopicRoute) and route.dynamic:
+        topics = pipeline.topics
+        if topics is None:
+            try:
+                topics = sorted(list_partitions(config, pipeline))
+            except KafkaError:
+                topics = []  # the plan's sampling names what is wrong with Kafka
+        names += [n for n in (topic_table(route, topic) for topic in topics) if n is not None]
+    names += list(pipeline.tables)
+    return list(dict.fromkeys(names))
+
+
+def table_warnings(
+    views: TableViews, pipeline: PipelineConfig, names: list[str] | None = None
+) -> list[str]:
     """What the run would refuse or warn of in the pipeline's existing tables, before any
     record: a table whose markers of the pipeline a later ``--reset-offsets`` retired (the
     run refuses to start), one laid out otherwise than the config would create it (the run
@@ -171,7 +197,7 @@ def table_warnings(views: TableViews, pipeline: PipelineConfig) -> list[str]:
     from frazil.sink.iceberg import IcebergTables
     from frazil.sink.table import layout_differences
 
-    tables = {name: views.table(name) for name in pipeline.static_tables()}
+    tables = {name: views.table(name) for name in (names or pipeline.static_tables())}
     existing = {name: table for name, table in tables.items() if table is not None}
     if not existing:
         return []

@@ -53,6 +53,9 @@ TOKEN_PROPERTY = "frazil.run"
 
 #: How long a SIGKILLed JVM may take to disappear before frazil gives up starting.
 KILL_WAIT_SECONDS = 10.0
+#: How long a previous run's JVM may take to exit before frazil says it waits for it: a run
+#: that ended well leaves its JVM shutting down for a moment after its driver exits.
+QUIET_WAIT_SECONDS = 2.0
 
 # Tokens handed out by this process. A JVM carrying one of them was started by this process
 # (for an earlier run, e.g. a notebook's second run reusing its SparkSession), so it is safe
@@ -277,20 +280,23 @@ def _fence_leftover(pipeline: str, record: RunRecord | None, wait_seconds: float
     with jvm:
         if not _carries(jvm.pid, record.run_token):
             return
+        if jvm.wait(min(QUIET_WAIT_SECONDS, wait_seconds)):
+            return
         log.warning(
-            "%s: waiting up to %.0f s for the Spark JVM (pid %d) of a killed run to exit",
+            "%s: the previous run's Spark JVM (pid %d) is still running; waiting up to %.0f s "
+            "for it to exit",
             pipeline,
-            wait_seconds,
             jvm.pid,
+            wait_seconds,
         )
         if jvm.wait(wait_seconds):
             return
         if not _carries(jvm.pid, record.run_token):
             return
-        log.warning("%s: killing the Spark JVM (pid %d) of a killed run", pipeline, jvm.pid)
+        log.warning("%s: killing the previous run's Spark JVM (pid %d)", pipeline, jvm.pid)
         jvm.kill()
         if not jvm.wait(KILL_WAIT_SECONDS):
             raise PipelineError(
-                f"pipeline {pipeline!r}: the Spark JVM (pid {jvm.pid}) of a killed run did not "
+                f"pipeline {pipeline!r}: the previous run's Spark JVM (pid {jvm.pid}) did not "
                 f"exit {KILL_WAIT_SECONDS:.0f} s after SIGKILL; not starting beside it"
             )

@@ -59,6 +59,21 @@ def sanitize_text(value: str) -> str:
     return re.sub(_INVALID_RUN, "_", value.lower())
 
 
+def topic_table(route: TopicRoute, topic: str) -> str | None:
+    """The table a topic route sends ``topic``'s records to, as :meth:`TopicNameRoute.route`
+    names it in the JVM; None when the topic does not match (its records go to the route's
+    ``default``)."""
+    match = re.fullmatch(route.topic, topic)
+    if match is None:
+        return None
+    values = {"topic": sanitize_text(topic)}
+    values.update({str(i): sanitize_text(g or "") for i, g in enumerate(match.groups(), 1)})
+    return "".join(
+        literal + ("" if name is None else values[name])
+        for literal, name in template_parts(route.table)
+    )
+
+
 def route_error(reason: Column, detail: Column) -> Column:
     """The error struct of stage ``route``."""
     from pyspark.sql import functions as F

@@ -100,7 +100,7 @@ class DeadLetters:
         basis: offset_rules.Basis,
         seen: list[tuple[str, int, int, str, str]] | None = None,
         source: str = "",
-        table: str | None = None,
+        table: str | Column | None = None,
     ) -> None:
         """Send one batch's failing rows ``bad`` (with frazil's internal columns, ``error``
         set) to the topic, then to the table.
@@ -114,7 +114,8 @@ class DeadLetters:
                 each table's): each source keeps its own marker in the dead-letter table,
                 so one source's commit never hides another's records of the same batch.
             table: The table the records failed for (``target_table``: a replay writes them
-                there only); None: they failed before routing.
+                there only); None: they failed before routing; a column: each record's (a
+                routed batch's records failing before or at its mode, sent as one source).
         """
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
@@ -146,7 +147,12 @@ class DeadLetters:
             if self.topic is not None:
                 self.topic.send(dlq.toLocalIterator())
             if self.table is not None:
-                batch = _Batch(marker_name(self.pipeline, source), basis, table)
+                batch = _Batch(
+                    marker_name(self.pipeline, source),
+                    basis,
+                    table if isinstance(table, str) else None,
+                    per_record=table is not None and not isinstance(table, str),
+                )
                 with self._commits:  # a routed batch's tables send from several threads
                     # What this run's commit added: a replayed batch's records that the
                     # table has already (another run's, or this one's before a restart) are
@@ -330,10 +336,12 @@ class DeadLetters:
             [(str(t), int(p), int(o)) for t, p, o, *_ in contested],
             "topic string, partition int, offset bigint",
         )
-        held = spark.table(self.table.name).where(
-            (F.col("pipeline") == self.pipeline)
-            & F.col("target_table").eqNullSafe(F.lit(batch.table).cast("string"))
-        )
+        # A source's records: those of its table, or of a routed batch's records failing
+        # before or at its mode, which name a table only for the mode's.
+        of_source = F.col("target_table").eqNullSafe(F.lit(batch.table).cast("string"))
+        if batch.per_record:
+            of_source = of_source | (F.col("stage") == F.lit("mode"))
+        held = spark.table(self.table.name).where((F.col("pipeline") == self.pipeline) & of_source)
         found = held.join(wanted, ["topic", "partition", "offset"], "left_semi")
         present = {(str(r[0]), int(r[1]), int(r[2])) for r in found.select(
             "topic", "partition", "offset").collect()}  # fmt: skip
@@ -371,6 +379,8 @@ class _Batch:
     name: str
     basis: offset_rules.Basis
     table: str | None
+    #: The records name their table each (a routed batch's failing before or at its mode).
+    per_record: bool = False
 
 
 _T = TypeVar("_T")

@@ -69,6 +69,35 @@ def test_options_pass_client_settings_through() -> None:
     assert source_options(fewer, fewer.pipelines[0])["kafka.max.poll.records"] == "500"
 
 
+@pytest.mark.parametrize(
+    ("cap", "partitions", "poll"),
+    [(50_000, 20, "2500"), (1_000_000, 4, "20000"), (10, 4, "500"), (30_001, 3, "10001"),
+     (None, 20, "20000"), (50_000, None, "20000")],
+)  # fmt: skip
+def test_a_poll_is_no_larger_than_a_batchs_share_of_a_partition(
+    cap: int | None, partitions: int | None, poll: str
+) -> None:
+    """Spark keeps each partition's last poll, decompressed, for the next batch: no more
+    than ``max_offsets_per_trigger``'s share of a partition, never below Kafka's 500. The
+    early first batch's cap does not change it: both queries of a run poll alike."""
+    config = _config()
+    pipeline = config.pipelines[0].model_copy(update={"max_offsets_per_trigger": cap})
+    for first in (None, 20_000):
+        options = source_options(config, pipeline, max_offsets=first, partitions=partitions)
+        assert options["kafka.max.poll.records"] == poll, (cap, partitions, first)
+
+
+def test_sampling_reads_poll_kafkas_own_size() -> None:
+    """A sample takes a few records a partition: its polls would otherwise stay in the
+    driver's fetched-data pool, unread, for 5 minutes."""
+    from frazil.engine.shape import batch_options
+
+    config = _config()
+    assert batch_options(config, config.pipelines[1])["kafka.max.poll.records"] == "500"
+    mine = _with_properties({"max.poll.records": "2000"})
+    assert batch_options(mine, mine.pipelines[0])["kafka.max.poll.records"] == "2000"
+
+
 def test_pattern_pipeline_and_resume_offsets() -> None:
     config = _config()
     pipeline = config.pipelines[1]

@@ -15,7 +15,7 @@ from frazil.config.pipeline import PipelineConfig
 from frazil.config.variant_paths import is_variant_path, parse_variant_path
 from frazil.decode.registry import BuildContext, Decoder, build_decoder
 from frazil.errors import ConfigError
-from frazil.source.options import source_options
+from frazil.source.options import SAMPLE_POLL_RECORDS, source_options
 from frazil.transform.chain import TransformChain, build_chain
 from frazil.transform.check import column_problems
 from frazil.transform.metadata import metadata_fields
@@ -58,12 +58,22 @@ class PipelineShape:
 
 
 def batch_options(config: FrazilConfig, pipeline: PipelineConfig) -> dict[str, str]:
-    """The Kafka source's options for a batch read of the pipeline's topics."""
-    return {
+    """The Kafka source's options for a batch read of the pipeline's topics (samples).
+
+    Polls of Kafka's own size: a sample takes a few records from the start of each
+    partition, and Spark's Kafka reader keeps each partition's last poll, decompressed, in
+    the driver's fetched-data pool for 5 minutes after the read, where nothing reads it again
+    (20 partitions of ~2.8 KB Debezium envelopes held ~400 MiB with polls of 20,000).
+    ``kafka.properties`` still overrides it.
+    """
+    options = {
         k: v
         for k, v in source_options(config, pipeline).items()
         if k not in ("startingOffsets", "maxOffsetsPerTrigger", "minPartitions", "failOnDataLoss")
     }
+    if "max.poll.records" not in config.kafka.properties:
+        options["kafka.max.poll.records"] = str(SAMPLE_POLL_RECORDS)
+    return options
 
 
 def _existing_value_fields(pipeline: PipelineConfig, views: TableViews) -> StructType | None:

@@ -20,6 +20,10 @@ DEFAULT_ISOLATION_LEVEL = "read_committed"
 #: "Where the CPU goes in the steady state"). A poll
 #: still returns only what the consumer has fetched (``max.partition.fetch.bytes``, 1 MiB).
 DEFAULT_MAX_POLL_RECORDS = 20_000
+#: Kafka's own ``max.poll.records``: never fewer.
+MIN_POLL_RECORDS = 500
+#: Records one poll of a sampling batch read may return: Kafka's own default.
+SAMPLE_POLL_RECORDS = 500
 #: Bytes of fetched records the pipeline's Kafka consumers may hold at once, over the
 #: consumers Spark keeps for it: Kafka's default per partition (``max.partition.fetch.bytes``,
 #: 1 MiB) times Spark's default consumer cache (``spark.kafka.consumer.cache.capacity``, 64).
@@ -83,9 +87,9 @@ def source_options(
         # uncommitted records would ingest the aborted copies too. kafka.properties can
         # override it.
         "kafka.isolation.level": DEFAULT_ISOLATION_LEVEL,
-        # Fewer polls per task, each followed by the reader's two offset requests (above).
-        # kafka.properties can override it.
-        "kafka.max.poll.records": str(DEFAULT_MAX_POLL_RECORDS),
+        # Fewer polls per task, each followed by the reader's two offset requests (above), but
+        # none larger than a batch's share of a partition. kafka.properties can override it.
+        "kafka.max.poll.records": str(poll_records(pipeline.max_offsets_per_trigger, partitions)),
     }
     options.update(_failover_options(config.kafka.properties))
     if pipeline.topics is not None:
@@ -109,6 +113,16 @@ def source_options(
     for key, value in config.kafka.properties.items():
         options[f"kafka.{key}"] = value
     return options
+
+
+def poll_records(cap: int | None, partitions: int | None) -> int:
+    """``max.poll.records``: :data:`DEFAULT_MAX_POLL_RECORDS`, or a batch's share of a
+    partition when ``max_offsets_per_trigger`` makes it smaller (never below Kafka's 500).
+    """
+    if not cap or not partitions:
+        return DEFAULT_MAX_POLL_RECORDS
+    share = -(-cap // partitions)
+    return max(MIN_POLL_RECORDS, min(DEFAULT_MAX_POLL_RECORDS, share))
 
 
 def fetch_options(partitions: int, parallelism: int = 1, pipelines: int = 1) -> dict[str, str]:

@@ -121,6 +121,18 @@ def explode_routes(planned: DataFrame, one_each: bool = False) -> DataFrame:
     return planned.select(F.explode_outer(F.col(TABLE)).alias(ROUTE_TABLE), "*")
 
 
+def mode_target() -> Column:
+    """The table a routed record that failed at the mode (:data:`STAGE_MODE`: an operation
+    code, a key value) failed for: the one its route named, else null (routed to several, or
+    to none: a record that failed earlier)."""
+    from pyspark.sql import functions as F
+
+    routes = F.col(TABLE)
+    return F.when(
+        (F.col(ERROR)["stage"] == F.lit(STAGE_MODE)) & (F.size(routes) == 1), F.get(routes, 0)
+    )
+
+
 def first_route() -> Column:
     """Whether a row of :func:`explode_routes` is its record's first (or only) one: what
     counts or sends each record once, whatever the number of tables it goes to."""

@@ -405,6 +405,12 @@ def test_topic_table_names_the_table_as_the_run_does(topic: str, expected: str |
     assert topic_table(route, topic) == expected
 
 
+def test_topic_table_names_none_for_an_empty_placeholder() -> None:
+    route = TopicRoute(topic=r"db\.([a-z]+)(?:\.(v\d))?", table="x.{1}_{2}")
+    assert topic_table(route, "db.orders.v2") == "x.orders_v2"
+    assert topic_table(route, "db.orders") is None  # 'x.orders_': the run marks its records
+
+
 # --- per-table settings ----------------------------------------------------------------------
 
 

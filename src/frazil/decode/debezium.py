@@ -302,7 +302,7 @@ def unwrap(
                 F.when(op.isNull(), F.lit("not a row change: no Debezium op")).otherwise(
                     F.concat(
                         F.lit("not a row change: Debezium op '"),
-                        op,
+                        F.substring(op, 1, 20),
                         F.lit("' is not c, r, u or d"),
                     )
                 ),

@@ -64,12 +64,7 @@ class DeadLetterSender:
         """
         from pyspark.sql import functions as F
 
-        target: str | Column | None = table
-        if table is None:
-            routes = F.col(c.TABLE)
-            target = F.when(
-                (F.col(c.ERROR)["stage"] == F.lit("mode")) & (F.size(routes) == 1), routes[0]
-            )
+        target: str | Column | None = table if table is not None else c.mode_target()
         self.queue.write(
             frame.where(F.col(c.ERROR).isNotNull() & c.first_route()),
             F.col(c.ERROR),

@@ -161,6 +161,10 @@ def explain(
     return result
 
 
+#: How long ``frazil plan`` waits for Kafka's topic list (a topic route's tables).
+KAFKA_TIMEOUT_S = 3.0
+
+
 def known_tables(config: FrazilConfig, pipeline: PipelineConfig) -> list[str]:
     """The tables the pipeline writes that are known before any record: its ``table``, a
     route's fixed ones, those ``tables:`` configures, and a topic route's for each topic
@@ -172,14 +176,17 @@ def known_tables(config: FrazilConfig, pipeline: PipelineConfig) -> list[str]:
 
     names = pipeline.static_tables()
     route = pipeline.route
-    if isinstance(route, TopicRoute) and route.dynamic:
+    if route is None or not getattr(route, "dynamic", False):
+        return names  # every table is named in the config
+    if isinstance(route, TopicRoute):
         topics = pipeline.topics
         if topics is None:
             try:
-                topics = sorted(list_partitions(config, pipeline))
+                topics = sorted(list_partitions(config, pipeline, timeout=KAFKA_TIMEOUT_S))
             except KafkaError:
                 topics = []  # the plan's sampling names what is wrong with Kafka
         names += [n for n in (topic_table(route, topic) for topic in topics) if n is not None]
+    # Tables the records name that the config sets up ahead.
     names += list(pipeline.tables)
     return list(dict.fromkeys(names))
 

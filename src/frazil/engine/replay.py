@@ -229,9 +229,12 @@ def _run(
     # The dead letters as the Kafka records they were; one row per record and table.
     # A record that failed for a table (target_table) goes back there only: the other
     # tables its route fans out to took it when it first came. Rows of a dead-letter table
-    # written before the column existed read null: every table the route names.
+    # written before the column existed read null: every table the route names. A record
+    # that failed at the mode names its table but no table took it: routed anew.
     failed_for = (
-        F.col(TARGET_TABLE) if TARGET_TABLE in source.columns else F.lit(None).cast("string")
+        F.when(F.col("stage") != F.lit(c.STAGE_MODE), F.col(TARGET_TABLE))
+        if TARGET_TABLE in source.columns
+        else F.lit(None).cast("string")
     )
     raw = source.select(
         "key",
@@ -259,7 +262,12 @@ def _run(
         # Records failing before routing (decode, transform, route) have one row each.
         failing = [
             planned.where(F.col(c.ERROR).isNotNull() & c.first_route()).select(
-                *dead_letter_columns(pipeline.name, F.col(c.ERROR), True, F.col(c.FAILED_FOR))
+                *dead_letter_columns(
+                    pipeline.name,
+                    F.col(c.ERROR),
+                    True,
+                    F.coalesce(F.col(c.FAILED_FOR), c.mode_target()),
+                )
             )
         ]
         routed = planned.where(

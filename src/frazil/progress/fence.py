@@ -280,7 +280,8 @@ def _fence_leftover(pipeline: str, record: RunRecord | None, wait_seconds: float
     with jvm:
         if not _carries(jvm.pid, record.run_token):
             return
-        if jvm.wait(min(QUIET_WAIT_SECONDS, wait_seconds)):
+        quiet = min(QUIET_WAIT_SECONDS, wait_seconds)
+        if jvm.wait(quiet):
             return
         log.warning(
             "%s: the previous run's Spark JVM (pid %d) is still running; waiting up to %.0f s "
@@ -289,7 +290,7 @@ def _fence_leftover(pipeline: str, record: RunRecord | None, wait_seconds: float
             jvm.pid,
             wait_seconds,
         )
-        if jvm.wait(wait_seconds):
+        if jvm.wait(wait_seconds - quiet):
             return
         if not _carries(jvm.pid, record.run_token):
             return

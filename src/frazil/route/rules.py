@@ -62,16 +62,19 @@ def sanitize_text(value: str) -> str:
 def topic_table(route: TopicRoute, topic: str) -> str | None:
     """The table a topic route sends ``topic``'s records to, as :meth:`TopicNameRoute.route`
     names it in the JVM; None when the topic does not match (its records go to the route's
-    ``default``)."""
+    ``default``) or leaves a placeholder empty."""
     match = re.fullmatch(route.topic, topic)
     if match is None:
         return None
     values = {"topic": sanitize_text(topic)}
     values.update({str(i): sanitize_text(g or "") for i, g in enumerate(match.groups(), 1)})
-    return "".join(
+    name = "".join(
         literal + ("" if name is None else values[name])
         for literal, name in template_parts(route.table)
     )
+    # An optional group the topic leaves out names no table (``db.``): the run marks its
+    # records with a route error.
+    return name if template_pattern(route.table).fullmatch(name) else None
 
 
 def route_error(reason: Column, detail: Column) -> Column:

@@ -331,6 +331,8 @@ class DeadLetters:
             return set()
         from pyspark.sql import functions as F
 
+        from frazil import columns as c
+
         spark = self.table.spark
         wanted = spark.createDataFrame(
             [(str(t), int(p), int(o)) for t, p, o, *_ in contested],
@@ -340,7 +342,7 @@ class DeadLetters:
         # before or at its mode, which name a table only for the mode's.
         of_source = F.col("target_table").eqNullSafe(F.lit(batch.table).cast("string"))
         if batch.per_record:
-            of_source = of_source | (F.col("stage") == F.lit("mode"))
+            of_source = of_source | (F.col("stage") == F.lit(c.STAGE_MODE))
         held = spark.table(self.table.name).where((F.col("pipeline") == self.pipeline) & of_source)
         found = held.join(wanted, ["topic", "partition", "offset"], "left_semi")
         present = {(str(r[0]), int(r[1]), int(r[2])) for r in found.select(

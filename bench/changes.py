@@ -67,6 +67,7 @@ The result goes to ``bench/results/changes.json`` (``op-field``) or
 Usage: .venv/bin/python -m bench.changes [--records 1000000] [--keys 100000] [--rounds 2]
     [--per-trigger 250000] [--format op-field|debezium-json|debezium-avro]
     [--json-schema inferred|declared] [--tables 1] [--envelope minimal|postgres]
+    [--spark-conf KEY=VALUE]
 """
 
 from __future__ import annotations
@@ -562,6 +563,13 @@ def main() -> None:
         help="Debezium formats: the source block (connector and lsn, or PostgreSQL's 12 "
         "fields); postgres also decodes debezium-avro's keys",
     )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting of the rounds (repeatable), e.g. spark.eventLog.enabled=true",
+    )
     args = parser.parse_args()
     if (args.tables > 1 or args.envelope != "minimal") and args.format == "op-field":
         parser.error("--tables and --envelope apply to the Debezium formats")
@@ -644,7 +652,11 @@ def main() -> None:
                 "catalog": {"warehouse": str(work / "lake")},
                 "kafka": {"bootstrap_servers": broker.bootstrap},
                 "state_dir": str(work / "state"),
-                "spark": {"master": "local[2]", "driver_memory": "4g"},
+                "spark": {
+                    "master": "local[2]",
+                    "driver_memory": "4g",
+                    "conf": dict(p.split("=", 1) for p in args.spark_conf),
+                },
                 "pipelines": [pipeline],
             }
             if registry_url is not None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
+from frazil.engine import kept_rows
 from frazil.engine.bad_records import BadRecords, learnable
 from frazil.engine.cached_table import CachedTable, with_values, with_values_columns
 from frazil.engine.ledger import TableLedger
@@ -53,16 +54,16 @@ class CachedBatch:
 
     def release(self) -> None:
         """Let the cache go."""
-        self.frame.unpersist()
+        kept_rows.let_go(self.frame)
 
 
 @dataclass
 class CachedWrite:
     """Decodes a batch once into a cache, then writes its tables concurrently.
 
-    The cache holds one row per record and table, sorted by a hash of the table name within
-    each Spark partition, so a table's write skips the cached blocks of other tables (the
-    cache keeps each block's smallest and largest hash) instead of reading the batch.
+    The cache (:mod:`~frazil.engine.kept_rows`) holds one row per record and table, with a
+    hash of the table name that a table's write compares first (on a cluster the cache is
+    sorted by it within each partition, so a table's write skips other tables' blocks).
 
     Attributes:
         pipeline: The pipeline's name.
@@ -83,20 +84,17 @@ class CachedWrite:
     def decode(self, window: BatchWindow) -> CachedBatch:
         """Decode the batch into a cache, and aggregate it in one job (which fills it): its
         marked and unmatched records, and each table's records, columns and timestamps."""
-        from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         planned = self.live.plan.run(window.batch)
-        frame = (
-            c.explode_routes(planned)
-            .withColumn(c.ROUTE_HASH, F.xxhash64(F.col(c.ROUTE_TABLE)))
-            .sortWithinPartitions(c.ROUTE_HASH)
-            .persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        frame = kept_rows.keep(
+            c.explode_routes(planned).withColumn(c.ROUTE_HASH, F.xxhash64(F.col(c.ROUTE_TABLE))),
+            sort_by=c.ROUTE_HASH,
         )
         try:
             summary = _summarise(frame, self.metrics.columns(window.partitions)[1:], window)
         except BaseException:
-            frame.unpersist()
+            kept_rows.let_go(frame)
             raise
         # Without a dead-letter queue, any marked record may teach a decoder before the
         # batch stops; with one, only those a decoder may learn from are tried first.

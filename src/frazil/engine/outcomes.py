@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from frazil.engine import kept_rows
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -72,7 +74,7 @@ class Wrote:
     def release(self) -> None:
         """Let the batch's cache go."""
         if self.cache is not None:
-            self.cache.unpersist()
+            kept_rows.let_go(self.cache)
 
 
 @dataclass(frozen=True)

@@ -236,6 +236,13 @@ class TableWriter:
             # A table's rows of the batch in as few tasks (and files) as its size needs:
             # the other tables' writes keep the other cores busy.
             rows = rows.coalesce(max(1, -(-counted.records // ROWS_PER_WRITE_TASK)))
+        elif counted is not None:
+            # A MERGE's source (the table's changes, collapsed per key) read by as few tasks
+            # as its size needs, not one per Kafka partition of the batch: a few hundred
+            # changes over 12 partitions were 12 tasks a table, each scheduled and shipped.
+            tasks = write_tasks(counted.records, window.ranges, self._cores())
+            if tasks is not None:
+                rows = rows.coalesce(tasks)
         elif not merging:
             tasks = write_tasks(window.records, window.ranges, self._cores())
             if tasks is not None:

@@ -540,6 +540,73 @@ def test_debezium_json_topics_per_source_table_routed_by_topic_with_their_tombst
     assert table("orders") == (order_fields, [(10, 1, Decimal("12.34"))])
 
 
+def test_debezium_topics_routed_without_a_pipeline_key_take_each_tables_own(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """No ``write.key``: each listed table merges by its own key; the changes of a topic whose
+    table ``tables:`` does not list go to the dead-letter queue naming that table, and the
+    other tables are written in the same batches."""
+    prefix = f"dbzk{unique}.inv"
+    customers, orders, notes = f"{prefix}.customers", f"{prefix}.orders", f"{prefix}.notes"
+    for topic in (customers, orders, notes):
+        ensure_topic(kafka_bootstrap, topic, partitions=1)
+    customer_row = [{"field": "id", "type": "int32"}, {"field": "email", "type": "string"}]
+    order_row = [{"field": "order_id", "type": "int64"}, {"field": "qty", "type": "int32"}]
+    note_row = [{"field": "note_id", "type": "int64"}, {"field": "text", "type": "string"}]
+
+    def event(row: list[Any], op: str, before: Any, after: Any) -> dict[str, Any]:
+        payload = {"before": before, "after": after, "op": op}
+        return {"schema": _connect_envelope(row), "payload": payload}
+
+    _produce(kafka_bootstrap, customers, [
+        (None, event(customer_row, "c", None, {"id": 1, "email": "a@x"}), 0),
+        (None, event(customer_row, "c", None, {"id": 2, "email": "b@x"}), 0),
+        (None, event(customer_row, "u", None, {"id": 1, "email": "a2@x"}), 0),
+    ])  # fmt: skip
+    _produce(kafka_bootstrap, orders, [
+        (None, event(order_row, "c", None, {"order_id": 10, "qty": 1}), 0),
+        (None, event(order_row, "c", None, {"order_id": 11, "qty": 2}), 0),
+        (None, event(order_row, "d", {"order_id": 10, "qty": 1}, None), 0),
+    ])  # fmt: skip
+    _produce(kafka_bootstrap, notes, [
+        (None, event(note_row, "c", None, {"note_id": 5, "text": "hi"}), 0),
+        (None, event(note_row, "u", None, {"note_id": 5, "text": "ho"}), 0),
+    ])  # fmt: skip
+    tables = f"db.dbzk_{unique}_{{1}}"
+    dlq = f"ops.dbzk_dlq_{unique}"
+    pipeline = {
+        "name": f"zk_{unique}", "topic_pattern": f"dbzk{unique}\\.inv\\..*", "trigger": "1s",
+        "write": {"mode": "cdc", "debezium": True},
+        "route": {"topic": f"dbzk{unique}\\.inv\\.(\\w+)", "table": tables},
+        "tables": {
+            tables.replace("{1}", "customers"): {"write": {"key": ["id"]}},
+            tables.replace("{1}", "orders"): {"write": {"key": ["order_id"]}},
+        },
+        "errors": {"tolerance": "all", "dlq_table": dlq},
+    }  # fmt: skip
+
+    [report] = run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    def rows(name: str) -> list[tuple[Any, ...]]:
+        return sorted(
+            tuple(r) for r in spark.table(f"lake.{tables.replace('{1}', name)}").collect()
+        )
+
+    assert rows("customers") == [(1, "a2@x"), (2, "b@x")]
+    assert rows("orders") == [(11, 2)]
+    assert not spark.catalog.tableExists(f"lake.{tables.replace('{1}', 'notes')}")
+    notes_table = tables.replace("{1}", "notes")
+    dead = spark.sql(
+        f"SELECT topic, offset, stage, reason, target_table FROM lake.{dlq} ORDER BY offset"
+    ).collect()
+    reason = f"no key for table {notes_table}: set its tables.<name>.write.key, or write.key"
+    assert [tuple(r) for r in dead] == [
+        (notes, 0, "mode", reason, notes_table),
+        (notes, 1, "mode", reason, notes_table),
+    ]
+    assert report.dead_lettered == 2
+
+
 def test_inferred_json_over_two_topics_meets_both_shapes_at_the_start(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:

@@ -20,7 +20,7 @@ def _config(write: dict[str, Any], **pipeline: Any) -> Any:
 @pytest.mark.parametrize(
     ("write", "extra", "message"),
     [
-        ({"mode": "upsert"}, {}, "pipelines[0].write: mode upsert needs 'key'"),
+        ({"mode": "upsert"}, {}, "pipelines[0]: write: mode upsert needs 'key'"),
         ({"mode": "cdc", "key": ["id"]}, {}, "mode cdc needs 'op_field'"),
         ({"key": ["id"]}, {}, "'key' applies to modes upsert and cdc, not append"),
         ({"debezium": True}, {}, "'debezium' applies to mode cdc"),
@@ -84,6 +84,54 @@ def test_a_routed_table_has_its_own_key() -> None:
     b = pipeline.settings_for("db.b")
     assert (b.write.key, b.write.order_by, b.identifier_fields) == (["b_id"], "v", ["b_id"])
     assert b.write.op_field == "op"
+
+
+def _routed(route: dict[str, Any], tables: dict[str, Any]) -> Any:
+    return parse_config(
+        {
+            "pipelines": [
+                {
+                    "name": "p",
+                    "topic_pattern": "db\\..*",
+                    "route": route,
+                    "write": {"mode": "cdc", "debezium": True},
+                    "tables": tables,
+                }
+            ]
+        }
+    )
+
+
+def test_a_routed_pipeline_without_write_key_takes_each_tables_own() -> None:
+    own = {"db.a": {"write": {"key": ["a_id"]}}, "db.b": {"write": {"key": ["b_id"]}}}
+    pipeline = _routed({"topic": "db\\.(\\w+)", "table": "db.{1}"}, own).pipelines[0]
+    assert pipeline.defaults.write.key == []
+    a, b = pipeline.settings_for("db.a"), pipeline.settings_for("db.b")
+    assert (a.write.key, a.identifier_fields) == (["a_id"], ["a_id"])
+    assert (b.write.key, b.identifier_fields) == (["b_id"], ["b_id"])
+
+
+@pytest.mark.parametrize(
+    ("route", "tables", "message"),
+    [
+        ({"topic": "db\\.(\\w+)", "table": "db.{1}"}, {},
+         "pipelines[0]: write: mode cdc needs 'key': the columns identifying a row (a routed "
+         "pipeline may instead set each table's own in tables.<name>.write.key)"),
+        ({"field": "kind", "tables": {"a": "db.a", "b": "db.b"}},
+         {"db.a": {"write": {"key": ["id"]}}},
+         "pipelines[0]: tables.db.b.write.key: the route sends changes to db.b and write.key "
+         "is not set: mode cdc needs the columns identifying its rows"),
+        ({"topic": "db\\.(\\w+)", "table": "db.{1}", "default": "db.other"},
+         {"db.a": {"write": {"key": ["id"]}}},
+         "pipelines[0]: tables.db.other.write.key: the route sends changes to db.other"),
+    ],
+)  # fmt: skip
+def test_a_routed_pipeline_without_write_key_needs_a_key_for_each_table_it_names(
+    route: dict[str, Any], tables: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as failed:
+        _routed(route, tables)
+    assert message in str(failed.value)
 
 
 def test_append_tables_are_unchanged() -> None:

@@ -66,7 +66,11 @@ def validate(
                 and settings.write.key is not None
                 and settings.write.key != write.key
             ]
-            keys = ", ".join(write.key) + (f" ({'; '.join(own)})" if own else "")
+            keys = (
+                ", ".join(write.key) + (f" ({'; '.join(own)})" if own else "")
+                if write.key
+                else f"each table's own key ({'; '.join(own)})"
+            )
             mode = f"{write.mode}{' by ' + how if how else ''} on {keys}; "
         console.print(
             f"  [bold]{pipeline.name}[/]: {source} → "

@@ -406,12 +406,31 @@ class PipelineConfig(Frozen):
                     f"tables.{name}.write: a table's key and order_by apply to pipelines with "
                     "write.mode upsert or cdc"
                 )
+        if write.merges and not write.key:
+            self._check_table_keys(write.mode)
         identifiers = self.defaults.identifier_fields
         if write.merges and identifiers and identifiers != write.key:
             raise ValueError(
                 "identifier_fields must equal write.key (or be left out): an upsert or CDC "
                 "table is identified by its key"
             )
+
+    def _check_table_keys(self, mode: str) -> None:
+        """Without ``write.key``, every table the route names from the config alone sets its
+        own; a table the records name (a topic's, a field value's) and ``tables:`` does not
+        list gets its changes marked keyless when they come."""
+        keyed = {n for n, own in self.tables.items() if own.write is not None and own.write.key}
+        if self.route is None or not keyed:
+            raise ValueError(
+                f"write: mode {mode} needs 'key': the columns identifying a row (a routed "
+                "pipeline may instead set each table's own in tables.<name>.write.key)"
+            )
+        for name in self.route.table_names():
+            if name not in keyed:
+                raise ValueError(
+                    f"tables.{name}.write.key: the route sends changes to {name} and "
+                    f"write.key is not set: mode {mode} needs the columns identifying its rows"
+                )
 
     def static_tables(self) -> list[str]:
         """The tables known from the config alone: ``table``, or those the route names."""

@@ -149,12 +149,8 @@ class WriteConfig(_Frozen):
             if self.ops != OpCodes():
                 raise ValueError("'ops' applies to mode cdc")
             return self
-        if not self.key:
-            raise ValueError(
-                f"mode {self.mode} needs 'key': the columns identifying a row (in a routed "
-                "pipeline, of each table that sets no key of its own in "
-                "tables.<name>.write.key)"
-            )
+        # Whether a key is needed where it is left out is the pipeline's to say: a routed
+        # pipeline's tables may each set their own (PipelineConfig._check_write).
         if self.mode == "upsert":
             if self.op_field is not None or self.debezium or self.ops != OpCodes():
                 raise ValueError(

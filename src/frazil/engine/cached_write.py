@@ -4,7 +4,7 @@ MERGE reads its source more than once (and cannot be observed while it runs)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
@@ -96,6 +96,12 @@ class CachedWrite:
         except BaseException:
             kept_rows.let_go(frame)
             raise
+        pipeline = self.tables.pipeline
+        if pipeline.defaults.write.merges and not pipeline.defaults.write.key:
+            # A table with no key takes no change (each is marked: sink.modes.change_mode):
+            # it is neither created nor written.
+            keyed = {n: t for n, t in summary.tables.items() if pipeline.settings_for(n).write.key}
+            summary = replace(summary, tables=keyed)
         # Without a dead-letter queue, any marked record may teach a decoder before the
         # batch stops; with one, only those a decoder may learn from are tried first.
         may_learn = bool(summary.learnable) or not self.writer.dead_letters

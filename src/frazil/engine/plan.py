@@ -297,7 +297,8 @@ def _mode_step(
         except KeyError as exc:
             raise _not_a_column(pipeline, "write: column", exc.args[0], batch) from None
 
-    return Step("mode", f"{what} ({', '.join(write.key)}); {tombstones}", apply)
+    keys = ", ".join(write.key) or "; ".join(f"{n}: {', '.join(k)}" for n, k in table_keys.items())
+    return Step("mode", f"{what} ({keys}); {tombstones}", apply)
 
 
 def _key_names(key_decoder: Decoder | None) -> frozenset[str] | None:

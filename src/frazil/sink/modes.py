@@ -68,12 +68,14 @@ def change_mode(
     * A tombstone (null value) is skipped, or with ``tombstones: delete`` deletes the row of
       its Kafka key (the key column's fields, or the key itself for a one-column key).
     * A change without a value in one of its table's key columns, or with an unknown code,
-      is marked (stage ``mode``): it cannot name a row.
+      is marked (stage ``mode``): it cannot name a row; so is one routed to a table that has
+      no key (no ``write.key``, and none of its own).
 
     Args:
         batch: The batch after routing.
         write: The pipeline's write settings.
-        table_keys: Tables whose key differs from ``write.key`` (routed tables' overrides).
+        table_keys: Tables whose key differs from ``write.key`` (routed tables' overrides;
+            without ``write.key``, the only tables with a key).
         key_column: The decoded Kafka key's (internal) column (``key_format``), for
             tombstones.
         key_fields: The decoded key's fields where it is a struct (None: a scalar key).
@@ -152,19 +154,29 @@ def change_mode(
     op = F.when(skipped, F.lit(c.OP_SKIP)).when(tombstone, tombstone_op).otherwise(op)
     # A change names its row by its table's key: check each key it will be written by.
     missing = _missing_key(result, write.key, table_keys, pending=pending_table_keys)
+    reason = F.concat(
+        F.when(missing.contains(", "), F.lit("no value in key columns ")).otherwise(
+            F.lit("no value in key column ")
+        ),
+        missing,
+    )
+    if not write.key:
+        # No pipeline key: a table the records name that sets none of its own (tables.<name>
+        # .write.key) cannot take a change.
+        unkeyed = F.try_element_at(
+            F.filter(result[c.TABLE], lambda t: ~t.isin(*table_keys)), F.lit(1)
+        )
+        no_key = F.concat(
+            F.lit("no key for table "),
+            unkeyed,
+            F.lit(": set its tables.<name>.write.key, or write.key"),
+        )
+        reason = F.coalesce(no_key, reason)
     error = F.coalesce(
         error,
         F.when(
-            op.isin(c.OP_UPSERT, c.OP_DELETE) & missing.isNotNull(),
-            mode_error(
-                F.concat(
-                    F.when(missing.contains(", "), F.lit("no value in key columns ")).otherwise(
-                        F.lit("no value in key column ")
-                    ),
-                    missing,
-                ),
-                _keyless_detail(result, tombstone, key_column),
-            ),
+            op.isin(c.OP_UPSERT, c.OP_DELETE) & reason.isNotNull(),
+            mode_error(reason, _keyless_detail(result, tombstone, key_column)),
         ),
     )
     result[c.OP] = op
@@ -231,4 +243,6 @@ def _missing_key(
             found = F.coalesce(
                 found, F.when(F.array_contains(tables, name), F.nullif(nulls(columns), F.lit("")))
             )
+    if not key:
+        return found  # a table without a key of its own: marked as such (change_mode)
     return F.coalesce(found, F.when(others, F.nullif(nulls(key), F.lit(""))))

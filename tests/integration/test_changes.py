@@ -585,6 +585,16 @@ def test_debezium_topics_routed_without_a_pipeline_key_take_each_tables_own(
         "errors": {"tolerance": "all", "dlq_table": dlq},
     }  # fmt: skip
 
+    from frazil.engine.explain import explain
+
+    # The plan names the table that would take no change.
+    [explained] = explain(spark, make_config([pipeline]), [])
+    notes_table = tables.replace("{1}", "notes")
+    assert [w for w in explained.warnings if "no key" in w] == [
+        f"table {notes_table}: no key (set tables.{notes_table}.write.key, or write.key); "
+        "its changes would go to the dead-letter queue"
+    ]
+
     [report] = run(make_config([pipeline]), until_caught_up=True, spark=spark)
 
     def rows(name: str) -> list[tuple[Any, ...]]:
@@ -594,8 +604,7 @@ def test_debezium_topics_routed_without_a_pipeline_key_take_each_tables_own(
 
     assert rows("customers") == [(1, "a2@x"), (2, "b@x")]
     assert rows("orders") == [(11, 2)]
-    assert not spark.catalog.tableExists(f"lake.{tables.replace('{1}', 'notes')}")
-    notes_table = tables.replace("{1}", "notes")
+    assert not spark.catalog.tableExists(f"lake.{notes_table}")
     dead = spark.sql(
         f"SELECT topic, offset, stage, reason, target_table FROM lake.{dlq} ORDER BY offset"
     ).collect()

@@ -276,6 +276,32 @@ def test_freeze_refuses_new_fields_and_a_declared_schema_ignores_them_under_evol
         ) in str(info.value)
 
 
+def test_a_routed_upsert_under_freeze_names_the_record_a_table_refuses(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A routed upsert without a dead-letter queue (the cached way): a record with a field
+    its table's frozen schema lacks stops the batch with a message naming it, read from the
+    batch's rows before they are let go."""
+    a, b = f"evo-rfz-{unique}-a", f"evo-rfz-{unique}-b"
+    produce_json(kafka_bootstrap, a, [{"id": 1, "v": 1}], partitions=1)
+    produce_json(kafka_bootstrap, b, [{"id": 1, "v": 2, "extra": "x"}], partitions=1)
+    tables = f"db.rfz_{unique}_{{1}}"
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    frozen = StructType([StructField("id", LongType()), StructField("v", LongType())])
+    spark.createDataFrame([], frozen).writeTo(f"lake.{tables.replace('{1}', 'b')}").create()
+    pipeline = {
+        "name": f"rfz_{unique}", "topics": [a, b], "schema_evolution": "freeze",
+        "route": {"topic": f"evo-rfz-{unique}-(\\w+)", "table": tables},
+        "write": {"mode": "upsert", "key": ["id"]},
+    }  # fmt: skip
+    with pytest.raises(PipelineError) as info:
+        run(make_config([pipeline]), until_caught_up=True, spark=spark)
+    assert f"topic {b} partition 0 offset 0" in str(info.value)
+    assert "schema_evolution: freeze" in str(info.value)
+    assert spark.table(f"lake.{tables.replace('{1}', 'b')}").count() == 0
+
+
 def test_a_column_renamed_or_dropped_while_running_keeps_its_data_by_field_id(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:

@@ -204,6 +204,8 @@ class BatchWriter:
             Exception: A table's write failed (a marked record: the rejection naming it), or
                 its dead letters could not be sent (its commit is not recorded).
         """
+        failure: BaseException | None = None
+        rejection: FrazilError | None = None
         try:
             filtered = wrote.filtered + sum(w.filtered for w in wrote.tables.values())
             self.ledger.count(unmatched=wrote.unmatched, filtered=filtered)
@@ -222,11 +224,15 @@ class BatchWriter:
             for name, written in wrote.tables.items():
                 if written.marker is not None and name not in errors:
                     self.ledger.committed(window, name, written)
+            failure = wrote.failure or next(iter(errors.values()), None)
+            if isinstance(failure, BadRecords):
+                # Named from the batch's rows while they are kept (a local checkpoint let go
+                # cannot be read again).
+                rejection = self._rejected(failure.rows, window)
         finally:
             wrote.release()
-        failure = wrote.failure or next(iter(errors.values()), None)
-        if isinstance(failure, BadRecords):
-            raise self._rejected(failure.rows, window) from None
+        if rejection is not None:
+            raise rejection from None
         if failure is not None:
             raise failure
 

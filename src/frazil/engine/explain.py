@@ -206,9 +206,9 @@ def table_warnings(
 
     tables = {name: views.table(name) for name in (names or pipeline.static_tables())}
     existing = {name: table for name, table in tables.items() if table is not None}
+    found = _keyless_tables(pipeline, list(tables))
     if not existing:
-        return []
-    found: list[str] = []
+        return found
     first = next(iter(existing.values()))
     # One walk in the JVM for all of them, as the run's start makes it.
     states = find_markers(IcebergTables(first.spark, list(existing.values())), pipeline.name)
@@ -221,6 +221,24 @@ def table_warnings(
             for differs in layout_differences(table.java, pipeline.settings_for(name))
         ]
     return found
+
+
+def _keyless_tables(pipeline: PipelineConfig, names: list[str]) -> list[str]:
+    """Without ``write.key``, the tables the run names that set no key of their own: their
+    changes are marked (:func:`~frazil.sink.modes.change_mode`), the table never created."""
+    write = pipeline.defaults.write
+    if not write.merges or write.key:
+        return []
+    then = (
+        "its changes would go to the dead-letter queue"
+        if pipeline.errors.dead_letters
+        else "the run would stop at its first change (errors.tolerance: none)"
+    )
+    return [
+        f"table {name}: no key (set tables.{name}.write.key, or write.key); {then}"
+        for name in names
+        if not pipeline.settings_for(name).write.key
+    ]
 
 
 def conflicts(views: TableViews, pipeline: PipelineConfig, schema: StructType) -> list[str]:

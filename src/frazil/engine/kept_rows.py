@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from frazil.engine.jvm_tuning import is_local
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -46,4 +48,4 @@ def let_go(frame: DataFrame) -> None:
 
 
 def _in_driver(frame: DataFrame) -> bool:
-    return (frame.sparkSession.sparkContext.master or "").startswith("local")
+    return is_local(frame.sparkSession.sparkContext.master or "")

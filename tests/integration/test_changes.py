@@ -616,6 +616,177 @@ def test_debezium_topics_routed_without_a_pipeline_key_take_each_tables_own(
     assert report.dead_lettered == 2
 
 
+#: A Debezium ``source`` block of the PostgreSQL connector (its Connect schema's fields).
+_PG_SOURCE = [
+    {"field": name, "type": kind, "optional": optional}
+    for name, kind, optional in [
+        ("version", "string", False), ("connector", "string", False), ("name", "string", False),
+        ("ts_ms", "int64", False), ("snapshot", "string", True), ("db", "string", False),
+        ("sequence", "string", True), ("schema", "string", False), ("table", "string", False),
+        ("txId", "int64", True), ("lsn", "int64", True), ("xmin", "int64", True),
+    ]
+]  # fmt: skip
+_TIMESTAMP = {"type": "int64", "name": "io.debezium.time.Timestamp", "version": 1}
+_DECIMAL = {
+    "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+    "parameters": {"scale": "2", "connect.decimal.precision": "10"},
+}  # fmt: skip
+
+
+def _value(field: dict[str, Any], i: int) -> tuple[Any, Any]:
+    """Row ``i``'s value of ``field`` as Debezium sends it and as the table holds it (a
+    timestamp as its epoch milliseconds)."""
+    name = field.get("name")
+    if name == "io.debezium.time.Timestamp":
+        return 1_700_000_000_000 + i, 1_700_000_000_000 + i
+    if name == "org.apache.kafka.connect.data.Decimal":
+        cents = 1_000 + i * 7
+        return base64.b64encode(cents.to_bytes(4, "big", signed=True)).decode(), Decimal(
+            cents
+        ).scaleb(-2)
+    if field["type"] == "string":
+        return f"{field['field']}{i}", f"{field['field']}{i}"
+    if field["type"] == "float64":
+        return i / 4, i / 4
+    return i, i
+
+
+def _postgres_changes(
+    table: str, key_name: str, row: list[dict[str, Any]]
+) -> tuple[list[tuple[str | None, dict[str, Any] | None, int]], list[tuple[Any, ...]]]:
+    """Debezium's PostgreSQL connector's changes of source table ``table`` (JSON converter,
+    schemas on; a tombstone after each delete): creates of 12 rows, updates of every other
+    one, deletes of every third one, each key on one partition; and the rows they leave, in
+    the table's values."""
+    key_schema = {
+        "type": "struct", "optional": False, "name": f"dbserver1.inventory.{table}.Key",
+        "fields": [f for f in row if f["field"] == key_name],
+    }  # fmt: skip
+    envelope = _connect_envelope(
+        row,
+        {"type": "struct", "optional": False, "fields": _PG_SOURCE, "field": "source"},
+        {"type": "int64", "optional": True, "field": "ts_ms"},
+    )
+    events: list[tuple[str | None, dict[str, Any] | None, int]] = []
+    live: dict[int, int] = {}
+
+    def values(i: int, version: int, sent: bool) -> dict[str, Any]:
+        """Row ``i`` at ``version``: its key column from ``i``, the others from it."""
+        return {
+            f["field"]: _value(f, i if f["field"] == key_name else version)[0 if sent else 1]
+            for f in row
+        }
+
+    def change(i: int, op: str, version: int | None) -> None:
+        seq = len(events) + 1
+        before = live.get(i)
+        payload = {
+            "before": None if before is None else values(i, before, sent=True),
+            "after": None if version is None else values(i, version, sent=True),
+            "source": {
+                "version": "2.7.0.Final", "connector": "postgresql", "name": "dbserver1",
+                "ts_ms": 1_700_000_000_000 + seq, "snapshot": "false", "db": "inventory",
+                "sequence": None, "schema": "public", "table": table, "txId": 1000 + seq,
+                "lsn": seq, "xmin": None,
+            },
+            "op": op, "ts_ms": 1_700_000_000_000 + seq,
+        }  # fmt: skip
+        key = json.dumps({"schema": key_schema, "payload": {key_name: i}})
+        events.append((key, {"schema": envelope, "payload": payload}, i % 2))
+        if version is None:
+            live.pop(i)
+            events.append((key, None, i % 2))
+        else:
+            live[i] = version
+
+    for i in range(12):
+        change(i, "c", i)
+    for i in range(0, 12, 2):
+        change(i, "u", i + 100)
+    for i in range(0, 12, 3):
+        change(i, "d", None)
+    rows = sorted(tuple(values(i, v, sent=False).values()) for i, v in live.items())
+    return events, rows
+
+
+def test_debezium_routed_without_a_pipeline_key_deletes_by_tombstones_of_each_tables_key(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """No ``write.key``, keys of Connect's JSON converter, ``tombstones: delete`` and the
+    PostgreSQL connector's envelopes of three source tables: each listed table's changes and
+    tombstones apply by that table's key, and the changes of the unlisted table's topic, its
+    tombstones among them, go to the dead-letter queue."""
+    prefix = f"dbzt{unique}.inv"
+    shapes: dict[str, tuple[str, list[dict[str, Any]]]] = {
+        "customers": ("id", [
+            {"field": "id", "type": "int32", "optional": False},
+            {"field": "first_name", "type": "string", "optional": False},
+            {"field": "last_name", "type": "string", "optional": False},
+            {"field": "email", "type": "string", "optional": True},
+            {"field": "created_at", "optional": True, **_TIMESTAMP},
+        ]),
+        "orders": ("order_id", [
+            {"field": "order_id", "type": "int64", "optional": False},
+            {"field": "customer_id", "type": "int32", "optional": False},
+            {"field": "amount", "optional": False, **_DECIMAL},
+            {"field": "status", "type": "string", "optional": True},
+            {"field": "ordered_at", "optional": False, **_TIMESTAMP},
+        ]),
+        "products": ("id", [
+            {"field": "id", "type": "int32", "optional": False},
+            {"field": "name", "type": "string", "optional": False},
+            {"field": "description", "type": "string", "optional": True},
+            {"field": "weight", "type": "float64", "optional": True},
+        ]),
+    }  # fmt: skip
+    expected: dict[str, list[tuple[Any, ...]]] = {}
+    produced: dict[str, list[int]] = {}
+    for table, (key_name, row) in shapes.items():
+        topic = f"{prefix}.{table}"
+        ensure_topic(kafka_bootstrap, topic, partitions=2)
+        events, expected[table] = _postgres_changes(table, key_name, row)
+        _produce(kafka_bootstrap, topic, events)
+        produced[table] = [sum(1 for e in events if e[2] == p) for p in (0, 1)]
+    tables = f"db.dbzt_{unique}_{{1}}"
+    dlq = f"ops.dbzt_dlq_{unique}"
+    pipeline = {
+        "name": f"zt_{unique}", "topic_pattern": f"dbzt{unique}\\.inv\\..*", "trigger": "1s",
+        "format": "json", "key_format": "json",
+        "write": {"mode": "cdc", "debezium": True, "tombstones": "delete"},
+        "route": {"topic": f"dbzt{unique}\\.inv\\.(\\w+)", "table": tables},
+        "tables": {
+            tables.replace("{1}", "customers"): {"write": {"key": ["id"]}},
+            tables.replace("{1}", "orders"): {"write": {"key": ["order_id"]}},
+        },
+        "errors": {"tolerance": "all", "dlq_table": dlq},
+    }  # fmt: skip
+
+    [report] = run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    for table in ("customers", "orders"):
+        row = shapes[table][1]
+        columns = ", ".join(
+            f"unix_millis({f['field']})" if f.get("name", "").endswith("Timestamp") else f["field"]
+            for f in row
+        )
+        name = tables.replace("{1}", table)
+        got = sorted(tuple(r) for r in spark.sql(f"SELECT {columns} FROM lake.{name}").collect())
+        assert got == expected[table], table
+    products = tables.replace("{1}", "products")
+    assert not spark.catalog.tableExists(f"lake.{products}")
+    dead = spark.sql(
+        f"SELECT topic, partition, offset, stage, reason, target_table FROM lake.{dlq}"
+    ).collect()
+    reason = f"no key for table {products}: set its tables.<name>.write.key, or write.key"
+    for partition, count in enumerate(produced["products"]):
+        offsets = sorted(r.offset for r in dead if r.partition == partition)
+        assert offsets == list(range(count))
+    assert {(r.topic, r.stage, r.reason, r.target_table) for r in dead} == {
+        (f"{prefix}.products", "mode", reason, products)
+    }
+    assert report.dead_lettered == sum(produced["products"])
+
+
 def test_inferred_json_over_two_topics_meets_both_shapes_at_the_start(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:

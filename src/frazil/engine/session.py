@@ -123,6 +123,14 @@ def spark_conf(
         # origin set and cleared), some 150 per micro-batch, for a context that names
         # frazil's own lines. frazil names the record and the config key itself.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
+        # Catalyst's constraint propagation doubles a projection's constraint set for each
+        # alias whose expression occurs in another's (Project.getAllValidConstraints): a
+        # batch's projection names each column's decoded value and reuses it in the
+        # record's error checks, so a routed Debezium batch of some 13 columns with tables
+        # of their own keys took minutes and the driver's heap (OutOfMemoryError) planning
+        # its kept rows. The filters it infers (IS NOT NULL on join keys) spare frazil's
+        # queries nothing: keys are checked per record, and Iceberg prunes files by stats.
+        "spark.sql.constraintPropagation.enabled": "false",
     }
     if not analysis:
         conf["spark.sql.extensions"] = f"{ICEBERG_EXTENSIONS},{KAFKA_ROWS_EXTENSION}"

@@ -35,14 +35,26 @@ def test_statements_without_a_result_set_say_ok(
         ["sql", "-c", config, "-o", "json", f"DELETE FROM {table} WHERE id = 2"],
         ["sql", "-c", config, f"SELECT id FROM {table} WHERE id < 0"],
         ["-o", "json", "sql", "-c", config, f"SELECT id, x FROM {table}"],
+        ["sql", "-c", config, "--limit", "1", "SELECT * FROM range(3)"],
+        ["-o", "json", "sql", "-c", config, "--limit", "1", "SELECT * FROM range(3)"],
+        ["sql", "-c", config, "--limit", "3", "SELECT * FROM range(3)"],
         env={"COLUMNS": "80"},
     )
 
     for result in done:
         assert result.returncode == 0, result.stderr[-3000:]
-    create, insert, update, delete, empty, rows = (r.stdout for r in done)
+    create, insert, update, delete, empty, rows, first, first_json, whole = done
+    create, insert, update, delete, empty, rows = (
+        r.stdout for r in (create, insert, update, delete, empty, rows)
+    )
     assert create.strip() == insert.strip() == update.strip() == "OK (no result set)"
     assert json.loads(delete) == {"statement": "ok"}
     # A query without rows still has its columns: a table, not OK.
     assert "OK" not in empty and "id" in empty
     assert json.loads(rows) == [{"id": 1, "x": 1}]
+    # Rows left out are said to be, on stderr with -o json so its stdout stays JSON.
+    note = "only the first 1 rows: --limit N prints more"
+    assert note in first.stdout
+    assert json.loads(first_json.stdout) == [{"id": 0}]
+    assert note in first_json.stderr
+    assert "only the first" not in whole.stdout + whole.stderr

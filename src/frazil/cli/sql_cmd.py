@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from frazil.cli.app import OUTPUT_OPTION, OutputFormat, app, console
+from frazil.cli.app import OUTPUT_OPTION, OutputFormat, app, console, err_console
 from frazil.cli.render import print_records
 from frazil.config.loader import load_config
 
@@ -20,7 +20,9 @@ def sql(
         "default).",
     ),
     config: Path = typer.Option(..., "--config", "-c", help="Path to the frazil YAML config file."),
-    limit: int = typer.Option(50, "--limit", help="Most rows to print."),
+    limit: int = typer.Option(
+        50, "--limit", min=0, help="Most rows to print (a note says when there were more)."
+    ),
     output: OutputFormat = OUTPUT_OPTION,
 ) -> None:
     """Query the Iceberg tables with Spark SQL (the config's catalog is the default one).
@@ -44,9 +46,18 @@ def sql(
         else:
             console.print("OK (no result set)", highlight=False)
         return
-    rows = result.limit(limit).collect()
+    # One row more than printed tells whether there were more: a table of 50 rows printed
+    # whole looked like a table of 50 rows.
+    rows = result.limit(limit + 1).collect()
+    cut = len(rows) > limit
+    rows = rows[:limit]
+    note = f"only the first {limit:,} rows: --limit N prints more"
     if output is OutputFormat.json:
         console.print_json(json.dumps([{n: row[n] for n in names} for row in rows], default=str))
+        if cut:
+            err_console.print(note, highlight=False)  # stdout stays the JSON alone
         return
     # A table when it fits the terminal, otherwise a block per row: values never cut.
     print_records(console, names, [list(row) for row in rows])
+    if cut:
+        console.print(note, highlight=False)

@@ -84,6 +84,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "xms": {"spark_conf": {"spark.driver.extraJavaOptions": "-Xms1g"}},
     "xms384": {"spark_conf": {"spark.driver.extraJavaOptions": "-Xms384m"}},
     "young256": {"spark_conf": {"spark.driver.extraJavaOptions": "-Xmn256m"}},
+    "young640": {"spark_conf": {"spark.driver.extraJavaOptions": "-Xmn640m"}},
     # The heap's pages touched at start (a young collection that promotes into pages never
     # touched spent ~0.2-0.3 s of system time faulting them in on this machine).
     "pretouch": {"spark_conf": {"spark.driver.extraJavaOptions": "-XX:+AlwaysPreTouch"}},

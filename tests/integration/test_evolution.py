@@ -469,3 +469,23 @@ def test_a_sampled_record_holding_a_key_twice_infers_one_column_of_its_last_valu
     ]  # fmt: skip
     got = spark.sql(f"SELECT id, kind, m.x FROM lake.{table} ORDER BY id").collect()
     assert [tuple(r) for r in got] == [(n, "abc"[n % 3], n) for n in range(20)]
+
+
+def test_inferred_keys_holding_a_dot_or_a_backtick_are_columns_of_their_own(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table = f"dots-{unique}", f"db.dots_{unique}"
+    values: list[bytes | None] = [
+        json.dumps({"id": n, "a.b": f"x{n}", "c`d": n * 10}).encode() for n in range(5)
+    ]
+    values.append(json.dumps({"id": 5}).encode())
+    produce_raw(kafka_bootstrap, topic, values, partitions=1)
+    config = make_config([{"name": f"t_{unique}", "topics": [topic], "table": table}])
+
+    # Each run failed at its write: `a.b` was read as field b of a column a.
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    assert report.records_ingested == 6
+    assert _schema(spark, table) == [("id", "bigint"), ("a.b", "string"), ("c`d", "bigint")]
+    got = spark.sql(f"SELECT id, `a.b`, `c``d` FROM lake.{table} ORDER BY id").collect()
+    assert [tuple(r) for r in got] == [(n, f"x{n}", n * 10) for n in range(5)] + [(5, None, None)]

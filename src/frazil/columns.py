@@ -100,6 +100,12 @@ STAGE_SCHEMA = "schema"
 STAGE_MODE = "mode"
 
 
+def quoted(name: str) -> str:
+    """A column name as Spark parses it whatever it holds (dots, backticks): ``a.b`` is one
+    column, not field ``b`` of a column ``a``."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def is_internal(name: str) -> bool:
     """Whether a column is frazil's own bookkeeping and must not reach a table."""
     return name.startswith(INTERNAL_PREFIX)

@@ -106,7 +106,7 @@ class BatchPlan:
             for step in self.steps:
                 if step.materialized:
                     cached.append(current)
-                    current = {name: F.col(_quoted(name)) for name in current}
+                    current = {name: F.col(c.quoted(name)) for name in current}
                 current = step.apply(current)
             cached.append(current)
             self._projections[key] = cached
@@ -151,11 +151,6 @@ class BatchPlan:
 def select(raw: DataFrame, batch: Projection) -> DataFrame:
     """One ``select`` that materialises a projection over ``raw``."""
     return raw.select(*[column.alias(name) for name, column in batch.items()])
-
-
-def _quoted(name: str) -> str:
-    """A column name as Spark parses it whatever it holds (dots, backticks)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _select_carrying(frame: DataFrame, batch: Projection) -> DataFrame:

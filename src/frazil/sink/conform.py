@@ -74,7 +74,7 @@ def write_columns(
     out: list[Column] = []
     for f in view.schema.fields:
         names = by_table.get(f.name, [])
-        values = [conform(_col(n), batch_types[n].dataType, f.dataType) for n in names]
+        values = [conform(F.col(c.quoted(n)), batch_types[n].dataType, f.dataType) for n in names]
         if not values:
             out.append(F.lit(None).cast(f.dataType).alias(f.name))
         elif len(values) == 1:
@@ -92,7 +92,7 @@ def write_columns(
         )
     for name in view.required:
         feeding = by_table.get(name) or []
-        value = F.coalesce(*[_col(n) for n in feeding]) if feeding else F.lit(None)
+        value = F.coalesce(*[F.col(c.quoted(n)) for n in feeding]) if feeding else F.lit(None)
         why = "an identifier field" if name in view.identifiers else "NOT NULL"
         error = F.coalesce(
             error,
@@ -107,14 +107,6 @@ def write_columns(
         )
     internal = [F.col(n) for n in frame_schema.fieldNames() if c.is_internal(n) and n != c.ERROR]
     return WriteColumns(tuple(out), tuple(internal), error, tuple(view.schema.fieldNames()))
-
-
-def _col(name: str) -> Column:
-    """The batch's column ``name`` itself: a field named ``a.b`` or holding a backtick (JSON
-    keys may) is one column, not a path into a struct."""
-    from pyspark.sql import functions as F
-
-    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def _error_struct(reason: str, value: Column) -> Column:

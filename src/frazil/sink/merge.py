@@ -34,10 +34,6 @@ _CONFLICTS = ("ValidationException", "CommitFailedException")
 ORDER_COLUMNS = (c.OFFSET, c.PARTITION)
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def latest_changes(rows: DataFrame, key: list[str], order_by: str | None) -> DataFrame:
     """One change per key: the largest ``order_by``, then the largest Kafka offset.
 
@@ -61,17 +57,17 @@ def merge_statement(
 ) -> str:
     """The MERGE applying ``source``'s changes (one per key, :data:`~frazil.columns.OP`) to
     ``table``. With ``order_by``, a change older than the table's row is ignored."""
-    on = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key)
+    on = " AND ".join(f"t.{c.quoted(k)} = s.{c.quoted(k)}" for k in key)
     newer = ""
     if order_by:
-        o = _quote(order_by)
+        o = c.quoted(order_by)
         newer = f" AND (t.{o} IS NULL OR s.{o} IS NULL OR s.{o} >= t.{o})"
-    op = f"s.{_quote(c.OP)}"
-    sets = ", ".join(f"t.{_quote(n)} = s.{_quote(n)}" for n in columns)
-    names = ", ".join(_quote(n) for n in columns)
-    values = ", ".join(f"s.{_quote(n)}" for n in columns)
+    op = f"s.{c.quoted(c.OP)}"
+    sets = ", ".join(f"t.{c.quoted(n)} = s.{c.quoted(n)}" for n in columns)
+    names = ", ".join(c.quoted(n) for n in columns)
+    values = ", ".join(f"s.{c.quoted(n)}" for n in columns)
     return (
-        f"MERGE INTO {table} t USING {_quote(source)} s ON {on}"
+        f"MERGE INTO {table} t USING {c.quoted(source)} s ON {on}"
         f" WHEN MATCHED AND {op} = '{c.OP_DELETE}'{newer} THEN DELETE"
         f" WHEN MATCHED AND {op} <> '{c.OP_DELETE}'{newer} THEN UPDATE SET {sets}"
         f" WHEN NOT MATCHED AND {op} <> '{c.OP_DELETE}' THEN INSERT ({names}) VALUES ({values})"

@@ -194,7 +194,7 @@ def _initial_state(schema: StructType) -> State:
     """The build-time batch: the input columns by name, no error, no op."""
     from pyspark.sql import functions as F
 
-    columns = {f.name: F.col("`" + f.name.replace("`", "``") + "`") for f in schema.fields}
+    columns = {f.name: F.col(c.quoted(f.name)) for f in schema.fields}
     return State(columns, F.lit(None).cast(c.ERROR_DDL), F.lit(None).cast("string"))
 
 

@@ -12,7 +12,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from frazil.decode.schema_registry import header
 from frazil.engine.runner import run
-from frazil.errors import PipelineError
+from frazil.errors import DecodeError, PipelineError
 from frazil.progress.events import Event, SchemaEvolved
 from frazil.sink.evolution import EVOLUTION_PROPERTY
 from tests.integration.test_avro import avro_bytes, produce_raw
@@ -489,3 +489,41 @@ def test_inferred_keys_holding_a_dot_or_a_backtick_are_columns_of_their_own(
     assert _schema(spark, table) == [("id", "bigint"), ("a.b", "string"), ("c`d", "bigint")]
     got = spark.sql(f"SELECT id, `a.b`, `c``d` FROM lake.{table} ORDER BY id").collect()
     assert [tuple(r) for r in got] == [(n, f"x{n}", n * 10) for n in range(5)] + [(5, None, None)]
+
+
+def test_a_json_field_named_like_frazils_own_columns_stops_the_run_before_it_writes(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table = f"reserved-{unique}", f"db.reserved_{unique}"
+    produce_raw(
+        kafka_bootstrap, topic, [json.dumps({"id": n}).encode() for n in range(5)], partitions=1
+    )
+    config = make_config([{"name": f"t_{unique}", "topics": [topic], "table": table}])
+    run(config, until_caught_up=True, spark=spark)
+    # Learned mid-run, the field and frazil's operation column were one batch entry: the
+    # "skip" record was dropped as filtered and the others' values were lost.
+    later = [{"id": 5, "__frazil_op": "skip"}, {"id": 6, "__frazil_op": "x"}]
+    produce_raw(kafka_bootstrap, topic, [json.dumps(v).encode() for v in later], partitions=1)
+
+    for _ in range(2):  # and again on restart: the records wait in Kafka
+        with pytest.raises(DecodeError, match="the value's field '__frazil_op' takes a name"):
+            run(config, until_caught_up=True, spark=spark)
+
+    got = spark.sql(f"SELECT id FROM lake.{table} ORDER BY id").collect()
+    assert [r.id for r in got] == list(range(5))
+    assert _schema(spark, table) == [("id", "bigint")]
+
+
+def test_inferred_nested_keys_differing_only_in_case_stop_the_run_before_a_table_is_made(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table = f"cases-{unique}", f"db.cases_{unique}"
+    values = [json.dumps({"id": n, "m": {"x": n, "X": -n}}).encode() for n in range(3)]
+    produce_raw(kafka_bootstrap, topic, values, partitions=1)
+    config = make_config([{"name": f"t_{unique}", "topics": [topic], "table": table}])
+
+    # The table was made with m.x and m.X, and no Spark query could read it.
+    with pytest.raises(DecodeError, match=r"the value's field 'm' holds fields '[xX]' and '[xX]'"):
+        run(config, until_caught_up=True, spark=spark)
+
+    assert not spark.catalog.tableExists(f"lake.{table}")

@@ -112,7 +112,8 @@ def test_a_key_column_colliding_with_a_value_field_is_refused(
         [{"name": f"c_{unique}", "topics": [topic], "table": f"db.c_{unique}",
           "schema": {"key": "int"}, "key_format": "string"}]
     )  # fmt: skip
-    with pytest.raises(ConfigError, match="column 'key' comes twice"):
+    match = r"column 'key' \(the value's field and the key column\) comes twice; set key_column"
+    with pytest.raises(ConfigError, match=match):
         run(config, until_caught_up=True, spark=spark)
 
 

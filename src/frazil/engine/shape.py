@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from frazil import columns as c
 from frazil.config.models import FrazilConfig
 from frazil.config.pipeline import PipelineConfig
 from frazil.config.variant_paths import is_variant_path, parse_variant_path
 from frazil.decode.registry import BuildContext, Decoder, build_decoder
+from frazil.engine.source_names import check_source_names
 from frazil.errors import ConfigError
 from frazil.source.options import SAMPLE_POLL_RECORDS, source_options
 from frazil.transform.chain import TransformChain, build_chain
@@ -90,12 +90,11 @@ def _existing_value_fields(pipeline: PipelineConfig, views: TableViews) -> Struc
     view = views.view(pipeline.table)
     if view is None:
         return None
-    skip = {pipeline.key.column} if pipeline.key is not None else set()
-    fields = [
-        f
-        for f in view.schema.fields
-        if not f.name.startswith(c.METADATA_PREFIX) and f.name not in skip
-    ]
+    # Only the columns frazil adds: a value field may start with _kafka_ too.
+    skip = {f.name for f in metadata_fields(pipeline)}
+    if pipeline.key is not None:
+        skip.add(pipeline.key.column)
+    fields = [f for f in view.schema.fields if f.name not in skip]
     return StructType(fields)
 
 
@@ -158,7 +157,9 @@ def source_schema(pipeline: PipelineConfig, value: Decoder, key: Decoder | None)
     """The columns entering the transforms: the value's fields, the key, Kafka metadata.
 
     Raises:
-        ConfigError: Two of them share a name.
+        ConfigError: The key or a metadata column shares a value field's name.
+        DecodeError: The value's own names collide or take a reserved name
+            (:func:`~frazil.engine.source_names.check_source_names`).
     """
     from pyspark.sql.types import StructField, StructType
 
@@ -171,13 +172,14 @@ def source_schema(pipeline: PipelineConfig, value: Decoder, key: Decoder | None)
             fields = list(row_schema(value.schema, write, value.semantics()).fields)
         except ValueError as exc:
             raise ConfigError(f"pipeline {pipeline.name!r}: {exc}") from None
+    key_field: StructField | None = None
     if key is not None:
         assert pipeline.key is not None, "a key decoder decodes the pipeline's key_format"
         key_type = key.schema.fields[0].dataType if key.scalar else key.schema
-        fields.append(StructField(pipeline.key.column, key_type, True))
-    fields.extend(metadata_fields(pipeline))
-    _check_unique(pipeline, fields)
-    return StructType(fields)
+        key_field = StructField(pipeline.key.column, key_type, True)
+    metadata = metadata_fields(pipeline)
+    check_source_names(pipeline, fields, key_field, metadata)
+    return StructType(fields + ([key_field] if key_field is not None else []) + metadata)
 
 
 def _check_columns(
@@ -220,16 +222,3 @@ def _variant_path_problems(
             f"{data_type.simpleString()}",
         )
     ]
-
-
-def _check_unique(pipeline: PipelineConfig, fields: list[StructField]) -> None:
-    key_column = pipeline.key_column
-    seen: dict[str, str] = {}
-    for f in fields:
-        first = seen.setdefault(f.name.lower(), f.name)
-        if first != f.name or sum(1 for g in fields if g.name.lower() == f.name.lower()) > 1:
-            raise ConfigError(
-                f"pipeline {pipeline.name!r}: column {f.name!r} comes twice (the value's "
-                f"fields, the key column {key_column!r} and Kafka metadata share "
-                "one namespace; set key_column to another name)"
-            )

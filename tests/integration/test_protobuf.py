@@ -989,3 +989,56 @@ def test_a_newer_protobuf_writer_met_mid_run_evolves_the_reader_and_table(
         *[(f"a{n}", n, "s", None, None) for n in range(5)],
         *[(f"b{n}", 2**40 + n, "t", n, "hi") for n in range(3)],
     ]
+
+
+def test_fields_the_newest_protobuf_version_dropped_keep_older_writers_values(
+    spark: Any,
+    make_config: Any,
+    kafka_bootstrap: str,
+    schema_registry_url: str,
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    from tests.integration.registry_helpers import protobuf_classes
+
+    # v2 drops a top-level and a nested field; both versions are in the subject when the run
+    # starts, as Avro's reader keeps an older version's fields.
+    body = 'syntax = "proto3";\npackage frazil.drop;\nmessage Item {{ string sku = 1;{item} }}\n'
+    body += "message Order {{ string id = 1; Item item = 3;{order} }}\n"
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v1" / "drop.proto").write_text(
+        body.format(item=" int64 qty = 2;", order=" string legacy = 4;")
+    )
+    (tmp_path / "v2" / "drop.proto").write_text(body.format(item="", order=""))
+    v1 = protobuf_classes([tmp_path / "v1" / "drop.proto"])["frazil.drop.Order"]
+    v2 = protobuf_classes([tmp_path / "v2" / "drop.proto"])["frazil.drop.Order"]
+    topic, table = f"pbd-{unique}", f"db.pbd_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    conf = {"auto.register.schemas": True, "use.deprecated.format": False}
+    old, new = ProtobufSerializer(v1, client, conf), ProtobufSerializer(v2, client, conf)
+    values = [
+        old(v1(id=f"a{n}", item={"sku": "s", "qty": n}, legacy=f"l{n}"), ctx) for n in range(3)
+    ]
+    values += [new(v2(id=f"b{n}", item={"sku": "t"}), ctx) for n in range(2)]
+    produce_raw(kafka_bootstrap, topic, values, partitions=1)
+    pipeline = {
+        "name": f"pbd_{unique}",
+        "topics": [topic],
+        "table": table,
+        "format": "protobuf",
+        "message": "frazil.drop.Order",
+    }
+    config = make_config([pipeline], schema_registry={"url": schema_registry_url})
+
+    # The reader was the newest version's shape: legacy and item.qty were lost.
+    [report] = run(config, until_caught_up=True, spark=spark)
+
+    assert report.records_ingested == 5
+    query = f"SELECT id, item.sku, item.qty, legacy FROM lake.{table}"
+    rows = sorted(tuple(r) for r in spark.sql(query).collect())
+    assert rows == [
+        *[(f"a{n}", "s", n, f"l{n}") for n in range(3)],
+        *[(f"b{n}", "t", None, None) for n in range(2)],
+    ]

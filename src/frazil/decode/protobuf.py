@@ -330,6 +330,8 @@ def _build(context: BuildContext) -> ProtobufDecoder:
     )
     decoder.writers[latest.schema_id] = compiled
     decoder.add_writers([v for v in versions if v.schema_id != latest.schema_id])
+    if decoder.evolve:
+        _keep_dropped(decoder, latest.schema_id)
     # The subject's older versions' own message, where a version renamed its package: still
     # the records' message, read by field name (another topic's message is not).
     renamed = {same_message(w, message) for w in decoder.writers.values()} - {None, message}
@@ -337,6 +339,29 @@ def _build(context: BuildContext) -> ProtobufDecoder:
         decoder.others = sorted(n for n in renamed if n is not None)
         decoder._register(None)
     return decoder
+
+
+def _keep_dropped(decoder: ProtobufDecoder, latest: int) -> None:
+    """The subject's older versions' fields the newest dropped join the reader (at any depth),
+    newest first: their records, still in the topic, keep those values, as Avro's reader and a
+    table's columns keep them; the newest version's records read them as null."""
+    from frazil.decode.shapes import merge_fields
+
+    assert decoder.message is not None
+    merged = decoder.schema
+    for schema_id in sorted(decoder.writers, reverse=True):
+        name = same_message(decoder.writers[schema_id], decoder.message)
+        if schema_id == latest or name is None:
+            continue
+        try:
+            merged = merge_fields(
+                merged, spark_schema(decoder.spark, decoder.writers[schema_id], name)
+            )
+        except ValueError:
+            continue  # not a message of that writer: nothing to keep from it
+    if merged != decoder.schema:
+        decoder.schema = merged
+        decoder._register(None)
 
 
 register(Format(name="protobuf", build=_build))

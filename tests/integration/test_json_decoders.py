@@ -59,7 +59,6 @@ GOOD: list[bytes] = [
     b"{'s': 'single quotes'}",
     b'{"s": "\\u00e9\\n\\"q\\"", "l": -9223372036854775808}',
     b'{"s": 12}',
-    b'{"s": 1.50}',
     b'{"s": true}',
     b'{"s": {"a": [1, 2]}}',
     b'{"s": [1, "two"]}',
@@ -267,6 +266,46 @@ def test_frazil_names_the_field_inside_arrays_and_maps(spark: Any) -> None:
         "field 'arrs[1].x' has a value of type string, the schema's type is int",
         "field 'm['k']' has a value of type string, the schema's type is double",
     ]
+
+
+#: Numbers frazil keeps as they were written where Spark's path reads them through a double:
+#: (value, frazil's string column, Spark's).
+NUMBERS_AS_TEXT: list[tuple[bytes, str, str]] = [
+    (b'{"s": 1e400}', "1e400", '"Infinity"'),
+    (b'{"s": 1.50}', "1.50", "1.5"),
+    (b'{"s": 1.0E+2}', "1.0E+2", "100.0"),
+    (b'{"s": 0.1000000000000000055511151231257827}', "0.1000000000000000055511151231257827", "0.1"),
+    (b'{"s": {"a": [1e400, 2.50]}}', '{"a":[1e400,2.50]}', '{"a":["Infinity",2.5]}'),
+]
+#: Finite numbers beyond a float's or a double's range, which Spark's path reads as infinity.
+OUT_OF_RANGE: list[tuple[bytes, str]] = [
+    (b'{"f": 1e39}', "field 'f' holds the number '1e39', beyond the range of float"),
+    (b'{"d": -1e400}', "field 'd' holds the number '-1e400', beyond the range of double"),
+    (b'{"m": {"k": 2E308}}', "field 'm['k']' holds the number '2E308', beyond the range of double"),
+]
+
+
+def test_frazil_keeps_numbers_in_string_columns_as_written(spark: Any) -> None:
+    values = [v for v, _, _ in NUMBERS_AS_TEXT]
+    frazil = _decode(spark, "frazil", values)
+    sparks = _decode(spark, "spark", values)
+    assert [(r["s"], e) for r, e in frazil] == [(text, None) for _, text, _ in NUMBERS_AS_TEXT]
+    assert [(r["s"], e) for r, e in sparks] == [(text, None) for _, _, text in NUMBERS_AS_TEXT]
+
+
+def test_frazil_marks_numbers_beyond_a_floats_range(spark: Any) -> None:
+    frazil = _decode(spark, "frazil", [v for v, _ in OUT_OF_RANGE])
+    assert [(r, e["reason"]) for r, e in frazil] == [(None, why) for _, why in OUT_OF_RANGE]
+    sparks = _decode(spark, "spark", [v for v, _ in OUT_OF_RANGE])
+    assert [e for _, e in sparks] == [None] * len(OUT_OF_RANGE)
+
+
+def test_an_integer_longer_than_a_decimal_holds_is_called_one(spark: Any) -> None:
+    [(row, error)] = _decode(spark, "frazil", [b'{"dec": ' + b"9" * 39 + b"}"])
+    assert row is None
+    assert error["reason"] == (
+        "field 'dec' has a value of type decimal(39,0), the schema's type is decimal(10,2)"
+    )
 
 
 def test_frazil_marks_what_spark_reads_wrongly(spark: Any) -> None:

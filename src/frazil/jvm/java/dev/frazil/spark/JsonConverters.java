@@ -352,12 +352,42 @@ final class JsonConverters {
       if (t == JsonToken.VALUE_STRING) {
         return utf8(p);
       }
+      if (t == JsonToken.VALUE_NUMBER_INT || t == JsonToken.VALUE_NUMBER_FLOAT) {
+        // The number as the producer wrote it: Jackson's copy goes through a double, which
+        // turned 1e400 into "Infinity" and 1.0E+2 into "100.0".
+        return UTF8String.fromString(p.getText());
+      }
       // from_json keeps any other value as its JSON text, written by Jackson's generator.
       ByteArrayOutputStream out = new ByteArrayOutputStream();
       try (JsonGenerator generator = FACTORY.createGenerator(out)) {
-        generator.copyCurrentStructure(p);
+        copyExact(p, generator);
       }
       return UTF8String.fromBytes(out.toByteArray());
+    }
+  }
+
+  /**
+   * {@link JsonGenerator#copyCurrentStructure} with every number written as its text in the
+   * input, not as the double Jackson would read it into.
+   */
+  static void copyExact(JsonParser p, JsonGenerator g) throws IOException {
+    int depth = 0;
+    JsonToken t = p.currentToken();
+    while (true) {
+      if (t == JsonToken.VALUE_NUMBER_INT || t == JsonToken.VALUE_NUMBER_FLOAT) {
+        g.writeNumber(p.getText());
+      } else {
+        g.copyCurrentEvent(p);
+      }
+      if (t == JsonToken.START_OBJECT || t == JsonToken.START_ARRAY) {
+        depth++;
+      } else if (t == JsonToken.END_OBJECT || t == JsonToken.END_ARRAY) {
+        depth--;
+      }
+      if (depth == 0) {
+        return;
+      }
+      t = p.nextToken();
     }
   }
 
@@ -441,7 +471,19 @@ final class JsonConverters {
     @Override
     Object read(JsonParser p, JsonToken t, Context c) throws IOException {
       if (t == JsonToken.VALUE_NUMBER_INT || t == JsonToken.VALUE_NUMBER_FLOAT) {
-        return isDouble ? (Object) p.getDoubleValue() : (Object) p.getFloatValue();
+        // A finite number beyond the type's range would read as infinity: not what was sent.
+        if (isDouble) {
+          double d = p.getDoubleValue();
+          if (Double.isInfinite(d) && !p.isNaN()) { // isNaN: a written Infinity
+            throw Mismatch.outOfRange(p.getText(), type);
+          }
+          return d;
+        }
+        float f = p.getFloatValue();
+        if (Float.isInfinite(f) && !p.isNaN()) {
+          throw Mismatch.outOfRange(p.getText(), type);
+        }
+        return f;
       }
       if (t == JsonToken.VALUE_STRING && p.getTextLength() >= 1) {
         double special;

@@ -403,6 +403,13 @@ public final class JsonDecoder extends Expression implements Serializable {
           "holds a lone surrogate " + escape + " (half of a UTF-16 pair), not a character");
     }
 
+    /** A finite number beyond what the type holds (1e39 for a float). */
+    static Mismatch outOfRange(String text, DataType expected) {
+      return new Mismatch(
+          null, null, null, "holds the number " + quoted(text) + ", beyond the range of "
+              + shortType(expected));
+    }
+
     Mismatch under(String step) {
       path = path.isEmpty() || path.startsWith("[") ? step + path : step + "." + path;
       return this;
@@ -483,7 +490,9 @@ public final class JsonDecoder extends Expression implements Serializable {
             }
             BigInteger big = p.getBigIntegerValue();
             int digits = big.abs().toString().length();
-            return digits <= 38 ? "decimal(" + digits + ",0)" : "double";
+            // Spark's variant reads more digits than a decimal holds as a double; the reason
+            // calls an integer an integer.
+            return "decimal(" + digits + ",0)";
           }
         case VALUE_NUMBER_FLOAT:
           {

@@ -6,6 +6,7 @@ register the schemas under the TopicNameStrategy subjects as Confluent's clients
 
 from __future__ import annotations
 
+import decimal
 import json
 from typing import Any
 
@@ -735,4 +736,90 @@ def test_topics_of_different_avro_record_types_into_one_table_are_refused_at_sta
         f"record types (subject '{topics[0]}-value': '{topics[0]}.Envelope', "
         f"'{topics[1]}-value': '{topics[1]}.Envelope'), and one table holds one record type: "
         "route the topics to tables of their own"
+    )
+
+
+def test_a_version_spark_cannot_read_is_marked_and_never_the_reader(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    # A decimal of 40 digits is valid Avro and no Spark type: spark-avro's refusal named
+    # neither the field nor the pipeline, and stopped the run.
+    topic, table, dead = f"wide-{unique}", f"db.wide_{unique}", f"db.widedead_{unique}"
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    v1 = {**json.loads(V1), "doc": f"v1 {unique}"}
+    wide_type = {"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 2}
+    wide = {
+        **v1,
+        "doc": f"wide {unique}",
+        "fields": [*v1["fields"], {"name": "big", "type": ["null", wide_type], "default": None}],
+    }
+    v1_id = client.register_schema(f"{topic}-value", Schema(json.dumps(v1), "AVRO"))
+    wide_id = client.register_schema(f"far-{unique}-value", Schema(json.dumps(wide), "AVRO"))
+
+    def good(n: int) -> bytes:
+        return header(v1_id) + avro_bytes(v1, {"id": f"g{n}", "amount": n})
+
+    def too_wide(n: int) -> bytes:
+        record = {"id": f"w{n}", "amount": n, "big": decimal.Decimal("1" * 38 + ".25")}
+        return header(wide_id) + avro_bytes(wide, record)
+
+    _produce(kafka_bootstrap, topic, [(None, v) for v in (good(0), too_wide(0), good(1))], 1)
+    config = make_config(
+        [{"name": f"w_{unique}", "topics": [topic], "table": table, "format": "avro",
+          "errors": {"tolerance": "all", "dlq_table": dead}}],
+        schema_registry={"url": schema_registry_url},
+    )  # fmt: skip
+    reason = (
+        f"written with schema id {wide_id}, which Spark cannot read: field 'big' is "
+        "decimal(40,2): Spark's decimals hold at most 38 digits"
+    )
+
+    run(config, until_caught_up=True, spark=spark)  # met while running
+
+    assert sorted(tuple(r) for r in spark.table(f"lake.{table}").collect()) == [
+        ("g0", 0), ("g1", 1)
+    ]  # fmt: skip
+    dead_rows = spark.sql(f"SELECT offset, reason FROM lake.{dead}").collect()
+    assert [(r["offset"], r["reason"]) for r in dead_rows] == [(1, reason)]
+
+    # The newest version of the topic's subject at the start: still not the reader.
+    assert client.register_schema(f"{topic}-value", Schema(json.dumps(wide), "AVRO")) == wide_id
+    _produce(kafka_bootstrap, topic, [(None, too_wide(1)), (None, good(2))], 1)
+    run(config, until_caught_up=True, spark=spark)
+    assert len(spark.table(f"lake.{table}").collect()) == 3
+    assert [f.name for f in spark.table(f"lake.{table}").schema] == ["id", "amount"]
+    dead_rows = spark.sql(f"SELECT offset, reason FROM lake.{dead} ORDER BY offset").collect()
+    assert [(r["offset"], r["reason"]) for r in dead_rows] == [(1, reason), (3, reason)]
+
+
+def test_a_subject_of_a_recursive_record_stops_the_pipeline_naming_the_field(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    node = {
+        "type": "record",
+        "name": "Node",
+        "namespace": "shop",
+        "fields": [
+            {"name": "v", "type": "long"},
+            {"name": "next", "type": ["null", "Node"], "default": None},
+        ],
+    }
+    topic = f"tree-{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    client.register_schema(f"{topic}-value", Schema(json.dumps(node), "AVRO"))
+    config = make_config(
+        [{"name": f"r_{unique}", "topics": [topic], "table": f"db.tree_{unique}",
+          "format": "avro"}],
+        schema_registry={"url": schema_registry_url},
+    )  # fmt: skip
+
+    # The message was "IncompatibleSchemaException:" and nothing else.
+    with pytest.raises(ConfigError) as caught:
+        run(config, until_caught_up=True, spark=spark)
+
+    assert str(caught.value) == (
+        f"pipelines[0].format: subject '{topic}-value' version 1: Spark cannot read this Avro "
+        "schema: field 'next' holds record 'shop.Node' again, inside itself: Spark does not read "
+        "recursive Avro types"
     )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from frazil import columns as c
 from frazil.decode import connect_types, wire
+from frazil.decode.avro_limits import spark_reason, unreadable
 from frazil.decode.avro_resolution import bridge
 from frazil.decode.connect_types import Semantics
 from frazil.decode.errors import decode_error, hex_prefix
@@ -130,6 +131,9 @@ class AvroDecoder:
     _unresolved: dict[int, str] = field(default_factory=dict)
     #: Newer writers passed over as the reader: they cannot read the writers before them.
     _passed: set[int] = field(default_factory=set)
+    #: Writers whose schema Spark cannot read (a recursive record, a decimal of more than 38
+    #: digits), each with why: never the reader; their records are marked.
+    _unreadable: dict[int, str] = field(default_factory=dict)
 
     def version(self) -> object:
         """The known writer ids and the reader: the projection depends on them."""
@@ -166,8 +170,11 @@ class AvroDecoder:
                 self._unknown.add(schema_id)
                 continue
             self.writers[schema_id] = schema
+            why = unreadable(schema.text)
             other = another_record(schema.text, self.reader)
-            if other is not None:
+            if why is not None:
+                self._unreadable[schema_id] = why
+            elif other is not None:
                 self._foreign[schema_id] = (
                     f"written with schema id {schema_id}, a record '{other[0]}' where the "
                     f"reader schema (id {self.reader_id}) is '{other[1]}': another record "
@@ -185,7 +192,10 @@ class AvroDecoder:
             newer = [
                 i
                 for i in self.writers
-                if i > (self.reader_id or -1) and i not in self._foreign and i not in self._passed
+                if i > (self.reader_id or -1)
+                and i not in self._foreign
+                and i not in self._passed
+                and i not in self._unreadable
             ]
             for candidate in sorted(newer, reverse=True):
                 merged = keep_dropped(spark, self.writers[candidate].text, self.reader)
@@ -198,8 +208,12 @@ class AvroDecoder:
                     self._passed.add(candidate)
                     continue
                 if merged != self.reader:
+                    try:
+                        self.schema, _ = shape_of(spark, merged, "value")
+                    except ValueError as exc:  # beyond what spark-avro reads
+                        self._unreadable[candidate] = str(exc)
+                        continue
                     self.reader = merged
-                    self.schema, _ = shape_of(spark, self.reader, "value")
                     learned = True
                 self.reader_id = candidate
                 break
@@ -234,6 +248,15 @@ class AvroDecoder:
         # Writers whose records are marked, with the reason: never decoded into a loss.
         marked: list[tuple[int, str]] = []
         for schema_id, writer in sorted(self.writers.items()):
+            if schema_id in self._unreadable:
+                marked.append(
+                    (
+                        schema_id,
+                        f"written with schema id {schema_id}, which Spark cannot read: "
+                        f"{self._unreadable[schema_id]}",
+                    )
+                )
+                continue
             if schema_id in self._foreign:
                 marked.append((schema_id, self._foreign[schema_id]))
                 continue
@@ -296,7 +319,13 @@ class AvroDecoder:
         for schema_id, reason in marked:
             error = error.when(
                 wire.matches(data, schema_id),
-                decode_error(F.lit(reason), _as_written(body, self.writers[schema_id].text)),
+                decode_error(
+                    F.lit(reason),
+                    # Its own schema reads nothing Spark cannot hold: its bytes, then.
+                    hex_prefix(body)
+                    if schema_id in self._unreadable
+                    else _as_written(body, self.writers[schema_id].text),
+                ),
             )
         error = error.when(
             _undecoded(value, self.reader, self.scalar),
@@ -434,9 +463,21 @@ def _missing(writer_text: str, reader_fields: set[str] | None) -> list[str]:
 
 
 def shape_of(spark: SparkSession, reader: str, name: str) -> tuple[StructType, bool]:
+    """The Spark shape of an Avro schema, and whether it is a scalar (one field ``name``).
+
+    Raises:
+        ValueError: Spark cannot read the schema, saying why (naming the field where
+            :func:`~frazil.decode.avro_limits.unreadable` finds it).
+    """
     from pyspark.sql.types import StructField, StructType
 
-    spark_type = avro_spark_type(spark, reader)
+    why = unreadable(reader)
+    if why is not None:
+        raise ValueError(why)
+    try:
+        spark_type = avro_spark_type(spark, reader)
+    except Exception as exc:  # py4j's and pyspark's wrappers of spark-avro's refusal
+        raise ValueError(spark_reason(exc)) from None
     if isinstance(spark_type, StructType):
         return spark_type, False
     return StructType([StructField(name, spark_type, True)]), True

@@ -20,6 +20,7 @@ from frazil.decode.avro import (
     shape_of,
     unresolved,
 )
+from frazil.decode.avro_limits import unreadable
 from frazil.decode.registry import BuildContext, Decoder, Format, register
 from frazil.decode.schema_registry import RegisteredSchema, SubjectNotFoundError
 from frazil.errors import ConfigError
@@ -45,7 +46,10 @@ def build(context: BuildContext) -> Decoder:
             raise ConfigError(f"{key}: cannot read {schema_file}: {exc}") from None
         except ValueError as exc:
             raise ConfigError(f"{key}: {schema_file} is not an Avro schema: {exc}") from None
-        schema, scalar = shape_of(spark, text, name)
+        try:
+            schema, scalar = shape_of(spark, text, name)
+        except ValueError as exc:
+            raise ConfigError(f"{key}: {schema_file}: {exc}") from None
         return AvroDecoder(schema=schema, scalar=scalar, reader=text)
     found = wire.subject_schemas(context, "AVRO", "Avro", all_versions=True)
     others = other_record_types(context, found)
@@ -68,7 +72,20 @@ def registry_decoder(context: BuildContext, found: wire.SubjectSchemas) -> AvroD
     writers = {v.schema_id: v for v in versions if v.schema_type == "AVRO"}
     writers[latest.schema_id] = latest
     evolve = pipeline.defaults.schema_evolution == "evolve" and context.part == "value"
-    reader, reader_id = latest.text, latest.schema_id
+    # Versions Spark cannot read are never the reader (their records are marked): the
+    # newest that it can read is, and none at all stops the pipeline here.
+    beyond = {i: why for i, w in writers.items() if (why := unreadable(w.text)) is not None}
+    readable = [i for i in writers if i not in beyond]
+    if not readable:
+        why = beyond[latest.schema_id]
+        raise ConfigError(
+            f"{context.key_path}: subject {found.subject!r} version {latest.version}: Spark "
+            f"cannot read this Avro schema: {why}"
+        )
+    reader_id = latest.schema_id if latest.schema_id in readable else max(readable)
+    reader = writers[reader_id].text
+    for i in beyond:
+        writers.pop(i)
     passed: set[int] = set()
     if evolve:
         # The subject's older versions' fields the newest dropped stay in the reader: their
@@ -84,7 +101,15 @@ def registry_decoder(context: BuildContext, found: wire.SubjectSchemas) -> AvroD
                 continue
             reader, reader_id = merged, candidate
             break
-    schema, scalar = shape_of(spark, reader, context.decoding.column)
+    try:
+        schema, scalar = shape_of(spark, reader, context.decoding.column)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{context.key_path}: subject {found.subject!r} (schema id {reader_id}): Spark "
+            f"cannot read this Avro schema: {exc}"
+        ) from None
+    for i in beyond:
+        writers[i] = next(v for v in (*versions, latest) if v.schema_id == i)
     return AvroDecoder(
         schema=schema,
         scalar=scalar,
@@ -97,6 +122,7 @@ def registry_decoder(context: BuildContext, found: wire.SubjectSchemas) -> AvroD
             i: why for i, w in writers.items() if (why := unresolved(spark, reader, w.text))
         },
         _passed=passed,
+        _unreadable=beyond,
     )
 
 

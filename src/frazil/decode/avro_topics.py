@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
-    from frazil.decode.avro import AvroDecoder
+    from frazil.decode.avro_limits import unreadable
+from frazil.decode.avro import AvroDecoder
 
 
 @dataclass
@@ -102,7 +103,9 @@ class AvroTopicsDecoder:
                 schema is None
                 or schema.schema_type != "AVRO"
                 or not (name := full_name(schema.text))
+                or (name not in types and unreadable(schema.text) is not None)
             ):
+                # The first part marks it (an unknown id; a schema Spark cannot read, why).
                 given.setdefault(id(first), set()).add(schema_id)
                 continue
             if name not in types:

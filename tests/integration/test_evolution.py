@@ -527,3 +527,54 @@ def test_inferred_nested_keys_differing_only_in_case_stop_the_run_before_a_table
         run(config, until_caught_up=True, spark=spark)
 
     assert not spark.catalog.tableExists(f"lake.{table}")
+
+
+@pytest.mark.parametrize(
+    ("values", "why"),
+    [
+        (
+            [b"{}", b" {} ", None],
+            "the 2 sampled JSON objects hold no field to make a column of (empty, {}, or "
+            "malformed)",
+        ),
+        (
+            [b'[{"id": 1}]', b'[{"id": 2}, {"id": 3}]', b'"text"'],
+            "none of the 3 sampled records is a JSON object (2 arrays, 1 other (a string, a "
+            "number, null or malformed)), and a JSON object's fields are what become columns",
+        ),
+    ],
+)
+def test_inference_from_records_that_are_no_objects_with_fields_says_so(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, values: Any, why: str
+) -> None:
+    topic = f"noobj-{unique}"
+    produce_raw(kafka_bootstrap, topic, values, partitions=1)
+    config = make_config([{"name": f"t_{unique}", "topics": [topic], "table": f"db.no_{unique}"}])
+
+    # Arrays' elements were inferred as the records (every record then a dead letter); {}
+    # was called "not JSON objects".
+    with pytest.raises(PipelineError) as caught:
+        run(config, until_caught_up=True, spark=spark)
+
+    assert str(caught.value) == (
+        f"pipeline 't_{unique}': cannot infer a schema: {why}; declare pipelines[].schema, or "
+        "land each value whole with variant: <column>"
+    )
+
+
+def test_inference_reads_the_objects_among_arrays(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    topic, table, dead = f"mixobj-{unique}", f"db.mixobj_{unique}", f"db.mixdead_{unique}"
+    values: list[bytes | None] = [b'[{"x": 1}]', b'{"id": 1}', b'[{"x": 2}]', b'{"id": 2}']
+    produce_raw(kafka_bootstrap, topic, values, partitions=1)
+    config = make_config(
+        [{"name": f"t_{unique}", "topics": [topic], "table": table,
+          "errors": {"tolerance": "all", "dlq_table": dead}}]
+    )  # fmt: skip
+
+    run(config, until_caught_up=True, spark=spark)
+
+    assert _schema(spark, table) == [("id", "bigint")]
+    assert sorted(r.id for r in spark.table(f"lake.{table}").collect()) == [1, 2]
+    assert sorted(r.offset for r in spark.table(f"lake.{dead}").collect()) == [0, 2]

@@ -366,10 +366,25 @@ def test_unknown_fields_are_marked_with_the_rows_kept_under_evolution(spark: Any
         b'{"arrs": [{"x": 1, "new": 2}]}',
         b'{"s": "known"}',
     ]
-    for engine in ("frazil", "spark"):
+    named = [f"{NEW_FIELDS}: 'new'", f"{NEW_FIELDS}: 'st.new'", f"{NEW_FIELDS}: 'arrs[0].new'"]
+    for engine, reasons in (("frazil", named), ("spark", [NEW_FIELDS] * 3)):
         out = _decode(spark, engine, values, evolving=True)
-        assert [e["reason"] if e else None for _, e in out] == [NEW_FIELDS] * 3 + [None], engine
+        assert [e["reason"] if e else None for _, e in out] == [*reasons, None], engine
         assert [r["s"] for r, _ in out] == ["a", None, None, "known"], engine
+
+
+def test_frazil_names_the_first_unknown_field_at_any_depth(spark: Any) -> None:
+    values = [
+        b'{"arrs": [{"x": 1}, {"x": 2, "y": {"z": 1}}], "s": "a"}',
+        b'{"m": {"k": 1.5}, "st": {"a": "x", "n": 1, "deep": [1]}, "top": 0}',
+        b'{"st": {"a": "x", "o\'q": 1}}',
+    ]
+    out = _decode(spark, "frazil", values, evolving=True)
+    assert [e["reason"] for _, e in out] == [
+        f"{NEW_FIELDS}: 'arrs[1].y'",
+        f"{NEW_FIELDS}: 'st.deep' and more",
+        f"{NEW_FIELDS}: 'st.o\\'q'",
+    ]
 
 
 def test_timestamp_format_is_spark_s(spark: Any) -> None:

@@ -85,14 +85,34 @@ def infer_schema(
             f"pipeline {pipeline.name!r}: cannot infer a schema because its topics hold no "
             f"records yet; declare pipelines[].{what} in the config"
         )
+    # Only objects: Spark's reader takes a top-level array's elements as rows, and would
+    # infer a schema that no record of arrays fits (each one a dead letter).
+    objects = [v for v in values if v.lstrip(" \t\r\n")[:1] == "{"]
+    instead = f"declare pipelines[].{what}, or land each value whole with variant: <column>"
+    if not objects:
+        raise PipelineError(
+            f"pipeline {pipeline.name!r}: cannot infer a schema: none of the {len(values)} "
+            f"sampled records is a JSON object ({_kinds(values)}), and a JSON object's fields "
+            f"are what become columns; {instead}"
+        )
     options = {"inferTimestamp": "true", "prefersDecimal": "false"}
     if pipeline.value.timestamp_format:
         options["timestampFormat"] = pipeline.value.timestamp_format
-    inferred = spark.read.options(**options).json(spark.sparkContext.parallelize(values, 1))
+    inferred = spark.read.options(**options).json(spark.sparkContext.parallelize(objects, 1))
     fields = [f for f in inferred.schema.fields if f.name != "_corrupt_record"]
     if not fields:
         raise PipelineError(
-            f"pipeline {pipeline.name!r}: the sampled records are not JSON objects; "
-            f"declare pipelines[].{what} in the config"
+            f"pipeline {pipeline.name!r}: cannot infer a schema: the {len(objects)} sampled "
+            "JSON objects hold no field to make a column of (empty, {}, or malformed); "
+            f"{instead}"
         )
-    return in_record_order(StructType(fields), values)
+    return in_record_order(StructType(fields), objects)
+
+
+def _kinds(values: list[str]) -> str:
+    """What sampled records are instead of objects: ``12 arrays, 3 other``."""
+    arrays = sum(1 for v in values if v.lstrip(" \t\r\n")[:1] == "[")
+    parts = [f"{arrays} array{'s' if arrays != 1 else ''}"] if arrays else []
+    if len(values) - arrays:
+        parts.append(f"{len(values) - arrays} other (a string, a number, null or malformed)")
+    return ", ".join(parts)

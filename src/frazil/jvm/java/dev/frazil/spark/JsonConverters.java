@@ -244,7 +244,7 @@ final class JsonConverters {
         JsonToken t = p.nextToken();
         if (i < 0) {
           if (c.track) {
-            c.unknown = true;
+            c.unknownAt(p, t);
           }
           p.skipChildren();
           continue;

@@ -2,6 +2,7 @@ package dev.frazil.spark;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonStreamContext;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.json.JsonReadFeature;
@@ -330,7 +331,8 @@ public final class JsonDecoder extends Expression implements Serializable {
       if (parser.nextToken() != null) {
         return failure(NOT_OBJECT); // trailing data after the object
       }
-      return new GenericInternalRow(new Object[] {row, context.unknown ? unknownFields : null});
+      return new GenericInternalRow(
+          new Object[] {row, context.unknown ? context.unknownReason(unknownFields) : null});
     } catch (Mismatch m) {
       return failure(m.message());
     } catch (IOException | RuntimeException | StackOverflowError e) {
@@ -353,10 +355,53 @@ public final class JsonDecoder extends Expression implements Serializable {
     return new GenericInternalRow(new Object[] {null, text});
   }
 
-  /** Per-record state: whether a field the schema lacks was met. */
+  /** Per-record state: whether a field the schema lacks was met, and the first one's path. */
   static final class Context {
     final boolean track;
     boolean unknown;
+    /** The first field the schema lacks ({@code info.b}, {@code items[0].y}), or null. */
+    String firstUnknown;
+    /** Whether another came after it. */
+    boolean moreUnknown;
+
+    /**
+     * A field the schema lacks, its value's first token {@code t} just read: its path comes
+     * from the parser's own contexts, so nothing is tracked while fields are known.
+     */
+    void unknownAt(JsonParser p, JsonToken t) {
+      unknown = true;
+      if (firstUnknown != null) {
+        moreUnknown = true;
+        return;
+      }
+      JsonStreamContext at = p.getParsingContext();
+      if (t == JsonToken.START_OBJECT || t == JsonToken.START_ARRAY) {
+        at = at.getParent(); // the value's own context: the field is its parent's
+      }
+      java.util.ArrayDeque<String> steps = new java.util.ArrayDeque<>();
+      for (; at != null && !at.inRoot(); at = at.getParent()) {
+        if (at.inArray()) {
+          steps.push("[" + at.getCurrentIndex() + "]");
+        } else if (at.getCurrentName() != null) {
+          steps.push("." + at.getCurrentName());
+        }
+      }
+      StringBuilder path = new StringBuilder();
+      for (String step : steps) {
+        path.append(step);
+      }
+      firstUnknown =
+          path.length() > 0 && path.charAt(0) == '.' ? path.substring(1) : path.toString();
+    }
+
+    /** The mark of a record holding fields the schema lacks, naming the first. */
+    UTF8String unknownReason(UTF8String reason) {
+      if (firstUnknown == null) {
+        return reason;
+      }
+      return UTF8String.fromString(
+          reason + ": " + quoted(firstUnknown) + (moreUnknown ? " and more" : ""));
+    }
 
     Context(boolean track) {
       this.track = track;

@@ -85,7 +85,7 @@ def _where(pipeline: PipelineConfig) -> str:
 def _rename_hint(pipeline: PipelineConfig, which: str) -> str:
     hint = f"rename {which} where the records are produced"
     if pipeline.value.format == "json":
-        hint += " or declare the value's schema (value.schema) without the other"
+        hint += f" or declare the value's schema (value.schema) without {which}"
     return hint
 
 

@@ -46,7 +46,7 @@ def test_a_value_field_with_the_reserved_prefix_is_refused(name: str) -> None:
         f"pipeline 'orders' (topics orders): the value's field {name!r} takes a name frazil "
         "reserves for its own batch columns (prefix '__frazil_'), so its values would be lost; "
         "rename it where the records are produced or declare the value's schema "
-        "(value.schema) without the other"
+        "(value.schema) without it"
     )
 
 

@@ -1,8 +1,19 @@
-"""How many tasks (and data files) a one-table append takes, without Spark."""
+"""How many tasks (and data files) a one-table append takes, and when a merged table is
+said to be crowded with files, without Spark."""
 
 from __future__ import annotations
 
-from frazil.engine.table_write import ONE_TASK_RECORDS, RECORDS_PER_TASK, write_tasks
+import logging
+from types import SimpleNamespace
+from typing import Any
+
+from frazil.engine.table_write import (
+    CROWDED_FILES,
+    ONE_TASK_RECORDS,
+    RECORDS_PER_TASK,
+    TableWriter,
+    write_tasks,
+)
 
 
 def test_a_trickle_is_one_task_and_one_file() -> None:
@@ -20,3 +31,22 @@ def test_a_batch_is_read_as_planned_when_it_needs_its_tasks_or_its_size_is_unkno
     assert write_tasks(1, ranges=1, cores=2) is None
     assert write_tasks(20_000, ranges=2, cores=2) is None
     assert write_tasks(None, ranges=64, cores=2) is None
+
+
+def test_a_merged_table_crowded_with_files_is_said_once(caplog: Any) -> None:
+    totals = {"total-data-files": 120, "total-delete-files": 60}
+    target = SimpleNamespace(
+        qualified="lake.db.orders",
+        table=SimpleNamespace(current_total=lambda key: totals[key]),
+    )
+    writer = TableWriter(None, None, None, None, None, None)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="frazil.engine.table_write"):
+        writer._say_if_crowded(target)  # type: ignore[arg-type]
+        totals["total-delete-files"] = CROWDED_FILES - 120
+        for _ in range(3):
+            writer._say_if_crowded(target)  # type: ignore[arg-type]
+    assert [r.getMessage() for r in caplog.records] == [
+        "lake.db.orders holds 120 data and 80 delete files: each MERGE reads them all and "
+        "slows as they grow; compact the table (maintenance: {mode: inline}, frazil maintain "
+        "beside the run, or frazil optimize; see docs/maintenance.md)"
+    ]

@@ -329,18 +329,33 @@ def test_parse_timestamp_format_time_zones_and_as(spark: Any) -> None:
 
 
 def test_parse_timestamp_epochs_in_every_unit(spark: Any) -> None:
-    schema = {"s": "long", "ms": "long", "us": "long", "text": "string", "n": "int"}
+    schema = {"s": "long", "ms": "long", "us": "long", "text": "string", "n": "int", "ns": "long"}
     transforms = [
         {"parse_timestamp": {"field": "s", "unit": "seconds"}},
         {"parse_timestamp": {"field": "ms", "unit": "millis"}},
         {"parse_timestamp": {"field": "us", "unit": "micros"}},
+        {"parse_timestamp": {"field": "ns", "unit": "nanos"}},
         {"parse_timestamp": {"field": "text", "unit": "millis", "as": "text_at"}},
         {"parse_timestamp": {"field": "n", "unit": "seconds"}},
     ]
     at = 1767225600  # 2026-01-01T00:00:00Z
     values = [
-        {"s": at, "ms": at * 1000 + 5, "us": at * 1_000_000 + 7, "text": str(at * 1000), "n": 0},
-        {"s": 9223372036854775807, "ms": -62135596800001, "us": 1, "text": "soon", "n": None},
+        {
+            "s": at,
+            "ms": at * 1000 + 5,
+            "us": at * 1_000_000 + 7,
+            "text": str(at * 1000),
+            "n": 0,
+            "ns": at * 10**9 + 9_999,
+        },
+        {
+            "s": 9223372036854775807,
+            "ms": -62135596800001,
+            "us": 1,
+            "text": "soon",
+            "n": None,
+            "ns": -1,
+        },
     ]
 
     rows, chain = _run(spark, schema, transforms, values)
@@ -351,6 +366,8 @@ def test_parse_timestamp_epochs_in_every_unit(spark: Any) -> None:
         "2026-01-01T00:00:00.005000Z",
         "2026-01-01T00:00:00.000007Z",
     )
+    assert rows[0]["ns"] == "2026-01-01T00:00:00.000009Z"  # floored to microseconds
+    assert rows[1]["ns"] == "1969-12-31T23:59:59.999999Z"
     assert rows[0]["text_at"] == "2026-01-01T00:00:00.000000Z"
     assert rows[0]["n"] == "1970-01-01T00:00:00.000000Z"
     assert rows[0][c.ERROR] is None

@@ -163,7 +163,7 @@ def test_flatten_defaults_with_or_without_a_mapping() -> None:
         (
             [{"parse_timestamp": {"field": "a", "unit": "hours"}}],
             "pipelines[0].transforms[0].parse_timestamp.unit",
-            "Input should be 'seconds', 'millis' or 'micros'",
+            "Input should be 'seconds', 'millis', 'micros' or 'nanos'",
         ),
         (
             [{"parse_timestamp": {"field": "a", "timezone": "Mars/Olympus"}}],

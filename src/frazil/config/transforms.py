@@ -110,7 +110,7 @@ class ParseTimestampOptions(_Frozen):
 
     field: str
     format: str | None = None
-    unit: Literal["seconds", "millis", "micros"] | None = None
+    unit: Literal["seconds", "millis", "micros", "nanos"] | None = None
     timezone: str | None = None
     as_: Annotated[str | None, Field(alias="as")] = None
 

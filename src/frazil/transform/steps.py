@@ -67,7 +67,9 @@ if TYPE_CHECKING:
 _CORRUPT = c.JSON_CORRUPT
 #: Epochs Spark can hold as timestamps: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z.
 _FIRST_SECOND, _LAST_SECOND = -62135596800, 253402300799
-_PER_SECOND = {"seconds": 1, "millis": 1_000, "micros": 1_000_000}
+_PER_SECOND = {"seconds": 1, "millis": 1_000, "micros": 1_000_000, "nanos": 1_000_000_000}
+#: A bigint's range: nanoseconds since the epoch reach 1677 to 2262 only.
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 
 def build_step(transform: Transform, context: Context, state: State) -> tuple[Step, State]:
@@ -180,17 +182,28 @@ def _timestamp(
     assert options.unit is not None
     number = source if mode == "epoch" else source.try_cast("bigint")
     scale = _PER_SECOND[options.unit]
-    first, last = _FIRST_SECOND * scale, (_LAST_SECOND + 1) * scale - 1
+    first = max(_FIRST_SECOND * scale, _LONG_MIN)
+    last = min((_LAST_SECOND + 1) * scale - 1, _LONG_MAX)
     convert = {
         "seconds": F.timestamp_seconds,
         "millis": F.timestamp_millis,
         "micros": F.timestamp_micros,
+        "nanos": _nanos_to_timestamp,
     }[options.unit]
     # Out of range, the conversion overflows and raises: only convert what fits.
     parsed = F.when(number.between(first, last), convert(number))
     failed = source.isNotNull() & parsed.isNull()
     problem = f"is not an epoch in {options.unit} (years 1 to 9999)"
     return parsed, failed, value_reason(f"parse_timestamp: {path}", source, problem)
+
+
+def _nanos_to_timestamp(nanos: Column) -> Column:
+    """Nanoseconds since the epoch (Avro's ``timestamp-nanos``) down to Spark's microseconds,
+    floored (exactly, in integers: a double would round a 19-digit number)."""
+    from pyspark.sql import functions as F
+
+    whole = nanos - F.pmod(nanos, F.lit(1000))
+    return F.timestamp_micros(F.call_function("div", whole, F.lit(1000)))
 
 
 def _rename(transform: Rename, context: Context, entries: list[Entry]) -> str:

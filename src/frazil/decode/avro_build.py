@@ -84,19 +84,18 @@ def registry_decoder(context: BuildContext, found: wire.SubjectSchemas) -> AvroD
         )
     reader_id = latest.schema_id if latest.schema_id in readable else max(readable)
     reader = writers[reader_id].text
-    for i in beyond:
-        writers.pop(i)
+    own = {i: w for i, w in writers.items() if i not in beyond}
     passed: set[int] = set()
     if evolve:
         # The subject's older versions' fields the newest dropped stay in the reader: their
         # records (still in the topic) keep those values, as a table's columns stay. A
         # version that cannot read those before it is passed over, as while running
         # (AvroDecoder.learn).
-        for candidate in sorted(writers, reverse=True):
-            merged = writers[candidate].text
-            for older in sorted((w for i, w in writers.items() if i < candidate), key=_newest):
+        for candidate in sorted(own, reverse=True):
+            merged = own[candidate].text
+            for older in sorted((w for i, w in own.items() if i < candidate), key=_newest):
                 merged = keep_dropped(spark, merged, older.text)
-            if any(unresolved(spark, merged, w.text) for i, w in writers.items() if i < candidate):
+            if any(unresolved(spark, merged, w.text) for i, w in own.items() if i < candidate):
                 passed.add(candidate)
                 continue
             reader, reader_id = merged, candidate
@@ -108,8 +107,6 @@ def registry_decoder(context: BuildContext, found: wire.SubjectSchemas) -> AvroD
             f"{context.key_path}: subject {found.subject!r} (schema id {reader_id}): Spark "
             f"cannot read this Avro schema: {exc}"
         ) from None
-    for i in beyond:
-        writers[i] = next(v for v in (*versions, latest) if v.schema_id == i)
     return AvroDecoder(
         schema=schema,
         scalar=scalar,
@@ -118,9 +115,7 @@ def registry_decoder(context: BuildContext, found: wire.SubjectSchemas) -> AvroD
         writers=writers,
         reader_id=reader_id,
         evolve=evolve,
-        _unresolved={
-            i: why for i, w in writers.items() if (why := unresolved(spark, reader, w.text))
-        },
+        _unresolved={i: why for i, w in own.items() if (why := unresolved(spark, reader, w.text))},
         _passed=passed,
         _unreadable=beyond,
     )

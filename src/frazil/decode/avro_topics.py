@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.decode import connect_types, wire
+from frazil.decode.avro_limits import unreadable
 from frazil.decode.connect_types import Semantics
 from frazil.decode.registry import Decoded
 from frazil.decode.shapes import conform, let, merge_fields
@@ -29,8 +30,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import StructType
 
-    from frazil.decode.avro_limits import unreadable
-from frazil.decode.avro import AvroDecoder
+    from frazil.decode.avro import AvroDecoder
 
 
 @dataclass

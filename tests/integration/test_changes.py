@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import decimal
 import json
 from decimal import Decimal
 from typing import Any
@@ -1111,6 +1112,54 @@ def test_debezium_avro_source_table_added_later_gets_its_own_table(
         [("shipment_id", "bigint"), ("carrier", "string"), ("kg", "double")],
         [(7, "dhl", None), (9, "ups", 2.5)],
     )
+
+
+def test_a_source_table_spark_cannot_read_is_dead_lettered_and_the_others_go_on(
+    spark: Any, make_config: Any, kafka_bootstrap: str, schema_registry_url: str, unique: str
+) -> None:
+    """A routed pipeline meeting a record type with a decimal of 40 digits (valid Avro, no
+    Spark type): its records go to the dead-letter queue with the reason, the rest land."""
+    from tests.integration.registry_helpers import produce_avro
+
+    customers, ledger = f"dbzwide_{unique}.inv.customers", f"dbzwide_{unique}.inv.ledger"
+    url = schema_registry_url
+    customer_fields = [{"name": "id", "type": "int"}, {"name": "email", "type": "string"}]
+    produce_avro(kafka_bootstrap, url, customers, _envelope("customers", customer_fields), [
+        _event("c", None, {"id": 1, "email": "a@x"}),
+    ])  # fmt: skip
+    wide = {"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 2}
+    ledger_fields = [{"name": "id", "type": "int"}, {"name": "total", "type": wide}]
+    produce_avro(kafka_bootstrap, url, ledger, _envelope("ledger", ledger_fields), [
+        _event("c", None, {"id": 5, "total": decimal.Decimal("1" * 38 + ".50")}),
+    ])  # fmt: skip
+    produce_avro(kafka_bootstrap, url, customers, _envelope("customers", customer_fields), [
+        _event("c", None, {"id": 2, "email": "b@x"}),
+    ])  # fmt: skip
+    tables, dead = f"db.dbzwide_{unique}_{{1}}", f"db.dbzwide_dead_{unique}"
+    pipeline = {
+        "name": f"zw_{unique}", "topic_pattern": f"dbzwide_{unique}\\.inv\\..*",
+        "format": "avro", "subject": f"{customers}-value",
+        "write": {"mode": "cdc", "key": ["id"], "debezium": True},
+        "route": {"topic": f"dbzwide_{unique}\\.inv\\.(\\w+)", "table": tables},
+        "errors": {"tolerance": "all", "dlq_table": dead},
+    }  # fmt: skip
+    config = make_config([pipeline], schema_registry={"url": url})
+
+    # The new record type stopped the run: NameError, before that spark-avro's refusal.
+    run(config, until_caught_up=True, spark=spark)
+
+    rows = spark.table(f"lake.{tables.replace('{1}', 'customers')}").collect()
+    assert sorted(tuple(r) for r in rows) == [(1, "a@x"), (2, "b@x")]
+    [letter] = spark.sql(f"SELECT topic, reason FROM lake.{dead}").collect()
+    assert letter["topic"] == ledger
+    assert letter["reason"].endswith(
+        "which Spark cannot read: field 'before.total' is decimal(40,2): Spark's decimals hold "
+        "at most 38 digits"
+    ), letter["reason"]
+    ledger_table = f"lake.{tables.replace('{1}', 'ledger')}"
+    # Made by the route before the batch's rows were known (with the first record type's
+    # columns): nothing written to it.
+    assert spark.table(ledger_table).count() == 0
 
 
 def test_routed_tables_each_with_their_own_key_and_format_version_3(

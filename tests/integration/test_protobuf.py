@@ -927,6 +927,18 @@ def test_a_descriptor_set_without_the_message_names_the_message_key(
     assert "frazil.types.All" in message and "google.protobuf.Timestamp" in message
 
 
+def _two_versions(tmp_path: Path, message: str, first: str, second: str) -> tuple[Any, Any]:
+    """The generated classes of ``message`` in two versions of one ``.proto`` file."""
+    from tests.integration.registry_helpers import protobuf_classes
+
+    classes = []
+    for version, text in (("v1", first), ("v2", second)):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "order.proto").write_text(text)
+        classes.append(protobuf_classes([tmp_path / version / "order.proto"])[message])
+    return classes[0], classes[1]
+
+
 def test_a_newer_protobuf_writer_met_mid_run_evolves_the_reader_and_table(
     spark: Any,
     make_config: Any,
@@ -935,21 +947,17 @@ def test_a_newer_protobuf_writer_met_mid_run_evolves_the_reader_and_table(
     unique: str,
     tmp_path: Path,
 ) -> None:
-    from tests.integration.registry_helpers import protobuf_classes
-
     # The subject holds v1 at start; v2 (new top-level and nested fields) lives under another
     # subject, so it is first met in a later batch (at most 5 records per batch).
     # v2 also widens n (int32 to int64) with values an int cannot hold: the column widens.
     body = 'syntax = "proto3";\npackage frazil.evo;\nmessage Item {{ string sku = 1;{item} }}\n'
     body += "message Order {{ string id = 1; {n} n = 2; Item item = 3;{order} }}\n"
-    (tmp_path / "v1").mkdir()
-    (tmp_path / "v2").mkdir()
-    (tmp_path / "v1" / "evo.proto").write_text(body.format(item="", order="", n="int32"))
-    (tmp_path / "v2" / "evo.proto").write_text(
-        body.format(item=" int64 qty = 2;", order=" string note = 4;", n="int64")
+    v1, v2 = _two_versions(
+        tmp_path,
+        "frazil.evo.Order",
+        body.format(item="", order="", n="int32"),
+        body.format(item=" int64 qty = 2;", order=" string note = 4;", n="int64"),
     )
-    v1 = protobuf_classes([tmp_path / "v1" / "evo.proto"])["frazil.evo.Order"]
-    v2 = protobuf_classes([tmp_path / "v2" / "evo.proto"])["frazil.evo.Order"]
     topic, table = f"pbe-{unique}", f"db.pbe_{unique}"
     client = SchemaRegistryClient({"url": schema_registry_url})
     ctx = SerializationContext(topic, MessageField.VALUE)
@@ -999,20 +1007,16 @@ def test_fields_the_newest_protobuf_version_dropped_keep_older_writers_values(
     unique: str,
     tmp_path: Path,
 ) -> None:
-    from tests.integration.registry_helpers import protobuf_classes
-
     # v2 drops a top-level and a nested field; both versions are in the subject when the run
     # starts, as Avro's reader keeps an older version's fields.
     body = 'syntax = "proto3";\npackage frazil.drop;\nmessage Item {{ string sku = 1;{item} }}\n'
     body += "message Order {{ string id = 1; Item item = 3;{order} }}\n"
-    (tmp_path / "v1").mkdir()
-    (tmp_path / "v2").mkdir()
-    (tmp_path / "v1" / "drop.proto").write_text(
-        body.format(item=" int64 qty = 2;", order=" string legacy = 4;")
+    v1, v2 = _two_versions(
+        tmp_path,
+        "frazil.drop.Order",
+        body.format(item=" int64 qty = 2;", order=" string legacy = 4;"),
+        body.format(item="", order=""),
     )
-    (tmp_path / "v2" / "drop.proto").write_text(body.format(item="", order=""))
-    v1 = protobuf_classes([tmp_path / "v1" / "drop.proto"])["frazil.drop.Order"]
-    v2 = protobuf_classes([tmp_path / "v2" / "drop.proto"])["frazil.drop.Order"]
     topic, table = f"pbd-{unique}", f"db.pbd_{unique}"
     client = SchemaRegistryClient({"url": schema_registry_url})
     ctx = SerializationContext(topic, MessageField.VALUE)

@@ -549,3 +549,44 @@ def test_a_later_batchs_dead_letters_sent_first_by_another_run_hide_nothing(
                 basis=offset_rules.Basis({topic: {0: 3}}, batch_id=3, query_id="a"),
                 seen=seen(0))  # fmt: skip
     assert again.total == 0 and spark.table(f"lake.{dlq_table}").count() == 6
+
+
+@pytest.mark.parametrize("mode", ["append", "upsert"])
+def test_a_routed_table_whose_records_all_fail_is_not_made(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str, mode: str
+) -> None:
+    """A topic route whose one topic holds only records that fail: they go to the dead-letter
+    queue and no table is made for them (it would get the other records' columns); the
+    table is made once a record of it can be written, with that record's columns."""
+    good, bad = f"rt{unique}.good", f"rt{unique}.bad"
+    for topic in (good, bad):
+        ensure_topic(kafka_bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(3):
+        producer.produce(good, json.dumps({"id": i, "name": f"n{i}"}).encode(), partition=0)
+        producer.produce(bad, b'{"id": ' + str(i).encode(), partition=0)
+    producer.flush(10)
+    template, dead = f"db.rt{unique}_{{1}}", f"db.rtdead_{unique}"
+    write = {"mode": "upsert", "key": ["id"]} if mode == "upsert" else {}
+    pipeline = {
+        "name": f"rt_{unique}",
+        "topic_pattern": f"rt{unique}\\..*",
+        "route": {"topic": f"rt{unique}\\.(\\w+)", "table": template},
+        "errors": {"tolerance": "all", "dlq_table": dead},
+        **({"write": write} if write else {}),
+    }
+    config = make_config([pipeline])
+    run(config, until_caught_up=True, spark=spark)
+
+    assert sorted(table_ids(spark, template.replace("{1}", "good"))) == [0, 1, 2]
+    letters = spark.sql(f"SELECT topic, offset FROM lake.{dead} ORDER BY offset").collect()
+    assert [(r[0], r[1]) for r in letters] == [(bad, 0), (bad, 1), (bad, 2)]
+    made = template.replace("{1}", "bad")
+    assert not spark.catalog.tableExists(f"lake.{made}")
+
+    producer.produce(bad, json.dumps({"id": 9, "size": 2.5}).encode(), partition=0)
+    producer.flush(10)
+    run(config, until_caught_up=True, spark=spark)
+    frame = spark.table(f"lake.{made}")
+    assert [f.name for f in frame.schema] == ["id", "size"]
+    assert [tuple(r) for r in frame.collect()] == [(9, 2.5)]

@@ -37,13 +37,17 @@ def of_table(name: str, counted: CachedTable | None) -> Column:
     return (F.col(c.ROUTE_HASH) == F.lit(counted.route_hash)) & mine
 
 
-def with_values_columns(user: list[str]) -> list[Column]:
+def with_values_columns(user: list[str], among: Column | None = None) -> list[Column]:
     """Aggregate columns saying, for each of the ``user`` columns, whether one of a group's
-    rows holds a value in it (read back with :func:`with_values`): a table gets new columns
-    only where its records fill them."""
+    rows (``among`` them, if given) holds a value in it (read back with :func:`with_values`):
+    a table gets new columns only where its records fill them."""
     from pyspark.sql import functions as F
 
-    return [F.max(F.col(n).isNotNull()).alias(f"v{i}") for i, n in enumerate(user)]
+    def filled(name: str) -> Column:
+        held = F.col(name).isNotNull()
+        return held if among is None else held & among
+
+    return [F.max(filled(n)).alias(f"v{i}") for i, n in enumerate(user)]
 
 
 def with_values(row: Row, user: list[str]) -> set[str]:

@@ -188,6 +188,9 @@ def _summarise(frame: DataFrame, stamps: list[Column], window: BatchWindow) -> _
 
     partitions: tuple[Partition, ...] = window.partitions
     user = [n for n in frame.columns if not c.is_internal(n)]
+    # A marked record goes to the dead-letter queue before any table is written: it neither
+    # makes its table (which would get another record type's columns) nor adds columns.
+    good = F.col(c.ERROR).isNull()
     rows = (
         frame.groupBy(c.ROUTE_TABLE)
         .agg(
@@ -205,9 +208,9 @@ def _summarise(frame: DataFrame, stamps: list[Column], window: BatchWindow) -> _
                     & (F.col(c.ROUTE_TABLE) == F.col(c.TABLE)[0])
                 ).cast("int")
             ).alias("filtered"),
-            F.sum(F.col(c.OP).isin(*c.WRITTEN_OPS).cast("int")).alias("append"),
+            F.sum((F.col(c.OP).isin(*c.WRITTEN_OPS) & good).cast("int")).alias("append"),
             F.first(F.col(c.ROUTE_HASH)).alias("route_hash"),
-            *with_values_columns(user),
+            *with_values_columns(user, good),
             *stamps,
         )
         .collect()

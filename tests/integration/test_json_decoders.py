@@ -387,6 +387,36 @@ def test_frazil_names_the_first_unknown_field_at_any_depth(spark: Any) -> None:
     ]
 
 
+def test_a_field_with_an_empty_name_is_named_so_and_not_learnable(spark: Any) -> None:
+    """Spark's inference leaves out a field named "": the reason says why it stays unknown
+    (not "fields not in the schema yet", which the run would try to learn from)."""
+    from frazil.engine.bad_records import learnable
+
+    values = [
+        b'{"s": "a", "": 1}',
+        b'{"st": {"a": "x", "": {"b": 2}}}',
+        b'{"arrs": [{"x": 1}, {"": []}]}',
+        b'{"new": 1, "": 2}',
+    ]
+    out = _decode(spark, "frazil", values, evolving=True)
+    tail = (
+        ", which no column can take: rename it where the records are produced, or land "
+        "each value whole with variant: <column>"
+    )
+    reasons = [e["reason"] for _, e in out]
+    assert reasons == [
+        f'a field with an empty name ("") at the top level{tail}',
+        f"a field with an empty name (\"\") in 'st'{tail}",
+        f"a field with an empty name (\"\") in 'arrs[1]'{tail}",
+        f"{NEW_FIELDS}: 'new' and more",
+    ]
+    rows = spark.createDataFrame([(r,) for r in reasons], "r string")
+    from pyspark.sql import functions as F
+
+    marks = rows.select(learnable(F.struct(rows["r"].alias("reason"))).alias("l")).collect()
+    assert [m["l"] for m in marks] == [False, False, False, True]
+
+
 def test_timestamp_format_is_spark_s(spark: Any) -> None:
     values = [b'{"ts": "01/02/2026 03:04"}', b'{"ts": "2026-01-02T03:04:00Z"}']
     frazil = _decode(spark, "frazil", values, timestamp_format="MM/dd/yyyy HH:mm")

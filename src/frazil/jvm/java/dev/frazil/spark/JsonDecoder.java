@@ -363,6 +363,8 @@ public final class JsonDecoder extends Expression implements Serializable {
     String firstUnknown;
     /** Whether another came after it. */
     boolean moreUnknown;
+    /** Whether the first one's name is empty: no column can be named so (nothing to learn). */
+    boolean emptyName;
 
     /**
      * A field the schema lacks, its value's first token {@code t} just read: its path comes
@@ -377,6 +379,10 @@ public final class JsonDecoder extends Expression implements Serializable {
       JsonStreamContext at = p.getParsingContext();
       if (t == JsonToken.START_OBJECT || t == JsonToken.START_ARRAY) {
         at = at.getParent(); // the value's own context: the field is its parent's
+      }
+      emptyName = "".equals(at.getCurrentName());
+      if (emptyName) {
+        at = at.getParent(); // named by where it is: the object holding it
       }
       java.util.ArrayDeque<String> steps = new java.util.ArrayDeque<>();
       for (; at != null && !at.inRoot(); at = at.getParent()) {
@@ -398,6 +404,14 @@ public final class JsonDecoder extends Expression implements Serializable {
     UTF8String unknownReason(UTF8String reason) {
       if (firstUnknown == null) {
         return reason;
+      }
+      if (emptyName) {
+        // Spark's inference leaves such fields out: learning would never add it.
+        String where = firstUnknown.isEmpty() ? "at the top level" : "in " + quoted(firstUnknown);
+        return UTF8String.fromString(
+            "a field with an empty name (\"\") " + where + ", which no column can take: "
+                + "rename it where the records are produced, or land each value whole with "
+                + "variant: <column>");
       }
       return UTF8String.fromString(
           reason + ": " + quoted(firstUnknown) + (moreUnknown ? " and more" : ""));

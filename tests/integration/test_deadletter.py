@@ -299,6 +299,9 @@ def test_values_the_table_cannot_take_go_to_the_dlq_and_the_rest_is_written(
     assert all("field n is string in the records but bigint in table" in r[2] for r in rows), rows[
         0
     ][2]
+    # The detail quotes the field the table cannot take, by its name.
+    details = spark.sql(f"SELECT offset, detail FROM lake.{dead} ORDER BY offset").collect()
+    assert [(r[0], r[1]) for r in details] == [(10 + i, f'{{"n":"n{i}"}}') for i in range(1, 10, 2)]
 
 
 def test_a_routed_batch_sends_every_tables_dead_letters_and_its_own(
@@ -590,3 +593,34 @@ def test_a_routed_table_whose_records_all_fail_is_not_made(
     frame = spark.table(f"lake.{made}")
     assert [f.name for f in frame.schema] == ["id", "size"]
     assert [tuple(r) for r in frame.collect()] == [(9, 2.5)]
+
+
+def test_an_aliased_field_the_table_cannot_take_goes_to_the_dlq_not_null(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A source field feeding a column of another name (``aliases``) whose type the column
+    cannot take: its records are dead letters quoting it, not rows with the column null."""
+    topic, table, name, dead, producer = _one_partition_of_numbers(kafka_bootstrap, "al", unique, 3)
+    first = {"name": name, "topics": [topic], "table": table}
+    first["errors"] = {"tolerance": "all", "dlq_table": dead}
+    schema = {"id": "string", "n": "long"}
+    run(make_config([{**first, "schema": schema}]), until_caught_up=True, spark=spark)
+    for i in range(4):
+        value = {"id": f"b{i}", "count": f"x{i}"} if i % 2 else {"id": f"b{i}", "count": i}
+        producer.produce(topic, json.dumps(value).encode(), partition=0)
+    producer.flush(10)
+
+    renamed = {**first, "schema": {"id": "string", "count": "string"}, "aliases": {"count": "n"}}
+    run(make_config([renamed]), until_caught_up=True, spark=spark)
+
+    rows = spark.sql(f"SELECT id, n FROM lake.{table} ORDER BY id").collect()
+    assert [tuple(r) for r in rows] == [(f"a{i}", i) for i in range(3)]
+    letters = spark.sql(f"SELECT offset, reason, detail FROM lake.{dead} ORDER BY offset").collect()
+    assert [r[0] for r in letters] == [3, 4, 5, 6]
+    assert "field n is string in the records but bigint in table" in letters[0][1], letters[0][1]
+    assert [r[2] for r in letters] == [
+        '{"count":"0"}',
+        '{"count":"x1"}',
+        '{"count":"2"}',
+        '{"count":"x3"}',
+    ]

@@ -412,6 +412,8 @@ def test_alias_from_table_override() -> None:
     )
     diff = compare(_struct(("amt", LongType())), _view(BASE), settings)
     assert diff.mismatches == [Mismatch("amount", "bigint", "int", "schema_evolution is freeze")]
+    # The records holding the value are those with one in the batch's own column.
+    assert [m.column for m in diff.mismatches] == ["amt"]
 
 
 def test_alias_under_freeze_for_a_new_column() -> None:

@@ -153,7 +153,7 @@ class ColumnAdapter:
             view.schema_id,
             view.mapping_text,
             tuple(sorted(diff.columns.items())),
-            tuple(m.path for m in diff.mismatches),
+            tuple((m.path, m.column) for m in diff.mismatches),
         )
         columns = self._writes.get(key)
         if columns is None:

@@ -257,7 +257,7 @@ def conflicts(views: TableViews, pipeline: PipelineConfig, schema: StructType) -
             continue
         diff = compare(c.user_schema(schema), view, pipeline.settings_for(name))
         for mismatch in diff.mismatches:
-            column = mismatch.path.split(".")[0]
+            column = mismatch.column
             if pipeline.errors.dead_letters:
                 then = (
                     f"the run would send every record with a value in {column} to the "

@@ -302,7 +302,7 @@ def table_columns(
         view.schema.json(),
         tuple(view.required),
         tuple(sorted(diff.columns.items())),
-        tuple(m.path for m in diff.mismatches),
+        tuple((m.path, m.column) for m in diff.mismatches),
     )
     columns = shared.get(key)
     if columns is None:

@@ -83,12 +83,12 @@ def write_columns(
             out.append(F.coalesce(*values).alias(f.name))
     error = F.col(c.ERROR)
     for m in diff.mismatches:
-        root = m.path.split(".")[0]
+        root = m.column
         if root not in batch_types:
             continue
         reason = m.describe(table_name)
         error = F.coalesce(
-            error, F.when(F.col(root).isNotNull(), _error_struct(reason, F.col(root)))
+            error, F.when(F.col(c.quoted(root)).isNotNull(), _error_struct(reason, root))
         )
     for name in view.required:
         feeding = by_table.get(name) or []
@@ -109,11 +109,11 @@ def write_columns(
     return WriteColumns(tuple(out), tuple(internal), error, tuple(view.schema.fieldNames()))
 
 
-def _error_struct(reason: str, value: Column) -> Column:
-    """A schema-stage error quoting the failing ``value`` as JSON."""
+def _error_struct(reason: str, column: str) -> Column:
+    """A schema-stage error quoting the failing ``column`` as JSON, by its name."""
     from pyspark.sql import functions as F
 
-    return _schema_error(reason, F.to_json(F.struct(value.alias("value"))))
+    return _schema_error(reason, F.to_json(F.struct(F.col(c.quoted(column)).alias(column))))
 
 
 def _schema_error(reason: str, detail: Column) -> Column:

@@ -22,6 +22,7 @@ The rows are then *conformed* to the table's shape, and those records marked, by
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass, field
@@ -52,6 +53,14 @@ class Mismatch:
     batch_type: str
     table_type: str
     reason: str
+    #: The batch's top-level column holding the value (``path`` names the table's field,
+    #: which an alias names otherwise, and a column's name may hold a dot).
+    source: str = field(default="", compare=False)
+
+    @property
+    def column(self) -> str:
+        """The batch's column whose records hold the value."""
+        return self.source or self.path
 
     def describe(self, table_name: str) -> str:
         """The reason each record holding a value in the field is marked with (stage
@@ -242,7 +251,7 @@ def compare(
         target = table_fields[column]
         merged, changes, problems = _merge(column, f.dataType, target.dataType, evolve)
         if problems:
-            diff.mismatches.extend(problems)
+            diff.mismatches.extend(dataclasses.replace(p, source=f.name) for p in problems)
             continue
         diff.columns[f.name] = column
         if evolve and column in view.required and column not in view.identifiers:

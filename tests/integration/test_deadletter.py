@@ -624,3 +624,35 @@ def test_an_aliased_field_the_table_cannot_take_goes_to_the_dlq_not_null(
         '{"count":"2"}',
         '{"count":"x3"}',
     ]
+
+
+def test_a_known_tables_marker_covers_a_batch_whose_records_all_failed(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """One upsert table with a dead-letter queue (the cached way): a batch whose every record
+    fails still leaves the table's marker past it, so the next start does not read it again,
+    and the table is not written."""
+    from frazil.progress import table_markers
+    from frazil.sink.iceberg import IcebergTable
+
+    topic, table, name, dead, producer = _one_partition_of_numbers(kafka_bootstrap, "km", unique, 3)
+    pipeline = {
+        "name": name,
+        "topics": [topic],
+        "table": table,
+        "schema": {"id": "string", "n": "long"},
+        "write": {"mode": "upsert", "key": ["id"]},
+        "errors": {"tolerance": "all", "dlq_table": dead},
+    }
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+    for i in range(3):
+        producer.produce(topic, json.dumps({"id": f"b{i}", "n": "text"}).encode(), partition=0)
+    producer.flush(10)
+
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+
+    marker = table_markers.find_marker(IcebergTable(spark, f"lake.{table}"), name).marker
+    assert marker is not None and marker.offsets == {topic: {0: 6}}, marker
+    assert sorted(table_ids(spark, table)) == ["a0", "a1", "a2"]
+    offsets = spark.sql(f"SELECT offset FROM lake.{dead} ORDER BY offset").collect()
+    assert [r[0] for r in offsets] == [3, 4, 5]

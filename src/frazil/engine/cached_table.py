@@ -24,6 +24,8 @@ class CachedTable:
     timestamps: tuple[tuple[tuple[str, int], int | None], ...]
     #: The table's :data:`~frazil.columns.ROUTE_HASH` in the batch's cache.
     route_hash: int | None = None
+    #: Records to append that no stage marked (``records`` counts the marked ones too).
+    unmarked: int = 0
 
 
 def of_table(name: str, counted: CachedTable | None) -> Column:

@@ -96,6 +96,10 @@ class CachedWrite:
         except BaseException:
             kept_rows.let_go(frame)
             raise
+        known = self.ledger.targets
+        tables = {n: t for n, t in summary.tables.items() if t.unmarked or n in known}
+        if len(tables) < len(summary.tables):
+            summary = replace(summary, tables=tables)
         pipeline = self.tables.pipeline
         if pipeline.defaults.write.merges and not pipeline.defaults.write.key:
             # A table with no key takes no change (each is marked: sink.modes.change_mode):
@@ -188,8 +192,9 @@ def _summarise(frame: DataFrame, stamps: list[Column], window: BatchWindow) -> _
 
     partitions: tuple[Partition, ...] = window.partitions
     user = [n for n in frame.columns if not c.is_internal(n)]
-    # A marked record goes to the dead-letter queue before any table is written: it neither
-    # makes its table (which would get another record type's columns) nor adds columns.
+    # A marked record goes to the dead-letter queue before any table is written: it adds no
+    # columns, nor makes its table (which would get another record type's columns; a known
+    # table still commits the batch, so that its marker keeps up).
     good = F.col(c.ERROR).isNull()
     rows = (
         frame.groupBy(c.ROUTE_TABLE)
@@ -208,7 +213,8 @@ def _summarise(frame: DataFrame, stamps: list[Column], window: BatchWindow) -> _
                     & (F.col(c.ROUTE_TABLE) == F.col(c.TABLE)[0])
                 ).cast("int")
             ).alias("filtered"),
-            F.sum((F.col(c.OP).isin(*c.WRITTEN_OPS) & good).cast("int")).alias("append"),
+            F.sum(F.col(c.OP).isin(*c.WRITTEN_OPS).cast("int")).alias("append"),
+            F.sum((F.col(c.OP).isin(*c.WRITTEN_OPS) & good).cast("int")).alias("unmarked"),
             F.first(F.col(c.ROUTE_HASH)).alias("route_hash"),
             *with_values_columns(user, good),
             *stamps,
@@ -221,6 +227,7 @@ def _summarise(frame: DataFrame, stamps: list[Column], window: BatchWindow) -> _
             with_values(r, user),
             tuple((tp, r[f"ts_{i}"]) for i, tp in enumerate(partitions)),
             r["route_hash"],
+            int(r["unmarked"] or 0),
         )
         for r in sorted(rows, key=lambda r: str(r[c.ROUTE_TABLE]))
         if r[c.ROUTE_TABLE] is not None and int(r["append"] or 0) > 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from typing import Any
@@ -347,6 +348,92 @@ def test_a_column_renamed_or_dropped_while_running_keeps_its_data_by_field_id(
     assert _schema(spark, table) == [("id", "bigint"), ("amount_usd", "bigint")]
     rows = sorted(tuple(r) for r in spark.table(f"lake.{table}").collect())
     assert rows == [(0, 0), (1, 1), (2, 2), (10, 100), (11, 101), (12, 102)]
+
+
+@pytest.mark.parametrize("routed", [False, True], ids=["table", "routed"])
+def test_a_nested_field_renamed_or_dropped_while_running_keeps_its_data_by_field_id(
+    spark: Any,
+    make_config: Any,
+    kafka_bootstrap: str,
+    unique: str,
+    routed: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The same as at the top level, in a struct, in a list's element and in a map's value;
+    # routed, the batch goes the one job's way (the table takes its columns as they are).
+    topic, table = f"evo-nrename-{unique}", f"db.evo_nrename_{unique}"
+    inner = "struct<a:long,b:string,c:string>"
+    schema = {
+        "id": "long",
+        "payload": inner,
+        "items": f"array<{inner}>",
+        "attrs": f"map<string,{inner}>",
+    }
+
+    def record(n: int, note: str) -> dict[str, Any]:
+        value = {"a": n, "b": f"b{n}", "c": note}
+        return {"id": n, "payload": value, "items": [value], "attrs": {"k": value}}
+
+    produce_json(kafka_bootstrap, topic, [record(n, "x") for n in range(3)])
+    config = make_config(
+        [
+            {
+                "name": f"nr_{unique}",
+                "topics": [topic],
+                **({"route": {"topic": topic, "table": table}} if routed else {"table": table}),
+                "schema": schema,
+                "trigger": "500ms",
+            }
+        ]
+    )
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            run(config, spark=spark, stop_event=stop)
+        except BaseException as exc:  # handed to the test thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    try:
+        _wait_for(lambda: _count(spark, table) == 3)
+        for path in ("payload", "items.element", "attrs.value"):
+            spark.sql(f"ALTER TABLE lake.{table} RENAME COLUMN {path}.a TO alpha")
+            spark.sql(f"ALTER TABLE lake.{table} DROP COLUMN {path}.c")
+        caplog.clear()
+        caplog.set_level(logging.DEBUG, logger="frazil.engine.batch")
+        produce_json(kafka_bootstrap, topic, [record(10 + n, "y") for n in range(3)])
+        _wait_for(lambda: _count(spark, table) == 6)
+    finally:
+        stop.set()
+        thread.join(120)
+    assert not errors, errors
+    if routed:
+        # The table takes the batch's columns as they are: no batch goes the general way.
+        ways = [r.getMessage() for r in caplog.records if r.name == "frazil.engine.batch"]
+        assert any("in one job" in m for m in ways), ways
+        assert not any("goes the general way" in m for m in ways), ways
+    # Nothing was added back: frazil changed no schema.
+    assert _evolutions(spark, table) == []
+    kept = "struct<alpha:bigint,b:string>"
+    assert _schema(spark, table) == [
+        ("id", "bigint"),
+        ("payload", kept),
+        ("items", f"array<{kept}>"),
+        ("attrs", f"map<string,{kept}>"),
+    ]
+    got = spark.sql(f"SELECT to_json(struct(*)) FROM lake.{table} ORDER BY id").collect()
+    assert [json.loads(r[0]) for r in got] == [
+        {
+            "id": n,
+            "payload": {"alpha": n, "b": f"b{n}"},
+            "items": [{"alpha": n, "b": f"b{n}"}],
+            "attrs": {"k": {"alpha": n, "b": f"b{n}"}},
+        }
+        for n in (0, 1, 2, 10, 11, 12)
+    ]
 
 
 def _count(spark: Any, table: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -420,6 +421,103 @@ def test_alias_under_freeze_for_a_new_column() -> None:
     settings = _settings(aliases={"memo": "note"}, schema_evolution="freeze")
     diff = compare(_struct(("memo", StringType())), _view(BASE), settings)
     assert diff.mismatches == [Mismatch("memo", "string", "-", "not in the table")]
+
+
+def _nested_view() -> TableView:
+    """A table whose ``payload.a`` and ``items.element.a`` a user renamed to ``alpha`` and
+    whose ``payload.c`` and ``items.element.c`` a user dropped (Iceberg's JSON of its schema
+    and name mapping, as :meth:`TableView.read` reads them)."""
+
+    def column(fid: int, name: str, kind: Any) -> dict[str, Any]:
+        return {"id": fid, "name": name, "required": False, "type": kind}
+
+    parsed = {
+        "type": "struct",
+        "fields": [
+            column(1, "id", "long"),
+            column(
+                2,
+                "payload",
+                {"type": "struct", "fields": [column(4, "alpha", "int"), column(5, "b", "string")]},
+            ),
+            column(
+                3,
+                "items",
+                {
+                    "type": "list",
+                    "element-id": 7,
+                    "element-required": False,
+                    "element": {"type": "struct", "fields": [column(8, "alpha", "long")]},
+                },
+            ),
+        ],
+    }
+    mapping = [
+        {"field-id": 1, "names": ["id"]},
+        {
+            "field-id": 2,
+            "names": ["payload"],
+            "fields": [
+                {"field-id": 4, "names": ["a", "alpha"]},
+                {"field-id": 5, "names": ["b"]},
+                {"field-id": 6, "names": ["c"]},
+            ],
+        },
+        {
+            "field-id": 3,
+            "names": ["items"],
+            "fields": [
+                {
+                    "field-id": 7,
+                    "names": ["element"],
+                    "fields": [
+                        {"field-id": 8, "names": ["a", "alpha"]},
+                        {"field-id": 9, "names": ["c"]},
+                    ],
+                }
+            ],
+        },
+    ]
+    schema = _struct(
+        ("id", LongType()),
+        ("payload", _struct(("alpha", IntegerType()), ("b", StringType()))),
+        ("items", ArrayType(_struct(("alpha", LongType())), True)),
+    )
+    return TableView.parse(1, parsed, schema, [], json.dumps(mapping))
+
+
+def test_renamed_and_dropped_nested_fields_follow_their_field_ids() -> None:
+    view = _nested_view()
+    assert view.former == {
+        (("payload",), "a", "alpha"),
+        (("payload",), "c", None),
+        (("items",), "a", "alpha"),
+        (("items",), "c", None),
+    }
+    batch = _struct(
+        ("id", LongType()),
+        ("payload", _struct(("a", IntegerType()), ("b", StringType()), ("c", StringType()))),
+        ("items", ArrayType(_struct(("a", LongType()), ("c", StringType())), True)),
+    )
+    for settings in (EVOLVE, FREEZE):
+        diff = compare(batch, view, settings)
+        # Nothing added back, nothing refused: a renamed field takes its former name's values.
+        assert diff.columns == {"id": "id", "payload": "payload", "items": "items"}
+        assert diff.additions == []
+        assert diff.desired is None
+        assert diff.mismatches == []
+        assert diff.dropped == ["payload.c", "items.element.c"]
+
+
+def test_a_renamed_nested_field_widens_under_its_new_name() -> None:
+    batch = _struct(("payload", _struct(("a", LongType()))))
+    diff = compare(batch, _nested_view(), EVOLVE)
+    assert diff.additions == ["widen payload.alpha int to bigint"]
+    assert diff.desired == _struct(
+        ("id", LongType()),
+        ("payload", _struct(("alpha", LongType()), ("b", StringType()))),
+        ("items", ArrayType(_struct(("alpha", LongType())), True)),
+    )
 
 
 # --- required columns ----------------------------------------------------------------------

@@ -300,6 +300,9 @@ def table_columns(
     key = (
         name if named else None,
         view.schema.json(),
+        # Nested fields are matched by field id: a former name at one table may be a dropped
+        # field's at another of the same columns.
+        view.former,
         tuple(view.required),
         tuple(sorted(diff.columns.items())),
         tuple((m.path, m.column) for m in diff.mismatches),

@@ -1,7 +1,8 @@
 """A batch's rows conformed for one table's write: the table's columns in its order, nested
-fields added as null where the batch has none, safe casts applied, so Spark's by-name append
-sees exactly the table's schema; records holding a value the table cannot take are marked
-(stage ``schema``).
+fields matched by field id (a renamed one filled from its former name, a dropped one left
+out) and added as null where the batch has none, safe casts applied, so Spark's by-name
+append sees exactly the table's schema; records holding a value the table cannot take are
+marked (stage ``schema``).
 
 What the batch's columns are matched to, and whether the table must change first, is
 :mod:`~frazil.sink.evolution` (:class:`~frazil.sink.evolution.Diff`).
@@ -9,16 +10,17 @@ What the batch's columns are matched to, and whether the table must change first
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from frazil import columns as c
 from frazil.decode.shapes import conform
-from frazil.sink.evolution import Diff, TableView
+from frazil.sink.evolution import Diff, FieldNames, TableView, table_field
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
-    from pyspark.sql.types import StructField, StructType
+    from pyspark.sql.types import DataType, StructField, StructType
 
 
 @dataclass(frozen=True)
@@ -61,26 +63,17 @@ def write_columns(
     internal columns, with records holding a value the table cannot take marked."""
     from pyspark.sql import functions as F
 
-    by_table: dict[str, list[str]] = {}
-    for source, column in diff.columns.items():
-        # Several source fields may feed one column (an alias, a former name): the one
-        # named like the column first, then the others in batch order.
-        sources = by_table.setdefault(column, [])
-        if source == column:
-            sources.insert(0, source)
-        else:
-            sources.append(source)
+    by_table = _feeding(diff.columns.items())
     batch_types: dict[str, StructField] = {f.name: f for f in frame_schema.fields}
     out: list[Column] = []
     for f in view.schema.fields:
         names = by_table.get(f.name, [])
-        values = [conform(F.col(c.quoted(n)), batch_types[n].dataType, f.dataType) for n in names]
-        if not values:
-            out.append(F.lit(None).cast(f.dataType).alias(f.name))
-        elif len(values) == 1:
-            out.append(values[0].alias(f.name))
-        else:
-            out.append(F.coalesce(*values).alias(f.name))
+        inner = view.nested.get(f.name)
+        values = [
+            _conformed(F.col(c.quoted(n)), batch_types[n].dataType, f.dataType, inner)
+            for n in names
+        ]
+        out.append(_first(values, f.dataType).alias(f.name))
     error = F.col(c.ERROR)
     for m in diff.mismatches:
         root = m.column
@@ -107,6 +100,78 @@ def write_columns(
         )
     internal = [F.col(n) for n in frame_schema.fieldNames() if c.is_internal(n) and n != c.ERROR]
     return WriteColumns(tuple(out), tuple(internal), error, tuple(view.schema.fieldNames()))
+
+
+def _feeding(matched: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """Table field → the batch fields feeding it, from (batch field, table field) pairs.
+
+    Several source fields may feed one field (an alias, a former name): the one named like
+    the field first, then the others in batch order.
+    """
+    by_table: dict[str, list[str]] = {}
+    for source, column in matched:
+        sources = by_table.setdefault(column, [])
+        if source == column:
+            sources.insert(0, source)
+        else:
+            sources.append(source)
+    return by_table
+
+
+def _first(values: list[Column], data_type: DataType) -> Column:
+    """The first non-null of a field's ``values``; null of its type if nothing feeds it."""
+    from pyspark.sql import functions as F
+
+    if not values:
+        return F.lit(None).cast(data_type)
+    return values[0] if len(values) == 1 else F.coalesce(*values)
+
+
+def _conformed(
+    column: Column, batch: DataType, table: DataType, names: FieldNames | None
+) -> Column:
+    """``column`` (of ``batch`` type) in the table's shape, as
+    :func:`~frazil.decode.shapes.conform` makes it, but with its structs' fields matched by
+    field id (``names``, through lists and map values): by name alone, a field a user renamed
+    would stay empty and the records' field of its former name would not be written (the
+    table would have been given it back as a new field), and a dropped one would come back.
+    ``names`` None: by name.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if names is None or batch == table:
+        # The same type has the same names, each its own current field's.
+        return conform(column, batch, table)
+    if isinstance(batch, StructType) and isinstance(table, StructType):
+        matched = []
+        for f in batch.fields:
+            try:
+                current = table_field(names, table, f.name)
+            except KeyError:  # not in the table (its records are marked, not written)
+                continue
+            if current is not None:  # None: a user dropped it
+                matched.append((f.name, current))
+        feeding = _feeding(matched)
+        types = {f.name: f.dataType for f in batch.fields}
+        parts = []
+        for f in table.fields:
+            inner = names.nested.get(f.name)
+            values = [
+                _conformed(column.getField(n), types[n], f.dataType, inner)
+                for n in feeding.get(f.name, [])
+            ]
+            parts.append(_first(values, f.dataType).alias(f.name))
+        return F.when(column.isNotNull(), F.struct(*parts))
+    if isinstance(batch, ArrayType) and isinstance(table, ArrayType):
+        element_batch, element_table = batch.elementType, table.elementType
+        return F.transform(column, lambda e: _conformed(e, element_batch, element_table, names))
+    if isinstance(batch, MapType) and isinstance(table, MapType):
+        value_batch, value_table = batch.valueType, table.valueType
+        return F.transform_values(
+            column, lambda _, v: _conformed(v, value_batch, value_table, names)
+        )
+    return conform(column, batch, table)
 
 
 def _error_struct(reason: str, column: str) -> Column:

@@ -2,11 +2,13 @@
 
 Before each write, the batch's user columns are matched to the table's columns:
 
-* **by field id, not position or current name.** A source field keeps its column when a user
-  renames it (``ALTER TABLE … RENAME COLUMN``): frazil gives its tables Iceberg's default
-  name mapping (``schema.name-mapping.default``), which keeps every former name of a field id
-  as an alias. ``aliases`` in the config add source names of their own. A column a user
-  dropped stays dropped: its source field is no longer written.
+* **by field id, not position or current name**, at every depth (top-level columns, fields
+  of structs, of list elements and of map values). A source field keeps its column when a
+  user renames it (``ALTER TABLE … RENAME COLUMN``, ``… RENAME COLUMN payload.a TO alpha``):
+  frazil gives its tables Iceberg's default name mapping (``schema.name-mapping.default``),
+  which keeps every former name of a field id as an alias. ``aliases`` in the config add
+  source names of their own (top-level columns). A field a user dropped stays dropped: its
+  source field is no longer written.
 * **types**: the table's type is kept when the batch's type fits in it (int into long);
   Iceberg's promotions (int → long, float → double, wider decimal precision) and new fields
   (top level, in structs, in list elements, in map values) change the table under the
@@ -23,6 +25,7 @@ The rows are then *conformed* to the table's shape, and those records marked, by
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -78,7 +81,8 @@ class Diff:
 
     Attributes:
         columns: Batch column → table column, for the columns written.
-        dropped: Batch columns whose field a user dropped from the table (not written).
+        dropped: Batch columns whose field a user dropped from the table (not written), and
+            nested fields so dropped, by path (``payload.c``, ``items.element.c``).
         additions: Human-readable changes the batch needs (new fields, promotions).
         desired: The table's schema with those changes, in the table's names.
         mismatches: Fields the table cannot take (their records are marked).
@@ -118,6 +122,94 @@ def name_mapping_json(spark: SparkSession, schema: Any) -> str:
     return str(java_class(jvm, "org.apache.iceberg.mapping.NameMappingParser").toJson(mapping))
 
 
+@dataclass(frozen=True)
+class FieldNames:
+    """The names of one struct's fields by field id, and of the structs nested in them.
+
+    The batch's fields carry the names the records have, which may be former names of the
+    table's fields (a user renamed them) or names of fields a user dropped: matching them by
+    name alone would add them back as new fields, with new ids, and leave the renamed ones
+    empty.
+
+    Attributes:
+        ids: Current field name → field id.
+        names: Every name the name mapping knows for a field id of this struct (former names,
+            and those of dropped fields, too) → that id.
+        nested: Current field name → the names of the struct it holds, itself or as the
+            element of a list or the value of a map (at any depth of lists and maps).
+    """
+
+    ids: dict[str, int]
+    names: dict[str, int]
+    nested: dict[str, FieldNames] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, fields: list[dict[str, Any]], mapping: list[dict[str, Any]]) -> FieldNames:
+        """The names of a struct's fields (``fields``: Iceberg's JSON of them) with the name
+        mapping's entries for them (``mapping``: empty without a name mapping)."""
+        ids = {str(f["name"]): int(f["id"]) for f in fields}
+        names: dict[str, int] = {}
+        entries: dict[int, list[dict[str, Any]]] = {}
+        for entry in mapping:
+            if "field-id" in entry:
+                entries[int(entry["field-id"])] = entry.get("fields") or []
+                for name in entry.get("names", []):
+                    names[str(name)] = int(entry["field-id"])
+        for name, fid in ids.items():
+            names.setdefault(name, fid)
+        nested: dict[str, FieldNames] = {}
+        for f in fields:
+            inner = _struct_names(f["type"], entries.get(int(f["id"]), []))
+            if inner is not None:
+                nested[str(f["name"])] = inner
+        return cls(ids, names, nested)
+
+    def field_for(self, name: str) -> str | None:
+        """The current field of a source name, or None if its field was dropped.
+
+        Raises:
+            KeyError: The name is new to the struct.
+        """
+        if name in self.ids:
+            return name
+        fid = self.names.get(name)
+        if fid is None:
+            lowered = {n.lower(): n for n in self.ids}
+            if name.lower() in lowered:
+                return lowered[name.lower()]
+            raise KeyError(name)
+        current = {v: k for k, v in self.ids.items()}
+        return current.get(fid)
+
+    def former(
+        self, path: tuple[str, ...] = ()
+    ) -> frozenset[tuple[tuple[str, ...], str, str | None]]:
+        """The names known besides the current ones, at every depth: (the current names of
+        the fields leading to their struct, ``()`` at the top; the name; its field's current
+        name, None if dropped)."""
+        current = {v: k for k, v in self.ids.items()}
+        out = {(path, n, current.get(fid)) for n, fid in self.names.items() if n not in self.ids}
+        for name, inner in self.nested.items():
+            out |= inner.former((*path, name))
+        return frozenset(out)
+
+
+def _struct_names(kind: Any, mapping: list[dict[str, Any]]) -> FieldNames | None:
+    """The names of the struct a field of Iceberg type ``kind`` (its JSON) holds, through
+    lists and map values, with the name mapping's entries nested in the field's; None if it
+    holds none (a primitive, a map's key is never evolved)."""
+    if not isinstance(kind, dict):
+        return None
+    if kind["type"] == "struct":
+        return FieldNames.parse(kind["fields"], mapping)
+    entries = {int(e["field-id"]): e.get("fields") or [] for e in mapping if "field-id" in e}
+    if kind["type"] == "list":
+        return _struct_names(kind["element"], entries.get(int(kind["element-id"]), []))
+    if kind["type"] == "map":
+        return _struct_names(kind["value"], entries.get(int(kind["value-id"]), []))
+    return None
+
+
 @dataclass
 class TableView:
     """The parts of a table's current metadata that matching needs, read once per schema id.
@@ -130,6 +222,8 @@ class TableView:
         names: Every name the name mapping knows for a top-level field id → that id.
         required: Top-level columns the table requires (identifier fields, NOT NULL).
         identifiers: The table's identifier fields (required by Iceberg).
+        nested: Top-level column name → the names of the struct it holds, by field id
+            (:attr:`FieldNames.nested`); a column missing here matches its fields by name.
     """
 
     schema_id: int
@@ -139,6 +233,7 @@ class TableView:
     required: list[str]
     mapping_text: str | None = None
     identifiers: frozenset[str] = frozenset()
+    nested: dict[str, FieldNames] = field(default_factory=dict)
 
     @classmethod
     def read(cls, spark: SparkSession, table: Any, schema: Any = None) -> TableView:
@@ -174,17 +269,26 @@ class TableView:
     ) -> TableView:
         """The view of a schema read as Iceberg's JSON (``parsed``), with its Spark type, its
         identifier fields' names and the table's name mapping (the property's text)."""
-        ids = {str(f["name"]): int(f["id"]) for f in parsed["fields"]}
         required = [str(f["name"]) for f in parsed["fields"] if f["required"]]
-        names: dict[str, int] = {}
-        if mapping_text is not None:
-            for entry in json.loads(mapping_text):
-                if "field-id" in entry:
-                    for name in entry.get("names", []):
-                        names[str(name)] = int(entry["field-id"])
-        for name, fid in ids.items():
-            names.setdefault(name, fid)
-        return cls(schema_id, schema, ids, names, required, mapping_text, frozenset(identifiers))
+        mapping = [] if mapping_text is None else json.loads(mapping_text)
+        top = FieldNames.parse(parsed["fields"], mapping)
+        return cls(
+            schema_id,
+            schema,
+            top.ids,
+            top.names,
+            required,
+            mapping_text,
+            frozenset(identifiers),
+            top.nested,
+        )
+
+    @functools.cached_property
+    def former(self) -> frozenset[tuple[tuple[str, ...], str, str | None]]:
+        """The names the name mapping knows besides the current ones, at every depth
+        (:meth:`FieldNames.former`): views of the same columns and the same former names
+        match any batch alike."""
+        return FieldNames(self.ids, self.names, self.nested).former()
 
     def column_for(self, name: str) -> str | None:
         """The current column of a source name, or None if its field was dropped.
@@ -192,16 +296,7 @@ class TableView:
         Raises:
             KeyError: The name is new to the table.
         """
-        if name in self.ids:
-            return name
-        fid = self.names.get(name)
-        if fid is None:
-            lowered = {n.lower(): n for n in self.ids}
-            if name.lower() in lowered:
-                return lowered[name.lower()]
-            raise KeyError(name)
-        current = {v: k for k, v in self.ids.items()}
-        return current.get(fid)
+        return FieldNames(self.ids, self.names).field_for(name)
 
 
 def compare(
@@ -249,7 +344,14 @@ def compare(
             diff.dropped.append(f.name)
             continue
         target = table_fields[column]
-        merged, changes, problems = _merge(column, f.dataType, target.dataType, evolve)
+        merged, changes, problems = _merge(
+            column,
+            f.dataType,
+            target.dataType,
+            evolve,
+            view.nested.get(column),
+            dropped=diff.dropped,
+        )
         if problems:
             diff.mismatches.extend(dataclasses.replace(p, source=f.name) for p in problems)
             continue
@@ -274,9 +376,20 @@ def compare(
 
 
 def _merge(
-    path: str, batch: DataType, table: DataType, evolve: bool
+    path: str,
+    batch: DataType,
+    table: DataType,
+    evolve: bool,
+    names: FieldNames | None = None,
+    *,
+    dropped: list[str] | None = None,
 ) -> tuple[DataType, list[str], list[Mismatch]]:
-    """The table type that takes both (table-first), the changes it needs, or mismatches."""
+    """The table type that takes both (table-first), the changes it needs, or mismatches.
+
+    ``names``: the table's struct fields by field id (a field a user renamed takes the batch's
+    field of its former name, one a user dropped is not added back; its path goes to
+    ``dropped``); None: matched by name.
+    """
     from pyspark.sql.types import ArrayType, MapType, StructField, StructType
 
     if isinstance(batch, StructType) and isinstance(table, StructType):
@@ -284,10 +397,10 @@ def _merge(
         merged_fields = list(table.fields)
         changes: list[str] = []
         problems: list[Mismatch] = []
-        lowered = {n.lower(): n for n in fields}
         for f in batch.fields:
-            name = f.name if f.name in fields else lowered.get(f.name.lower())
-            if name is None:
+            try:
+                name = table_field(names, table, f.name)
+            except KeyError:  # new to the struct
                 if evolve:
                     merged_fields.append(StructField(f.name, f.dataType, True))
                     changes.append(f"add field {path}.{f.name} {f.dataType.simpleString()}")
@@ -298,8 +411,17 @@ def _merge(
                         )
                     )
                 continue
+            if name is None:  # a user dropped it: never added back
+                if dropped is not None:
+                    dropped.append(f"{path}.{f.name}")
+                continue
             sub, sub_changes, sub_problems = _merge(
-                f"{path}.{name}", f.dataType, fields[name].dataType, evolve
+                f"{path}.{name}",
+                f.dataType,
+                fields[name].dataType,
+                evolve,
+                None if names is None else names.nested.get(name),
+                dropped=dropped,
             )
             problems.extend(sub_problems)
             changes.extend(sub_changes)
@@ -308,14 +430,22 @@ def _merge(
             merged_fields[index] = StructField(name, sub, fields[name].nullable)
         return StructType(merged_fields), changes, problems
     if isinstance(batch, ArrayType) and isinstance(table, ArrayType):
+        # The element's struct (if any) is the one ``names`` describes.
         sub, changes, problems = _merge(
-            f"{path}.element", batch.elementType, table.elementType, evolve
+            f"{path}.element",
+            batch.elementType,
+            table.elementType,
+            evolve,
+            names,
+            dropped=dropped,
         )
         return ArrayType(sub, table.containsNull), changes, problems
     if isinstance(batch, MapType) and isinstance(table, MapType):
         if not _fits(batch.keyType, table.keyType):
             return table, [], [_mismatch(path, batch, table)]
-        sub, changes, problems = _merge(f"{path}.value", batch.valueType, table.valueType, evolve)
+        sub, changes, problems = _merge(
+            f"{path}.value", batch.valueType, table.valueType, evolve, names, dropped=dropped
+        )
         return MapType(table.keyType, sub, table.valueContainsNull), changes, problems
     if _fits(batch, table):
         return table, [], []
@@ -325,6 +455,25 @@ def _merge(
         change = f"widen {path} {table.simpleString()} to {batch.simpleString()}"
         return batch, [change], []
     return table, [], [_mismatch(path, batch, table)]
+
+
+def table_field(names: FieldNames | None, table: StructType, name: str) -> str | None:
+    """The field of a table's struct (``table``) a batch's field ``name`` goes to: by field id
+    through ``names`` (:meth:`FieldNames.field_for`), or by name (case-insensitively) when
+    they are not known; None if a user dropped it.
+
+    Raises:
+        KeyError: The field is new to the struct.
+    """
+    if names is not None:
+        return names.field_for(name)
+    current = table.fieldNames()
+    if name in current:
+        return name
+    lowered = {n.lower(): n for n in current}
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    raise KeyError(name)
 
 
 def _mismatch(path: str, batch: DataType, table: DataType, why: str = "") -> Mismatch:

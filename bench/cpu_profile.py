@@ -69,6 +69,8 @@ _JIT4X = (
 #: ``spark_conf``, ``driver_memory``, ``kafka_properties``, ``pipeline`` (other settings).
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
+    # Spark's own Kafka partition reader instead of frazil's (dev.frazil.spark.KafkaRecordReader).
+    "sparkreader": {"spark_conf": {"spark.frazil.kafka.reader": "spark"}},
     # Parquet's dictionary for every column off (Iceberg has no per-column switch).
     "nodict": {"table_properties": {"parquet.enable.dictionary": "false"}},
     # A smaller dictionary: high-cardinality columns fall back to plain encoding sooner.

@@ -1,9 +1,12 @@
 """A Kafka micro-batch is planned as the scan alone (``dev.frazil.spark.KafkaRows``): no
 projection copies its rows, and what ``foreachBatch`` reads and the stream's progress counts
-are the records, as Spark's own plan gives them."""
+are the records, as Spark's own plan gives them. Its partitions are read by
+``dev.frazil.spark.KafkaRecordReader``, whose rows equal those of Spark's reader."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,34 @@ def _produce(bootstrap: str, topic: str, count: int) -> None:
     producer.flush(10)
 
 
+def _stream_through(
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    per_batch: int,
+    take: Callable[[Any, int], None],
+    tmp_path: Path,
+) -> Any:
+    """The topic read from its start by a stream, ``per_batch`` records a batch, each batch
+    handed to ``take``; the query, ended."""
+    stream = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(per_batch))
+        .load()
+    )
+    query = (
+        stream.writeStream.foreachBatch(take)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    return query
+
+
 def test_a_kafka_batch_is_its_scan_alone_and_reads_every_record(
     spark: Any, kafka_bootstrap: str, unique: str, tmp_path: Path
 ) -> None:
@@ -39,23 +70,9 @@ def test_a_kafka_batch_is_its_scan_alone_and_reads_every_record(
         ).collect()  # fmt: skip
         seen.extend((r.k, r.v, r.topic, r.partition, r.offset) for r in rows)
 
-    stream = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", kafka_bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "20")
-        .load()
-    )
-    query = (
-        stream.writeStream.foreachBatch(take)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
+    query = _stream_through(spark, kafka_bootstrap, topic, 20, take, tmp_path)
     plan = query._jsq.streamingQuery().lastExecution().executedPlan().toString()
-    assert "MicroBatchScan" in plan and "Project" not in plan, plan
+    assert "KafkaMicroBatchScan" in plan and "Project" not in plan, plan
     assert sorted(seen, key=lambda r: (r[3], r[4])) == [
         (f"k{i}", f'{{"n": {i}}}', topic, i % 2, i // 2)
         for i in sorted(range(50), key=lambda i: (i % 2, i // 2))
@@ -63,3 +80,50 @@ def test_a_kafka_batch_is_its_scan_alone_and_reads_every_record(
     assert sum(p["numInputRows"] for p in query.recentProgress) == 50
     # Three batches of at most 20 records: rows of one batch were not left over for the next.
     assert len([p for p in query.recentProgress if p["numInputRows"]]) == 3
+
+
+def test_the_readers_rows_equal_sparks_column_by_column(
+    spark: Any, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    """Every column of the source's rows, as frazil's reader writes them, against a batch read
+    of the same topic (Spark's own reader): null keys and values, empty ones, timestamps set
+    by the producer (the epoch, one millisecond, minutes ahead) and by the broker; batches sent
+    as they are and compressed (the client hands their records over differently)."""
+    topic = f"rows-all-{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=2)
+    records: list[dict[str, Any]] = [
+        {"key": None, "value": b'{"n": 0}'},
+        {"key": b"k1", "value": None},
+        {"key": b"", "value": b""},
+        {"key": b"k3", "value": b"\x00\xff binary", "timestamp": 0},
+        {"key": b"k4", "value": b"v4", "timestamp": 1},
+        # Kafka 4 refuses timestamps more than an hour ahead (message.timestamp.after.max.ms).
+        {"key": b"k5", "value": b"v5", "timestamp": int(time.time() * 1000) + 600_123},
+        {"key": b"k6", "value": "é€😀".encode()},
+    ]
+    for compression in ("none", "lz4", "zstd"):
+        producer = Producer({"bootstrap.servers": kafka_bootstrap, "compression.type": compression})
+        for i, record in enumerate(records):
+            producer.produce(topic, partition=i % 2, **record)
+        assert producer.flush(10) == 0
+    columns = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    seen: list[tuple[Any, ...]] = []
+
+    def take(batch: Any, _batch_id: int) -> None:
+        seen.extend(tuple(r) for r in batch.select(*columns).collect())
+
+    _stream_through(spark, kafka_bootstrap, topic, 8, take, tmp_path)
+    spark_rows = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .select(*columns)
+        .collect()
+    )
+    assert len(seen) == 21
+    assert sorted(seen, key=lambda r: (r[3], r[4])) == sorted(
+        (tuple(r) for r in spark_rows), key=lambda r: (r[3], r[4])
+    )
+    assert {r[1] for r in seen} == {None, b"", b'{"n": 0}', b"\x00\xff binary", b"v4", b"v5",
+                                   "é€😀".encode()}  # fmt: skip

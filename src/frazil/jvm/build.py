@@ -1,7 +1,7 @@
 """frazil's own JVM classes (src/frazil/jvm/java), compiled into a jar in the cache once.
 
 They are compiled with ``javac`` against pyspark's jars, the pinned protobuf-java, the
-Iceberg Spark runtime and the Kafka client Spark's Kafka source brings, at
+Iceberg Spark runtime, Spark's Kafka source and the Kafka client it brings, at
 ``frazil setup`` or when a session first needs them; the jar is named by a hash of the sources
 and of the versions they compile against, so an upgrade builds a new one.
 """
@@ -24,6 +24,9 @@ from frazil.paths import cache_dir, locked
 
 #: The Java sources, shipped inside the package.
 SOURCES = Path(__file__).parent / "java"
+#: Stand-ins for Spark classes that javac cannot extend as they are (Scala case classes):
+#: compiled first and put ahead of Spark's jars when compiling ``SOURCES``, never shipped.
+STUBS = Path(__file__).parent / "stubs"
 _JAR = "frazil-jvm.jar"
 
 
@@ -31,13 +34,18 @@ def _sources() -> list[Path]:
     return sorted(SOURCES.rglob("*.java"))
 
 
+def _stubs() -> list[Path]:
+    return sorted(STUBS.rglob("*.java"))
+
+
 def _digest() -> str:
     digest = hashlib.sha256(
         f"spark={SPARK_VERSION} protobuf={PROTOBUF_JAVA_VERSION} iceberg={ICEBERG_VERSION}".encode()
     )
-    for source in _sources():
-        digest.update(str(source.relative_to(SOURCES)).encode())
-        digest.update(source.read_bytes())
+    for root, sources in ((SOURCES, _sources()), (STUBS, _stubs())):
+        for source in sources:
+            digest.update(str(source.relative_to(root)).encode())
+            digest.update(source.read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -57,11 +65,17 @@ def frazil_jar() -> Path:
                 j
                 for j in ensure_artifacts("spark", quiet=True)
                 if any(
-                    n in j.name for n in ("protobuf-java", "iceberg-spark-runtime", "kafka-clients")
+                    n in j.name
+                    for n in (
+                        "protobuf-java",
+                        "iceberg-spark-runtime",
+                        "kafka-clients",
+                        "spark-sql-kafka",
+                    )
                 )
             ]
             classpath = [pyspark_jars_dir() / "*", *extra]
-            compile_jar(_sources(), classpath, target, "frazil's JVM classes")
+            compile_jar(_sources(), classpath, target, "frazil's JVM classes", stubs=_stubs())
     return target
 
 
@@ -88,27 +102,46 @@ def javac(what: str) -> str:
 
 
 def compile_jar(
-    sources: Sequence[Path], classpath: Sequence[Path], target: Path, what: str
+    sources: Sequence[Path],
+    classpath: Sequence[Path],
+    target: Path,
+    what: str,
+    stubs: Sequence[Path] = (),
 ) -> None:
     """Compile ``sources`` against ``classpath`` (Java 17) into the jar ``target``, which
     appears whole or not at all.
+
+    Args:
+        sources: The Java files whose classes go into the jar.
+        classpath: What they compile against.
+        target: The jar.
+        what: What is compiled, for messages.
+        stubs: Java files compiled first and put ahead of ``classpath``, left out of the jar.
 
     Raises:
         ArtifactError: If no ``javac`` is found or compiling fails.
     """
     with tempfile.TemporaryDirectory(prefix="frazil-javac-") as work:
         classes = Path(work) / "classes"
-        cmd = [javac(what), "-nowarn", "--release", "17", "-d", str(classes)]
-        cmd += ["-cp", os.pathsep.join(str(p) for p in classpath)]
-        proc = subprocess.run(
-            [*cmd, *map(str, sources)],
-            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600, check=False,
-        )  # fmt: skip
-        if proc.returncode != 0:
-            raise ArtifactError(f"compiling {what} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+        if stubs:
+            stub_classes = Path(work) / "stubs"
+            _javac(what, stubs, classpath, stub_classes)
+            classpath = [stub_classes, *classpath]
+        _javac(what, sources, classpath, classes)
         partial = target.with_suffix(".partial")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
             jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
             for path in sorted(classes.rglob("*.class")):
                 jar.write(path, str(path.relative_to(classes)))
         os.replace(partial, target)
+
+
+def _javac(what: str, sources: Sequence[Path], classpath: Sequence[Path], out: Path) -> None:
+    cmd = [javac(what), "-nowarn", "--release", "17", "-d", str(out)]
+    cmd += ["-cp", os.pathsep.join(str(p) for p in classpath)]
+    proc = subprocess.run(
+        [*cmd, *map(str, sources)],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise ArtifactError(f"compiling {what} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")

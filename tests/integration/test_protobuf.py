@@ -1046,3 +1046,145 @@ def test_fields_the_newest_protobuf_version_dropped_keep_older_writers_values(
         *[(f"a{n}", "s", n, f"l{n}") for n in range(3)],
         *[(f"b{n}", "t", None, None) for n in range(2)],
     ]
+
+
+TEXT_THEN_BYTES = """
+syntax = "proto3";
+package frazil.{pkg};
+message Rec {{ {s} s = 1; repeated {s} rs = 2; {m} m = 3; }}
+message Sub {{ string a = 1; }}
+"""
+
+
+def test_bytes_written_where_the_reader_has_text_are_their_utf8_text(spark: Any) -> None:
+    """string and bytes are one wire type: a version that changed one into the other sent
+    the text's bytes. They land as that text; bytes that are not UTF-8, and a message where
+    the reader has text, mark their records (never an object's name in their place)."""
+    from frazil.decode.protobuf import ProtobufDecoder, spark_schema, wire_udf
+    from frazil.decode.protobuf_schemas import compile_proto
+    from frazil.decode.schema_registry import header
+
+    text = compile_proto(
+        {"t.proto": TEXT_THEN_BYTES.format(pkg="text", s="string", m="string")}, "t.proto"
+    )
+    data = compile_proto(
+        {"t.proto": TEXT_THEN_BYTES.format(pkg="data", s="bytes", m="Sub")}, "t.proto"
+    )
+    reader = spark_schema(spark, text, "frazil.text.Rec")
+    decoder = ProtobufDecoder(spark, reader, "frazil.text.Rec")
+    decoder.udf = wire_udf(
+        spark, {1: text, 2: data}, reader, "http://registry.invalid",
+        messages=("frazil.text.Rec", "frazil.data.Rec"),
+    )  # fmt: skip
+
+    def message(s: bytes, rs: list[bytes], m: bytes = b"") -> bytes:
+        out = b"\x0a" + bytes([len(s)]) + s
+        for r in rs:
+            out += b"\x12" + bytes([len(r)]) + r
+        return out + (b"\x1a" + bytes([len(m)]) + m if m else b"")
+
+    out = _decode(
+        spark,
+        decoder,
+        [
+            header(2) + b"\x00" + message("héllo".encode(), [b"x", "€".encode()]),
+            header(2) + b"\x00" + message(b"\xff\xfe", []),
+            header(2) + b"\x00" + message(b"ok", [b"\xc3"]),
+            header(2) + b"\x00" + message(b"ok", [], m=b"\x0a\x01z"),  # Sub{a: "z"}
+        ],
+    )
+
+    assert out[0] == ({"s": "héllo", "rs": ["x", "€"], "m": None}, None)
+    assert [o[0] for o in out[1:]] == [None, None, None]
+    assert [o[1]["reason"] for o in out[1:]] == [
+        "schema id 2: field 's' holds bytes that are not UTF-8 text, where the reader's is"
+        " string (written as binary)",
+        "schema id 2: field 'rs' holds bytes that are not UTF-8 text, where the reader's is"
+        " string (written as binary)",
+        "schema id 2: field 'm' is frazil.data.Sub in this record's schema, which the reader's"
+        " type for it cannot hold",
+    ]
+
+
+def test_timestamps_and_durations_past_a_columns_range_mark_their_records(spark: Any) -> None:
+    """A Timestamp or Duration whose microseconds a long cannot hold is marked, neither
+    wrapped round nor left to fail the batch."""
+    decoder = _plain(
+        spark,
+        'syntax = "proto3";\nimport "google/protobuf/timestamp.proto";\n'
+        'import "google/protobuf/duration.proto";\npackage frazil.range;\n'
+        "message Rec { google.protobuf.Timestamp ts = 1; google.protobuf.Duration dur = 2; }\n",
+        "frazil.range.Rec",
+    )
+
+    def seconds(field: int, value: int) -> bytes:
+        inner = b"\x08" + _varint(value)
+        return bytes([field << 3 | 2, len(inner)]) + inner
+
+    out = _decode(
+        spark,
+        decoder,
+        [
+            seconds(1, 10**13),
+            seconds(1, -(10**13)),
+            seconds(2, 2**62),
+            seconds(2, 10**13 + 1),
+            seconds(1, 253_402_300_799) + seconds(2, 9_000_000_000_000),
+        ],
+    )
+
+    assert [o[0] for o in out[:4]] == [None] * 4
+    assert [o[1]["reason"] for o in out[:4]] == [
+        "field 'ts' holds a Timestamp of 10000000000000 seconds, past what a timestamp column"
+        " holds (microseconds since 1970 in a long)",
+        "field 'ts' holds a Timestamp of -10000000000000 seconds, past what a timestamp column"
+        " holds (microseconds since 1970 in a long)",
+        f"field 'dur' holds a Duration of {2**62} seconds, past what its bigint column of"
+        " microseconds holds",
+        f"field 'dur' holds a Duration of {10**13 + 1} seconds, past what its bigint column of"
+        " microseconds holds",
+    ]
+    value, error = out[4]
+    assert error is None
+    assert value["dur"] == 9_000_000_000_000 * 10**6
+    assert value["ts"] == dt.datetime(9999, 12, 31, 23, 59, 59)
+
+
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = b""
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out += bytes([low | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def test_fields_of_messages_without_fields_have_no_column(spark: Any) -> None:
+    """Parquet cannot store a group without fields: google.protobuf.Empty (and a message
+    holding only such), alone, repeated or as a map's value, get no column; the record's
+    other fields read as ever."""
+    source = (
+        'syntax = "proto3";\nimport "google/protobuf/empty.proto";\npackage frazil.empty;\n'
+        "message Nothing { google.protobuf.Empty e = 1; }\n"
+        "message Rec { string id = 1; google.protobuf.Empty e = 2;"
+        " repeated google.protobuf.Empty es = 3; map<string, Nothing> m = 4; Nothing n = 5;"
+        " oneof kind { google.protobuf.Empty none = 6; string text = 7; } }\n"
+    )
+    from frazil.decode.protobuf import spark_schema
+    from frazil.decode.protobuf_schemas import compile_proto
+
+    compiled = compile_proto({"test.proto": source}, "test.proto")
+    assert spark_schema(spark, compiled, "frazil.empty.Rec").simpleString() == (
+        "struct<id:string,text:string>"
+    )
+    decoder = _plain(spark, source, "frazil.empty.Rec")
+    empty = b"\x00"
+    record = (
+        b"\x0a\x02r1" + b"\x12" + empty + b"\x1a" + empty + b"\x1a" + empty
+        + b"\x22\x05\x0a\x01k\x12\x00" + b"\x2a\x02\x0a\x00" + b"\x32" + empty
+    )  # fmt: skip
+
+    out = _decode(spark, decoder, [record, b"\x0a\x02r2\x3a\x01t"])
+
+    assert out == [({"id": "r1", "text": None}, None), ({"id": "r2", "text": "t"}, None)]

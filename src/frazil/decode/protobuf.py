@@ -17,6 +17,7 @@ Registry, for its wire format (magic byte, schema id, message indexes): each sch
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from frazil.decode.protobuf_schemas import (
 from frazil.decode.registry import BuildContext, Decoded, Format, register
 from frazil.decode.schema_registry import RegisteredSchema, SchemaRegistry
 from frazil.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -207,8 +210,16 @@ class ProtobufDecoder:
                 continue
             try:
                 self.writers[schema.schema_id] = compile_registered(self.registry, schema)
-            except ValueError:
-                continue  # its records stay marked: unknown schema id
+            except ValueError as exc:
+                # Its records stay marked as of an unknown schema id: say why it is unknown.
+                log.warning(
+                    "schema id %s (%s) does not compile, so its records are marked as of an"
+                    " unknown schema id: %s",
+                    schema.schema_id,
+                    schema.subject or "no subject",
+                    exc,
+                )
+                continue
             added = True
         if added or not self.udf:
             self._register(batch_session)

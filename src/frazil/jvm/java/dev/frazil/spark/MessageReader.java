@@ -11,6 +11,10 @@ import com.google.protobuf.InvalidProtocolBufferException;
 import com.google.protobuf.WireFormat;
 import java.io.IOException;
 import java.math.BigDecimal;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -22,6 +26,7 @@ import java.util.Map;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.expressions.GenericRow;
 import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.AtomicType;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
@@ -615,12 +620,25 @@ final class MessageReader {
         case TIMESTAMP:
           {
             long[] sn = secondsNanos(in);
+            if (sn[0] < MIN_SECONDS || sn[0] > MAX_SECONDS) {
+              // Spark's timestamp is microseconds in a long: about ±292,000 years.
+              throw new Unreadable(
+                  "field '" + descriptor.getName() + "' holds a Timestamp of " + sn[0]
+                      + " seconds, past what a timestamp column holds (microseconds since 1970"
+                      + " in a long)");
+            }
             return Instant.ofEpochSecond(sn[0], sn[1]);
           }
         case DURATION:
           {
             long[] sn = secondsNanos(in);
-            return sn[0] * 1_000_000L + sn[1] / 1_000;
+            try {
+              return Math.addExact(Math.multiplyExact(sn[0], 1_000_000L), sn[1] / 1_000);
+            } catch (ArithmeticException e) {
+              throw new Unreadable(
+                  "field '" + descriptor.getName() + "' holds a Duration of " + sn[0]
+                      + " seconds, past what its bigint column of microseconds holds");
+            }
           }
         case WRAPPER:
           return readWrapper(in);
@@ -734,7 +752,8 @@ final class MessageReader {
   /**
    * A value of the writer's type into the reader's, when another schema version changed it:
    * numbers widen (int to bigint, float to double), a bigint the reader's int holds narrows,
-   * anything becomes text for a string. A value the reader's type cannot hold marks its record
+   * a number, boolean or timestamp becomes text for a string, bytes their UTF-8 text (string
+   * and bytes are one wire type). A value the reader's type cannot hold marks its record
    * ({@link Unreadable}): a null in its place would lose it without a word.
    */
   @FunctionalInterface
@@ -755,11 +774,31 @@ final class MessageReader {
       if (target.sameType(DataTypes.DoubleType) && natural.sameType(DataTypes.FloatType)) {
         return v -> ((Float) v).doubleValue();
       }
-      if (target.sameType(DataTypes.StringType)) {
-        return v -> v instanceof BigDecimal ? ((BigDecimal) v).toPlainString() : v.toString();
-      }
       String writer = natural.simpleString();
       String reader = target.simpleString();
+      if (target.sameType(DataTypes.StringType) && natural.sameType(DataTypes.BinaryType)) {
+        // string and bytes are the same on the wire: a version that changed one into the other
+        // sent the same bytes, which are the text if they are UTF-8.
+        return v -> {
+          byte[] bytes = (byte[]) v;
+          try {
+            return StandardCharsets.UTF_8
+                .newDecoder()
+                .onMalformedInput(CodingErrorAction.REPORT)
+                .onUnmappableCharacter(CodingErrorAction.REPORT)
+                .decode(ByteBuffer.wrap(bytes))
+                .toString();
+          } catch (CharacterCodingException e) {
+            throw new Unreadable(
+                "field '" + field + "' holds bytes that are not UTF-8 text, where the reader's"
+                    + " is string (written as binary)");
+          }
+        };
+      }
+      if (target.sameType(DataTypes.StringType) && natural instanceof AtomicType) {
+        // A number or boolean (or an enum's name) as its text.
+        return v -> v instanceof BigDecimal ? ((BigDecimal) v).toPlainString() : v.toString();
+      }
       if (target.sameType(DataTypes.IntegerType) && natural.sameType(DataTypes.LongType)) {
         return v -> {
           long n = (Long) v;
@@ -795,6 +834,11 @@ final class MessageReader {
       super(reason, null, false, false);
     }
   }
+
+  /** The seconds of the timestamps whose microseconds a long holds (Spark's timestamp). */
+  private static final long MAX_SECONDS = Long.MAX_VALUE / 1_000_000L - 1;
+
+  private static final long MIN_SECONDS = Long.MIN_VALUE / 1_000_000L + 1;
 
   private static int tag(int number, int wireType) {
     return (number << 3) | wireType;

@@ -53,9 +53,12 @@ import org.apache.spark.sql.types.StructType;
  *       <td>byte[]</td></tr>
  * </table>
  *
+ * <p>A field of a message type with no fields ({@code google.protobuf.Empty}), alone, repeated
+ * or as a map's value, has no column: Parquet cannot store a group without fields.
+ *
  * <p>When the reader shape (another schema version) has another type than the writer's field:
- * int widens to bigint, float to double, any scalar becomes text for a string; any other
- * difference reads as null.
+ * int widens to bigint, float to double, a number or boolean becomes its text for a string,
+ * bytes their UTF-8 text; any other difference marks the record.
  */
 public final class ProtobufTypes {
   /** Message nesting kept as structs; deeper (recursive) messages stay serialized bytes. */
@@ -68,9 +71,32 @@ public final class ProtobufTypes {
   static StructType struct(Descriptor message, int depth) {
     List<StructField> fields = new ArrayList<>();
     for (FieldDescriptor field : message.getFields()) {
-      fields.add(DataTypes.createStructField(field.getName(), type(field, depth), true));
+      DataType type = type(field, depth);
+      if (!holdsNothing(type)) {
+        fields.add(DataTypes.createStructField(field.getName(), type, true));
+      }
     }
     return DataTypes.createStructType(fields);
+  }
+
+  /**
+   * Whether a field of this type has no column: a message with no fields (such as {@code
+   * google.protobuf.Empty}, or one holding only such messages), alone, repeated or as a map's
+   * value. Parquet cannot write a group without fields ("Cannot write a schema with an empty
+   * group"), so a table given such a column could take no record; the field is read as one the
+   * reader does not know (skipped).
+   */
+  static boolean holdsNothing(DataType type) {
+    if (type instanceof StructType) {
+      return ((StructType) type).fields().length == 0;
+    }
+    if (type instanceof org.apache.spark.sql.types.ArrayType) {
+      return holdsNothing(((org.apache.spark.sql.types.ArrayType) type).elementType());
+    }
+    if (type instanceof org.apache.spark.sql.types.MapType) {
+      return holdsNothing(((org.apache.spark.sql.types.MapType) type).valueType());
+    }
+    return false;
   }
 
   static DataType type(FieldDescriptor field, int depth) {

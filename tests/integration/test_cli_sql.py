@@ -38,12 +38,13 @@ def test_statements_without_a_result_set_say_ok(
         ["sql", "-c", config, "--limit", "1", "SELECT * FROM range(3)"],
         ["-o", "json", "sql", "-c", config, "--limit", "1", "SELECT * FROM range(3)"],
         ["sql", "-c", config, "--limit", "3", "SELECT * FROM range(3)"],
+        ["-o", "json", "sql", "-c", config, NESTED_AND_NOT_FINITE],
         env={"COLUMNS": "80"},
     )
 
     for result in done:
         assert result.returncode == 0, result.stderr[-3000:]
-    create, insert, update, delete, empty, rows, first, first_json, whole = done
+    create, insert, update, delete, empty, rows, first, first_json, whole, odd = done
     create, insert, update, delete, empty, rows = (
         r.stdout for r in (create, insert, update, delete, empty, rows)
     )
@@ -58,3 +59,26 @@ def test_statements_without_a_result_set_say_ok(
     assert json.loads(first_json.stdout) == [{"id": 0}]
     assert note in first_json.stderr
     assert "only the first" not in whole.stdout + whole.stderr
+    # Strict JSON (jq, JSON.parse): structs as objects, NaN and infinities as Spark's to_json
+    # writes them.
+    assert json.loads(odd.stdout, parse_constant=_refused) == [
+        {
+            "n": "NaN",
+            "i": "Infinity",
+            "ni": "-Infinity",
+            "s": {"a": 1, "b": [{"c": "x"}], "d": None},
+            "m": {"k": 1.5},
+        }
+    ]
+
+
+NESTED_AND_NOT_FINITE = (
+    "SELECT CAST('NaN' AS DOUBLE) AS n, CAST('Infinity' AS DOUBLE) AS i,"
+    " CAST('-Infinity' AS FLOAT) AS ni,"
+    " named_struct('a', 1, 'b', array(named_struct('c', 'x')), 'd', CAST(NULL AS STRING)) AS s,"
+    " map('k', 1.5D) AS m"
+)
+
+
+def _refused(constant: str) -> None:
+    raise AssertionError(f"not JSON: {constant}")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -53,7 +55,8 @@ def sql(
     rows = rows[:limit]
     note = f"only the first {limit:,} rows: --limit N prints more"
     if output is OutputFormat.json:
-        console.print_json(json.dumps([{n: row[n] for n in names} for row in rows], default=str))
+        records = [{n: _jsonable(row[n]) for n in names} for row in rows]
+        console.print_json(json.dumps(records, default=str, allow_nan=False))
         if cut:
             err_console.print(note, highlight=False)  # stdout stays the JSON alone
         return
@@ -61,3 +64,20 @@ def sql(
     print_records(console, names, [list(row) for row in rows])
     if cut:
         console.print(note, highlight=False)
+
+
+def _jsonable(value: Any) -> Any:
+    """A result's value as JSON takes it: a struct as an object (a Row is a tuple, which
+    ``json`` writes as a list without its names), NaN and infinities as the strings Spark's
+    ``to_json`` writes (bare ``NaN`` is not JSON: ``jq`` reads it as null)."""
+    from pyspark.sql import Row
+
+    if isinstance(value, Row):
+        return {k: _jsonable(v) for k, v in value.asDict().items()}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value

@@ -1188,3 +1188,35 @@ def test_fields_of_messages_without_fields_have_no_column(spark: Any) -> None:
     out = _decode(spark, decoder, [record, b"\x0a\x02r2\x3a\x01t"])
 
     assert out == [({"id": "r1", "text": None}, None), ({"id": "r2", "text": "t"}, None)]
+
+
+def test_map_entries_read_as_protobuf_java_reads_them(spark: Any) -> None:
+    """A closed (proto2) enum's unknown number as a map's value: protobuf-java keeps the
+    whole entry as an unknown field, so the map has no such key (none is made up with the
+    enum's first value). An entry without its value: a message value is the empty message
+    (its defaults), as protobuf reads it."""
+    closed = _plain(
+        spark,
+        'syntax = "proto2";\npackage frazil.mapenum;\nenum Level { LOW = 0; HIGH = 1; }\n'
+        "message Rec { map<string, Level> levels = 1; }\n",
+        "frazil.mapenum.Rec",
+    )
+    open_ = _plain(
+        spark,
+        'syntax = "proto3";\npackage frazil.mapmsg;\nmessage Sub { string a = 1; int32 n = 2; }\n'
+        "message Rec { map<string, Sub> subs = 1; map<string, int32> ns = 2; }\n",
+        "frazil.mapmsg.Rec",
+    )
+
+    def entry(field: int, body: bytes) -> bytes:
+        return bytes([field << 3 | 2, len(body)]) + body
+
+    high, unknown = b"\x0a\x01h\x10\x01", b"\x0a\x01u\x10\x63"  # u: 99, not a Level
+    [(levels, error)] = _decode(spark, closed, [entry(1, high) + entry(1, unknown)])
+    assert error is None
+    assert levels == {"levels": {"h": "HIGH"}}
+
+    no_value = b"\x0a\x01k"
+    [(subs, error)] = _decode(spark, open_, [entry(1, no_value) + entry(2, no_value)])
+    assert error is None
+    assert subs == {"subs": {"k": {"a": "", "n": 0}}, "ns": {"k": 0}}

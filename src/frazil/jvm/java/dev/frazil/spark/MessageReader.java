@@ -191,6 +191,11 @@ final class MessageReader {
     return finish(out);
   }
 
+  /** The message with no field set: its fields' defaults, as protobuf reads it. */
+  Row empty() {
+    return finish(defaults.clone());
+  }
+
   private Row finish(Object[] out) {
     for (int i = 0; i < width; i++) {
       Object v = out[i];
@@ -697,6 +702,7 @@ final class MessageReader {
       Object key = null;
       Object value = null;
       boolean hasValue = false;
+      boolean dropped = false;
       while (true) {
         int tag = in.readTag();
         if (tag == 0) {
@@ -708,19 +714,26 @@ final class MessageReader {
           key = mapKey.readValue(in);
         } else if (number == 2 && wire == mapValue.wireType && mapValue.kind != SKIP) {
           value = mapValue.readValue(in);
-          hasValue = value != DROPPED;
+          dropped = value == DROPPED;
+          hasValue = !dropped;
         } else if (!in.skipField(tag)) {
           break;
         }
       }
       in.checkLastTagWas(0);
       in.popLimit(limit);
+      if (dropped) {
+        // A closed enum's unknown number: protobuf-java keeps the whole entry as an unknown
+        // field, so the map has no such key (none is made up with a default value).
+        return;
+      }
       if (key == null) {
         key = mapKey.naturalDefault();
       }
       if (!hasValue) {
-        // An entry without its value: the default scalar; a message value stays null.
-        value = mapValue.naturalDefault();
+        // An entry without its value: the default scalar, or the empty message (its fields'
+        // defaults), as protobuf reads it.
+        value = mapValue.kind == MESSAGE ? mapValue.struct.empty() : mapValue.naturalDefault();
       }
       map.put(mapKey.keyText(key), mapValue.convert(value));
     }

@@ -520,6 +520,38 @@ def test_a_renamed_nested_field_widens_under_its_new_name() -> None:
     )
 
 
+def test_a_former_and_a_current_name_in_one_batch_both_evolve_the_field() -> None:
+    # payload.a was renamed b; records of two producer versions in one batch: the former
+    # name's struct has gained y, the current name's has not. y is added once and kept,
+    # whichever of the two is merged last.
+    def column(fid: int, name: str, kind: Any) -> dict[str, Any]:
+        return {"id": fid, "name": name, "required": False, "type": kind}
+
+    inner = {"type": "struct", "fields": [column(3, "x", "int")]}
+    parsed = {
+        "type": "struct",
+        "fields": [column(1, "payload", {"type": "struct", "fields": [column(2, "b", inner)]})],
+    }
+    mapping = [
+        {
+            "field-id": 1,
+            "names": ["payload"],
+            "fields": [
+                {"field-id": 2, "names": ["a", "b"], "fields": [{"field-id": 3, "names": ["x"]}]}
+            ],
+        }
+    ]
+    x = _struct(("x", IntegerType()))
+    view = TableView.parse(
+        1, parsed, _struct(("payload", _struct(("b", x)))), [], json.dumps(mapping)
+    )
+    xy = _struct(("x", IntegerType()), ("y", IntegerType()))
+    for pair in ((("a", xy), ("b", x)), (("b", x), ("a", xy)), (("a", xy), ("b", xy))):
+        diff = compare(_struct(("payload", _struct(*pair))), view, EVOLVE)
+        assert diff.additions == ["add field payload.b.y int"], pair
+        assert diff.desired == _struct(("payload", _struct(("b", xy)))), pair
+
+
 # --- required columns ----------------------------------------------------------------------
 
 

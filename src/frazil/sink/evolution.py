@@ -400,34 +400,42 @@ def _merge(
         for f in batch.fields:
             try:
                 name = table_field(names, table, f.name)
-            except KeyError:  # new to the struct
-                if evolve:
-                    merged_fields.append(StructField(f.name, f.dataType, True))
-                    changes.append(f"add field {path}.{f.name} {f.dataType.simpleString()}")
-                else:
-                    problems.append(
-                        Mismatch(
-                            f"{path}.{f.name}", f.dataType.simpleString(), "-", "not in the table"
+            except KeyError:  # new to the table's struct
+                added = _added(merged_fields, f.name)
+                if added is None:
+                    if evolve:
+                        merged_fields.append(StructField(f.name, f.dataType, True))
+                        changes.append(f"add field {path}.{f.name} {f.dataType.simpleString()}")
+                    else:
+                        problems.append(
+                            Mismatch(
+                                f"{path}.{f.name}",
+                                f.dataType.simpleString(),
+                                "-",
+                                "not in the table",
+                            )
                         )
-                    )
-                continue
+                    continue
+                name = added  # another batch field added it just now (another case)
             if name is None:  # a user dropped it: never added back
                 if dropped is not None:
                     dropped.append(f"{path}.{f.name}")
                 continue
+            index = next(i for i, g in enumerate(merged_fields) if g.name == name)
+            # Several batch fields may feed one (a former and a current name, two cases):
+            # each merges into what the ones before it made, so none undoes another's change.
             sub, sub_changes, sub_problems = _merge(
                 f"{path}.{name}",
                 f.dataType,
-                fields[name].dataType,
+                merged_fields[index].dataType,
                 evolve,
-                None if names is None else names.nested.get(name),
+                None if names is None or name not in fields else names.nested.get(name),
                 dropped=dropped,
             )
             problems.extend(sub_problems)
             changes.extend(sub_changes)
-            index = next(i for i, g in enumerate(merged_fields) if g.name == name)
             # Nullability stays the table's: a merge must not relax a field silently.
-            merged_fields[index] = StructField(name, sub, fields[name].nullable)
+            merged_fields[index] = StructField(name, sub, merged_fields[index].nullable)
         return StructType(merged_fields), changes, problems
     if isinstance(batch, ArrayType) and isinstance(table, ArrayType):
         # The element's struct (if any) is the one ``names`` describes.
@@ -455,6 +463,14 @@ def _merge(
         change = f"widen {path} {table.simpleString()} to {batch.simpleString()}"
         return batch, [change], []
     return table, [], [_mismatch(path, batch, table)]
+
+
+def _added(merged: list[StructField], name: str) -> str | None:
+    """The field of ``merged`` (a struct's fields as a merge goes) that an earlier batch field
+    added under ``name`` (case-insensitively, as the table's fields match), or None. Called
+    for a name the table's struct does not know, so a match is a field added in this merge."""
+    lowered = name.lower()
+    return next((f.name for f in merged if f.name.lower() == lowered), None)
 
 
 def table_field(names: FieldNames | None, table: StructType, name: str) -> str | None:

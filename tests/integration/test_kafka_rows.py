@@ -127,3 +127,40 @@ def test_the_readers_rows_equal_sparks_column_by_column(
     )
     assert {r[1] for r in seen} == {None, b"", b'{"n": 0}', b"\x00\xff binary", b"v4", b"v5",
                                    "é€😀".encode()}  # fmt: skip
+
+
+def test_one_topic_read_by_both_readers_in_one_query(
+    spark: Any, kafka_bootstrap: str, unique: str, tmp_path: Path
+) -> None:
+    """A union of the bare stream (frazil's reader) and a projection of it (Spark's): Spark's
+    consumer pool keys consumers by group id and partition and refuses other settings under
+    one key, so frazil's consumers have a group id of their own."""
+    topic = f"rows-both-{unique}"
+    _produce(kafka_bootstrap, topic, 30)
+    seen: list[tuple[str, int]] = []
+
+    def take(batch: Any, _batch_id: int) -> None:
+        seen.extend(
+            (r.v, r.offset)
+            for r in batch.selectExpr("CAST(value AS STRING) AS v", "offset").collect()
+        )
+
+    stream = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    both = stream.unionByName(stream.where("offset >= 0"))
+    query = (
+        both.writeStream.foreachBatch(take)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    plan = query._jsq.streamingQuery().lastExecution().executedPlan().toString()
+    assert plan.count("MicroBatchScan") == 2 and plan.count("KafkaMicroBatchScan") == 1, plan
+    assert sorted(seen) == sorted([(f'{{"n": {i}}}', i // 2) for i in range(30)] * 2)

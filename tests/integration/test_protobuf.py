@@ -1117,9 +1117,11 @@ def test_timestamps_and_durations_past_a_columns_range_mark_their_records(spark:
         "frazil.range.Rec",
     )
 
-    def seconds(field: int, value: int) -> bytes:
-        inner = b"\x08" + _varint(value)
+    def entry_of(field: int, inner: bytes) -> bytes:
         return bytes([field << 3 | 2, len(inner)]) + inner
+
+    def seconds(field: int, value: int) -> bytes:
+        return entry_of(field, b"\x08" + _varint(value))
 
     out = _decode(
         spark,
@@ -1130,6 +1132,9 @@ def test_timestamps_and_durations_past_a_columns_range_mark_their_records(spark:
             seconds(2, 2**62),
             seconds(2, 10**13 + 1),
             seconds(1, 253_402_300_799) + seconds(2, 9_000_000_000_000),
+            # Nanos past a second carry into the seconds: 9,223,372,036,853 s is in range,
+            # two seconds more are not.
+            entry_of(1, b"\x08" + _varint(9_223_372_036_853) + b"\x10" + _varint(2_000_000_000)),
         ],
     )
 
@@ -1144,6 +1149,15 @@ def test_timestamps_and_durations_past_a_columns_range_mark_their_records(spark:
         f"field 'dur' holds a Duration of {10**13 + 1} seconds, past what its bigint column of"
         " microseconds holds",
     ]
+    assert out[5] == (
+        None,
+        {
+            "stage": "decode",
+            "reason": "field 'ts' holds a Timestamp of 9223372036855 seconds, past what a"
+            " timestamp column holds (microseconds since 1970 in a long)",
+            "detail": out[5][1]["detail"],
+        },
+    )
     value, error = out[4]
     assert error is None
     assert value["dur"] == 9_000_000_000_000 * 10**6
@@ -1220,3 +1234,43 @@ def test_map_entries_read_as_protobuf_java_reads_them(spark: Any) -> None:
     [(subs, error)] = _decode(spark, open_, [entry(1, no_value) + entry(2, no_value)])
     assert error is None
     assert subs == {"subs": {"k": {"a": "", "n": 0}}, "ns": {"k": 0}}
+
+
+def test_text_written_where_the_reader_has_bytes_and_map_values_it_cannot_hold(
+    spark: Any,
+) -> None:
+    """The other way round, text a writer sent where the reader has bytes is its UTF-8
+    bytes; map values of a message where the reader's map holds text mark their record, as a
+    field's would (never a null in their place)."""
+    from frazil.decode.protobuf import ProtobufDecoder, spark_schema, wire_udf
+    from frazil.decode.protobuf_schemas import compile_proto
+    from frazil.decode.schema_registry import header
+
+    body = 'syntax = "proto3";\npackage frazil.{p};\nmessage Sub {{ string a = 1; }}\n'
+    body += "message Rec {{ {s} s = 1; map<string, {v}> m = 2; }}\n"
+    data = compile_proto({"r.proto": body.format(p="rdata", s="bytes", v="string")}, "r.proto")
+    text = compile_proto({"r.proto": body.format(p="rtext", s="string", v="Sub")}, "r.proto")
+    reader = spark_schema(spark, data, "frazil.rdata.Rec")
+    decoder = ProtobufDecoder(spark, reader, "frazil.rdata.Rec")
+    decoder.udf = wire_udf(
+        spark, {1: data, 2: text}, reader, "http://registry.invalid",
+        messages=("frazil.rdata.Rec", "frazil.rtext.Rec"),
+    )  # fmt: skip
+    s = "héllo".encode()
+    entry = b"\x0a\x01k\x12\x03\x0a\x01z"  # key "k", value Sub{a: "z"}
+
+    out = _decode(
+        spark,
+        decoder,
+        [
+            header(2) + b"\x02\x02" + b"\x0a" + bytes([len(s)]) + s,  # indexes [1]: Rec
+            header(2) + b"\x02\x02" + b"\x12" + bytes([len(entry)]) + entry,
+        ],
+    )
+
+    assert out[0] == ({"s": s, "m": {}}, None)
+    assert out[1][0] is None
+    assert out[1][1]["reason"] == (
+        "schema id 2: field 'm' holds map values of frazil.rtext.Sub, which the reader's type"
+        " for them cannot hold"
+    )

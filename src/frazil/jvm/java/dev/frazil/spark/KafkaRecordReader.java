@@ -41,9 +41,12 @@ import org.apache.spark.unsafe.types.UTF8String;
  * Buffers}: a {@code ByteBuffer} over the fetched or decompressed bytes), which are written into
  * the row from there: Spark's consumers copy each into a {@code byte[]} first ({@code
  * ByteArrayDeserializer}), a copy as large as the records, made only to be copied again. The
- * consumers are Spark's ({@code KafkaDataConsumer}, pooled by their settings: these differ from
- * Spark's readers' in the two deserializers, so the two never share a consumer), and none of
- * Spark's code reads a record's key or value between the consumer and this reader.
+ * consumers are Spark's ({@code KafkaDataConsumer}), pooled under a group id of their own (the
+ * pool keys consumers and their fetched records by group id and partition, and refuses other
+ * settings under one key: a query reading one topic through both readers would fail, or hand
+ * Spark's reader these records). They are assigned partitions and commit nothing, so the group
+ * id only names them. None of Spark's code reads a record's key or value between the consumer
+ * and this reader.
  */
 final class KafkaRecordReader implements PartitionReader<InternalRow> {
   private static final int KEY = 0;
@@ -69,6 +72,8 @@ final class KafkaRecordReader implements PartitionReader<InternalRow> {
     Map<String, Object> params = new HashMap<>(partition.executorKafkaParams());
     params.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, Buffers.class.getName());
     params.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, Buffers.class.getName());
+    params.put(
+        ConsumerConfig.GROUP_ID_CONFIG, params.get(ConsumerConfig.GROUP_ID_CONFIG) + "-frazil");
     this.consumer = KafkaDataConsumer.acquire(topicPartition, params);
     this.nextOffset = range.fromOffset();
     this.untilOffset = range.untilOffset();

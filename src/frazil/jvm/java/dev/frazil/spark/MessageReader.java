@@ -625,14 +625,16 @@ final class MessageReader {
         case TIMESTAMP:
           {
             long[] sn = secondsNanos(in);
-            if (sn[0] < MIN_SECONDS || sn[0] > MAX_SECONDS) {
+            Instant instant = Instant.ofEpochSecond(sn[0], sn[1]); // nanos may carry seconds
+            if (instant.getEpochSecond() < MIN_SECONDS || instant.getEpochSecond() > MAX_SECONDS) {
               // Spark's timestamp is microseconds in a long: about ±292,000 years.
               throw new Unreadable(
-                  "field '" + descriptor.getName() + "' holds a Timestamp of " + sn[0]
+                  "field '" + descriptor.getName() + "' holds a Timestamp of "
+                      + instant.getEpochSecond()
                       + " seconds, past what a timestamp column holds (microseconds since 1970"
                       + " in a long)");
             }
-            return Instant.ofEpochSecond(sn[0], sn[1]);
+            return instant;
           }
         case DURATION:
           {
@@ -712,7 +714,12 @@ final class MessageReader {
         int wire = WireFormat.getTagWireType(tag);
         if (number == 1 && wire == mapKey.wireType) {
           key = mapKey.readValue(in);
-        } else if (number == 2 && wire == mapValue.wireType && mapValue.kind != SKIP) {
+        } else if (number == 2 && mapValue.kind == SKIP) {
+          // A value the reader's type cannot hold (another version's): marked, as a field's.
+          throw new Unreadable(
+              "field '" + descriptor.getName() + "' holds map values of "
+                  + shape(mapValue.descriptor) + ", which the reader's type for them cannot hold");
+        } else if (number == 2 && wire == mapValue.wireType) {
           value = mapValue.readValue(in);
           dropped = value == DROPPED;
           hasValue = !dropped;
@@ -807,6 +814,10 @@ final class MessageReader {
                     + " is string (written as binary)");
           }
         };
+      }
+      if (target.sameType(DataTypes.BinaryType) && natural.sameType(DataTypes.StringType)) {
+        // The other way round: the text's UTF-8 bytes, which is what was sent.
+        return v -> ((String) v).getBytes(StandardCharsets.UTF_8);
       }
       if (target.sameType(DataTypes.StringType) && natural instanceof AtomicType) {
         // A number or boolean (or an enum's name) as its text.

@@ -33,9 +33,10 @@ def _stream_through(
     per_batch: int,
     take: Callable[[Any, int], None],
     tmp_path: Path,
+    shape: Callable[[Any], Any] = lambda stream: stream,
 ) -> Any:
-    """The topic read from its start by a stream, ``per_batch`` records a batch, each batch
-    handed to ``take``; the query, ended."""
+    """The topic read from its start by a stream, ``per_batch`` records a batch, shaped by
+    ``shape`` and each batch handed to ``take``; the query, ended."""
     stream = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -45,7 +46,8 @@ def _stream_through(
         .load()
     )
     query = (
-        stream.writeStream.foreachBatch(take)
+        shape(stream)
+        .writeStream.foreachBatch(take)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True)
         .start()
@@ -145,21 +147,10 @@ def test_one_topic_read_by_both_readers_in_one_query(
             for r in batch.selectExpr("CAST(value AS STRING) AS v", "offset").collect()
         )
 
-    stream = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", kafka_bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .load()
-    )
-    both = stream.unionByName(stream.where("offset >= 0"))
-    query = (
-        both.writeStream.foreachBatch(take)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
+    query = _stream_through(
+        spark, kafka_bootstrap, topic, 100, take, tmp_path,
+        shape=lambda stream: stream.unionByName(stream.where("offset >= 0")),
+    )  # fmt: skip
     assert query.exception() is None
     plan = query._jsq.streamingQuery().lastExecution().executedPlan().toString()
     assert plan.count("MicroBatchScan") == 2 and plan.count("KafkaMicroBatchScan") == 1, plan

@@ -191,6 +191,38 @@ def test_order_by_decides_across_partitions_and_against_the_table(
     assert _rows(spark, table, "id, name, version") == {1: ("newest", 4)}
 
 
+def test_a_null_order_by_applies_in_arrival_order_inside_a_batch_as_across_batches(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """Against the table a change with a null ``order_by`` applies (docs/changes.md): inside
+    one batch it wins over the changes before it too, and later ones compare as usual. The
+    same changes give the same table in one batch and in one batch each."""
+    schema = {"id": "long", "name": "string", "version": "long"}
+    changes = [
+        (1, "a", 5), (1, "b", None),  # a null after a value: applies
+        (2, "c", None), (2, "d", 3),  # a value after a null: applies
+        (3, "e", 7), (3, "f", None), (3, "g", 2), (3, "h", 1),  # after the null: largest
+        (4, "i", None), (4, "j", None),  # nulls only: the last
+        (5, "k", 4), (5, "l", 9), (5, "m", 6),  # values only: the largest
+    ]  # fmt: skip
+    expected = {1: ("b", None), 2: ("d", 3), 3: ("g", 2), 4: ("j", None), 5: ("l", 9)}
+    write = {"mode": "upsert", "key": ["id"], "order_by": "version"}
+    for split in (False, True):
+        topic, table = f"ordn{int(split)}-{unique}", f"db.ordn{int(split)}_{unique}"
+        name = f"on{int(split)}_{unique}"
+        ensure_topic(kafka_bootstrap, topic, partitions=1)
+        config = make_config([_pipeline(name, topic, table, schema=schema, write=write)])
+        values = [(str(i), {"id": i, "name": n, "version": v}, 0) for i, n, v in changes]
+        if not split:
+            _produce(kafka_bootstrap, topic, values)
+            run(config, until_caught_up=True, spark=spark)
+        else:
+            for value in values:
+                _produce(kafka_bootstrap, topic, [value])
+                run(config, until_caught_up=True, spark=spark)
+        assert _rows(spark, table, "id, name, version") == expected, split
+
+
 def test_changes_collapsed_per_key_stay_partitioned_by_key(spark: Any) -> None:
     """The MERGE joins the collapsed changes with the table by key: the collapse's own
     shuffle by key is the only one the changes need (one per side of the join)."""
@@ -340,7 +372,7 @@ def test_debezium_envelopes_create_update_delete_read_and_tombstone(
     config = make_config([pipeline])
     run(config, until_caught_up=True, spark=spark)
     rows = _rows(spark, table, "id, email, __source_lsn, __op")
-    assert rows == {1: ("a2@x", "4", "u"), 3: ("c@x", "3", "c"), 4: ("d@x", "6", "c")}
+    assert rows == {1: ("a2@x", 4, "u"), 3: ("c@x", 3, "c"), 4: ("d@x", 6, "c")}
 
     # A tombstone deletes by its Kafka key when asked to (here without a delete event first).
     _produce(kafka_bootstrap, topic, [("4", None, 0)])
@@ -357,6 +389,54 @@ def test_debezium_envelopes_create_update_delete_read_and_tombstone(
     )
     run(make_config([pipeline]), until_caught_up=True, spark=spark)
     assert set(_rows(spark, table, "id, email")) == {1, 3}
+
+
+def test_order_by_a_kept_source_lsn_of_a_declared_envelope_compares_numbers(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A declared schema reads the envelope's ``source`` as text: the LSN kept for
+    ``order_by`` is a number again, so 1000 is newer than 999 inside a batch and against
+    the table (as text, "999" > "1000" dropped the newer changes)."""
+    topic, table, name = f"dbzo-{unique}", f"db.dbzo_{unique}", f"zo_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=2)
+
+    def change(i: int, email: str, lsn: int) -> dict[str, Any]:
+        return _debezium("u", None, {"id": i, "email": email}, lsn, False)
+
+    # Key 1: the newer change (LSN 1000) on partition 0 before the older one on partition 1.
+    first = [("1", change(1, "new", 1000), 0), ("1", change(1, "old", 999), 1)]
+    first += [("2", change(2, "b", 9), 0)]
+    _produce(kafka_bootstrap, topic, first)
+    write = {
+        "mode": "cdc",
+        "key": ["id"],
+        "debezium": True,
+        "debezium_fields": ["source.lsn"],
+        "order_by": "__source_lsn",
+    }
+    schema = {"id": "long", "email": "string"}
+    config = make_config([_pipeline(name, topic, table, schema=schema, write=write)])
+    run(config, until_caught_up=True, spark=spark)
+    assert _rows(spark, table, "id, email, __source_lsn") == {1: ("new", 1000), 2: ("b", 9)}
+    assert dict(spark.table(f"lake.{table}").dtypes)["__source_lsn"] == "bigint"
+    # Against the table: 10 is newer than 9, 999 older than 1000.
+    _produce(
+        kafka_bootstrap, topic, [("2", change(2, "b2", 10), 0), ("1", change(1, "stale", 999), 1)]
+    )
+    run(config, until_caught_up=True, spark=spark)
+    assert _rows(spark, table, "id, email, __source_lsn") == {1: ("new", 1000), 2: ("b2", 10)}
+    # An LSN that is no number marks its record; it is not written with a null LSN.
+    odd = change(3, "c", 0)
+    odd["source"]["lsn"] = "0/16B6C50"
+    _produce(kafka_bootstrap, topic, [("3", odd, 0), ("4", change(4, "d", 11), 0)])
+    dlq = f"db.dbzo_dead_{unique}"
+    errors = {"tolerance": "all", "dlq_table": dlq}
+    config = make_config([_pipeline(name, topic, table, schema=schema, write=write, errors=errors)])
+    run(config, until_caught_up=True, spark=spark)
+    assert set(_rows(spark, table, "id, email")) == {1, 2, 4}
+    [dead] = spark.sql(f"SELECT stage, reason FROM lake.{dlq}").collect()
+    assert dead[0] == "decode"
+    assert "envelope field 'source.lsn' (int64) is not a number: '0/16B6C50'" in dead[1]
 
 
 @pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "schemas-enable"])

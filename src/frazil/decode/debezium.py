@@ -26,6 +26,18 @@ if TYPE_CHECKING:
 #: Fields of the envelope (and of its JSON ``{schema, payload}`` wrapper).
 ENVELOPE_FIELDS = ("before", "after", "op", "source", "ts_ms", "transaction", "schema", "payload")
 
+#: ``source`` fields Debezium's connectors declare as integers (the common timestamps;
+#: MySQL's and MariaDB's binlog position; PostgreSQL's LSN and transaction; SQL Server's
+#: event serial; MongoDB's ordinal). A declared envelope reads ``source`` as a map of
+#: strings: these are numbers again when kept, as Debezium's ``ExtractNewRecordState``
+#: keeps them, so that an ``order_by`` on them compares 1000 above 999. A schema the
+#: values carry (embedded, or the registry's) says what each field is instead.
+SOURCE_NUMBERS = {
+    **dict.fromkeys(("ts_ms", "ts_us", "ts_ns", "lsn", "txId", "xmin"), "int64"),
+    **dict.fromkeys(("server_id", "pos", "thread", "event_serial_no"), "int64"),
+    **dict.fromkeys(("row", "ord"), "int32"),
+}
+
 
 def envelope_schema(
     row: StructType,
@@ -165,11 +177,21 @@ def _mapped(found: dict[str, connect_types.Semantic], name: str, kind: DataType)
 
 def _kept_type(semantics: Semantics, path: str, kind: DataType) -> DataType | None:
     """A kept envelope field's mapped type: ``source.lsn`` read as text (a declared envelope
-    reads ``source`` as a map of strings) is a number again where the schema says int64."""
+    reads ``source`` as a map of strings) is a number again where the schema, or Debezium
+    (:data:`SOURCE_NUMBERS`), says int64."""
+    semantic = _source_semantic(semantics, path)
+    return None if semantic is None else connect_types.target_type(semantic, kind)
+
+
+def _source_semantic(semantics: Semantics, path: str) -> connect_types.Semantic | None:
+    """What the schema (or else Debezium's documentation) says of a kept ``source.*``."""
     head, _, rest = path.partition(".")
-    if head == "source" and rest and "." not in rest:
-        return _mapped(semantics.source, rest, kind)
-    return None
+    if head != "source" or not rest or "." in rest:
+        return None
+    found = semantics.source.get(rest)
+    if found is None and rest in SOURCE_NUMBERS:
+        found = connect_types.Semantic(SOURCE_NUMBERS[rest])
+    return found
 
 
 def _row_type(envelope: StructType) -> StructType | None:
@@ -282,10 +304,22 @@ def unwrap(
         for part in rest:
             kept = kept[part]
         found = _path_type(envelope, path)
-        if found is not None and head == "source" and len(rest) == 1:
-            semantic = semantics.source.get(rest[0])
-            mapped = None if semantic is None else connect_types.convert(kept, semantic, found)
-            kept = kept if mapped is None else mapped
+        semantic = _source_semantic(semantics, path)
+        if found is not None and semantic is not None:
+            mapped = connect_types.convert(kept, semantic, found)
+            if mapped is not None:
+                # Text that is no number (a connector of its own) is marked, not dropped.
+                reason = F.concat(
+                    F.lit(f"envelope field {path!r} ({semantic.type}) is not a number: "),
+                    quoted_value(kept.cast("string")),
+                )
+                unconverted.append(
+                    F.when(
+                        kept.isNotNull() & mapped.isNull(),
+                        decode_error(reason, F.substring(kept.cast("string"), 1, 200)),
+                    )
+                )
+                kept = mapped
         result[column] = kept
     ops = F.lit(None).cast("string")
     for code, what in reversed(list(DEBEZIUM_OPS.items())):

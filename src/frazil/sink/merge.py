@@ -33,17 +33,33 @@ _CONFLICTS = ("ValidationException", "CommitFailedException")
 #: Provenance columns a change carries into :func:`merge_rows`, besides the table's.
 ORDER_COLUMNS = (c.OFFSET, c.PARTITION)
 
+#: A change's place against its key's last change without an ``order_by`` value.
+_SINCE = "__frazil_since_unordered"
+
 
 def latest_changes(rows: DataFrame, key: list[str], order_by: str | None) -> DataFrame:
     """One change per key: the largest ``order_by``, then the largest Kafka offset.
 
     Offsets order one partition's records; Kafka's keyed partitioning keeps a key's changes
     in one partition. Across partitions only ``order_by`` is meaningful.
+
+    A change whose ``order_by`` is null applies in arrival order, as the MERGE applies it
+    against the table: it wins over the key's changes before it, and the changes after it
+    are ordered among themselves. The same changes then give the same table whether they
+    come in one batch or in several.
     """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     values = [n for n in rows.columns if n not in ORDER_COLUMNS and n not in key]
-    ordering = [F.col(order_by)] if order_by else []
+    position = F.struct(F.col(c.OFFSET), F.col(c.PARTITION))
+    ordering = []
+    if order_by:
+        # The key's last change without an ordering value: the ones before it lost to it.
+        unordered = F.max(F.when(F.col(order_by).isNull(), position))
+        last = unordered.over(Window.partitionBy(*[F.col(k) for k in key]))
+        rows = rows.withColumn(_SINCE, F.coalesce(position >= last, F.lit(True)))
+        ordering = [F.col(_SINCE), F.col(order_by)]
     ordering += [F.col(c.OFFSET), F.col(c.PARTITION)]
     # The key columns are the grouping columns themselves, not fields of the chosen change:
     # the result stays partitioned (and sorted) by them, so the MERGE's join by key does not

@@ -207,10 +207,11 @@ def test_the_row_schema_of_a_declared_envelope_with_semantics() -> None:
         ("price", DecimalType(10, 2)),
         ("__source_lsn", LongType()),
     ]
-    # Without an embedded schema, nothing changes (source.lsn stays the map's text).
+    # Without an embedded schema the row's fields keep their declared types; source.lsn
+    # is the number Debezium's connectors declare.
     plain = row_schema(envelope_schema(row), write)
     assert plain["created"].dataType == LongType()
-    assert plain["__source_lsn"].dataType == StringType()
+    assert plain["__source_lsn"].dataType == LongType()
 
 
 def test_a_connect_schema_reads_as_the_json_converter_writes_it() -> None:

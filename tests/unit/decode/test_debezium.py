@@ -57,6 +57,29 @@ def test_the_row_of_a_plain_a_wrapped_and_an_avro_envelope() -> None:
     ]
 
 
+def test_kept_source_numbers_of_a_declared_envelope_are_numbers() -> None:
+    """A declared envelope reads ``source`` as a map of strings: the fields Debezium's
+    connectors declare as integers are numbers again (an ``order_by`` on them then
+    compares 1000 above 999), the others stay text; a schema's own word wins."""
+    from frazil.decode.connect_types import Semantic, Semantics
+
+    kept = WriteConfig(
+        mode="cdc",
+        key=["id"],
+        debezium=True,
+        debezium_fields=["source.lsn", "source.row", "source.db", "source.change_lsn"],
+    )
+    schema = row_schema(envelope_schema(ROW), kept)
+    assert [(f.name, f.dataType) for f in schema.fields][2:] == [
+        ("__source_lsn", LongType()),
+        ("__source_row", IntegerType()),
+        ("__source_db", StringType()),
+        ("__source_change_lsn", StringType()),
+    ]
+    said = Semantics({}, {"lsn": Semantic("string")})
+    assert row_schema(envelope_schema(ROW), kept, said)["__source_lsn"].dataType == StringType()
+
+
 def test_before_only_fields_join_the_row() -> None:
     wider = StructType([*ROW.fields, StructField("legacy", IntegerType())])
     envelope = StructType([StructField("before", wider), StructField("after", ROW)])

@@ -1274,3 +1274,82 @@ def test_text_written_where_the_reader_has_bytes_and_map_values_it_cannot_hold(
         "schema id 2: field 'm' holds map values of frazil.rtext.Sub, which the reader's type"
         " for them cannot hold"
     )
+
+
+RECURSIVE_PROTO = """
+syntax = "proto3";
+package frazil.rec;
+message Tree { string label = 1; Tree left = 2; Tree right = 3; }
+message Expr { oneof kind { int64 value = 1; BinOp op = 2; } }
+message BinOp { string symbol = 1; Expr lhs = 2; Expr rhs = 3; Expr extra = 4; }
+message Rec { string id = 1; Tree tree = 2; Expr expr = 3; }
+"""
+
+
+def _fields(kind: Any) -> int:
+    """Fields of a Spark type at every depth."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(kind, StructType):
+        return sum(1 + _fields(f.dataType) for f in kind.fields)
+    if isinstance(kind, ArrayType):
+        return _fields(kind.elementType)
+    if isinstance(kind, MapType):
+        return _fields(kind.valueType)
+    return 0
+
+
+def test_recursive_types_that_branch_nest_within_a_bounded_shape(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A type that refers to itself through two or three fields (a tree, an expression)
+    doubled or tripled its columns with each of ten levels: thousands of columns and minutes
+    of planning. It nests as far as the shape stays within a thousand fields; each value
+    deeper down is its sub-message's bytes, and nothing of it is lost."""
+    from pyspark.sql.types import BinaryType, StructType
+
+    from frazil.decode.protobuf import spark_schema
+    from frazil.decode.protobuf_schemas import compile_proto
+
+    t = _module(tmp_path, "frazil_rec", RECURSIVE_PROTO)
+    compiled = compile_proto({"test.proto": RECURSIVE_PROTO}, "test.proto")
+    shape = spark_schema(spark, compiled, "frazil.rec.Rec")
+    assert _fields(shape) <= 1000
+    tree, levels = shape["tree"].dataType, 0
+    while isinstance(tree, StructType):
+        levels, tree = levels + 1, tree["left"].dataType
+    assert levels >= 3 and tree == BinaryType()
+
+    def grown(depth: int, name: str) -> Any:
+        node = t.Tree(label=name)
+        if depth:
+            node.left.CopyFrom(grown(depth - 1, name + "l"))
+            node.right.CopyFrom(grown(depth - 1, name + "r"))
+        return node
+
+    expr = t.Expr(value=7)
+    for i in range(12):
+        expr = t.Expr(op=t.BinOp(symbol=f"s{i}", lhs=expr, rhs=t.Expr(value=i)))
+    record = t.Rec(id="r", tree=grown(levels + 2, "n"), expr=expr)
+    [(row, error)] = _decode(
+        spark, _plain(spark, RECURSIVE_PROTO, "frazil.rec.Rec"), [record.SerializeToString()]
+    )
+    assert error is None
+
+    def same(value: Any, message: Any) -> None:
+        if isinstance(value, (bytes, bytearray)):
+            assert type(message).FromString(bytes(value)) == message
+            return
+        assert value is not None
+        for field, kept in value.items():
+            if message.DESCRIPTOR.fields_by_name[field].has_presence and not message.HasField(
+                field
+            ):
+                assert kept is None
+            elif field in ("left", "right", "lhs", "rhs", "extra", "op"):
+                same(kept, getattr(message, field))
+            else:
+                assert kept == getattr(message, field)
+
+    same(row["tree"], record.tree)
+    same(row["expr"], record.expr)

@@ -4,6 +4,7 @@ import com.google.protobuf.Descriptors.Descriptor;
 import com.google.protobuf.Descriptors.FieldDescriptor;
 import com.google.protobuf.Message;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.sql.types.DataType;
@@ -48,7 +49,8 @@ import org.apache.spark.sql.types.StructType;
  *       <td>String</td></tr>
  *   <tr><td>google.protobuf.Any</td><td>struct&lt;type_url: string, value: binary&gt; (the
  *       packed message's schema is not known to the reader)</td><td>Row</td></tr>
- *   <tr><td>a message nested deeper than {@link #MAX_DEPTH} levels (recursive types)</td>
+ *   <tr><td>a message nested deeper than {@link #MAX_DEPTH} levels, or inside itself more
+ *       often than a recursive type's budget allows (see {@link #struct})</td>
  *       <td>binary: the serialized sub-message (a proto2 group that deep: null)</td>
  *       <td>byte[]</td></tr>
  * </table>
@@ -64,19 +66,109 @@ public final class ProtobufTypes {
   /** Message nesting kept as structs; deeper (recursive) messages stay serialized bytes. */
   public static final int MAX_DEPTH = 10;
 
+  /**
+   * The fields (at every depth) a record's shape may have for recursive types to nest as far
+   * as {@link #MAX_DEPTH}. A message that refers to itself through two fields doubles its
+   * columns with each level (a tree's {@code left} and {@code right}): ten levels are
+   * thousands of columns, and Spark took minutes to plan a batch of them. Such types nest
+   * fewer levels, as many as keep the shape within this many fields.
+   */
+  static final int FIELD_BUDGET = 1000;
+
   private static final DecimalType UINT64 = DataTypes.createDecimalType(20, 0);
 
   private ProtobufTypes() {}
 
+  /**
+   * The struct a message reads into. A message nested inside itself (a recursive type, at any
+   * remove) nests as structs as often as the shape stays within {@link #FIELD_BUDGET} fields,
+   * at most down to {@link #MAX_DEPTH}; at the next level it is its serialized bytes (where
+   * it first meets itself, at the least).
+   *
+   * @param depth the message's nesting below the record's message (0 for the record's)
+   */
   static StructType struct(Descriptor message, int depth) {
-    List<StructField> fields = new ArrayList<>();
-    for (FieldDescriptor field : message.getFields()) {
-      DataType type = type(field, depth);
-      if (!holdsNothing(type)) {
-        fields.add(DataTypes.createStructField(field.getName(), type, true));
+    for (int recursions = MAX_DEPTH; ; recursions--) {
+      Shape shape = new Shape(recursions, recursions > 0 ? FIELD_BUDGET : Integer.MAX_VALUE);
+      try {
+        return shape.struct(message, depth);
+      } catch (OverBudget e) {
+        // fewer levels of the recursive types
       }
     }
-    return DataTypes.createStructType(fields);
+  }
+
+  static DataType type(FieldDescriptor field, int depth) {
+    return new Shape(MAX_DEPTH, Integer.MAX_VALUE).type(field, depth);
+  }
+
+  /** Raised when a shape grows past its budget of fields. */
+  private static final class OverBudget extends RuntimeException {
+    OverBudget() {
+      super(null, null, false, false);
+    }
+  }
+
+  /** One try at a message's shape: how often a type may nest in itself, fields allowed. */
+  private static final class Shape {
+    private final int recursions;
+    private final int budget;
+    private int fields;
+    /** The messages on the path from the record's message, with how often each is on it. */
+    private final Map<Descriptor, Integer> path = new HashMap<>();
+
+    Shape(int recursions, int budget) {
+      this.recursions = recursions;
+      this.budget = budget;
+    }
+
+    StructType struct(Descriptor message, int depth) {
+      path.merge(message, 1, Integer::sum);
+      try {
+        List<StructField> out = new ArrayList<>();
+        for (FieldDescriptor field : message.getFields()) {
+          DataType type = type(field, depth);
+          if (!holdsNothing(type)) {
+            if (++fields > budget) {
+              throw new OverBudget();
+            }
+            out.add(DataTypes.createStructField(field.getName(), type, true));
+          }
+        }
+        return DataTypes.createStructType(out);
+      } finally {
+        path.merge(message, -1, Integer::sum);
+      }
+    }
+
+    DataType type(FieldDescriptor field, int depth) {
+      if (field.isMapField()) {
+        Descriptor entry = field.getMessageType();
+        return DataTypes.createMapType(
+            DataTypes.StringType, single(entry.findFieldByName("value"), depth + 1), true);
+      }
+      DataType element = single(field, depth);
+      return field.isRepeated() ? DataTypes.createArrayType(element, true) : element;
+    }
+
+    private DataType single(FieldDescriptor field, int depth) {
+      DataType scalar = scalar(field);
+      return scalar != null ? scalar : message(field.getMessageType(), depth + 1);
+    }
+
+    private DataType message(Descriptor message, int depth) {
+      DataType known = wellKnown(message.getFullName());
+      if (known != null) {
+        return known;
+      }
+      if (isWrapper(message.getFullName())) {
+        return single(message.findFieldByName("value"), depth);
+      }
+      if (depth > MAX_DEPTH || path.getOrDefault(message, 0) > recursions) {
+        return DataTypes.BinaryType;
+      }
+      return struct(message, depth);
+    }
   }
 
   /**
@@ -99,17 +191,8 @@ public final class ProtobufTypes {
     return false;
   }
 
-  static DataType type(FieldDescriptor field, int depth) {
-    if (field.isMapField()) {
-      Descriptor entry = field.getMessageType();
-      return DataTypes.createMapType(
-          DataTypes.StringType, single(entry.findFieldByName("value"), depth + 1), true);
-    }
-    DataType element = single(field, depth);
-    return field.isRepeated() ? DataTypes.createArrayType(element, true) : element;
-  }
-
-  private static DataType single(FieldDescriptor field, int depth) {
+  /** A scalar field's type; null for a message (or group) field. */
+  private static DataType scalar(FieldDescriptor field) {
     switch (field.getType()) {
       case INT32:
       case SINT32:
@@ -136,12 +219,12 @@ public final class ProtobufTypes {
       case BYTES:
         return DataTypes.BinaryType;
       default:
-        return message(field.getMessageType(), depth + 1);
+        return null;
     }
   }
 
-  private static DataType message(Descriptor message, int depth) {
-    String name = message.getFullName();
+  /** The type of a well-known message read as a value of its own; null for others. */
+  private static DataType wellKnown(String name) {
     switch (name) {
       case "google.protobuf.Timestamp":
         return DataTypes.TimestampType;
@@ -152,15 +235,8 @@ public final class ProtobufTypes {
       case "google.protobuf.ListValue":
         return DataTypes.StringType;
       default:
-        break;
+        return null;
     }
-    if (isWrapper(name)) {
-      return single(message.findFieldByName("value"), depth);
-    }
-    if (depth > MAX_DEPTH) {
-      return DataTypes.BinaryType;
-    }
-    return struct(message, depth);
   }
 
   static boolean isWrapper(String name) {

@@ -474,6 +474,32 @@ def test_debezium_tombstones_delete_by_a_json_struct_key(
     assert set(_rows(spark, table, "id, email")) == {1, 3}
 
 
+def test_a_tombstone_deletes_by_its_key_field_whose_name_another_differs_from_in_case(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A JSON key with ``id`` and ``ID``: Spark's names are case-insensitive, so reading
+    ``id`` of it was ambiguous and stopped every batch naming no record. The field of the
+    key column's exact name is read."""
+    topic, table, name = f"tcase-{unique}", f"db.tcase_{unique}", f"tc_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+
+    def key(i: int) -> str:
+        return json.dumps({"id": i, "ID": f"shard-{i % 2}"})
+
+    values: list[tuple[str | None, dict[str, Any] | None, int]] = [
+        (key(i), {"id": i, "name": f"n{i}", "amount": i}, 0) for i in range(1, 5)
+    ]
+    values += [(key(2), None, 0), (key(4), None, 0)]
+    _produce(kafka_bootstrap, topic, values)
+    write = {"mode": "upsert", "key": ["id"], "tombstones": "delete"}
+    pipeline = _pipeline(
+        name, topic, table, write=write, key_format="json", key_column="kafka_key",
+        transforms=[{"drop": ["kafka_key"]}],
+    )  # fmt: skip
+    run(make_config([pipeline]), until_caught_up=True, spark=spark)
+    assert _rows(spark, table) == {1: ("n1", 1), 3: ("n3", 3)}
+
+
 def test_debezium_keys_with_schemas_enable_are_their_payload_in_the_rows_types(
     spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
 ) -> None:

@@ -215,6 +215,13 @@ def _from_key(
         return kafka_key if keys == [name] else kafka_key[name]
     if name not in fields and fields == {"schema", "payload"}:
         return kafka_key["payload"][name]
+    if sum(f.lower() == name.lower() for f in fields) > 1:
+        # Spark resolves names ignoring case: `id` of a key with `id` and `ID` is ambiguous.
+        # Its JSON keeps each name as written; the caller casts the text to the column's type.
+        from pyspark.sql import functions as F
+
+        quoted = name.replace("\\", "\\\\").replace("'", "\\'")
+        return F.get_json_object(F.to_json(kafka_key), f"$['{quoted}']")
     return kafka_key[name]
 
 

@@ -1199,9 +1199,15 @@ def test_fields_of_messages_without_fields_have_no_column(spark: Any) -> None:
         + b"\x22\x05\x0a\x01k\x12\x00" + b"\x2a\x02\x0a\x00" + b"\x32" + empty
     )  # fmt: skip
 
-    out = _decode(spark, decoder, [record, b"\x0a\x02r2\x3a\x01t"])
+    # r3: the oneof's text, then its Empty member, which replaces the text as protobuf reads it.
+    later = b"\x0a\x02r3\x3a\x01t" + b"\x32" + empty
+    out = _decode(spark, decoder, [record, b"\x0a\x02r2\x3a\x01t", later])
 
-    assert out == [({"id": "r1", "text": None}, None), ({"id": "r2", "text": "t"}, None)]
+    assert out == [
+        ({"id": "r1", "text": None}, None),
+        ({"id": "r2", "text": "t"}, None),
+        ({"id": "r3", "text": None}, None),
+    ]
 
 
 def test_map_entries_read_as_protobuf_java_reads_them(spark: Any) -> None:

@@ -97,6 +97,11 @@ final class MessageReader {
   private final MessageReader[] structs;
   /** Per reader slot: what an unset repeated or map field reads as (empty, as protobuf). */
   private final Object[] empties;
+  /**
+   * By field number: the slots of the oneof members a member without a column clears when
+   * it is read (a {@code google.protobuf.Empty} member has none); null if there is none.
+   */
+  private final Map<Integer, int[]> clearing;
 
   private MessageReader(Descriptor message, StructType target, int depth, Builder builder) {
     fullName = message.getFullName();
@@ -144,6 +149,15 @@ final class MessageReader {
                 .toArray();
       }
     }
+    Map<Integer, int[]> clears = new HashMap<>();
+    for (FieldDescriptor fd : message.getFields()) {
+      OneofDescriptor oneof = fd.getRealContainingOneof();
+      List<Integer> members = oneof == null ? null : oneofs.get(oneof);
+      if (members != null && fields.stream().noneMatch(f -> f.descriptor == fd)) {
+        clears.put(fd.getNumber(), members.stream().mapToInt(Integer::intValue).toArray());
+      }
+    }
+    clearing = clears.isEmpty() ? null : clears;
     if (maxNumber <= DENSE_LIMIT) {
       dense = new Field[maxNumber + 1];
       for (Field field : fields) {
@@ -224,6 +238,12 @@ final class MessageReader {
       }
       if (field == null) {
         in.skipField(tag);
+        int[] members = clearing == null ? null : clearing.get(number);
+        if (members != null) {
+          for (int member : members) { // a oneof member without a column was set last
+            out[member] = null;
+          }
+        }
       } else {
         field.read(in, tag, out);
       }

@@ -1241,6 +1241,26 @@ def test_map_entries_read_as_protobuf_java_reads_them(spark: Any) -> None:
     assert error is None
     assert subs == {"subs": {"k": {"a": "", "n": 0}}, "ns": {"k": 0}}
 
+    # Well-known types as values: their own empty messages (the epoch, 0, the wrapped
+    # scalar's default, an empty Struct), not null.
+    known = _plain(
+        spark,
+        'syntax = "proto3";\npackage frazil.mapwkt;\n'
+        'import "google/protobuf/timestamp.proto";\nimport "google/protobuf/duration.proto";\n'
+        'import "google/protobuf/wrappers.proto";\nimport "google/protobuf/struct.proto";\n'
+        "message Rec { map<string, google.protobuf.Timestamp> at = 1;"
+        " map<string, google.protobuf.Duration> took = 2;"
+        " map<string, google.protobuf.Int32Value> n = 3;"
+        " map<string, google.protobuf.Struct> doc = 4; }\n",
+        "frazil.mapwkt.Rec",
+    )
+    values = b"".join(entry(f, no_value) for f in (1, 2, 3, 4))
+    [(wkt, error)] = _decode(spark, known, [values])
+    assert error is None
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    assert wkt["at"]["k"].astimezone(dt.timezone.utc) == epoch
+    assert (wkt["took"], wkt["n"], wkt["doc"]) == ({"k": 0}, {"k": 0}, {"k": "{}"})
+
 
 def test_text_written_where_the_reader_has_bytes_and_map_values_it_cannot_hold(
     spark: Any,

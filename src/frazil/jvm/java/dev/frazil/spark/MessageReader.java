@@ -493,6 +493,17 @@ final class MessageReader {
           return new byte[0];
         case ENUM:
           return enumName(descriptor.getEnumType().getValues().get(0).getNumber());
+        // The well-known types' empty messages (a map entry without its value holds one).
+        case TIMESTAMP:
+          return Instant.EPOCH;
+        case DURATION:
+          return 0L;
+        case WRAPPER:
+          return inner.naturalDefault();
+        case JSON:
+          return ProtobufTypes.json(DynamicMessage.getDefaultInstance(messageType));
+        case RAW:
+          return new byte[0];
         default:
           return null;
       }

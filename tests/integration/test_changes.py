@@ -204,23 +204,29 @@ def test_a_null_order_by_applies_in_arrival_order_inside_a_batch_as_across_batch
         (3, "e", 7), (3, "f", None), (3, "g", 2), (3, "h", 1),  # after the null: largest
         (4, "i", None), (4, "j", None),  # nulls only: the last
         (5, "k", 4), (5, "l", 9), (5, "m", 6),  # values only: the largest
+        (6, "n", 6), (6, "o", None), (6, "p", 5),  # after the null, against a larger value
     ]  # fmt: skip
-    expected = {1: ("b", None), 2: ("d", 3), 3: ("g", 2), 4: ("j", None), 5: ("l", 9)}
+    expected = {
+        1: ("b", None), 2: ("d", 3), 3: ("g", 2), 4: ("j", None), 5: ("l", 9), 6: ("p", 5),
+    }  # fmt: skip
     write = {"mode": "upsert", "key": ["id"], "order_by": "version"}
-    for split in (False, True):
-        topic, table = f"ordn{int(split)}-{unique}", f"db.ordn{int(split)}_{unique}"
-        name = f"on{int(split)}_{unique}"
+    values = [(str(i), {"id": i, "name": n, "version": v}, 0) for i, n, v in changes]
+    firsts = [v for j, v in enumerate(values) if j == 0 or values[j - 1][0] != v[0]]
+    batchings = {
+        "one": [values],
+        "each": [[v] for v in values],
+        # Each key's first change in a batch of its own, the rest against it in the next.
+        "first": [firsts, [v for v in values if v not in firsts]],
+    }
+    for label, batches in batchings.items():
+        topic, table = f"ordn{label}-{unique}", f"db.ordn{label}_{unique}"
+        name = f"on{label}_{unique}"
         ensure_topic(kafka_bootstrap, topic, partitions=1)
         config = make_config([_pipeline(name, topic, table, schema=schema, write=write)])
-        values = [(str(i), {"id": i, "name": n, "version": v}, 0) for i, n, v in changes]
-        if not split:
-            _produce(kafka_bootstrap, topic, values)
+        for batch in batches:
+            _produce(kafka_bootstrap, topic, batch)
             run(config, until_caught_up=True, spark=spark)
-        else:
-            for value in values:
-                _produce(kafka_bootstrap, topic, [value])
-                run(config, until_caught_up=True, spark=spark)
-        assert _rows(spark, table, "id, name, version") == expected, split
+        assert _rows(spark, table, "id, name, version") == expected, label
 
 
 def test_changes_collapsed_per_key_stay_partitioned_by_key(spark: Any) -> None:

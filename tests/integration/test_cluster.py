@@ -158,13 +158,13 @@ def _debezium(op: str, before: int | None, after: int | None, lsn: int) -> bytes
     ).encode()
 
 
-def _changes() -> tuple[list[str], list[bytes | None], dict[int, tuple[str, str]]]:
+def _changes() -> tuple[list[str], list[bytes | None], dict[int, tuple[str, int]]]:
     """A snapshot of 40 rows, then updates, deletes (each followed by its tombstone),
     re-inserts and new rows: the keys, the values, and the rows the table must end with
     (id -> (email, source.lsn))."""
     keys: list[str] = []
     values: list[bytes | None] = []
-    table: dict[int, tuple[str, str]] = {}
+    table: dict[int, tuple[str, int]] = {}
     lsn = 0
 
     def event(op: str, key: int) -> None:
@@ -179,7 +179,7 @@ def _changes() -> tuple[list[str], list[bytes | None], dict[int, tuple[str, str]
             keys.append(str(key))
             values.append(None)  # the tombstone Debezium sends after a delete
         else:
-            table[key] = (f"{key}-{lsn}@x", str(lsn))
+            table[key] = (f"{key}-{lsn}@x", lsn)
 
     for key in range(40):
         event("r", key)

@@ -180,6 +180,13 @@ class WriteConfig(_Frozen):
         """Whether records change rows by key (upsert or cdc) rather than append."""
         return self.mode != "append"
 
+    def consumes_op_field(self) -> bool:
+        """Whether ``op_field`` is read by the write and left out of the table: a top-level
+        column that is no key column."""
+        return (
+            self.op_field is not None and "." not in self.op_field and self.op_field not in self.key
+        )
+
     def envelope_columns(self) -> list[tuple[str, str]]:
         """``(envelope path, column)`` of each of :attr:`debezium_fields`."""
         return [(path, "__" + path.replace(".", "_")) for path in self.debezium_fields]

@@ -35,6 +35,9 @@ ORDER_COLUMNS = (c.OFFSET, c.PARTITION)
 
 #: A change's place against its key's last change without an ``order_by`` value.
 _SINCE = "__frazil_since_unordered"
+#: Whether a collapsed change comes after a change without an ``order_by`` value in its
+#: batch: that change applied against the table, so this one applies whatever the row's.
+_RESET = "__frazil_after_unordered"
 
 
 def latest_changes(rows: DataFrame, key: list[str], order_by: str | None) -> DataFrame:
@@ -59,6 +62,8 @@ def latest_changes(rows: DataFrame, key: list[str], order_by: str | None) -> Dat
         unordered = F.max(F.when(F.col(order_by).isNull(), position))
         last = unordered.over(Window.partitionBy(*[F.col(k) for k in key]))
         rows = rows.withColumn(_SINCE, F.coalesce(position >= last, F.lit(True)))
+        rows = rows.withColumn(_RESET, last.isNotNull())
+        values.append(_RESET)
         ordering = [F.col(_SINCE), F.col(order_by)]
     ordering += [F.col(c.OFFSET), F.col(c.PARTITION)]
     # The key columns are the grouping columns themselves, not fields of the chosen change:
@@ -77,7 +82,7 @@ def merge_statement(
     newer = ""
     if order_by:
         o = c.quoted(order_by)
-        newer = f" AND (t.{o} IS NULL OR s.{o} IS NULL OR s.{o} >= t.{o})"
+        newer = f" AND (s.{_RESET} OR t.{o} IS NULL OR s.{o} IS NULL OR s.{o} >= t.{o})"
     op = f"s.{c.quoted(c.OP)}"
     sets = ", ".join(f"t.{c.quoted(n)} = s.{c.quoted(n)}" for n in columns)
     names = ", ".join(c.quoted(n) for n in columns)
@@ -109,7 +114,7 @@ def merge_rows(
     """
     spark = rows.sparkSession
     latest = latest_changes(rows, key, order_by)
-    columns = [n for n in latest.columns if n != c.OP]
+    columns = [n for n in latest.columns if n not in (c.OP, _RESET)]
     view = f"frazil_changes_{uuid.uuid4().hex}"
     latest.createOrReplaceTempView(view)
     statement = merge_statement(table, view, columns, key, order_by)

@@ -126,7 +126,7 @@ def change_mode(
                 ),
             ),
         )
-        if "." not in write.op_field and write.op_field not in write.key:
+        if write.consumes_op_field():
             # The operation is consumed: a table of current rows has no use for it.
             result.pop(write.op_field, None)
     if write.tombstones == "delete":

@@ -270,13 +270,25 @@ def column_problems(
     Returns:
         ``(key path, reason)`` per problem, in the order above.
     """
+    write = pipeline.defaults.write
+    records = set(columns)
+    consumed = write.op_field if write.consumes_op_field() else None
+    # A CDC operation field is consumed by the write: no column of the table.
+    columns = [name for name in columns if name != consumed]
     known = set(columns)
     listed = ", ".join(columns)
     prefix = f"pipelines[{index}]."
     problems: list[tuple[str, str]] = []
 
     def missing(key: str, column: str, where: str = "in the table") -> None:
-        problems.append((prefix + key, f"column {column!r} is not {where} (columns: {listed})"))
+        if column == consumed:
+            reason = (
+                f"column {column!r} is write.op_field, which the write consumes: it is not a "
+                f"column of the table (columns: {listed})"
+            )
+        else:
+            reason = f"column {column!r} is not {where} (columns: {listed})"
+        problems.append((prefix + key, reason))
 
     for j, field in enumerate(pipeline.defaults.partition_fields()):
         root = field.reads.split(".")[0]
@@ -301,9 +313,8 @@ def column_problems(
     path = getattr(pipeline.route, "field", None)
     if isinstance(path, str):
         root = route_root(path)
-        if root not in known:
+        if root not in records:
             missing("route.field", root, "in the records after decoding and transforms")
-    write = pipeline.defaults.write
     if write.merges:
         named: list[tuple[str, str]] = [(f"write.key[{j}]", k) for j, k in enumerate(write.key)]
         if write.order_by:
@@ -315,9 +326,19 @@ def column_problems(
                 ]
                 if own.write.order_by:
                     named.append((f"tables.{table}.write.order_by", own.write.order_by))
+        kept = {column for _, column in write.envelope_columns()}
         for key, column in named:
             if column not in known:
                 missing(key, column)
+                if write.debezium and column.startswith("__") and column not in kept:
+                    bare = column[2:]
+                    path = "source." + bare[7:] if bare.startswith("source_") else bare
+                    key_path, reason = problems[-1]
+                    problems[-1] = (
+                        key_path,
+                        f"{reason}; an envelope field kept as a column is named in "
+                        f"write.debezium_fields (such as {path!r} for {column!r})",
+                    )
     return problems
 
 
@@ -341,8 +362,15 @@ def static_problems(
         fields: The columns entering the transforms; :func:`declared_fields` if None.
     """
     fields = declared_fields(pipeline) if fields is None else fields
-    if fields is None or pipeline.defaults.write.debezium:
+    if fields is None:
         return []
+    write = pipeline.defaults.write
+    if write.debezium:
+        # The declared schema is the row's; the envelope fields kept follow its columns.
+        declared = list(pipeline.value.schema_ or {})
+        kept = {column: "string" for _, column in write.envelope_columns()}
+        rest = {name: t for name, t in fields.items() if name not in declared}
+        fields = {**{n: fields[n] for n in declared if n in fields}, **kept, **rest}
     problems = check_transforms(pipeline, fields, index=index)
     columns = column_problems(pipeline, planned_columns(pipeline, fields), index=index)
     if not pipeline.transforms:

@@ -20,7 +20,11 @@ def test_one_key_without_ordering() -> None:
 def test_two_keys_and_an_ordering_column() -> None:
     sql = merge_statement("t1", "v", ["a", "b", "ver"], ["a", "b"], "ver")
     assert "ON t.`a` = s.`a` AND t.`b` = s.`b`" in sql
-    newer = " AND (t.`ver` IS NULL OR s.`ver` IS NULL OR s.`ver` >= t.`ver`)"
+    # A change after one without an ordering value in its batch applies, as that one did.
+    newer = (
+        " AND (s.__frazil_after_unordered OR t.`ver` IS NULL OR s.`ver` IS NULL"
+        " OR s.`ver` >= t.`ver`)"
+    )
     assert f"= 'delete'{newer} THEN DELETE" in sql
     assert f"<> 'delete'{newer} THEN UPDATE" in sql
     # Inserts need no ordering: the table has no row to compare with.

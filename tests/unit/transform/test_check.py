@@ -286,3 +286,35 @@ def test_validate_reports_transform_problems_and_counts(tmp_path: Path) -> None:
     result = _frazil("validate", "-c", str(config))
     assert result.returncode == 0, result.stderr
     assert "2 transforms" in " ".join(result.stdout.split())
+
+
+def test_order_by_cannot_name_the_consumed_op_field_and_names_debezium_fields() -> None:
+    """A CDC op field is consumed by the write (no column of the table); a Debezium
+    envelope's kept fields are columns after the row's, named by ``debezium_fields``."""
+    from frazil.transform.check import static_problems
+
+    schema = {"id": "long", "op": "string", "ver": "long"}
+    cdc = {"mode": "cdc", "key": ["id"], "op_field": "op", "order_by": "op"}
+    pipeline = _pipeline([], schema=schema, write=cdc)
+    assert static_problems(pipeline, index=0) == [
+        (
+            "pipelines[0].write.order_by",
+            "column 'op' is write.op_field, which the write consumes: it is not a column of "
+            "the table (columns: id, ver)",
+        )
+    ]
+    fine = _pipeline([], schema=schema, write={**cdc, "order_by": "ver"})
+    assert static_problems(fine, index=0) == []
+
+    debezium = {"mode": "cdc", "key": ["id"], "debezium": True, "order_by": "__source_lsn"}
+    pipeline = _pipeline([], schema={"id": "long", "name": "string"}, write=debezium)
+    [(key, reason)] = static_problems(pipeline, index=0)
+    assert key == "pipelines[0].write.order_by"
+    assert reason == (
+        "column '__source_lsn' is not in the table (columns: id, name); an envelope field "
+        "kept as a column is named in write.debezium_fields (such as 'source.lsn' for "
+        "'__source_lsn')"
+    )
+    kept = {**debezium, "debezium_fields": ["source.lsn"]}
+    pipeline = _pipeline([], schema={"id": "long", "name": "string"}, write=kept)
+    assert static_problems(pipeline, index=0) == []

@@ -1886,3 +1886,41 @@ def test_debezium_json_without_a_schema_keeps_the_rows_column_order(
         ("order_id", "bigint"), ("sku", "string"), ("qty", "bigint"), ("created", "timestamp"),
     ]  # fmt: skip
     assert _rows(spark, table, "order_id, sku, qty") == {i: (f"s{i}", i) for i in range(1, 4)}
+
+
+def test_a_declared_type_the_embedded_schema_sends_otherwise_stops_naming_the_type(
+    spark: Any, make_config: Any, kafka_bootstrap: str, unique: str
+) -> None:
+    """A declared ``timestamp`` for an ``io.debezium.time.Timestamp`` (epoch ms, a JSON
+    number) was read as seconds: 2026 landed as year 57971, silently. A declared type that
+    misreads what the embedded schema sends stops the pipeline, naming the type to declare;
+    the type sent is mapped as ever."""
+    topic, table, name = f"dbzd-{unique}", f"db.dbzd_{unique}", f"zd_{unique}"
+    ensure_topic(kafka_bootstrap, topic, partitions=1)
+    row = [
+        {"type": "int64", "optional": False, "field": "id"},
+        {"type": "int64", "optional": True, "name": "io.debezium.time.Timestamp",
+         "field": "updated_at"},
+    ]  # fmt: skip
+    after = {"id": 1, "updated_at": 1_767_225_600_000}  # 2026-01-01T00:00:00Z
+    event = {
+        "schema": _connect_envelope(row),
+        "payload": {"before": None, "after": after, "op": "c"},
+    }
+    _produce(kafka_bootstrap, topic, [("1", event, 0)])
+    write = {"mode": "cdc", "key": ["id"], "debezium": True}
+    wrong = _pipeline(
+        name, topic, table, schema={"id": "long", "updated_at": "timestamp"}, write=write
+    )
+    with pytest.raises(FrazilError) as failed:
+        run(make_config([wrong]), until_caught_up=True, spark=spark)
+    assert (
+        "schema.updated_at: declared timestamp, but the embedded Connect schema sends it as "
+        "int64 (io.debezium.time.Timestamp), which reads wrong as that: declare bigint, the "
+        "type sent, and frazil makes it timestamp"
+    ) in str(failed.value)
+
+    right = _pipeline(name, topic, table, schema={"id": "long", "updated_at": "long"}, write=write)
+    run(make_config([right]), until_caught_up=True, spark=spark)
+    [got] = spark.sql(f"SELECT id, CAST(updated_at AS STRING) FROM lake.{table}").collect()
+    assert tuple(got) == (1, "2026-01-01 00:00:00")

@@ -184,7 +184,10 @@ class WriteConfig(_Frozen):
         """Whether ``op_field`` is read by the write and left out of the table: a top-level
         column that is no key column."""
         return (
-            self.op_field is not None and "." not in self.op_field and self.op_field not in self.key
+            self.mode == "cdc"
+            and self.op_field is not None
+            and "." not in self.op_field
+            and self.op_field not in self.key
         )
 
     def envelope_columns(self) -> list[tuple[str, str]]:

@@ -170,6 +170,39 @@ def row_schema(
     return StructType([*fields, *kept])
 
 
+def declared_type_problems(value: StructType, semantics: Semantics) -> list[tuple[str, str]]:
+    """The declared row fields whose type is not the one the envelopes' embedded Connect
+    schema sends them in, where that would misread them: an epoch-ms ``Timestamp`` (a JSON
+    number) declared ``timestamp`` is read as seconds, a ``Decimal`` (base64 text) declared
+    ``decimal`` does not parse. ``(field, reason)`` each, naming the type to declare: the
+    one sent, which frazil maps (:func:`row_schema`)."""
+    from pyspark.sql.types import DateType, DecimalType, StringType, TimestampType
+
+    row = _row_type(_envelope_type(value))
+    problems: list[tuple[str, str]] = []
+    for f in row.fields if row is not None else []:
+        semantic = semantics.row.get(f.name)
+        if semantic is None:
+            continue
+        wire = connect_types.spark_type({"type": semantic.type})
+        target = None if wire is None else connect_types.target_type(semantic, wire)
+        if wire is None or target is None or f.dataType == wire:
+            continue
+        if isinstance(wire, StringType) and isinstance(f.dataType, TimestampType):
+            continue  # text read as a timestamp: ZonedTimestamp's ISO text parses as one
+        if f.dataType == target or isinstance(f.dataType, (TimestampType, DateType, DecimalType)):
+            problems.append(
+                (
+                    f.name,
+                    f"declared {f.dataType.simpleString()}, but the embedded Connect schema "
+                    f"sends it as {semantic.type} ({semantic.name}), which reads wrong as "
+                    f"that: declare {wire.simpleString()}, the type sent, and frazil makes "
+                    f"it {target.simpleString()}",
+                )
+            )
+    return problems
+
+
 def _mapped(found: dict[str, connect_types.Semantic], name: str, kind: DataType) -> DataType | None:
     semantic = found.get(name)
     return None if semantic is None else connect_types.target_type(semantic, kind)

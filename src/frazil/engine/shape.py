@@ -147,10 +147,21 @@ def resolve_shape(
 def consumed_columns(pipeline: PipelineConfig) -> tuple[str, ...]:
     """Columns the write mode reads and does not write: a top-level CDC operation field."""
     write = pipeline.defaults.write
-    field = write.op_field
-    if write.mode != "cdc" or field is None or "." in field or field in write.key:
-        return ()
-    return (field,)
+    return (write.op_field,) if write.op_field is not None and write.consumes_op_field() else ()
+
+
+def _check_declared_types(pipeline: PipelineConfig, value: Decoder) -> None:
+    """A declared Debezium row's types against what the envelopes' embedded Connect schemas
+    (met so far) send: a type that would misread the values stops the pipeline, naming the
+    ``schema`` key and the type to declare."""
+    from frazil.decode.debezium import declared_type_problems
+
+    problems = [
+        (f"pipeline {pipeline.name!r}: schema.{field}", reason)
+        for field, reason in declared_type_problems(value.schema, value.semantics())
+    ]
+    if problems:
+        raise ConfigError("\n".join(f"{key}: {reason}" for key, reason in problems), problems)
 
 
 def source_schema(pipeline: PipelineConfig, value: Decoder, key: Decoder | None) -> StructType:
@@ -172,6 +183,8 @@ def source_schema(pipeline: PipelineConfig, value: Decoder, key: Decoder | None)
             fields = list(row_schema(value.schema, write, value.semantics()).fields)
         except ValueError as exc:
             raise ConfigError(f"pipeline {pipeline.name!r}: {exc}") from None
+        if pipeline.value.schema_ is not None:
+            _check_declared_types(pipeline, value)
     key_field: StructField | None = None
     if key is not None:
         assert pipeline.key is not None, "a key decoder decodes the pipeline's key_format"
